@@ -1,0 +1,123 @@
+/**
+ * Typed errors. Every error carries a stable `code` (part of the public API: tools match on it),
+ * and, where known, the file `offset` and the `field` that was wrong.
+ */
+const GGUF_ERROR_MARKER = Symbol.for("@keepquant/gguf.error");
+
+export type GgufErrorCode =
+  | "GGUF_IO"
+  | "GGUF_TRUNCATED"
+  | "GGUF_BAD_MAGIC"
+  | "GGUF_UNSUPPORTED_VERSION"
+  | "GGUF_BAD_VALUE_TYPE"
+  | "GGUF_BAD_VALUE"
+  | "GGUF_LIMIT_EXCEEDED"
+  | "GGUF_DUPLICATE_KEY"
+  | "GGUF_DUPLICATE_TENSOR"
+  | "GGUF_BAD_ALIGNMENT"
+  | "GGUF_BAD_TENSOR_TYPE"
+  | "GGUF_BAD_TENSOR_SHAPE"
+  | "GGUF_PARTIAL_BLOCK"
+  | "GGUF_MISALIGNED_TENSOR"
+  | "GGUF_TENSOR_OUT_OF_BOUNDS"
+  | "GGUF_OVERLAPPING_TENSORS"
+  | "GGUF_WRITE_INVALID"
+  | "QWEN35_WRONG_ARCHITECTURE"
+  | "QWEN35_MISSING_KEY"
+  | "QWEN35_BAD_KEY_TYPE"
+  | "QWEN35_BAD_VALUE";
+
+export interface GgufErrorDetails {
+  /** Absolute file (or buffer) offset of the offending bytes, when known. */
+  offset?: number;
+  /** The field, key or tensor name that was wrong. */
+  field?: string;
+  cause?: unknown;
+}
+
+export class GgufError extends Error {
+  readonly [GGUF_ERROR_MARKER] = true;
+  readonly code: GgufErrorCode;
+  readonly offset: number | undefined;
+  readonly field: string | undefined;
+
+  constructor(code: GgufErrorCode, message: string, details: GgufErrorDetails = {}) {
+    super(message, details.cause === undefined ? undefined : { cause: details.cause });
+    this.name = "GgufError";
+    this.code = code;
+    this.offset = details.offset;
+    this.field = details.field;
+  }
+
+  /** Works across duplicate copies of this package (a bundled CLI and an installed library). */
+  static isInstance(value: unknown): value is GgufError {
+    return typeof value === "object" && value !== null && (value as Record<symbol, unknown>)[GGUF_ERROR_MARKER] === true;
+  }
+}
+
+/** The bytes are not a valid GGUF file (structure, types, values). */
+export class GgufFormatError extends GgufError {
+  constructor(code: GgufErrorCode, message: string, details?: GgufErrorDetails) {
+    super(code, message, details);
+    this.name = "GgufFormatError";
+  }
+}
+
+/** A named parse limit was exceeded (see GGUF_LIMITS for each limit and its reason). */
+export class GgufLimitError extends GgufError {
+  readonly limit: string;
+  readonly value: number;
+  readonly maximum: number;
+  constructor(limit: string, value: number, maximum: number, details?: GgufErrorDetails) {
+    super(
+      "GGUF_LIMIT_EXCEEDED",
+      `${limit} ${value} exceeds the maximum allowed (${maximum})${where(details)}`,
+      details,
+    );
+    this.name = "GgufLimitError";
+    this.limit = limit;
+    this.value = value;
+    this.maximum = maximum;
+  }
+}
+
+/** Tensor placement or geometry is invalid (bounds, alignment, overlap, partial blocks). */
+export class GgufTensorError extends GgufError {
+  constructor(code: GgufErrorCode, message: string, details?: GgufErrorDetails) {
+    super(code, message, details);
+    this.name = "GgufTensorError";
+  }
+}
+
+/** The file could not be opened or read. */
+export class GgufIoError extends GgufError {
+  constructor(message: string, details?: GgufErrorDetails) {
+    super("GGUF_IO", message, details);
+    this.name = "GgufIoError";
+  }
+}
+
+/** The writer was given input that cannot be encoded. */
+export class GgufWriteError extends GgufError {
+  constructor(message: string, details?: GgufErrorDetails) {
+    super("GGUF_WRITE_INVALID", message, details);
+    this.name = "GgufWriteError";
+  }
+}
+
+/** qwen35 hyperparameters are missing, mistyped or inconsistent. */
+export class Qwen35ConfigError extends GgufError {
+  constructor(code: GgufErrorCode, message: string, details?: GgufErrorDetails) {
+    super(code, message, details);
+    this.name = "Qwen35ConfigError";
+  }
+}
+
+/** " at offset N (field)" suffix used in messages. */
+export function where(details: GgufErrorDetails | undefined): string {
+  if (!details) return "";
+  const parts: string[] = [];
+  if (details.field !== undefined) parts.push(`in ${details.field}`);
+  if (details.offset !== undefined) parts.push(`at offset ${details.offset}`);
+  return parts.length > 0 ? ` (${parts.join(" ")})` : "";
+}

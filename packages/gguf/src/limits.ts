@@ -1,0 +1,36 @@
+/**
+ * Parse limits. Every byte of a GGUF file is untrusted: these bound what a header may make us
+ * allocate or loop over. Each limit names its reason. Callers may tighten or loosen them per call.
+ */
+export interface GgufLimits {
+  /** Longest string value. Real files: the longest is a chat template of tens of KiB. */
+  maxStringBytes: number;
+  /** Longest metadata key. The GGUF spec caps keys at 65535 bytes. */
+  maxKeyBytes: number;
+  /** Longest array. Real files: the largest is a 248,320-entry vocabulary (60x headroom). */
+  maxArrayLength: number;
+  /** Deepest array nesting. Real files never nest; a bound keeps recursion shallow. */
+  maxArrayNesting: number;
+  /** Most metadata keys. Real files have tens; 65536 bounds the key map. */
+  maxKeyCount: number;
+  /** Most tensors. A 27B dense file has under 1,000; MoE files a few thousand. */
+  maxTensorCount: number;
+  /** Most dimensions per tensor: GGML_MAX_DIMS in ggml.h. */
+  maxDims: number;
+  /** Largest element count of one tensor: 2^53 - 1 keeps byte arithmetic exact in JS numbers. */
+  maxTensorElements: number;
+  /** Largest header (metadata plus tensor infos) we will read. Real 248k-vocab headers are ~10 MiB. */
+  maxHeaderBytes: number;
+}
+
+export const GGUF_LIMITS: Readonly<GgufLimits> = Object.freeze({
+  maxStringBytes: 16 * 1024 * 1024,
+  maxKeyBytes: 65_535,
+  maxArrayLength: 16 * 1024 * 1024,
+  maxArrayNesting: 8,
+  maxKeyCount: 65_536,
+  maxTensorCount: 1_048_576,
+  maxDims: 4,
+  maxTensorElements: Number.MAX_SAFE_INTEGER,
+  maxHeaderBytes: 512 * 1024 * 1024,
+});
