@@ -1,1 +1,2 @@
 export * from "./ggml.js";
+export * from "./llama.js";

@@ -1,0 +1,686 @@
+/**
+ * The raw llama C API of the npm-shipped libllama.v0.5.0.so (the oracle), called through koffi.
+ * Test and script support only: published packages never import this.
+ *
+ * Two ways to use it:
+ *
+ * 1. In this process (fast, but a GGML_ASSERT inside llama.cpp aborts the whole process):
+ *      const llama = loadLlamaOracle();
+ *      const model = llama.loadModel("m.gguf", { repack: false });      // use_extra_bufts = false
+ *      const ids = model.tokenize("hello", { addSpecial: false, parseSpecial: true });
+ *      const ctx = model.createContext({ nCtx: 256, threads: 2 });      // F32 K/V, no flash-attn
+ *      const logits = ctx.evaluate(ids);                                // Float32Array[] per position
+ *      const run = ctx.greedy(ids, 16);                                 // { tokens, logits[] }
+ *      ctx.free(); model.free();
+ *      llama.quantize("in.gguf", "out.gguf", "Q4_K_M");                // llama_model_quantize
+ *
+ * 2. In a child process (safe: an abort becomes a rejected promise with llama.cpp's stderr):
+ *      const result = await runOracle({ kind: "greedy", model: "m.gguf", prompts: [[1, 2]], nTokens: 16 });
+ *    Jobs and results are plain JSON (`OracleJob` / `OracleResult` below); float vectors travel as
+ *    base64 of little-endian f32 (`decodeF32`). The worker is `llama-worker.ts`, run with tsx.
+ *
+ * Struct layouts are those of this exact build (llama.cpp "0.5.0-dev" as packaged by
+ * @node-llama-cpp/linux-x64 3.22.1), verified against the bytes llama_*_default_params() write:
+ * llama_model_params is 80 bytes (load_mode/lazy_mode enums, no use_mmap bool), llama_context_params
+ * 160 bytes, llama_model_quantize_params 64 bytes, llama_batch 56 bytes. `llama.test.ts` re-checks them.
+ */
+import { createRequire } from "node:module";
+import { spawn } from "node:child_process";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
+import koffi from "koffi";
+import { oracleLibDir, oracleUnavailableReason } from "./ggml.js";
+
+export const LLAMA_LIBRARY = "libllama.v0.5.0.so";
+
+/** Why the llama oracle cannot be used here, or undefined when it can. */
+export function llamaUnavailableReason(): string | undefined {
+  const reason = oracleUnavailableReason();
+  if (reason) return reason;
+  if (!fs.existsSync(path.join(oracleLibDir(), LLAMA_LIBRARY))) return `${LLAMA_LIBRARY} not found in ${oracleLibDir()}`;
+  return undefined;
+}
+
+/** llama_ftype ids accepted by llama_model_quantize (include/llama.h). */
+export const LLAMA_FTYPE = {
+  F32: 0,
+  F16: 1,
+  Q4_0: 2,
+  Q4_1: 3,
+  Q8_0: 7,
+  Q5_0: 8,
+  Q5_1: 9,
+  Q2_K: 10,
+  Q3_K_S: 11,
+  Q3_K_M: 12,
+  Q3_K_L: 13,
+  Q4_K_S: 14,
+  Q4_K_M: 15,
+  Q5_K_S: 16,
+  Q5_K_M: 17,
+  Q6_K: 18,
+  IQ4_NL: 25,
+  IQ4_XS: 30,
+  BF16: 32,
+} as const;
+export type LlamaFtypeName = keyof typeof LLAMA_FTYPE;
+
+/** ggml_type ids used for the K/V cache. */
+const GGML_TYPE_F32 = 0;
+const GGML_TYPE_F16 = 1;
+
+// ---------------------------------------------------------------------------------------------
+// Struct layouts of this build
+
+const ModelParams = koffi.struct("llama_model_params", {
+  devices: "void *",
+  tensor_buft_overrides: "void *",
+  n_gpu_layers: "int32_t",
+  split_mode: "int",
+  load_mode: "int", // enum llama_load_mode: -1 auto, 0 none, 1 mmap, 2 mlock, 3 mmap+mlock, 4 dio
+  lazy_mode: "int",
+  main_gpu: "int32_t",
+  tensor_split: "void *",
+  progress_callback: "void *",
+  progress_callback_user_data: "void *",
+  kv_overrides: "void *",
+  vocab_only: "bool",
+  check_tensors: "bool",
+  use_extra_bufts: "bool", // CPU weight repacking (e.g. Q4_K -> Q4_Kx8)
+  no_host: "bool",
+  no_alloc: "bool",
+  load_mtp: "bool",
+});
+
+const ContextParams = koffi.struct("llama_context_params", {
+  n_ctx: "uint32_t",
+  n_batch: "uint32_t",
+  n_ubatch: "uint32_t",
+  n_seq_max: "uint32_t",
+  n_rs_seq: "uint32_t",
+  n_outputs_max: "uint32_t",
+  n_outputs_max_per_seq: "uint32_t",
+  n_threads: "int32_t",
+  n_threads_batch: "int32_t",
+  ctx_type: "int",
+  rope_scaling_type: "int",
+  pooling_type: "int",
+  attention_type: "int",
+  flash_attn_type: "int", // -1 auto, 0 disabled, 1 enabled
+  rope_freq_base: "float",
+  rope_freq_scale: "float",
+  yarn_ext_factor: "float",
+  yarn_attn_factor: "float",
+  yarn_beta_fast: "float",
+  yarn_beta_slow: "float",
+  yarn_orig_ctx: "uint32_t",
+  defrag_thold: "float",
+  cb_eval: "void *",
+  cb_eval_user_data: "void *",
+  type_k: "int",
+  type_v: "int",
+  abort_callback: "void *",
+  abort_callback_data: "void *",
+  embeddings: "bool",
+  offload_kqv: "bool",
+  no_perf: "bool",
+  op_offload: "bool",
+  swa_full: "bool",
+  kv_unified: "bool",
+  samplers: "void *",
+  n_samplers: "size_t",
+  ctx_other: "void *",
+});
+
+const QuantizeParams = koffi.struct("llama_model_quantize_params", {
+  nthread: "int32_t",
+  ftype: "int",
+  output_tensor_type: "int",
+  token_embedding_type: "int",
+  allow_requantize: "bool",
+  quantize_output_tensor: "bool",
+  only_copy: "bool",
+  pure: "bool",
+  keep_split: "bool",
+  dry_run: "bool",
+  imatrix: "void *",
+  kv_overrides: "void *",
+  tt_overrides: "void *",
+  prune_layers: "void *",
+  // 8 bytes this build has beyond the documented fields (defaults 0 and 2): carried through untouched
+  tail: koffi.array("uint8_t", 8),
+});
+
+const Batch = koffi.struct("llama_batch", {
+  n_tokens: "int32_t",
+  token: "void *",
+  embd: "void *",
+  pos: "void *",
+  n_seq_id: "void *",
+  seq_id: "void *",
+  logits: "void *",
+});
+
+/** Byte sizes of the structs as declared here; `llama.test.ts` checks them against the library. */
+export const LLAMA_STRUCT_SIZES = {
+  llama_model_params: koffi.sizeof(ModelParams),
+  llama_context_params: koffi.sizeof(ContextParams),
+  llama_model_quantize_params: koffi.sizeof(QuantizeParams),
+  llama_batch: koffi.sizeof(Batch),
+} as const;
+
+// ---------------------------------------------------------------------------------------------
+// Public types
+
+export interface LoadModelOptions {
+  /** Only the vocabulary (tokenize/detokenize), no weights. Default false. */
+  vocabOnly?: boolean;
+  /** mmap the file (load_mode mmap) or read it (load_mode none). Default true. */
+  useMmap?: boolean;
+  /** CPU weight repacking (`use_extra_bufts`). Default false: decode equals batched prefill. */
+  repack?: boolean;
+}
+
+export interface ContextOptions {
+  /** Context length in tokens (also the batch size). Default 512. */
+  nCtx?: number;
+  /** Threads for decode and batch. Default 2. */
+  threads?: number;
+  /** K/V cache type. Default "f32". */
+  kvType?: "f32" | "f16";
+  /** Flash attention. Default false. */
+  flashAttention?: boolean;
+}
+
+export interface TokenizeOptions {
+  /** Add BOS/EOS as the vocab says. Default false. */
+  addSpecial?: boolean;
+  /** Parse special/control tokens written in the text. Default true. */
+  parseSpecial?: boolean;
+}
+
+export interface GreedyRun {
+  /** The generated token ids (argmax, ties -> lowest id). */
+  tokens: number[];
+  /** logits[s] = the full logit vector that chose tokens[s]. */
+  logits: Float32Array[];
+}
+
+export interface OracleContext {
+  readonly nVocab: number;
+  /** Clears the KV cache and recurrent state. */
+  clear(): void;
+  /**
+   * Feeds `ids` at positions startPos.. in batches of nCtx and returns the logits of every
+   * position (`wantAll`) or only of the last one.
+   */
+  decode(ids: readonly number[], startPos: number, wantAll: boolean): Float32Array[];
+  /** Fresh sequence: the logits at every position of `ids` (teacher forcing, batched prefill). */
+  evaluate(ids: readonly number[]): Float32Array[];
+  /** Fresh sequence: batched prefill of `prompt`, then `nTokens` greedy steps decoded one by one. */
+  greedy(prompt: readonly number[], nTokens: number): GreedyRun;
+  free(): void;
+}
+
+export interface OracleModel {
+  readonly nVocab: number;
+  readonly nEmbd: number;
+  readonly nLayer: number;
+  readonly bos: number;
+  readonly eos: number;
+  isEog(token: number): boolean;
+  tokenize(text: string | Uint8Array, options?: TokenizeOptions): number[];
+  /** llama_token_to_piece bytes (special: render control tokens). */
+  tokenToPiece(token: number, special?: boolean): Uint8Array;
+  /** llama_detokenize bytes. */
+  detokenize(tokens: readonly number[], options?: { removeSpecial?: boolean; unparseSpecial?: boolean }): Uint8Array;
+  createContext(options?: ContextOptions): OracleContext;
+  free(): void;
+}
+
+export interface LlamaOracle {
+  loadModel(file: string, options?: LoadModelOptions): OracleModel;
+  /** llama_model_quantize(input, output, { ftype, nthread }); throws LlamaOracleError when it fails. */
+  quantize(input: string, output: string, ftype: LlamaFtypeName | number, nthread?: number): void;
+  /** The struct bytes llama_*_default_params() write, as decoded objects (for layout checks). */
+  defaults(): { model: Record<string, unknown>; context: Record<string, unknown>; quantize: Record<string, unknown> };
+  /** llama_version() string. */
+  version(): string;
+}
+
+export class LlamaOracleError extends Error {
+  readonly code: string;
+  constructor(code: string, message: string) {
+    super(message);
+    this.name = "LlamaOracleError";
+    this.code = code;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// In-process binding
+
+type Fn = (...args: unknown[]) => unknown;
+let cached: LlamaOracle | undefined;
+
+/** Loads libllama (once per process), initialises the backend, silences its log. */
+export function loadLlamaOracle(): LlamaOracle {
+  if (cached) return cached;
+  const reason = llamaUnavailableReason();
+  if (reason) throw new LlamaOracleError("ORACLE_UNAVAILABLE", `llama oracle unavailable: ${reason}`);
+  const dir = oracleLibDir();
+  // libllama's RUNPATH finds libggml*.so beside it; the CPU backend variants are loaded by path.
+  const ggml = koffi.load(path.join(dir, "libggml.v0.5.0.so"));
+  const lib = koffi.load(path.join(dir, LLAMA_LIBRARY));
+  const f = (signature: string): Fn => lib.func(signature) as Fn;
+
+  const LogCallback = koffi.proto("void llama_oracle_log_cb(int level, const char *text, void *user_data)");
+  const logSet = f("void llama_log_set(llama_oracle_log_cb *cb, void *user_data)");
+  // Discard llama.cpp's log in-process (the child runner captures stderr instead).
+  if (process.env.KEEPQUANT_ORACLE_LOG !== "1") {
+    const silent = koffi.register(() => {}, koffi.pointer(LogCallback));
+    logSet(silent, null);
+  }
+  f("void llama_backend_init(void)")();
+  const backendCount = ggml.func("size_t ggml_backend_reg_count(void)") as Fn;
+  if (Number(backendCount()) === 0) {
+    (ggml.func("void ggml_backend_load_all_from_path(const char *dir)") as Fn)(dir);
+  }
+
+  const api = {
+    modelDefault: f("llama_model_params llama_model_default_params(void)"),
+    contextDefault: f("llama_context_params llama_context_default_params(void)"),
+    quantizeDefault: f("llama_model_quantize_params llama_model_quantize_default_params(void)"),
+    quantize: f("uint32_t llama_model_quantize(const char *in, const char *out, const llama_model_quantize_params *params)"),
+    loadModel: f("void *llama_model_load_from_file(const char *path, llama_model_params params)"),
+    freeModel: f("void llama_model_free(void *model)"),
+    initContext: f("void *llama_init_from_model(void *model, llama_context_params params)"),
+    freeContext: f("void llama_free(void *ctx)"),
+    getVocab: f("void *llama_model_get_vocab(void *model)"),
+    nTokens: f("int32_t llama_vocab_n_tokens(void *vocab)"),
+    nEmbd: f("int32_t llama_model_n_embd(void *model)"),
+    nLayer: f("int32_t llama_model_n_layer(void *model)"),
+    bos: f("int32_t llama_vocab_bos(void *vocab)"),
+    eos: f("int32_t llama_vocab_eos(void *vocab)"),
+    isEog: f("bool llama_vocab_is_eog(void *vocab, int32_t token)"),
+    tokenize: f(
+      "int32_t llama_tokenize(void *vocab, const uint8_t *text, int32_t len, _Out_ int32_t *tokens, int32_t max, bool add_special, bool parse_special)",
+    ),
+    tokenToPiece: f(
+      "int32_t llama_token_to_piece(void *vocab, int32_t token, _Out_ uint8_t *buf, int32_t len, int32_t lstrip, bool special)",
+    ),
+    detokenize: f(
+      "int32_t llama_detokenize(void *vocab, const int32_t *tokens, int32_t n, _Out_ uint8_t *text, int32_t max, bool remove_special, bool unparse_special)",
+    ),
+    batchInit: f("llama_batch llama_batch_init(int32_t n_tokens, int32_t embd, int32_t n_seq_max)"),
+    batchFree: f("void llama_batch_free(llama_batch batch)"),
+    decode: f("int32_t llama_decode(void *ctx, llama_batch batch)"),
+    logitsIth: f("float *llama_get_logits_ith(void *ctx, int32_t i)"),
+    getMemory: f("void *llama_get_memory(void *ctx)"),
+    memoryClear: f("void llama_memory_clear(void *mem, bool data)"),
+    version: f("const char *llama_version(void)"),
+  };
+
+  const loadModel = (file: string, options: LoadModelOptions = {}): OracleModel => {
+    if (!fs.existsSync(file)) throw new LlamaOracleError("MODEL_NOT_FOUND", `model file not found: ${file}`);
+    const params = api.modelDefault() as Record<string, unknown>;
+    params.vocab_only = options.vocabOnly ?? false;
+    params.load_mode = (options.useMmap ?? true) ? 1 : 0;
+    params.use_extra_bufts = options.repack ?? false;
+    params.n_gpu_layers = 0;
+    const model = api.loadModel(file, params);
+    if (!model) throw new LlamaOracleError("MODEL_LOAD_FAILED", `llama_model_load_from_file failed for ${file}`);
+    const vocab = api.getVocab(model);
+    const nVocab = api.nTokens(vocab) as number;
+    let freed = false;
+
+    const tokenize = (text: string | Uint8Array, tokenizeOptions: TokenizeOptions = {}): number[] => {
+      const bytes = typeof text === "string" ? Buffer.from(text, "utf8") : Buffer.from(text);
+      const add = tokenizeOptions.addSpecial ?? false;
+      const special = tokenizeOptions.parseSpecial ?? true;
+      let capacity = bytes.length + 8;
+      for (;;) {
+        const out = new Int32Array(capacity);
+        const n = api.tokenize(vocab, bytes, bytes.length, out, capacity, add, special) as number;
+        if (n >= 0) return Array.from(out.subarray(0, n));
+        if (n === -2147483648) throw new LlamaOracleError("TOKENIZE_FAILED", "llama_tokenize overflowed int32");
+        capacity = -n;
+      }
+    };
+    const tokenToPiece = (token: number, special = true): Uint8Array => {
+      let capacity = 64;
+      for (;;) {
+        const out = Buffer.alloc(capacity);
+        const n = api.tokenToPiece(vocab, token, out, capacity, 0, special) as number;
+        if (n >= 0) return new Uint8Array(out.subarray(0, n));
+        capacity = -n;
+      }
+    };
+    const detokenize = (
+      tokens: readonly number[],
+      detokenizeOptions: { removeSpecial?: boolean; unparseSpecial?: boolean } = {},
+    ): Uint8Array => {
+      const ids = Int32Array.from(tokens);
+      let capacity = tokens.length * 16 + 16;
+      for (;;) {
+        const out = Buffer.alloc(capacity);
+        const n = api.detokenize(
+          vocab,
+          ids,
+          ids.length,
+          out,
+          capacity,
+          detokenizeOptions.removeSpecial ?? false,
+          detokenizeOptions.unparseSpecial ?? true,
+        ) as number;
+        if (n >= 0) return new Uint8Array(out.subarray(0, n));
+        capacity = -n;
+      }
+    };
+
+    const createContext = (contextOptions: ContextOptions = {}): OracleContext => {
+      const nCtx = contextOptions.nCtx ?? 512;
+      const threads = contextOptions.threads ?? 2;
+      const cp = api.contextDefault() as Record<string, unknown>;
+      cp.n_ctx = nCtx;
+      cp.n_batch = nCtx;
+      cp.n_ubatch = nCtx;
+      cp.n_seq_max = 1;
+      cp.n_threads = threads;
+      cp.n_threads_batch = threads;
+      cp.type_k = contextOptions.kvType === "f16" ? GGML_TYPE_F16 : GGML_TYPE_F32;
+      cp.type_v = cp.type_k;
+      cp.flash_attn_type = contextOptions.flashAttention ? 1 : 0;
+      cp.no_perf = true;
+      const ctx = api.initContext(model, cp);
+      if (!ctx) throw new LlamaOracleError("CONTEXT_FAILED", `llama_init_from_model failed (n_ctx ${nCtx})`);
+      const memory = api.getMemory(ctx);
+      const batch = api.batchInit(nCtx, 0, 1) as Record<string, unknown>;
+      const tokenView = new Int32Array(koffi.view(batch.token, nCtx * 4));
+      const posView = new Int32Array(koffi.view(batch.pos, nCtx * 4));
+      const nSeqView = new Int32Array(koffi.view(batch.n_seq_id, nCtx * 4));
+      const logitsView = new Int8Array(koffi.view(batch.logits, nCtx));
+      const seqPointers = koffi.decode(batch.seq_id, koffi.array("void *", nCtx)) as unknown[];
+      for (let i = 0; i < nCtx; i++) {
+        nSeqView[i] = 1;
+        new Int32Array(koffi.view(seqPointers[i], 4))[0] = 0;
+      }
+      let contextFreed = false;
+
+      const readLogits = (i: number): Float32Array => {
+        const pointer = api.logitsIth(ctx, i);
+        if (!pointer) throw new LlamaOracleError("NO_LOGITS", `llama_get_logits_ith(${i}) returned NULL`);
+        return new Float32Array(koffi.view(pointer, nVocab * 4)).slice();
+      };
+      const decode = (ids: readonly number[], startPos: number, wantAll: boolean): Float32Array[] => {
+        if (contextFreed) throw new LlamaOracleError("CONTEXT_FREED", "context already freed");
+        if (startPos + ids.length > nCtx) {
+          throw new LlamaOracleError("CONTEXT_FULL", `positions ${startPos}+${ids.length} exceed n_ctx ${nCtx}`);
+        }
+        const out: Float32Array[] = [];
+        for (let start = 0; start < ids.length; start += nCtx) {
+          const count = Math.min(nCtx, ids.length - start);
+          const last = start + count === ids.length;
+          for (let i = 0; i < count; i++) {
+            const id = ids[start + i]!;
+            if (!(id >= 0 && id < nVocab)) throw new LlamaOracleError("BAD_TOKEN", `token ${id} outside vocab ${nVocab}`);
+            tokenView[i] = id;
+            posView[i] = startPos + start + i;
+            logitsView[i] = wantAll || (last && i === count - 1) ? 1 : 0;
+          }
+          const status = api.decode(ctx, { ...batch, n_tokens: count }) as number;
+          if (status !== 0) throw new LlamaOracleError("DECODE_FAILED", `llama_decode returned ${status}`);
+          for (let i = 0; i < count; i++) if (logitsView[i]) out.push(readLogits(i));
+        }
+        return out;
+      };
+      const clear = (): void => {
+        api.memoryClear(memory, true);
+      };
+      return {
+        nVocab,
+        clear,
+        decode,
+        evaluate: (ids) => {
+          clear();
+          return decode(ids, 0, true);
+        },
+        greedy: (prompt, nTokens) => {
+          clear();
+          if (prompt.length === 0) throw new LlamaOracleError("EMPTY_PROMPT", "greedy needs at least one prompt token");
+          const tokens: number[] = [];
+          const logits: Float32Array[] = [];
+          let current = decode(prompt, 0, false)[0]!;
+          for (let step = 0; step < nTokens; step++) {
+            const next = argmax(current);
+            tokens.push(next);
+            logits.push(current);
+            if (step + 1 < nTokens) current = decode([next], prompt.length + step, false)[0]!;
+          }
+          return { tokens, logits };
+        },
+        free: () => {
+          if (contextFreed) return;
+          contextFreed = true;
+          api.batchFree(batch);
+          api.freeContext(ctx);
+        },
+      };
+    };
+
+    return {
+      nVocab,
+      nEmbd: api.nEmbd(model) as number,
+      nLayer: api.nLayer(model) as number,
+      bos: api.bos(vocab) as number,
+      eos: api.eos(vocab) as number,
+      isEog: (token) => api.isEog(vocab, token) as boolean,
+      tokenize,
+      tokenToPiece,
+      detokenize,
+      createContext,
+      free: () => {
+        if (freed) return;
+        freed = true;
+        api.freeModel(model);
+      },
+    };
+  };
+
+  cached = {
+    loadModel,
+    quantize: (input, output, ftype, nthread = 2) => {
+      const id = typeof ftype === "number" ? ftype : LLAMA_FTYPE[ftype];
+      if (id === undefined) throw new LlamaOracleError("BAD_FTYPE", `unknown llama ftype ${String(ftype)}`);
+      if (!fs.existsSync(input)) throw new LlamaOracleError("MODEL_NOT_FOUND", `model file not found: ${input}`);
+      const params = api.quantizeDefault() as Record<string, unknown>;
+      params.ftype = id;
+      params.nthread = nthread;
+      const status = api.quantize(input, output, params) as number;
+      if (status !== 0) throw new LlamaOracleError("QUANTIZE_FAILED", `llama_model_quantize returned ${status} for ${input}`);
+    },
+    defaults: () => ({
+      model: api.modelDefault() as Record<string, unknown>,
+      context: api.contextDefault() as Record<string, unknown>,
+      quantize: api.quantizeDefault() as Record<string, unknown>,
+    }),
+    version: () => api.version() as string,
+  };
+  return cached;
+}
+
+/** Index of the largest value; ties go to the lowest index (our sampler's greedy rule). */
+export function argmax(values: Float32Array): number {
+  let best = 0;
+  let bestValue = values[0] ?? Number.NEGATIVE_INFINITY;
+  for (let i = 1; i < values.length; i++) {
+    const value = values[i]!;
+    if (value > bestValue) {
+      bestValue = value;
+      best = i;
+    }
+  }
+  return best;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Child-process runner
+
+/** Common model-loading fields of the jobs that need weights. */
+interface ModelJob {
+  model: string;
+  threads?: number;
+  /** CPU repacking; default false. */
+  repack?: boolean;
+  kvType?: "f32" | "f16";
+  nCtx?: number;
+}
+
+export type OracleJob =
+  | { kind: "info"; model: string }
+  | { kind: "quantize"; input: string; output: string; ftype: LlamaFtypeName | number; nthread?: number }
+  | { kind: "tokenize"; model: string; texts: string[]; addSpecial?: boolean; parseSpecial?: boolean }
+  | { kind: "detokenize"; model: string; sequences: number[][]; removeSpecial?: boolean; unparseSpecial?: boolean }
+  | { kind: "pieces"; model: string; tokens: number[]; special?: boolean }
+  | (ModelJob & { kind: "greedy"; prompts: number[][]; nTokens: number; withLogits?: boolean })
+  | (ModelJob & { kind: "logits"; sequences: number[][] });
+
+export interface OracleResults {
+  info: { nVocab: number; nEmbd: number; nLayer: number; bos: number; eos: number; version: string };
+  quantize: { output: string; bytes: number };
+  tokenize: { tokens: number[][] };
+  /** Texts as base64 bytes: llama.cpp may return bytes that are not valid UTF-8. */
+  detokenize: { texts: string[] };
+  pieces: { pieces: string[] };
+  /** logits[p][s]: base64 f32 vector of prompt p step s (only with withLogits). */
+  greedy: { tokens: number[][]; logits?: string[][] };
+  /** logits[q][i]: base64 f32 vector at position i of sequence q. */
+  logits: { logits: string[][] };
+}
+export type OracleResult<K extends OracleJob["kind"] = OracleJob["kind"]> = OracleResults[K];
+
+/** Float32Array -> base64 of its little-endian bytes. */
+export function encodeF32(values: Float32Array): string {
+  return Buffer.from(values.buffer, values.byteOffset, values.byteLength).toString("base64");
+}
+/** base64 of little-endian f32 bytes -> Float32Array. */
+export function decodeF32(text: string): Float32Array {
+  const bytes = Buffer.from(text, "base64");
+  const out = new Float32Array(bytes.length / 4);
+  new Uint8Array(out.buffer).set(bytes);
+  return out;
+}
+
+/** Runs one job in this process (the worker calls this). */
+export function executeJob(job: OracleJob): OracleResult {
+  const llama = loadLlamaOracle();
+  switch (job.kind) {
+    case "quantize": {
+      llama.quantize(job.input, job.output, job.ftype, job.nthread);
+      return { output: job.output, bytes: fs.statSync(job.output).size };
+    }
+    case "info": {
+      const model = llama.loadModel(job.model, { vocabOnly: true });
+      try {
+        const info = { nVocab: model.nVocab, nEmbd: model.nEmbd, nLayer: model.nLayer, bos: model.bos, eos: model.eos };
+        return { ...info, version: llama.version() };
+      } finally {
+        model.free();
+      }
+    }
+    case "tokenize":
+    case "detokenize":
+    case "pieces": {
+      const model = llama.loadModel(job.model, { vocabOnly: true });
+      try {
+        if (job.kind === "tokenize") {
+          const options = { addSpecial: job.addSpecial ?? false, parseSpecial: job.parseSpecial ?? true };
+          return { tokens: job.texts.map((text) => model.tokenize(text, options)) };
+        }
+        if (job.kind === "pieces") {
+          return { pieces: job.tokens.map((t) => Buffer.from(model.tokenToPiece(t, job.special ?? true)).toString("base64")) };
+        }
+        const options = { removeSpecial: job.removeSpecial ?? false, unparseSpecial: job.unparseSpecial ?? true };
+        return { texts: job.sequences.map((ids) => Buffer.from(model.detokenize(ids, options)).toString("base64")) };
+      } finally {
+        model.free();
+      }
+    }
+    case "greedy":
+    case "logits": {
+      const model = llama.loadModel(job.model, { repack: job.repack ?? false });
+      const lengths = job.kind === "greedy" ? job.prompts.map((p) => p.length + job.nTokens) : job.sequences.map((s) => s.length);
+      const nCtx = job.nCtx ?? Math.max(32, Math.ceil(Math.max(...lengths, 1) / 32) * 32);
+      const ctx = model.createContext({ nCtx, threads: job.threads ?? 2, kvType: job.kvType ?? "f32" });
+      try {
+        if (job.kind === "logits") {
+          return { logits: job.sequences.map((ids) => ctx.evaluate(ids).map(encodeF32)) };
+        }
+        const runs = job.prompts.map((prompt) => ctx.greedy(prompt, job.nTokens));
+        const result: OracleResults["greedy"] = { tokens: runs.map((r) => r.tokens) };
+        if (job.withLogits) result.logits = runs.map((r) => r.logits.map(encodeF32));
+        return result;
+      } finally {
+        ctx.free();
+        model.free();
+      }
+    }
+  }
+}
+
+const requireHere = createRequire(import.meta.url);
+
+/**
+ * Runs `job` in a child process (node --import tsx llama-worker.ts) and returns its JSON result.
+ * A llama.cpp abort rejects with LlamaOracleError("ORACLE_CRASHED") carrying the tail of its stderr.
+ */
+export async function runOracle<K extends OracleJob["kind"]>(
+  job: OracleJob & { kind: K },
+  options: { timeoutMs?: number } = {},
+): Promise<OracleResult<K>> {
+  const reason = llamaUnavailableReason();
+  if (reason) throw new LlamaOracleError("ORACLE_UNAVAILABLE", `llama oracle unavailable: ${reason}`);
+  const folder = fs.mkdtempSync(path.join(os.tmpdir(), "keepquant-oracle-"));
+  const jobFile = path.join(folder, "job.json");
+  const resultFile = path.join(folder, "result.json");
+  fs.writeFileSync(jobFile, JSON.stringify(job));
+  const worker = fileURLToPath(new URL("./llama-worker.ts", import.meta.url));
+  const tsx = pathToFileURL(requireHere.resolve("tsx")).href;
+  try {
+    const { code, signal, stderr } = await new Promise<{ code: number | null; signal: string | null; stderr: string }>(
+      (resolve, reject) => {
+        const child = spawn(process.execPath, ["--import", tsx, worker, jobFile, resultFile], {
+          stdio: ["ignore", "ignore", "pipe"],
+          env: { ...process.env, KEEPQUANT_ORACLE_LOG: "1" },
+        });
+        let stderrText = "";
+        child.stderr.on("data", (chunk: Buffer) => {
+          stderrText += chunk.toString("utf8");
+          if (stderrText.length > 200_000) stderrText = stderrText.slice(-100_000);
+        });
+        const timer = options.timeoutMs
+          ? setTimeout(() => child.kill("SIGKILL"), options.timeoutMs)
+          : undefined;
+        child.on("error", reject);
+        child.on("close", (exitCode, exitSignal) => {
+          if (timer) clearTimeout(timer);
+          resolve({ code: exitCode, signal: exitSignal, stderr: stderrText });
+        });
+      },
+    );
+    if (code !== 0 || !fs.existsSync(resultFile)) {
+      const tail = stderr.split("\n").filter((line) => line.trim() !== "").slice(-12).join("\n");
+      throw new LlamaOracleError(
+        "ORACLE_CRASHED",
+        `oracle job ${job.kind} failed (exit ${code ?? "none"}${signal ? `, signal ${signal}` : ""}):\n${tail}`,
+      );
+    }
+    const parsed = JSON.parse(fs.readFileSync(resultFile, "utf8")) as { ok: boolean; result?: OracleResult<K>; error?: { code: string; message: string } };
+    if (!parsed.ok) throw new LlamaOracleError(parsed.error?.code ?? "ORACLE_FAILED", parsed.error?.message ?? "oracle job failed");
+    return parsed.result as OracleResult<K>;
+  } finally {
+    fs.rmSync(folder, { recursive: true, force: true });
+  }
+}
