@@ -1,1 +1,5 @@
-export {};
+export * from "./errors.js";
+export * from "./fp.js";
+export * from "./dequantize.js";
+export * from "./contract.js";
+export * from "./reference-provider.js";

@@ -1,0 +1,78 @@
+/**
+ * The reference provider of the keep-quant contract, in plain TypeScript: for each selected group,
+ * in chunks of rows, decode the slice -> round once to bf16 (RNE) -> multiply in f32 and accumulate
+ * in f32, k = 0..K-1 in order. Slow and obvious on purpose: it is the oracle the native arms are
+ * checked against. At most one [chunk, K] f32 plane is live.
+ */
+import { GGML_TYPE_TRAITS } from "@keepquant/gguf";
+import {
+  chunkRows,
+  checkMatmulBTQuantGroupedArgs,
+  type EnvSource,
+  type KeepQuantProvider,
+  type MatmulBTQuantGroupedArgs,
+} from "./contract.js";
+import { dequantizeKernel } from "./dequantize.js";
+import { roundToBf16InPlace } from "./fp.js";
+
+export const REFERENCE_PROVIDER_NAME = "ts-reference";
+
+export interface ReferenceProviderOptions {
+  /** where KEEPQUANT_CHUNK_BYTES is read from at each call (default process.env) */
+  env?: EnvSource;
+  /** called with every chunk's [rowStart, rowEnd) (tests observe the chunking through it) */
+  onChunk?: (group: number, rowStart: number, rowEnd: number) => void;
+}
+
+export function createReferenceProvider(options: ReferenceProviderOptions = {}): KeepQuantProvider {
+  return {
+    name: REFERENCE_PROVIDER_NAME,
+    priority: 0,
+    matmulBTQuantGrouped(args: MatmulBTQuantGroupedArgs): Float32Array {
+      const shape = checkMatmulBTQuantGroupedArgs(args);
+      const { n, k, m, p, pa, rowBytes, groupOf } = shape;
+      const { weight, x } = args;
+      const out = args.out ?? new Float32Array(p * m * n);
+      const kernel = dequantizeKernel(weight.type, "MatmulBTQuantGrouped");
+      const blocksPerRow = k / GGML_TYPE_TRAITS[weight.type].blockSize;
+      const chunk = chunkRows(n, k, options.env ?? process.env);
+      const plane = new Float32Array(chunk * k);
+
+      // outputs that use each group, so each chunk of a group is decoded once
+      const users = new Map<number, number[]>();
+      for (let i = 0; i < p; i++) {
+        const g = groupOf[i]!;
+        const list = users.get(g);
+        if (list) list.push(i);
+        else users.set(g, [i]);
+      }
+
+      const fround = Math.fround;
+      for (const [g, outputs] of users) {
+        for (let r0 = 0; r0 < n; r0 += chunk) {
+          const r1 = Math.min(n, r0 + chunk);
+          options.onChunk?.(g, r0, r1);
+          kernel(weight.data, (g * n + r0) * rowBytes, plane, 0, (r1 - r0) * blocksPerRow);
+          roundToBf16InPlace(plane, 0, (r1 - r0) * k);
+          for (const pi of outputs) {
+            const xGroup = pa === 1 ? 0 : pi;
+            for (let mi = 0; mi < m; mi++) {
+              const xBase = (xGroup * m + mi) * k;
+              const yBase = (pi * m + mi) * n;
+              for (let r = r0; r < r1; r++) {
+                const wBase = (r - r0) * k;
+                let acc = 0;
+                for (let kk = 0; kk < k; kk++) acc = fround(acc + fround(x[xBase + kk]! * plane[wBase + kk]!));
+                out[yBase + r] = acc;
+              }
+            }
+          }
+        }
+      }
+      return out;
+    },
+  };
+}
+
+/** The reference provider reading process.env at each call. */
+export const referenceProvider: KeepQuantProvider = createReferenceProvider();

@@ -1,0 +1,3 @@
+/** Test helpers for providers of the keep-quant contract: `@keepquant/quant/testing`. */
+export * from "./envelope.js";
+export * from "./sweep.js";
