@@ -17,3 +17,27 @@ export {
   type EncodedGgufHeader,
 } from "./writer.js";
 export { getMetadata, getMetadataEntry, getArchitecture } from "./metadata.js";
+export { parseQwen35Config, type Qwen35Config, type Qwen35LayerKind } from "./qwen35/config.js";
+export { qwen35ExpectedTensors, type Qwen35ExpectedTensor, type Qwen35TensorRole } from "./qwen35/tensors.js";
+export {
+  synthesizeQwen35,
+  writeSynthesizedQwen35,
+  synthesizeQwen35Header,
+  synthesizeQwen35HeaderSource,
+  writeQwen35HeaderOnly,
+  qwen35Metadata,
+  qwen35SpecLayout,
+  QWEN35_0_8B_SHAPE,
+  QWEN35_27B_SHAPE,
+  QWEN35_TEST_SHAPE,
+  type Qwen35Spec,
+} from "./synthetic/qwen35.js";
+export {
+  defaultQwen35Tokenizer,
+  gpt2ByteSymbols,
+  DEFAULT_CHAT_TEMPLATE,
+  DEFAULT_SPECIAL_TOKENS,
+  TOKEN_TYPE_NORMAL,
+  TOKEN_TYPE_CONTROL,
+  type Qwen35TokenizerSpec,
+} from "./synthetic/tokenizer.js";

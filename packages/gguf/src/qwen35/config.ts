@@ -1,0 +1,214 @@
+import { Qwen35ConfigError } from "../errors.js";
+import type { GgufFile, GgufMetadataEntry } from "../types.js";
+import { GgufValueType, ggufValueTypeName } from "../value-type.js";
+
+export type Qwen35LayerKind = "attention" | "gdn";
+
+/** Typed qwen35 hyperparameters (qwen35.md section 2), validated. */
+export interface Qwen35Config {
+  architecture: "qwen35";
+  /** `qwen35.block_count`: trunk layers plus MTP layers. */
+  blockCount: number;
+  /** `qwen35.nextn_predict_layers` (0 when absent). */
+  nextnPredictLayers: number;
+  /** Trunk depth `n_layer = block_count - nextn_predict_layers`. */
+  nLayer: number;
+  contextLength: number;
+  /** D */
+  embeddingLength: number;
+  feedForwardLength: number;
+  /** H */
+  headCount: number;
+  /** Hkv */
+  headCountKv: number;
+  /** Dh (key_length = value_length). */
+  headDim: number;
+  rmsEps: number;
+  ropeDimensionCount: number;
+  ropeFreqBase: number;
+  ropeSections: [number, number, number, number];
+  /** K */
+  ssmConvKernel: number;
+  /** Dk = Dv */
+  ssmStateSize: number;
+  /** Hk */
+  ssmGroupCount: number;
+  /** Hv */
+  ssmTimeStepRank: number;
+  /** value_dim = Hv * Dv */
+  ssmInnerSize: number;
+  /** `full_attention_interval` (default 4); ignored when `recurrentLayers` is set. */
+  fullAttentionInterval: number;
+  /** `attention.recurrent_layers` when present (length block_count). */
+  recurrentLayers: boolean[] | undefined;
+  /** Kind of each trunk layer (length nLayer). */
+  layerKinds: Qwen35LayerKind[];
+  /** Derived: Hk * Dk. */
+  keyDim: number;
+  /** Derived: inner_size. */
+  valueDim: number;
+  /** Derived: 2 * keyDim + valueDim. */
+  convDim: number;
+  /** Derived: inner_size / Hv. */
+  headVDim: number;
+  /** Length of `tokenizer.ggml.tokens`, when present. */
+  vocabSize: number | undefined;
+}
+
+const P = "qwen35.";
+
+type Entries = GgufFile["metadata"];
+
+function bad(code: "QWEN35_MISSING_KEY" | "QWEN35_BAD_KEY_TYPE" | "QWEN35_BAD_VALUE", key: string, message: string, entry?: GgufMetadataEntry): never {
+  throw new Qwen35ConfigError(code, `${key}: ${message}${entry?.offset !== undefined ? ` (at offset ${entry.offset})` : ""}`, {
+    field: key,
+    offset: entry?.offset,
+  });
+}
+
+function describe(entry: GgufMetadataEntry): string {
+  if (entry.type === GgufValueType.ARRAY) {
+    const n = (entry.value as ArrayLike<unknown>).length;
+    return `${ggufValueTypeName(entry.itemType ?? GgufValueType.ARRAY)}[${n}]`;
+  }
+  const shown = typeof entry.value === "string" ? JSON.stringify(entry.value.slice(0, 40)) : String(entry.value);
+  return `${ggufValueTypeName(entry.type)} ${shown}`;
+}
+
+function u32(m: Entries, key: string, fallback?: number): number {
+  const entry = m.get(key);
+  if (!entry) {
+    if (fallback !== undefined) return fallback;
+    return bad("QWEN35_MISSING_KEY", key, "required key is missing (expected u32)");
+  }
+  if (entry.type !== GgufValueType.UINT32) bad("QWEN35_BAD_KEY_TYPE", key, `expected u32, found ${describe(entry)}`, entry);
+  return entry.value as number;
+}
+
+function positive(m: Entries, key: string, fallback?: number): number {
+  const value = u32(m, key, fallback);
+  if (value === 0) bad("QWEN35_BAD_VALUE", key, "must be at least 1, found 0", m.get(key));
+  return value;
+}
+
+function f32(m: Entries, key: string): number {
+  const entry = m.get(key);
+  if (!entry) return bad("QWEN35_MISSING_KEY", key, "required key is missing (expected f32)");
+  if (entry.type !== GgufValueType.FLOAT32) bad("QWEN35_BAD_KEY_TYPE", key, `expected f32, found ${describe(entry)}`, entry);
+  const value = entry.value as number;
+  if (!Number.isFinite(value) || value <= 0) bad("QWEN35_BAD_VALUE", key, `must be a finite positive number, found ${value}`, entry);
+  return value;
+}
+
+function check(condition: boolean, key: string, message: string, m: Entries): void {
+  if (!condition) bad("QWEN35_BAD_VALUE", key, message, m.get(key));
+}
+
+/** Parses and validates the qwen35 hyperparameters of a GGUF file. */
+export function parseQwen35Config(file: Pick<GgufFile, "metadata">): Qwen35Config {
+  const m = file.metadata;
+  const archEntry = m.get("general.architecture");
+  if (!archEntry) bad("QWEN35_MISSING_KEY", "general.architecture", 'required key is missing (expected str "qwen35")');
+  if (archEntry.type !== GgufValueType.STRING) bad("QWEN35_BAD_KEY_TYPE", "general.architecture", `expected str, found ${describe(archEntry)}`, archEntry);
+  if (archEntry.value !== "qwen35") {
+    throw new Qwen35ConfigError(
+      "QWEN35_WRONG_ARCHITECTURE",
+      `general.architecture is ${JSON.stringify(archEntry.value)}, expected "qwen35"${archEntry.value === "qwen35moe" ? " (the MoE sibling is not supported)" : ""}`,
+      { field: "general.architecture", offset: archEntry.offset },
+    );
+  }
+
+  const blockCount = positive(m, `${P}block_count`);
+  const nextnPredictLayers = u32(m, `${P}nextn_predict_layers`, 0);
+  check(nextnPredictLayers <= 1, `${P}nextn_predict_layers`, `only 0 or 1 is supported, found ${nextnPredictLayers}`, m);
+  check(nextnPredictLayers < blockCount, `${P}nextn_predict_layers`, `must be less than block_count (${blockCount}), found ${nextnPredictLayers}`, m);
+  const nLayer = blockCount - nextnPredictLayers;
+
+  const contextLength = positive(m, `${P}context_length`);
+  const embeddingLength = positive(m, `${P}embedding_length`);
+  const feedForwardLength = positive(m, `${P}feed_forward_length`);
+  const headCount = positive(m, `${P}attention.head_count`);
+  const headCountKv = positive(m, `${P}attention.head_count_kv`);
+  check(headCount % headCountKv === 0, `${P}attention.head_count_kv`, `head_count ${headCount} is not a multiple of head_count_kv ${headCountKv}`, m);
+  const keyLength = positive(m, `${P}attention.key_length`);
+  const valueLength = positive(m, `${P}attention.value_length`);
+  check(keyLength === valueLength, `${P}attention.value_length`, `must equal attention.key_length (${keyLength}), found ${valueLength}`, m);
+  const rmsEps = f32(m, `${P}attention.layer_norm_rms_epsilon`);
+  const ropeDimensionCount = positive(m, `${P}rope.dimension_count`);
+  check(ropeDimensionCount <= keyLength && ropeDimensionCount % 2 === 0, `${P}rope.dimension_count`, `must be even and at most key_length (${keyLength}), found ${ropeDimensionCount}`, m);
+  const ropeFreqBase = f32(m, `${P}rope.freq_base`);
+
+  const sectionsKey = `${P}rope.dimension_sections`;
+  const sections = m.get(sectionsKey);
+  if (!sections) bad("QWEN35_MISSING_KEY", sectionsKey, "required key is missing (expected i32[4])");
+  if (sections.type !== GgufValueType.ARRAY || sections.itemType !== GgufValueType.INT32 || (sections.value as Int32Array).length !== 4) {
+    bad("QWEN35_BAD_KEY_TYPE", sectionsKey, `expected i32[4], found ${describe(sections)}`, sections);
+  }
+  const sectionValues = Array.from(sections.value as Int32Array) as [number, number, number, number];
+  check(sectionValues.every((s) => s >= 0), sectionsKey, `sections must be non-negative, found [${sectionValues.join(", ")}]`, m);
+
+  const ssmConvKernel = positive(m, `${P}ssm.conv_kernel`);
+  const ssmStateSize = positive(m, `${P}ssm.state_size`);
+  const ssmGroupCount = positive(m, `${P}ssm.group_count`);
+  const ssmTimeStepRank = positive(m, `${P}ssm.time_step_rank`);
+  check(ssmTimeStepRank % ssmGroupCount === 0, `${P}ssm.time_step_rank`, `Hv ${ssmTimeStepRank} is not a multiple of Hk (ssm.group_count) ${ssmGroupCount}`, m);
+  const ssmInnerSize = positive(m, `${P}ssm.inner_size`);
+  check(ssmInnerSize % ssmTimeStepRank === 0, `${P}ssm.inner_size`, `${ssmInnerSize} is not a multiple of ssm.time_step_rank ${ssmTimeStepRank}`, m);
+  const headVDim = ssmInnerSize / ssmTimeStepRank;
+  check(headVDim === ssmStateSize, `${P}ssm.inner_size`, `inner_size / time_step_rank = ${headVDim} must equal ssm.state_size ${ssmStateSize}`, m);
+
+  const fullAttentionInterval = positive(m, `${P}full_attention_interval`, 4);
+  const recurrentKey = `${P}attention.recurrent_layers`;
+  const recurrentEntry = m.get(recurrentKey);
+  let recurrentLayers: boolean[] | undefined;
+  if (recurrentEntry) {
+    const integerTypes = [GgufValueType.BOOL, GgufValueType.UINT8, GgufValueType.INT8, GgufValueType.UINT16, GgufValueType.INT16, GgufValueType.UINT32, GgufValueType.INT32];
+    if (recurrentEntry.type !== GgufValueType.ARRAY || recurrentEntry.itemType === undefined || !integerTypes.includes(recurrentEntry.itemType)) {
+      bad("QWEN35_BAD_KEY_TYPE", recurrentKey, `expected a bool or integer array, found ${describe(recurrentEntry)}`, recurrentEntry);
+    }
+    recurrentLayers = Array.from(recurrentEntry.value as ArrayLike<number | boolean>, (v) => v === true || (typeof v === "number" && v !== 0));
+    check(recurrentLayers.length === blockCount, recurrentKey, `length must equal block_count (${blockCount}), found ${recurrentLayers.length}`, m);
+  }
+  const layerKinds: Qwen35LayerKind[] = [];
+  for (let il = 0; il < nLayer; il++) {
+    const recurrent = recurrentLayers ? recurrentLayers[il]! : (il + 1) % fullAttentionInterval !== 0;
+    layerKinds.push(recurrent ? "gdn" : "attention");
+  }
+  const layerSource = recurrentLayers ? recurrentKey : `${P}full_attention_interval`;
+  check(layerKinds.includes("attention"), layerSource, `the ${nLayer} trunk layers need at least one full-attention layer`, m);
+  check(layerKinds.includes("gdn"), layerSource, `the ${nLayer} trunk layers need at least one GDN (recurrent) layer`, m);
+
+  const tokens = m.get("tokenizer.ggml.tokens");
+  const vocabSize = tokens && tokens.type === GgufValueType.ARRAY ? (tokens.value as ArrayLike<unknown>).length : undefined;
+
+  const keyDim = ssmGroupCount * ssmStateSize;
+  return {
+    architecture: "qwen35",
+    blockCount,
+    nextnPredictLayers,
+    nLayer,
+    contextLength,
+    embeddingLength,
+    feedForwardLength,
+    headCount,
+    headCountKv,
+    headDim: keyLength,
+    rmsEps,
+    ropeDimensionCount,
+    ropeFreqBase,
+    ropeSections: sectionValues,
+    ssmConvKernel,
+    ssmStateSize,
+    ssmGroupCount,
+    ssmTimeStepRank,
+    ssmInnerSize,
+    fullAttentionInterval,
+    recurrentLayers,
+    layerKinds,
+    keyDim,
+    valueDim: ssmInnerSize,
+    convDim: 2 * keyDim + ssmInnerSize,
+    headVDim,
+    vocabSize,
+  };
+}
