@@ -1,0 +1,339 @@
+// Node-API surface of the keepquant native addon. Mirrored by src/native-types.ts.
+#include <napi.h>
+
+#include <string>
+#include <vector>
+
+#include "dispatch.h"
+#include "kernels.h"
+#include "matmul.h"
+#include "threadpool.h"
+#include "tt_arm.h"
+
+namespace {
+
+// Bump when any exported function's signature or semantics change; checked by the TS loader.
+constexpr int kAbiVersion = 1;
+
+struct Bytes {
+  const uint8_t* data;
+  size_t length;
+};
+
+Bytes bytesArg(const Napi::CallbackInfo& info, size_t i, const char* name) {
+  if (i >= info.Length() || !info[i].IsTypedArray())
+    throw Napi::TypeError::New(info.Env(), std::string(name) + " must be a typed array");
+  Napi::TypedArray t = info[i].As<Napi::TypedArray>();
+  Napi::ArrayBuffer ab = t.ArrayBuffer();
+  return Bytes{static_cast<const uint8_t*>(ab.Data()) + t.ByteOffset(), t.ByteLength()};
+}
+
+Napi::Float32Array f32Arg(const Napi::CallbackInfo& info, size_t i, const char* name) {
+  if (i >= info.Length() || !info[i].IsTypedArray() ||
+      info[i].As<Napi::TypedArray>().TypedArrayType() != napi_float32_array)
+    throw Napi::TypeError::New(info.Env(), std::string(name) + " must be a Float32Array");
+  return info[i].As<Napi::Float32Array>();
+}
+
+int64_t intArg(const Napi::CallbackInfo& info, size_t i, const char* name, int64_t min) {
+  if (i >= info.Length() || !info[i].IsNumber())
+    throw Napi::TypeError::New(info.Env(), std::string(name) + " must be a number");
+  const double v = info[i].As<Napi::Number>().DoubleValue();
+  if (v != (double)(int64_t)v || v < (double)min)
+    throw Napi::RangeError::New(info.Env(), std::string(name) + " must be an integer >= " + std::to_string(min));
+  return (int64_t)v;
+}
+
+std::string str(int64_t v) { return std::to_string(v); }
+
+int typeArg(const Napi::CallbackInfo& info, size_t i) {
+  const int64_t t = intArg(info, i, "type", 0);
+  if (t >= kq::kTypeCount || kq::typeInfo((int)t).blockSize == 0)
+    throw Napi::RangeError::New(info.Env(), "ggml type id " + str(t) + " is not supported by the native arm");
+  return (int)t;
+}
+
+size_t rowBytes(int type, int64_t k) {
+  const kq::TypeInfo ti = kq::typeInfo(type);
+  return (size_t)(k / ti.blockSize) * (size_t)ti.typeSize;
+}
+
+void checkK(Napi::Env env, int type, int64_t k) {
+  const int bs = kq::typeInfo(type).blockSize;
+  if (k % bs != 0) throw Napi::RangeError::New(env, "K=" + str(k) + " is not a multiple of the block size " + str(bs));
+}
+
+// ---- info -----------------------------------------------------------------------------------
+
+Napi::Value AbiVersion(const Napi::CallbackInfo& info) { return Napi::Number::New(info.Env(), kAbiVersion); }
+
+Napi::Value BuildInfo(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("abiVersion", kAbiVersion);
+#if defined(__clang__)
+  o.Set("compiler", std::string("clang ") + __clang_version__);
+#elif defined(__GNUC__)
+  o.Set("compiler", std::string("gcc ") + __VERSION__);
+#else
+  o.Set("compiler", "unknown");
+#endif
+#if defined(KEEPQUANT_X86)
+  o.Set("arch", "x64");
+#elif defined(KEEPQUANT_ARM64)
+  o.Set("arch", "arm64");
+#else
+  o.Set("arch", "other");
+#endif
+  Napi::Array levels = Napi::Array::New(env);
+  uint32_t idx = 0;
+  for (kq::IsaLevel l : kq::availableIsaLevels()) levels.Set(idx++, kq::isaName(l));
+  o.Set("isaAvailable", levels);
+  o.Set("isaBest", kq::isaName(kq::bestIsaLevel()));
+  const kq::TtStatus tt = kq::ttStatus();
+  Napi::Object t = Napi::Object::New(env);
+  t.Set("built", tt.built);
+  t.Set("loaded", tt.loaded);
+  t.Set("reason", tt.reason);
+  o.Set("tt", t);
+  return o;
+}
+
+Napi::Value GetIsa(const Napi::CallbackInfo& info) {
+  return Napi::String::New(info.Env(), kq::isaName(kq::currentIsaLevel()));
+}
+
+Napi::Value SetIsa(const Napi::CallbackInfo& info) {
+  if (info.Length() < 1 || !info[0].IsString()) throw Napi::TypeError::New(info.Env(), "level must be a string");
+  const std::string err = kq::selectIsaLevel(info[0].As<Napi::String>().Utf8Value());
+  if (!err.empty()) throw Napi::Error::New(info.Env(), err);
+  return info.Env().Undefined();
+}
+
+Napi::Value SetThreads(const Napi::CallbackInfo& info) {
+  kq::setThreadCount((int)intArg(info, 0, "threads", 0));
+  return info.Env().Undefined();
+}
+
+Napi::Value GetThreads(const Napi::CallbackInfo& info) { return Napi::Number::New(info.Env(), kq::threadCount()); }
+
+Napi::Value HardwareThreads(const Napi::CallbackInfo& info) {
+  return Napi::Number::New(info.Env(), kq::hardwareThreads());
+}
+
+Napi::Value VecDotType(const Napi::CallbackInfo& info) {
+  const int64_t t = intArg(info, 0, "type", 0);
+  return Napi::Number::New(info.Env(), t < kq::kTypeCount ? kq::vecDotType((int)t) : -1);
+}
+
+Napi::Value DequantSupported(const Napi::CallbackInfo& info) {
+  const int64_t t = intArg(info, 0, "type", 0);
+  return Napi::Boolean::New(info.Env(), t < kq::kTypeCount && kq::dequantSupported((int)t));
+}
+
+// ---- dequantize -----------------------------------------------------------------------------
+
+// dequantizeRows(type, src, dst, rows, roundBf16)
+Napi::Value DequantizeRows(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const int type = typeArg(info, 0);
+  const Bytes src = bytesArg(info, 1, "src");
+  Napi::Float32Array dst = f32Arg(info, 2, "dst");
+  const int64_t rows = intArg(info, 3, "rows", 1);
+  const bool round = info.Length() > 4 && info[4].ToBoolean().Value();
+  if (!kq::dequantSupported(type)) throw Napi::RangeError::New(env, "dequantize: type " + str(type) + " is not supported");
+  const int64_t total = (int64_t)dst.ElementLength();
+  if (total % rows != 0) throw Napi::RangeError::New(env, "dst length " + str(total) + " is not rows * K");
+  int64_t k = total / rows;
+  checkK(env, type, k);
+  int64_t r = rows;
+  // One long row: split it into segments so the pool can share it (blocks are independent).
+  const int64_t bs = kq::typeInfo(type).blockSize;
+  if (r == 1 && k >= bs * 256 && (k / bs) % 64 == 0) {
+    r = 64;
+    k = k / 64;
+  }
+  const size_t need = rowBytes(type, k) * (size_t)r;
+  if (src.length < need)
+    throw Napi::RangeError::New(env, "src holds " + str((int64_t)src.length) + " bytes, need " + str((int64_t)need));
+  kq::dequantizeRows(type, src.data, r, k, dst.Data(), round);
+  return env.Undefined();
+}
+
+// quantizeActivations(actType, x, dst): one or more rows of K (dst sized rows * actRowBytes)
+Napi::Value QuantizeActivations(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const int act = typeArg(info, 0);
+  Napi::Float32Array x = f32Arg(info, 1, "x");
+  const Bytes dst = bytesArg(info, 2, "dst");
+  const int64_t rows = intArg(info, 3, "rows", 1);
+  if (act != kq::T_Q8_K && act != kq::T_Q8_0 && act != kq::T_Q8_1 && act != kq::T_F16 && act != kq::T_BF16 &&
+      act != kq::T_F32)
+    throw Napi::RangeError::New(env, "type " + str(act) + " is not an activation encoding");
+  const int64_t total = (int64_t)x.ElementLength();
+  if (total % rows != 0) throw Napi::RangeError::New(env, "x length is not rows * K");
+  const int64_t k = total / rows;
+  checkK(env, act, k);
+  const size_t rb = kq::actRowBytes(act, k);
+  if (dst.length < rb * (size_t)rows) throw Napi::RangeError::New(env, "dst is too small");
+  for (int64_t r = 0; r < rows; ++r)
+    kq::quantizeActRow(act, x.Data() + r * k, const_cast<uint8_t*>(dst.data) + r * rb, k);
+  return env.Undefined();
+}
+
+// ---- matmuls --------------------------------------------------------------------------------
+
+struct LlamaArgs {
+  int type;
+  const uint8_t* w;
+  int64_t n, k, m;
+  const float* x;
+  float* y;
+};
+
+// (type, w, n, k, x, m, y)
+LlamaArgs parseLlama(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  LlamaArgs a;
+  a.type = typeArg(info, 0);
+  const Bytes w = bytesArg(info, 1, "weight");
+  a.n = intArg(info, 2, "N", 1);
+  a.k = intArg(info, 3, "K", 1);
+  Napi::Float32Array x = f32Arg(info, 4, "x");
+  a.m = intArg(info, 5, "M", 1);
+  Napi::Float32Array y = f32Arg(info, 6, "y");
+  if (kq::vecDotType(a.type) < 0)
+    throw Napi::RangeError::New(env, "matmulLlama: ggml type " + str(a.type) + " has no vec_dot kernel");
+  checkK(env, a.type, a.k);
+  const int act = kq::vecDotType(a.type);
+  checkK(env, act, a.k);
+  if (w.length < rowBytes(a.type, a.k) * (size_t)a.n)
+    throw Napi::RangeError::New(env, "weight holds " + str((int64_t)w.length) + " bytes, [N=" + str(a.n) + ", K=" + str(a.k) +
+                                         "] needs " + str((int64_t)(rowBytes(a.type, a.k) * a.n)));
+  if ((int64_t)x.ElementLength() < a.m * a.k) throw Napi::RangeError::New(env, "x is shorter than M * K");
+  if ((int64_t)y.ElementLength() < a.m * a.n) throw Napi::RangeError::New(env, "y is shorter than M * N");
+  a.w = w.data;
+  a.x = x.Data();
+  a.y = y.Data();
+  return a;
+}
+
+Napi::Value MatmulLlama(const Napi::CallbackInfo& info) {
+  const LlamaArgs a = parseLlama(info);
+  kq::matmulLlama(a.type, a.w, a.n, a.k, a.x, a.m, a.y);
+  return info.Env().Undefined();
+}
+
+struct Bf16Args {
+  int type;
+  const uint8_t* w;
+  int64_t k, rowStart, rowCount, m, ldy, yOffset;
+  const float* x;
+  float* y;
+};
+
+// (type, w, k, rowStart, rowCount, x, m, y, ldy, yOffset): w holds at least rowStart + rowCount rows
+Bf16Args parseBf16(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  Bf16Args a;
+  a.type = typeArg(info, 0);
+  const Bytes w = bytesArg(info, 1, "weight");
+  a.k = intArg(info, 2, "K", 1);
+  a.rowStart = intArg(info, 3, "rowStart", 0);
+  a.rowCount = intArg(info, 4, "rowCount", 1);
+  Napi::Float32Array x = f32Arg(info, 5, "x");
+  a.m = intArg(info, 6, "M", 1);
+  Napi::Float32Array y = f32Arg(info, 7, "y");
+  a.ldy = intArg(info, 8, "ldy", 1);
+  a.yOffset = intArg(info, 9, "yOffset", 0);
+  if (!kq::dequantSupported(a.type)) throw Napi::RangeError::New(env, "type " + str(a.type) + " cannot be decoded");
+  checkK(env, a.type, a.k);
+  if (w.length < rowBytes(a.type, a.k) * (size_t)(a.rowStart + a.rowCount))
+    throw Napi::RangeError::New(env, "weight is shorter than rowStart + rowCount rows");
+  if ((int64_t)x.ElementLength() < a.m * a.k) throw Napi::RangeError::New(env, "x is shorter than M * K");
+  if (a.yOffset + a.rowCount > a.ldy) throw Napi::RangeError::New(env, "yOffset + rowCount exceeds ldy");
+  if ((int64_t)y.ElementLength() < (a.m - 1) * a.ldy + a.yOffset + a.rowCount)
+    throw Napi::RangeError::New(env, "y is too short");
+  a.w = w.data;
+  a.x = x.Data();
+  a.y = y.Data();
+  return a;
+}
+
+Napi::Value MatmulBf16(const Napi::CallbackInfo& info) {
+  const Bf16Args a = parseBf16(info);
+  kq::matmulBf16Rows(a.type, a.w, a.k, a.rowStart, a.rowCount, a.x, a.m, a.y, a.ldy, a.yOffset);
+  return info.Env().Undefined();
+}
+
+// Async: runs on a libuv worker thread; keeps the JS buffers alive until done.
+class MatmulWorker : public Napi::AsyncWorker {
+ public:
+  MatmulWorker(Napi::Env env, const Napi::CallbackInfo& info, bool llama)
+      : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)), llama_(llama) {
+    for (size_t i = 0; i < info.Length(); ++i)
+      if (info[i].IsObject()) refs_.push_back(Napi::Persistent(info[i].As<Napi::Object>()));
+    if (llama) lArgs_ = parseLlama(info);
+    else bArgs_ = parseBf16(info);
+  }
+  Napi::Promise Promise() { return deferred_.Promise(); }
+
+ protected:
+  void Execute() override {
+    if (llama_) kq::matmulLlama(lArgs_.type, lArgs_.w, lArgs_.n, lArgs_.k, lArgs_.x, lArgs_.m, lArgs_.y);
+    else kq::matmulBf16Rows(bArgs_.type, bArgs_.w, bArgs_.k, bArgs_.rowStart, bArgs_.rowCount, bArgs_.x, bArgs_.m,
+                            bArgs_.y, bArgs_.ldy, bArgs_.yOffset);
+  }
+  void OnOK() override {
+    refs_.clear();
+    deferred_.Resolve(Env().Undefined());
+  }
+  void OnError(const Napi::Error& e) override {
+    refs_.clear();
+    deferred_.Reject(e.Value());
+  }
+
+ private:
+  Napi::Promise::Deferred deferred_;
+  bool llama_;
+  LlamaArgs lArgs_{};
+  Bf16Args bArgs_{};
+  std::vector<Napi::ObjectReference> refs_;
+};
+
+Napi::Value MatmulLlamaAsync(const Napi::CallbackInfo& info) {
+  MatmulWorker* w = new MatmulWorker(info.Env(), info, true);
+  Napi::Promise p = w->Promise();
+  w->Queue();
+  return p;
+}
+
+Napi::Value MatmulBf16Async(const Napi::CallbackInfo& info) {
+  MatmulWorker* w = new MatmulWorker(info.Env(), info, false);
+  Napi::Promise p = w->Promise();
+  w->Queue();
+  return p;
+}
+
+Napi::Object Init(Napi::Env env, Napi::Object exports) {
+  exports.Set("abiVersion", Napi::Function::New(env, AbiVersion));
+  exports.Set("buildInfo", Napi::Function::New(env, BuildInfo));
+  exports.Set("getIsa", Napi::Function::New(env, GetIsa));
+  exports.Set("setIsa", Napi::Function::New(env, SetIsa));
+  exports.Set("setThreads", Napi::Function::New(env, SetThreads));
+  exports.Set("getThreads", Napi::Function::New(env, GetThreads));
+  exports.Set("hardwareThreads", Napi::Function::New(env, HardwareThreads));
+  exports.Set("vecDotType", Napi::Function::New(env, VecDotType));
+  exports.Set("dequantSupported", Napi::Function::New(env, DequantSupported));
+  exports.Set("dequantizeRows", Napi::Function::New(env, DequantizeRows));
+  exports.Set("quantizeActivations", Napi::Function::New(env, QuantizeActivations));
+  exports.Set("matmulLlama", Napi::Function::New(env, MatmulLlama));
+  exports.Set("matmulLlamaAsync", Napi::Function::New(env, MatmulLlamaAsync));
+  exports.Set("matmulBf16", Napi::Function::New(env, MatmulBf16));
+  exports.Set("matmulBf16Async", Napi::Function::New(env, MatmulBf16Async));
+  return exports;
+}
+
+}  // namespace
+
+NODE_API_MODULE(keepquant_native, Init)

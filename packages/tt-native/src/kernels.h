@@ -1,0 +1,37 @@
+// Internal kernel interfaces of the CPU-native arm.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "common.h"
+
+namespace kq {
+
+// Dequantize `k` elements of `type` from `src` (whole blocks) into `dst`. Returns false when the
+// type is not supported. Bit-exact with ggml's dequantize_row_<type>.
+bool dequantizeRow(int type, const void* src, float* dst, int64_t k);
+bool dequantSupported(int type);
+
+// Activation encodings used by llama.cpp's CPU matmul (the weight type's vec_dot_type).
+int vecDotType(int weightType);  // -1 when the weight type has no dot kernel here
+size_t actRowBytes(int actType, int64_t k);
+// Quantize one activation row of k floats to actType (Q8_K, Q8_0, Q8_1, F16, BF16 or F32).
+void quantizeActRow(int actType, const float* x, void* dst, int64_t k);
+
+// One dot product: n elements of weight row `w` (type) against activation row `a` (vecDotType).
+typedef float (*VecDotFn)(int n, const void* w, const void* a);
+
+// Generic (portable C++) kernels, in exactly ggml's reference arithmetic.
+VecDotFn genericVecDot(int weightType);
+
+// ISA-specific tables: fill `table[type]` for the types the ISA accelerates; leave others alone.
+void fillAvx2VecDot(VecDotFn* table);
+void fillAvx512VecDot(VecDotFn* table);
+void fillNeonVecDot(VecDotFn* table);
+// bf16 contract dot: x (f32) . w (f32 values already rounded to bf16), f32 accumulation.
+typedef float (*DotF32Fn)(int n, const float* x, const float* w);
+DotF32Fn avx2DotF32();
+DotF32Fn avx512DotF32();
+
+}  // namespace kq

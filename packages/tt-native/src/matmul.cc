@@ -1,0 +1,94 @@
+#include "matmul.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "dispatch.h"
+#include "kernels.h"
+#include "threadpool.h"
+
+namespace kq {
+namespace {
+
+size_t weightRowBytes(int type, int64_t k) {
+  const TypeInfo ti = typeInfo(type);
+  return (size_t)(k / ti.blockSize) * (size_t)ti.typeSize;
+}
+
+// Rows per task: enough tasks to balance threads, few enough to amortize scheduling.
+int64_t rowsPerTask(int64_t n, int64_t m) {
+  const int64_t threads = threadCount();
+  const int64_t target = threads * 8;
+  int64_t r = (n + target - 1) / target;
+  const int64_t cap = m > 1 ? 16 : 64;
+  r = std::max<int64_t>(1, std::min(r, cap));
+  return r;
+}
+
+}  // namespace
+
+void matmulLlama(int type, const uint8_t* w, int64_t n, int64_t k, const float* x, int64_t m, float* y) {
+  const int actType = vecDotType(type);
+  const VecDotFn dot = kernels().vecDot[type];
+  const size_t actBytes = actRowBytes(actType, k);
+  const size_t wBytes = weightRowBytes(type, k);
+  std::vector<uint8_t> act;
+  const uint8_t* actData;
+  if (actType == T_F32) {
+    actData = reinterpret_cast<const uint8_t*>(x);
+  } else {
+    act.resize(actBytes * (size_t)m);
+    uint8_t* a = act.data();
+    parallelFor((int)m, [&](int row) { quantizeActRow(actType, x + (size_t)row * k, a + (size_t)row * actBytes, k); });
+    actData = a;
+  }
+  const int64_t rpt = rowsPerTask(n, m);
+  const int tasks = (int)((n + rpt - 1) / rpt);
+  parallelFor(tasks, [&](int t) {
+    const int64_t r0 = (int64_t)t * rpt;
+    const int64_t r1 = std::min(n, r0 + rpt);
+    for (int64_t mi = 0; mi < m; ++mi) {
+      const uint8_t* a = actData + (size_t)mi * actBytes;
+      float* out = y + (size_t)mi * n;
+      for (int64_t r = r0; r < r1; ++r) out[r] = dot((int)k, w + (size_t)r * wBytes, a);
+    }
+  });
+}
+
+void matmulBf16Rows(int type, const uint8_t* w, int64_t k, int64_t rowStart, int64_t rowCount, const float* x,
+                    int64_t m, float* y, int64_t ldy, int64_t yOffset) {
+  const DotF32Fn dot = kernels().dotF32;
+  const size_t wBytes = weightRowBytes(type, k);
+  const int64_t rpt = rowsPerTask(rowCount, m);
+  const int tasks = (int)((rowCount + rpt - 1) / rpt);
+  parallelFor(tasks, [&](int t) {
+    std::vector<float> row((size_t)k);
+    const int64_t r0 = (int64_t)t * rpt;
+    const int64_t r1 = std::min(rowCount, r0 + rpt);
+    for (int64_t r = r0; r < r1; ++r) {
+      dequantizeRow(type, w + (size_t)(rowStart + r) * wBytes, row.data(), k);
+      for (int64_t i = 0; i < k; ++i) row[i] = roundToBf16(row[i]);
+      for (int64_t mi = 0; mi < m; ++mi) y[mi * ldy + yOffset + r] = dot((int)k, x + (size_t)mi * k, row.data());
+    }
+  });
+}
+
+bool dequantizeRows(int type, const uint8_t* src, int64_t rows, int64_t k, float* dst, bool roundBf16) {
+  if (!dequantSupported(type)) return false;
+  const size_t wBytes = weightRowBytes(type, k);
+  const int64_t rpt = std::max<int64_t>(1, rows / (threadCount() * 4));
+  const int tasks = (int)((rows + rpt - 1) / rpt);
+  parallelFor(tasks, [&](int t) {
+    const int64_t r0 = (int64_t)t * rpt;
+    const int64_t r1 = std::min(rows, r0 + rpt);
+    for (int64_t r = r0; r < r1; ++r) {
+      float* out = dst + (size_t)r * k;
+      dequantizeRow(type, src + (size_t)r * wBytes, out, k);
+      if (roundBf16)
+        for (int64_t i = 0; i < k; ++i) out[i] = roundToBf16(out[i]);
+    }
+  });
+  return true;
+}
+
+}  // namespace kq

@@ -1,0 +1,21 @@
+// Matmul drivers of the CPU-native arm. All shapes are validated by the caller (addon.cc).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace kq {
+
+// llama.cpp numerics: y[m, n] = vec_dot(W row n, quantize_{vec_dot_type}(x row m)).
+// w: N rows of `rowBytes`; x: [M, K] f32; y: [M, N] f32.
+void matmulLlama(int type, const uint8_t* w, int64_t n, int64_t k, const float* x, int64_t m, float* y);
+
+// Contract numerics (keep-quant bf16): rows [rowStart, rowStart + rowCount) of W are decoded,
+// rounded once to bf16 and dotted with x in f32. Writes y[m * ldy + (row - rowStart) + yOffset].
+void matmulBf16Rows(int type, const uint8_t* w, int64_t k, int64_t rowStart, int64_t rowCount,
+                    const float* x, int64_t m, float* y, int64_t ldy, int64_t yOffset);
+
+// Dequantize `rows` rows of k elements (parallel over rows). Returns false on unsupported type.
+bool dequantizeRows(int type, const uint8_t* src, int64_t rows, int64_t k, float* dst, bool roundBf16);
+
+}  // namespace kq

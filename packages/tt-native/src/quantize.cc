@@ -1,0 +1,121 @@
+// Activation quantizers: the arithmetic of ggml's quantize_row_{q8_K,q8_0,q8_1}_ref and its
+// f32 -> f16/bf16 row conversions, so that integer dots see the same codes as llama.cpp.
+#include <cmath>
+
+#include "kernels.h"
+
+namespace kq {
+namespace {
+
+// ggml's nearest_int: round half to even through the 1.5 * 2^23 trick.
+inline int nearestInt(float fval) {
+  const float val = fval + 12582912.f;
+  int32_t i;
+  std::memcpy(&i, &val, 4);
+  return (i & 0x007fffff) - 0x00400000;
+}
+
+void quantizeQ8_K(const float* x, BlockQ8_K* y, int64_t k) {
+  const int64_t nb = k / QKK;
+  for (int64_t i = 0; i < nb; ++i, x += QKK) {
+    float max = 0, amax = 0;
+    for (int j = 0; j < QKK; ++j) {
+      const float ax = std::fabs(x[j]);
+      if (ax > amax) {
+        amax = ax;
+        max = x[j];
+      }
+    }
+    if (!amax) {
+      y[i].d = 0;
+      std::memset(y[i].qs, 0, QKK);
+      std::memset(y[i].bsums, 0, sizeof(y[i].bsums));
+      continue;
+    }
+    const float iscale = -127.f / max;
+    for (int j = 0; j < QKK; ++j) {
+      const int v = nearestInt(iscale * x[j]);
+      y[i].qs[j] = (int8_t)(v < 127 ? v : 127);
+    }
+    for (int j = 0; j < QKK / 16; ++j) {
+      int sum = 0;
+      for (int ii = 0; ii < 16; ++ii) sum += y[i].qs[j * 16 + ii];
+      y[i].bsums[j] = (int16_t)sum;
+    }
+    y[i].d = 1 / iscale;
+  }
+}
+
+void quantizeQ8_0(const float* x, BlockQ8_0* y, int64_t k) {
+  const int64_t nb = k / QK;
+  for (int64_t i = 0; i < nb; ++i) {
+    float amax = 0;
+    for (int j = 0; j < QK; ++j) amax = std::fmax(amax, std::fabs(x[i * QK + j]));
+    const float d = amax / ((1 << 7) - 1);
+    const float id = d ? 1.0f / d : 0.0f;
+    y[i].d = f32ToHalf(d);
+    for (int j = 0; j < QK; ++j) y[i].qs[j] = (int8_t)std::round(x[i * QK + j] * id);
+  }
+}
+
+void quantizeQ8_1(const float* x, BlockQ8_1* y, int64_t k) {
+  const int64_t nb = k / QK;
+  for (int64_t i = 0; i < nb; ++i) {
+    float amax = 0;
+    for (int j = 0; j < QK; ++j) amax = std::fmax(amax, std::fabs(x[i * QK + j]));
+    const float d = amax / ((1 << 7) - 1);
+    const float id = d ? 1.0f / d : 0.0f;
+    y[i].d = f32ToHalf(d);
+    int sum = 0;
+    for (int j = 0; j < QK / 2; ++j) {
+      const float v0 = x[i * QK + j] * id;
+      const float v1 = x[i * QK + QK / 2 + j] * id;
+      y[i].qs[j] = (int8_t)std::round(v0);
+      y[i].qs[QK / 2 + j] = (int8_t)std::round(v1);
+      sum += y[i].qs[j];
+      sum += y[i].qs[QK / 2 + j];
+    }
+    y[i].s = f32ToHalf(sum * d);
+  }
+}
+
+}  // namespace
+
+int vecDotType(int w) {
+  switch (w) {
+    case T_F32: return T_F32;
+    case T_F16: return T_F16;
+    case T_BF16: return T_BF16;
+    case T_Q4_0: case T_Q5_0: case T_Q8_0: case T_IQ4_NL: case T_MXFP4: return T_Q8_0;
+    case T_Q4_1: case T_Q5_1: return T_Q8_1;
+    case T_Q2_K: case T_Q3_K: case T_Q4_K: case T_Q5_K: case T_Q6_K: case T_IQ4_XS: return T_Q8_K;
+    default: return -1;
+  }
+}
+
+size_t actRowBytes(int actType, int64_t k) {
+  const TypeInfo ti = typeInfo(actType);
+  return (size_t)(k / ti.blockSize) * (size_t)ti.typeSize;
+}
+
+void quantizeActRow(int actType, const float* x, void* dst, int64_t k) {
+  switch (actType) {
+    case T_Q8_K: quantizeQ8_K(x, static_cast<BlockQ8_K*>(dst), k); break;
+    case T_Q8_0: quantizeQ8_0(x, static_cast<BlockQ8_0*>(dst), k); break;
+    case T_Q8_1: quantizeQ8_1(x, static_cast<BlockQ8_1*>(dst), k); break;
+    case T_F16: {
+      uint16_t* d = static_cast<uint16_t*>(dst);
+      for (int64_t i = 0; i < k; ++i) d[i] = f32ToHalf(x[i]);
+      break;
+    }
+    case T_BF16: {
+      uint16_t* d = static_cast<uint16_t*>(dst);
+      for (int64_t i = 0; i < k; ++i) d[i] = f32ToBf16(x[i]);
+      break;
+    }
+    case T_F32: std::memcpy(dst, x, (size_t)k * 4); break;
+    default: break;
+  }
+}
+
+}  // namespace kq
