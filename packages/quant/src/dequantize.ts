@@ -73,8 +73,8 @@ function dequantizeQ4_1(src: Uint8Array, so: number, dst: Float32Array, y: numbe
     const m = F16[src[so + 2]! | (src[so + 3]! << 8)]!;
     for (let j = 0; j < 16; j++) {
       const q = src[so + 4 + j]!;
-      dst[y + j] = fround((q & 0x0f) * d) + m;
-      dst[y + j + 16] = fround((q >> 4) * d) + m;
+      dst[y + j] = m + fround((q & 0x0f) * d);
+      dst[y + j + 16] = m + fround((q >> 4) * d);
     }
   }
 }
@@ -103,7 +103,7 @@ function dequantizeQ5_1(src: Uint8Array, so: number, dst: Float32Array, y: numbe
     for (let j = 0; j < 16; j++) {
       const q = src[so + 8 + j]!;
       // operand order matters only when both d and m are NaN: x86 returns the first NaN operand,
-      // and ggml's compiled code puts m first here but the product first in Q4_1
+      // and ggml's compiled code has m first (Q4_1 likewise)
       const h0 = ((qh >>> j) << 4) & 0x10;
       const h1 = (qh >>> (j + 12)) & 0x10;
       dst[y + j] = m + fround(((q & 0x0f) | h0) * d);

@@ -3,3 +3,4 @@ export * from "./fp.js";
 export * from "./dequantize.js";
 export * from "./contract.js";
 export * from "./reference-provider.js";
+export * from "./quantize.js";

@@ -1,2 +1,3 @@
 export * from "./ggml.js";
 export * from "./llama.js";
+export * from "./ggml-rows.js";

@@ -1,0 +1,498 @@
+/**
+ * Reference quantizers, bit-exact against ggml's `quantize_row_<type>_ref`. They are written from
+ * the block formats and ggml's published algorithm, with every float operation of the C code done
+ * in f32 (Math.fround after each step, in C's evaluation order) and ggml's `nearest_int` rounding
+ * helper reproduced through the f32 bit pattern. Q8_K and Q8_0 are the activation formats of
+ * llama.cpp's CPU dots, so the engine relies on these being exact.
+ */
+import { GgmlType, GGML_TYPE_TRAITS } from "@keepquant/gguf";
+import { QuantArgumentError, UnsupportedGgmlTypeError } from "./errors.js";
+import { FP16_TO_FP32, fp32BitsToFp16Bits } from "./fp.js";
+
+const fround = Math.fround;
+const scratch = new Float32Array(1);
+const scratchBits = new Uint32Array(scratch.buffer);
+
+/** f32 value -> f16 bits (round to nearest even), without a second trip through a number. */
+function toF16(value: number): number {
+  scratch[0] = value;
+  return fp32BitsToFp16Bits(scratchBits[0]!);
+}
+
+/**
+ * ggml's nearest_int: add 1.5 * 2^23 in f32 and read the low mantissa bits. Round-half-even for
+ * |v| <= 2^22; outside that range it returns the same wrapped value C does.
+ */
+export function nearestInt(value: number): number {
+  scratch[0] = value + 12582912;
+  return (scratchBits[0]! & 0x007fffff) - 0x00400000;
+}
+
+/** C's roundf: half away from zero. */
+function roundf(value: number): number {
+  return value < 0 ? -Math.round(-value) : Math.round(value);
+}
+
+function writeF16(dst: Uint8Array, offset: number, bits: number): void {
+  dst[offset] = bits & 0xff;
+  dst[offset + 1] = bits >>> 8;
+}
+
+const GROUP_MAX_EPS = fround(1e-15);
+
+// ---------------------------------------------------------------- 32-element blocks
+
+/** Q4_0: d = max / -8 where max is the value of largest magnitude; q = min(15, trunc(x / d + 8.5)) */
+function quantizeQ4_0(x: Float32Array, dst: Uint8Array, nb: number): void {
+  for (let i = 0; i < nb; i++) {
+    const xo = i * 32;
+    const yo = i * 18;
+    let amax = 0;
+    let max = 0;
+    for (let j = 0; j < 32; j++) {
+      const v = x[xo + j]!;
+      if (amax < Math.abs(v)) {
+        amax = Math.abs(v);
+        max = v;
+      }
+    }
+    const d = fround(max / -8);
+    const id = d !== 0 ? fround(1 / d) : 0;
+    writeF16(dst, yo, toF16(d));
+    for (let j = 0; j < 16; j++) {
+      const x0 = fround(x[xo + j]! * id);
+      const x1 = fround(x[xo + 16 + j]! * id);
+      const xi0 = Math.min(15, (truncToInt32(fround(x0 + 8.5)) << 24) >> 24) & 0xff;
+      const xi1 = Math.min(15, (truncToInt32(fround(x1 + 8.5)) << 24) >> 24) & 0xff;
+      dst[yo + 2 + j] = (xi0 | (xi1 << 4)) & 0xff;
+    }
+  }
+}
+
+/** cvttss2si: truncation toward zero; NaN and out-of-range give INT32_MIN. */
+function truncToInt32(value: number): number {
+  if (!(value > -2147483649 && value < 2147483648)) return -2147483648;
+  return Math.trunc(value) | 0;
+}
+
+/** Q8_0: d = amax / 127; q = roundf(x / d) */
+function quantizeQ8_0(x: Float32Array, dst: Uint8Array, nb: number): void {
+  for (let i = 0; i < nb; i++) {
+    const xo = i * 32;
+    const yo = i * 34;
+    let amax = 0;
+    for (let j = 0; j < 32; j++) {
+      const a = Math.abs(x[xo + j]!);
+      amax = amax > a ? amax : a; // ggml MAX(a, b) = a > b ? a : b
+    }
+    const d = fround(amax / 127);
+    const id = d !== 0 ? fround(1 / d) : 0;
+    writeF16(dst, yo, toF16(d));
+    for (let j = 0; j < 32; j++) dst[yo + 2 + j] = truncToInt32(roundf(fround(x[xo + j]! * id))) & 0xff;
+  }
+}
+
+// ---------------------------------------------------------------- K-quant helpers
+
+/**
+ * ggml make_qkx2_quants: asymmetric (scale, min) fit of n values to [0, nmax] minimising the
+ * weighted error, trying nstep + 1 scales. Writes levels to L[lo..lo+n); returns [scale, -min].
+ */
+function makeQkx2Quants(
+  n: number,
+  nmax: number,
+  x: Float32Array,
+  xo: number,
+  weights: Float32Array,
+  L: Uint8Array,
+  lo: number,
+  Laux: Uint8Array,
+  rmin: number,
+  rdelta: number,
+  nstep: number,
+  out: Float32Array,
+): void {
+  let min = x[xo]!;
+  let max = x[xo]!;
+  let sumW = weights[0]!;
+  let sumX = fround(sumW * x[xo]!);
+  for (let i = 1; i < n; i++) {
+    const v = x[xo + i]!;
+    if (v < min) min = v;
+    if (v > max) max = v;
+    const w = weights[i]!;
+    sumW = fround(sumW + w);
+    sumX = fround(sumX + fround(w * v));
+  }
+  if (min > 0) min = 0;
+  if (max === min) {
+    for (let i = 0; i < n; i++) L[lo + i] = 0;
+    out[0] = 0;
+    out[1] = -min;
+    return;
+  }
+  let iscale = fround(nmax / fround(max - min));
+  let scale = fround(1 / iscale);
+  let bestError = 0;
+  for (let i = 0; i < n; i++) {
+    const v = x[xo + i]!;
+    const l = Math.max(0, Math.min(nmax, nearestInt(fround(iscale * fround(v - min)))));
+    L[lo + i] = l;
+    let diff = fround(fround(fround(scale * l) + min) - v);
+    diff = fround(diff * diff);
+    bestError = fround(bestError + fround(weights[i]! * diff));
+  }
+  if (nstep >= 1) {
+    for (let is = 0; is <= nstep; is++) {
+      // min moves when a candidate wins, and later candidates use the new range (as C does)
+      iscale = fround(fround(fround(rmin + fround(rdelta * is)) + nmax) / fround(max - min));
+      let sumL = 0;
+      let sumL2 = 0;
+      let sumXL = 0;
+      for (let i = 0; i < n; i++) {
+        const v = x[xo + i]!;
+        const l = Math.max(0, Math.min(nmax, nearestInt(fround(iscale * fround(v - min)))));
+        Laux[i] = l;
+        const w = weights[i]!;
+        const wl = fround(w * l);
+        sumL = fround(sumL + wl);
+        sumL2 = fround(sumL2 + fround(wl * l));
+        sumXL = fround(sumXL + fround(wl * v));
+      }
+      const D = fround(fround(sumW * sumL2) - fround(sumL * sumL));
+      if (D > 0) {
+        let thisScale = fround(fround(fround(sumW * sumXL) - fround(sumX * sumL)) / D);
+        let thisMin = fround(fround(fround(sumL2 * sumX) - fround(sumL * sumXL)) / D);
+        if (thisMin > 0) {
+          thisMin = 0;
+          thisScale = fround(sumXL / sumL2);
+        }
+        let curError = 0;
+        for (let i = 0; i < n; i++) {
+          let diff = fround(fround(fround(thisScale * Laux[i]!) + thisMin) - x[xo + i]!);
+          diff = fround(diff * diff);
+          curError = fround(curError + fround(weights[i]! * diff));
+        }
+        if (curError < bestError) {
+          for (let i = 0; i < n; i++) L[lo + i] = Laux[i]!;
+          bestError = curError;
+          scale = thisScale;
+          min = thisMin;
+        }
+      }
+    }
+  }
+  out[0] = scale;
+  out[1] = -min;
+}
+
+/**
+ * ggml make_qx_quants with rmse_type 1 and no importance weights (w = x^2): symmetric fit of n
+ * values to [-nmax, nmax - 1], trying 18 scales around nmax / max. Writes L = l + nmax; returns scale.
+ */
+function makeQxQuants(n: number, nmax: number, x: Float32Array, xo: number, L: Uint8Array, lo: number): number {
+  let max = 0;
+  let amax = 0;
+  for (let i = 0; i < n; i++) {
+    const ax = Math.abs(x[xo + i]!);
+    if (ax > amax) {
+      amax = ax;
+      max = x[xo + i]!;
+    }
+  }
+  if (amax < GROUP_MAX_EPS) {
+    for (let i = 0; i < n; i++) L[lo + i] = 0;
+    return 0;
+  }
+  let iscale = fround(-nmax / max);
+  let sumlx = 0;
+  let suml2 = 0;
+  for (let i = 0; i < n; i++) {
+    const v = x[xo + i]!;
+    const l = Math.max(-nmax, Math.min(nmax - 1, nearestInt(fround(iscale * v))));
+    L[lo + i] = l + nmax;
+    const w = fround(v * v);
+    sumlx = fround(sumlx + fround(fround(w * v) * l));
+    suml2 = fround(suml2 + fround(fround(w * l) * l));
+  }
+  let scale = suml2 !== 0 ? fround(sumlx / suml2) : 0;
+  let best = fround(scale * sumlx);
+  const tenth = fround(0.1);
+  for (let is = -9; is <= 9; is++) {
+    if (is === 0) continue;
+    iscale = fround(-fround(nmax + fround(tenth * is)) / max);
+    sumlx = 0;
+    suml2 = 0;
+    for (let i = 0; i < n; i++) {
+      const v = x[xo + i]!;
+      const l = Math.max(-nmax, Math.min(nmax - 1, nearestInt(fround(iscale * v))));
+      const w = fround(v * v);
+      sumlx = fround(sumlx + fround(fround(w * v) * l));
+      suml2 = fround(suml2 + fround(fround(w * l) * l));
+    }
+    if (suml2 > 0 && fround(sumlx * sumlx) > fround(best * suml2)) {
+      for (let i = 0; i < n; i++) {
+        const l = nearestInt(fround(iscale * x[xo + i]!));
+        L[lo + i] = nmax + Math.max(-nmax, Math.min(nmax - 1, l));
+      }
+      scale = fround(sumlx / suml2);
+      best = fround(scale * sumlx);
+    }
+  }
+  return scale;
+}
+
+/** Packs 8 six-bit scales and mins into the 12-byte Q4_K/Q5_K layout. */
+function packScalesK4(dst: Uint8Array, so: number, ls: Uint8Array, lm: Uint8Array): void {
+  for (let j = 0; j < 8; j++) {
+    if (j < 4) {
+      dst[so + j] = ls[j]!;
+      dst[so + j + 4] = lm[j]!;
+    } else {
+      dst[so + j + 4] = (ls[j]! & 0x0f) | ((lm[j]! & 0x0f) << 4);
+      dst[so + j - 4] |= (ls[j]! >> 4) << 6;
+      dst[so + j] |= (lm[j]! >> 4) << 6;
+    }
+  }
+}
+function scaleK4(q: Uint8Array, so: number, j: number): number {
+  return j < 4 ? q[so + j]! & 63 : (q[so + j + 4]! & 0x0f) | ((q[so + j - 4]! >> 6) << 4);
+}
+function minK4(q: Uint8Array, so: number, j: number): number {
+  return j < 4 ? q[so + j + 4]! & 63 : (q[so + j + 4]! >> 4) | ((q[so + j]! >> 6) << 4);
+}
+
+/** Shared body of Q4_K (nmax 15) and Q5_K (nmax 31): scales, mins and the 0..nmax levels in L. */
+function quantizeKScalesMins(
+  x: Float32Array,
+  xo: number,
+  dst: Uint8Array,
+  yo: number,
+  nmax: number,
+  rmin: number,
+  nstep: number,
+  L: Uint8Array,
+): void {
+  const weights = new Float32Array(32);
+  const Laux = new Uint8Array(32);
+  const scales = new Float32Array(8);
+  const mins = new Float32Array(8);
+  const fit = new Float32Array(2);
+  let maxScale = 0;
+  let maxMin = 0;
+  for (let j = 0; j < 8; j++) {
+    const o = xo + 32 * j;
+    let sumX2 = 0;
+    for (let l = 0; l < 32; l++) sumX2 = fround(sumX2 + fround(x[o + l]! * x[o + l]!));
+    const avX = fround(Math.sqrt(fround(sumX2 / 32)));
+    for (let l = 0; l < 32; l++) weights[l] = fround(avX + Math.abs(x[o + l]!));
+    makeQkx2Quants(32, nmax, x, o, weights, L, 32 * j, Laux, rmin, fround(0.1), nstep, fit);
+    scales[j] = fit[0]!;
+    mins[j] = fit[1]!;
+    if (scales[j]! > maxScale) maxScale = scales[j]!;
+    if (mins[j]! > maxMin) maxMin = mins[j]!;
+  }
+  const invScale = maxScale > 0 ? fround(63 / maxScale) : 0;
+  const invMin = maxMin > 0 ? fround(63 / maxMin) : 0;
+  const ls = new Uint8Array(8);
+  const lm = new Uint8Array(8);
+  for (let j = 0; j < 8; j++) {
+    ls[j] = Math.min(63, nearestInt(fround(invScale * scales[j]!)) & 0xff);
+    lm[j] = Math.min(63, nearestInt(fround(invMin * mins[j]!)) & 0xff);
+  }
+  packScalesK4(dst, yo + 4, ls, lm);
+  writeF16(dst, yo, toF16(fround(maxScale / 63)));
+  writeF16(dst, yo + 2, toF16(fround(maxMin / 63)));
+  const dAll = FP16_TO_FP32[dst[yo]! | (dst[yo + 1]! << 8)]!;
+  const mAll = FP16_TO_FP32[dst[yo + 2]! | (dst[yo + 3]! << 8)]!;
+  for (let j = 0; j < 8; j++) {
+    const d = fround(dAll * scaleK4(dst, yo + 4, j));
+    if (d === 0) continue; // keeps the fit's levels, as C's `if (!d) continue`
+    const dm = fround(mAll * minK4(dst, yo + 4, j));
+    for (let ii = 0; ii < 32; ii++) {
+      const l = nearestInt(fround(fround(x[xo + 32 * j + ii]! + dm) / d));
+      L[32 * j + ii] = Math.max(0, Math.min(nmax, l));
+    }
+  }
+}
+
+/** Q4_K: 8 sub-blocks of 32 with 6-bit scale and min each; levels 0..15 */
+function quantizeQ4_K(x: Float32Array, dst: Uint8Array, nb: number): void {
+  const L = new Uint8Array(256);
+  for (let i = 0; i < nb; i++) {
+    const xo = i * 256;
+    const yo = i * 144;
+    quantizeKScalesMins(x, xo, dst, yo, 15, -1, 20, L);
+    let q = yo + 16;
+    for (let j = 0; j < 256; j += 64, q += 32) {
+      for (let l = 0; l < 32; l++) dst[q + l] = L[j + l]! | (L[j + l + 32]! << 4);
+    }
+  }
+}
+
+/** Q5_K: as Q4_K with levels 0..31, the fifth bit in qh */
+function quantizeQ5_K(x: Float32Array, dst: Uint8Array, nb: number): void {
+  const L = new Uint8Array(256);
+  for (let i = 0; i < nb; i++) {
+    const xo = i * 256;
+    const yo = i * 176;
+    quantizeKScalesMins(x, xo, dst, yo, 31, fround(-0.5), 15, L);
+    const qh = yo + 16;
+    let ql = yo + 48;
+    dst.fill(0, qh, qh + 32);
+    let m1 = 1;
+    let m2 = 2;
+    for (let n = 0; n < 256; n += 64, ql += 32) {
+      for (let j = 0; j < 32; j++) {
+        let l1 = L[n + j]!;
+        if (l1 > 15) {
+          l1 -= 16;
+          dst[qh + j] |= m1;
+        }
+        let l2 = L[n + j + 32]!;
+        if (l2 > 15) {
+          l2 -= 16;
+          dst[qh + j] |= m2;
+        }
+        dst[ql + j] = l1 | (l2 << 4);
+      }
+      m1 <<= 2;
+      m2 <<= 2;
+    }
+  }
+}
+
+/** Q6_K: 16 sub-blocks of 16 with an int8 scale each; levels -32..31 */
+function quantizeQ6_K(x: Float32Array, dst: Uint8Array, nb: number): void {
+  const L = new Uint8Array(256);
+  const scales = new Float32Array(16);
+  for (let i = 0; i < nb; i++) {
+    const xo = i * 256;
+    const yo = i * 210;
+    let maxScale = 0;
+    let maxAbsScale = 0;
+    for (let ib = 0; ib < 16; ib++) {
+      const scale = makeQxQuants(16, 32, x, xo + 16 * ib, L, 16 * ib);
+      scales[ib] = scale;
+      const abs = Math.abs(scale);
+      if (abs > maxAbsScale) {
+        maxAbsScale = abs;
+        maxScale = scale;
+      }
+    }
+    if (maxAbsScale < GROUP_MAX_EPS) {
+      dst.fill(0, yo, yo + 210);
+      continue;
+    }
+    const iscale = fround(-128 / maxScale);
+    writeF16(dst, yo + 208, toF16(fround(1 / iscale)));
+    for (let ib = 0; ib < 16; ib++) dst[yo + 192 + ib] = Math.min(127, nearestInt(fround(iscale * scales[ib]!))) & 0xff;
+    const dAll = FP16_TO_FP32[dst[yo + 208]! | (dst[yo + 209]! << 8)]!;
+    for (let j = 0; j < 16; j++) {
+      const d = fround(dAll * ((dst[yo + 192 + j]! << 24) >> 24));
+      if (d === 0) continue;
+      for (let ii = 0; ii < 16; ii++) {
+        const l = nearestInt(fround(x[xo + 16 * j + ii]! / d));
+        L[16 * j + ii] = Math.max(-32, Math.min(31, l)) + 32;
+      }
+    }
+    let ql = yo;
+    let qh = yo + 128;
+    for (let j = 0; j < 256; j += 128, ql += 64, qh += 32) {
+      for (let l = 0; l < 32; l++) {
+        const q1 = L[j + l]!;
+        const q2 = L[j + l + 32]!;
+        const q3 = L[j + l + 64]!;
+        const q4 = L[j + l + 96]!;
+        dst[ql + l] = (q1 & 0x0f) | ((q3 & 0x0f) << 4);
+        dst[ql + l + 32] = (q2 & 0x0f) | ((q4 & 0x0f) << 4);
+        dst[qh + l] = (q1 >> 4) | ((q2 >> 4) << 2) | ((q3 >> 4) << 4) | ((q4 >> 4) << 6);
+      }
+    }
+  }
+}
+
+/** Q8_K: f32 d = max / -127 over 256 values, int8 levels, int16 sums of each 16 */
+function quantizeQ8_K(x: Float32Array, dst: Uint8Array, nb: number): void {
+  for (let i = 0; i < nb; i++) {
+    const xo = i * 256;
+    const yo = i * 292;
+    let max = 0;
+    let amax = 0;
+    for (let j = 0; j < 256; j++) {
+      const ax = Math.abs(x[xo + j]!);
+      if (ax > amax) {
+        amax = ax;
+        max = x[xo + j]!;
+      }
+    }
+    if (amax === 0) {
+      // C writes d = 0 and zero levels and leaves the block sums as they were
+      dst.fill(0, yo, yo + 260);
+      continue;
+    }
+    const iscale = fround(-127 / max);
+    for (let j = 0; j < 256; j++) {
+      const v = nearestInt(fround(iscale * x[xo + j]!));
+      dst[yo + 4 + j] = Math.min(127, v) & 0xff;
+    }
+    for (let j = 0; j < 16; j++) {
+      let sum = 0;
+      for (let ii = 0; ii < 16; ii++) sum += (dst[yo + 4 + j * 16 + ii]! << 24) >> 24;
+      dst[yo + 260 + 2 * j] = sum & 0xff;
+      dst[yo + 261 + 2 * j] = (sum >> 8) & 0xff;
+    }
+    scratch[0] = 1 / iscale;
+    const bits = scratchBits[0]!;
+    dst[yo] = bits & 0xff;
+    dst[yo + 1] = (bits >>> 8) & 0xff;
+    dst[yo + 2] = (bits >>> 16) & 0xff;
+    dst[yo + 3] = bits >>> 24;
+  }
+}
+
+type QuantizeKernel = (x: Float32Array, dst: Uint8Array, blocks: number) => void;
+
+export const QUANTIZE_KERNELS: Readonly<Partial<Record<GgmlType, QuantizeKernel>>> = {
+  [GgmlType.Q4_0]: quantizeQ4_0,
+  [GgmlType.Q8_0]: quantizeQ8_0,
+  [GgmlType.Q4_K]: quantizeQ4_K,
+  [GgmlType.Q5_K]: quantizeQ5_K,
+  [GgmlType.Q6_K]: quantizeQ6_K,
+  [GgmlType.Q8_K]: quantizeQ8_K,
+};
+
+export const QUANTIZE_TYPES: readonly GgmlType[] = (Object.keys(QUANTIZE_KERNELS) as string[]).map(
+  (id) => Number(id) as GgmlType,
+);
+
+function typeLabel(type: number): string {
+  const traits = (GGML_TYPE_TRAITS as Partial<Record<number, { name: string }>>)[type];
+  return traits ? traits.name : `<unknown ggml type id ${type}>`;
+}
+
+/**
+ * Quantizes `src` (a whole number of blocks) into `dst` as ggml's quantize_row_<type>_ref would,
+ * byte for byte. Returns dst. (Q8_K: an all-zero block leaves its block sums untouched, as C.)
+ */
+export function quantizeRow(type: GgmlType, src: Float32Array, dst: Uint8Array): Uint8Array {
+  const kernel = QUANTIZE_KERNELS[type];
+  if (!kernel) throw new UnsupportedGgmlTypeError(typeLabel(type), "quantizeRow", QUANTIZE_TYPES.map((t) => typeLabel(t)));
+  const { blockSize, typeSize, name } = GGML_TYPE_TRAITS[type];
+  if (src.length % blockSize !== 0) {
+    throw new QuantArgumentError("quantizeRow", "src.length", `${src.length} is not a whole number of ${name} blocks (${blockSize} per block)`);
+  }
+  const blocks = src.length / blockSize;
+  if (dst.length < blocks * typeSize) {
+    throw new QuantArgumentError("quantizeRow", "dst", `${blocks} ${name} blocks need ${blocks * typeSize} bytes, dst has ${dst.length}`);
+  }
+  kernel(src, dst, blocks);
+  return dst;
+}
+
+/** Allocating form of quantizeRow. */
+export function quantizeTensor(type: GgmlType, src: Float32Array): Uint8Array {
+  const { blockSize, typeSize } = GGML_TYPE_TRAITS[type];
+  const dst = new Uint8Array(Math.max(0, Math.floor(src.length / blockSize)) * typeSize);
+  return quantizeRow(type, src, dst);
+}

@@ -1,0 +1,40 @@
+/**
+ * Row converters of the oracle's libggml-base.so (f16/bf16 <-> f32 over whole buffers), for
+ * bit-exact checks that must not pass values through JS numbers (NaN payloads).
+ */
+import path from "node:path";
+import koffi from "koffi";
+import { oracleLibDir, oracleUnavailableReason } from "./ggml.js";
+
+type Fn = (...args: unknown[]) => unknown;
+
+export interface GgmlRowOracle {
+  /** ggml_fp16_to_fp32_row(src, dst, n) */
+  fp16ToFp32Row(src: Uint16Array, dst: Float32Array): void;
+  /** ggml_fp32_to_fp16_row(src, dst, n) */
+  fp32ToFp16Row(src: Float32Array, dst: Uint16Array): void;
+  /** ggml_bf16_to_fp32_row(src, dst, n) */
+  bf16ToFp32Row(src: Uint16Array, dst: Float32Array): void;
+  /** ggml_fp32_to_bf16_row_ref(src, dst, n) (the scalar reference) */
+  fp32ToBf16RowRef(src: Float32Array, dst: Uint16Array): void;
+}
+
+let cached: GgmlRowOracle | undefined;
+
+export function loadGgmlRowOracle(): GgmlRowOracle {
+  if (cached) return cached;
+  const reason = oracleUnavailableReason();
+  if (reason) throw new Error(`ggml oracle unavailable: ${reason}`);
+  const lib = koffi.load(path.join(oracleLibDir(), "libggml-base.so"));
+  const fp16ToFp32Row = lib.func("void ggml_fp16_to_fp32_row(const uint16_t *x, _Out_ float *y, int64_t n)") as Fn;
+  const fp32ToFp16Row = lib.func("void ggml_fp32_to_fp16_row(const float *x, _Out_ uint16_t *y, int64_t n)") as Fn;
+  const bf16ToFp32Row = lib.func("void ggml_bf16_to_fp32_row(const uint16_t *x, _Out_ float *y, int64_t n)") as Fn;
+  const fp32ToBf16RowRef = lib.func("void ggml_fp32_to_bf16_row_ref(const float *x, _Out_ uint16_t *y, int64_t n)") as Fn;
+  cached = {
+    fp16ToFp32Row: (src, dst) => void fp16ToFp32Row(src, dst, src.length),
+    fp32ToFp16Row: (src, dst) => void fp32ToFp16Row(src, dst, src.length),
+    bf16ToFp32Row: (src, dst) => void bf16ToFp32Row(src, dst, src.length),
+    fp32ToBf16RowRef: (src, dst) => void fp32ToBf16RowRef(src, dst, src.length),
+  };
+  return cached;
+}
