@@ -25,7 +25,8 @@ export type GgufErrorCode =
   | "QWEN35_WRONG_ARCHITECTURE"
   | "QWEN35_MISSING_KEY"
   | "QWEN35_BAD_KEY_TYPE"
-  | "QWEN35_BAD_VALUE";
+  | "QWEN35_BAD_VALUE"
+  | "QWEN35_PLAN_REFUSED";
 
 export interface GgufErrorDetails {
   /** Absolute file (or buffer) offset of the offending bytes, when known. */

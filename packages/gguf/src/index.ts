@@ -41,3 +41,13 @@ export {
   TOKEN_TYPE_CONTROL,
   type Qwen35TokenizerSpec,
 } from "./synthetic/tokenizer.js";
+export {
+  buildLoadPlan,
+  assertLoadable,
+  type LoadPlan,
+  type LoadPlanOptions,
+  type LoadPlanDiagnostic,
+  type PlannedTensor,
+  type RefusedTensor,
+  type SpeculativeMethod,
+} from "./qwen35/load-plan.js";

@@ -310,7 +310,7 @@ export function synthesizeQwen35Header(spec: Qwen35Spec): { header: Uint8Array; 
 
 /**
  * A byte source that holds only the header but reports the full file size: header-only
- * parsing of huge shapes (27B) without touching disk. Reading tensor bytes from it is an error.
+ * parsing of huge shapes (27B) without touching disk. Tensor bytes read as zeros (a sparse file).
  */
 export function synthesizeQwen35HeaderSource(spec: Qwen35Spec): GgufByteSource {
   const { header, fileSize } = synthesizeQwen35Header(spec);
@@ -318,10 +318,13 @@ export function synthesizeQwen35HeaderSource(spec: Qwen35Spec): GgufByteSource {
     description: `header-only ${spec.name ?? "qwen35"}`,
     size: fileSize,
     async read(position: number, length: number): Promise<Uint8Array> {
-      if (position + length > header.length) {
-        throw new GgufIoError(`header-only source has no bytes at [${position}, ${position + length})`, { offset: position });
+      if (position < 0 || position + length > fileSize) {
+        throw new GgufIoError(`read [${position}, ${position + length}) is beyond the end (${fileSize})`, { offset: position });
       }
-      return header.subarray(position, position + length);
+      // Like a sparse file: the header, then zeros.
+      const out = new Uint8Array(length);
+      if (position < header.length) out.set(header.subarray(position, Math.min(header.length, position + length)));
+      return out;
     },
     async close(): Promise<void> {},
   };
