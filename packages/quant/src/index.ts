@@ -4,3 +4,4 @@ export * from "./dequantize.js";
 export * from "./contract.js";
 export * from "./reference-provider.js";
 export * from "./quantize.js";
+export * from "./llama-numerics/index.js";

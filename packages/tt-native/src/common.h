@@ -72,7 +72,7 @@ static inline float halfToF32(uint16_t h) {
     float v = (float)man * bitsToF32(0x33800000u);
     return sign ? -v : v;
   }
-  if (exp == 31) return bitsToF32(sign | 0x7f800000u | (man << 13));
+  if (exp == 31) return bitsToF32(sign | (man ? 0x7fc00000u : 0x7f800000u) | (man << 13));  // NaN comes out quiet
   return bitsToF32(sign | ((exp + 112) << 23) | (man << 13));
 }
 
