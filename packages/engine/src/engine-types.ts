@@ -1,0 +1,103 @@
+import type { KvType } from "./kv/paged-kv.js";
+import type { Numerics } from "./model/matmul.js";
+
+export interface EngineOptions {
+  /** `llama` (default): llama.cpp's CPU numerics; `bf16`: the keep-quant contract. */
+  numerics?: Numerics;
+  /** Threads for the native matmul provider (default: its own default). */
+  threads?: number;
+  /** KV cache element type (default f16, as llama.cpp). */
+  kvType?: KvType;
+  /** Tokens per KV block (default 16). */
+  blockSize?: number;
+  /** Total KV capacity in tokens, shared by all sequences (default 8192). */
+  kvCacheTokens?: number;
+  /** Concurrent sequences = GDN state slots (default 4). */
+  maxSequences?: number;
+  /** Token budget of one forward step (default 512, llama.cpp's n_ubatch). */
+  maxBatchTokens?: number;
+  /** `auto` (default) tries the native CPU arm first; `ts` forces the TypeScript reference. */
+  provider?: "auto" | "ts";
+  /** Called while tensors are read (bytes done, bytes total). */
+  onProgress?: (done: number, total: number) => void;
+}
+
+export interface SamplingParams {
+  /** Maximum new tokens (default 256). */
+  maxTokens?: number;
+  /** 0 (default) = greedy. */
+  temperature?: number;
+  topK?: number;
+  topP?: number;
+  minP?: number;
+  repetitionPenalty?: number;
+  presencePenalty?: number;
+  frequencyPenalty?: number;
+  /** Tokens considered by the penalties (default 64). */
+  penaltyLastN?: number;
+  seed?: number;
+  /** Generation stops when the text contains one of these; the stop string is not emitted. */
+  stop?: readonly string[];
+  /** Stop at end-of-generation tokens of the vocabulary (default true). */
+  stopAtEog?: boolean;
+  signal?: AbortSignal;
+  /** Recognize special-token texts in a string prompt (default true). */
+  parseSpecial?: boolean;
+}
+
+export type StopReason = "eog" | "length" | "stop" | "abort" | "context";
+
+export interface GenerationStats {
+  promptTokens: number;
+  generatedTokens: number;
+  /** ms from submission to the first generated token */
+  timeToFirstTokenMs: number;
+  totalMs: number;
+  /** prompt tokens / time to first token */
+  prefillTokensPerSecond: number;
+  /** (generated - 1) / time after the first token */
+  decodeTokensPerSecond: number;
+  preemptions: number;
+}
+
+export interface GenerationResult {
+  tokens: number[];
+  text: string;
+  stopReason: StopReason;
+  stats: GenerationStats;
+}
+
+export type GenerationEvent =
+  | { type: "token"; token: number; text: string }
+  | { type: "done"; result: GenerationResult };
+
+export interface ResidentBytes {
+  /** Matmul weights in their file encoding. */
+  packed: number;
+  /** Decoded twins (bf16 token embedding for gathers). */
+  twin: number;
+  /** 1-D tensors decoded to f32 (norms, conv, ssm_a, dt bias). */
+  f32: number;
+  kvCache: number;
+  gdnState: number;
+  scratch: number;
+}
+
+export interface EngineStats {
+  numerics: Numerics;
+  residentBytes: ResidentBytes;
+  /** op class -> provider that ran it */
+  providers: Record<string, string>;
+  /** Said once: fallbacks, skipped tensors, anything the caller should know. */
+  diagnostics: string[];
+  kv: { kvType: KvType; blockSize: number; blocksTotal: number; blocksFree: number };
+  states: { slotsTotal: number; slotsFree: number };
+  requests: { running: number; waiting: number };
+  counters: {
+    steps: number;
+    prefillTokens: number;
+    decodeTokens: number;
+    preemptions: number;
+    forwardMs: number;
+  };
+}

@@ -1,0 +1,581 @@
+import { buildLoadPlan, readGguf } from "@keepquant/gguf";
+import type {
+  EngineOptions,
+  EngineStats,
+  GenerationEvent,
+  GenerationResult,
+  SamplingParams,
+  StopReason,
+} from "./engine-types.js";
+import { EngineError, EngineLoadError, EngineOptionError } from "./errors.js";
+import { PagedKvCache, type KvType } from "./kv/paged-kv.js";
+import { GdnStatePool } from "./kv/state-pool.js";
+import { Qwen35Forward, type StepEntry } from "./model/forward.js";
+import { loadQwen35Weights } from "./model/load.js";
+import type { MatmulProvider, Numerics } from "./model/matmul.js";
+import { allMatrices, quantDequantizeRow, selectProviders, typescriptProviders } from "./model/providers.js";
+import type { ModelWeights } from "./model/weights.js";
+import { Scheduler, type ScheduledSequence } from "./scheduler.js";
+import { createFallbackSampler, type TokenSampler } from "./sampling-fallback.js";
+import { StreamingDetokenizer, Tokenizer } from "./tokenizer/index.js";
+
+interface ResolvedOptions {
+  numerics: Numerics;
+  threads: number | undefined;
+  kvType: KvType;
+  blockSize: number;
+  kvCacheTokens: number;
+  maxSequences: number;
+  maxBatchTokens: number;
+  provider: "auto" | "ts";
+}
+
+function positiveInteger(value: unknown, field: string, fallback: number): number {
+  if (value === undefined) return fallback;
+  if (typeof value !== "number" || !Number.isInteger(value) || value < 1) {
+    throw new EngineOptionError("ENGINE_BAD_OPTION", `${field} must be a positive integer, got ${String(value)}`, { field });
+  }
+  return value;
+}
+
+function resolveOptions(options: EngineOptions): ResolvedOptions {
+  const numerics = options.numerics ?? "llama";
+  if (numerics !== "llama" && numerics !== "bf16") {
+    throw new EngineOptionError("ENGINE_BAD_OPTION", `numerics must be "llama" or "bf16", got ${String(numerics)}`, { field: "numerics" });
+  }
+  const kvType = options.kvType ?? "f16";
+  if (kvType !== "f16" && kvType !== "f32") {
+    throw new EngineOptionError("ENGINE_BAD_OPTION", `kvType must be "f16" or "f32", got ${String(kvType)}`, { field: "kvType" });
+  }
+  const provider = options.provider ?? "auto";
+  if (provider !== "auto" && provider !== "ts") {
+    throw new EngineOptionError("ENGINE_BAD_OPTION", `provider must be "auto" or "ts", got ${String(provider)}`, { field: "provider" });
+  }
+  return {
+    numerics,
+    threads: options.threads === undefined ? undefined : positiveInteger(options.threads, "threads", 1),
+    kvType,
+    blockSize: positiveInteger(options.blockSize, "blockSize", 16),
+    kvCacheTokens: positiveInteger(options.kvCacheTokens, "kvCacheTokens", 8192),
+    maxSequences: positiveInteger(options.maxSequences, "maxSequences", 4),
+    maxBatchTokens: positiveInteger(options.maxBatchTokens, "maxBatchTokens", 512),
+    provider,
+  };
+}
+
+/** Loads the native CPU arm when present; undefined (with the reason in diagnostics) otherwise. */
+async function nativeProviders(
+  numerics: Numerics,
+  threads: number | undefined,
+  diagnostics: string[],
+): Promise<MatmulProvider[]> {
+  try {
+    const { createNativeMatmulProviders } = await import("./model/native-provider.js");
+    return await createNativeMatmulProviders(numerics, threads, diagnostics);
+  } catch (error) {
+    diagnostics.push(`native CPU provider unavailable (${(error as Error).message}); using the TypeScript reference`);
+    return [];
+  }
+}
+
+class Request implements ScheduledSequence {
+  numComputed = 0;
+  blockTable: number[] = [];
+  stateSlot = -1;
+  finished = false;
+  preemptions = 0;
+  readonly generated: number[] = [];
+  text = "";
+  /** text held back because it may be the start of a stop string */
+  private pendingText = "";
+  readonly submittedAt = performance.now();
+  firstTokenAt = 0;
+  private readonly queue: GenerationEvent[] = [];
+  private wake: (() => void) | undefined;
+  private done = false;
+  resolveResult!: (result: GenerationResult) => void;
+  rejectResult!: (error: unknown) => void;
+  readonly result: Promise<GenerationResult>;
+  onAbort: (() => void) | undefined;
+
+  constructor(
+    readonly id: number,
+    readonly tokens: number[],
+    readonly promptLength: number,
+    readonly params: SamplingParams,
+    readonly maxTokens: number,
+    readonly maxLength: number,
+    readonly sampler: TokenSampler,
+    readonly detokenizer: StreamingDetokenizer | undefined,
+  ) {
+    this.result = new Promise((resolve, reject) => {
+      this.resolveResult = resolve;
+      this.rejectResult = reject;
+    });
+    this.result.catch(() => undefined);
+  }
+
+  push(event: GenerationEvent): void {
+    this.queue.push(event);
+    this.wake?.();
+  }
+
+  /** Appends text; returns the stop reason when a stop string matched. */
+  appendText(delta: string, stops: readonly string[]): { emit: string; stopped: boolean } {
+    if (stops.length === 0) return { emit: delta, stopped: false };
+    const combined = this.pendingText + delta;
+    const searchFrom = Math.max(0, this.text.length - Math.max(...stops.map((s) => s.length)));
+    const full = this.text + combined;
+    let cut = -1;
+    for (const stop of stops) {
+      if (stop.length === 0) continue;
+      const at = full.indexOf(stop, searchFrom);
+      if (at >= 0 && (cut < 0 || at < cut)) cut = at;
+    }
+    if (cut >= 0) {
+      const emit = full.slice(this.text.length, Math.max(cut, this.text.length));
+      this.pendingText = "";
+      return { emit, stopped: true };
+    }
+    // hold back the longest suffix that is a prefix of some stop string
+    let hold = 0;
+    for (const stop of stops) {
+      for (let k = Math.min(stop.length - 1, combined.length); k > hold; k--) {
+        if (combined.endsWith(stop.slice(0, k))) {
+          hold = k;
+          break;
+        }
+      }
+    }
+    this.pendingText = combined.slice(combined.length - hold);
+    return { emit: combined.slice(0, combined.length - hold), stopped: false };
+  }
+
+  flushPending(): string {
+    const rest = this.pendingText;
+    this.pendingText = "";
+    return rest;
+  }
+
+  finish(result: GenerationResult): void {
+    if (this.done) return;
+    this.done = true;
+    this.push({ type: "done", result });
+    this.resolveResult(result);
+  }
+
+  fail(error: unknown): void {
+    if (this.done) return;
+    this.done = true;
+    this.rejectResult(error);
+    this.failure = error;
+    this.wake?.();
+  }
+
+  failure: unknown;
+
+  async *events(): AsyncGenerator<GenerationEvent> {
+    for (;;) {
+      const event = this.queue.shift();
+      if (event) {
+        yield event;
+        if (event.type === "done") return;
+        continue;
+      }
+      if (this.done && this.failure !== undefined) throw this.failure;
+      await new Promise<void>((resolve) => (this.wake = resolve));
+      this.wake = undefined;
+    }
+  }
+}
+
+/** A running generation: iterate it for token/text deltas (the last event carries the result). */
+export interface GenerationStream extends AsyncIterable<GenerationEvent> {
+  /** Resolves with the final result (also after an abort, with stopReason "abort"). */
+  readonly result: Promise<GenerationResult>;
+}
+
+export interface EvaluateOptions {
+  /** Positions whose logits to return (default: every position). */
+  positions?: readonly number[];
+}
+
+/** The qwen35 engine: weights, paged KV cache, GDN state pool, scheduler and sampling. */
+export class Engine {
+  readonly numerics: Numerics;
+  readonly tokenizer: Tokenizer | undefined;
+  private readonly forwardPass: Qwen35Forward;
+  private readonly kv: PagedKvCache;
+  private readonly states: GdnStatePool;
+  private readonly scheduler: Scheduler;
+  private readonly requests = new Set<Request>();
+  private nextId = 1;
+  private loopScheduled = false;
+  private disposed = false;
+  private readonly counters = { steps: 0, prefillTokens: 0, decodeTokens: 0, forwardMs: 0 };
+
+  private constructor(
+    readonly weights: ModelWeights,
+    private readonly options: ResolvedOptions,
+    private readonly opProviders: Record<string, string>,
+    private readonly diagnostics: string[],
+    providersByWeight: Map<import("./model/weights.js").PackedMatrix, MatmulProvider>,
+    tokenizer: Tokenizer | undefined,
+  ) {
+    const c = weights.config;
+    this.numerics = options.numerics;
+    this.tokenizer = tokenizer;
+    const numBlocks = Math.ceil(options.kvCacheTokens / options.blockSize);
+    const attentionLayers = c.recurrent.filter((r) => !r).length;
+    this.kv = new PagedKvCache(attentionLayers, numBlocks, options.blockSize, c.nHeadKv, c.headDim, options.kvType);
+    const convDim = 2 * c.ssmGroupCount * c.ssmStateSize + c.ssmInnerSize;
+    this.states = new GdnStatePool(
+      c.nLayer - attentionLayers,
+      options.maxSequences,
+      convDim,
+      c.convKernel,
+      c.ssmTimeStepRank,
+      c.ssmInnerSize / c.ssmTimeStepRank,
+      c.ssmStateSize,
+    );
+    this.forwardPass = new Qwen35Forward(
+      weights,
+      this.kv,
+      this.states,
+      providersByWeight,
+      options.numerics,
+      quantDequantizeRow,
+      options.maxBatchTokens,
+    );
+    this.scheduler = new Scheduler(this.kv, this.states, options.maxBatchTokens, options.maxBatchTokens);
+    this.opProviders.embedding = weights.tokenEmbdTwin ? "ts-bf16-twin-gather" : "ts-exact-row-decode";
+    this.opProviders.attention = "ts-flash-attn-llama";
+    this.opProviders.gdn = "ts-fused-gdn";
+    this.opProviders.norms = "ts-f32";
+  }
+
+  /** Loads a qwen35 GGUF file. Refused tensors and unsupported weight types fail here, before any compute. */
+  static async load(path: string, options: EngineOptions = {}): Promise<Engine> {
+    const resolved = resolveOptions(options);
+    const file = await readGguf(path);
+    const plan = buildLoadPlan(file);
+    if (!plan.ok) {
+      const first = plan.refused.slice(0, 5).map((r) => `${r.name}: ${r.reason}`);
+      throw new EngineLoadError(
+        "ENGINE_LOAD_REFUSED",
+        `${path}: the load plan refuses ${plan.refused.length} tensor(s): ${first.join("; ")}${plan.refused.length > 5 ? "; ..." : ""}`,
+        { field: plan.refused[0]?.name },
+      );
+    }
+    const diagnostics: string[] = plan.diagnostics.filter((d) => d.level !== "info" || d.code === "MTP_SKIPPED").map((d) => d.message);
+    const loaded = await loadQwen35Weights(path, file, plan.used, resolved.numerics, options.onProgress);
+    diagnostics.push(...loaded.diagnostics);
+    let tokenizer: Tokenizer | undefined;
+    try {
+      tokenizer = Tokenizer.fromGguf(file);
+    } catch (error) {
+      diagnostics.push(`tokenizer unavailable: ${(error as Error).message}; string prompts are refused`);
+    }
+    return Engine.fromWeights(loaded.weights, options, { tokenizer, diagnostics });
+  }
+
+  /** Builds an engine over weights already in memory (tests, tools). */
+  static async fromWeights(
+    weights: ModelWeights,
+    options: EngineOptions = {},
+    extras: { tokenizer?: Tokenizer | undefined; diagnostics?: string[] } = {},
+  ): Promise<Engine> {
+    const resolved = resolveOptions(options);
+    const diagnostics = extras.diagnostics ?? [];
+    const candidates: MatmulProvider[] = [];
+    if (resolved.provider === "auto") candidates.push(...(await nativeProviders(resolved.numerics, resolved.threads, diagnostics)));
+    candidates.push(...typescriptProviders(resolved.numerics, diagnostics));
+    const selection = selectProviders(weights, candidates, diagnostics);
+    const approx = allMatrices(weights).filter((w) => selection.byWeight.get(w)?.name === "ts-dequant-f32-approx");
+    if (approx.length > 0) {
+      diagnostics.push(
+        `${approx.length} quantized weights (${[...new Set(approx.map((w) => w.typeName))].join(", ")}) run as dequantized f32: no llama-numerics kernel is available, results are close to but not llama.cpp's`,
+      );
+    }
+    return new Engine(weights, resolved, { ...selection.opProviders }, diagnostics, selection.byWeight, extras.tokenizer);
+  }
+
+  /** Encodes a prompt with the file's tokenizer. */
+  tokenize(text: string, parseSpecial = true): number[] {
+    if (!this.tokenizer) throw new EngineError("ENGINE_NO_TOKENIZER", "this model has no usable tokenizer: pass token ids");
+    return this.tokenizer.encode(text, { parseSpecial });
+  }
+
+  private checkIds(ids: readonly number[], field: string): void {
+    const n = this.weights.config.nVocab;
+    for (let i = 0; i < ids.length; i++) {
+      const id = ids[i]!;
+      if (!Number.isInteger(id) || id < 0 || id >= n) {
+        throw new EngineOptionError("ENGINE_BAD_REQUEST", `${field}[${i}] = ${id} is not a token id in [0, ${n})`, { field });
+      }
+    }
+  }
+
+  /**
+   * Starts a generation. The prompt is a string (tokenized with the file's tokenizer) or token ids.
+   * Returns an async iterable of token/text deltas ending with a `done` event; abort through
+   * `params.signal` (the stream then ends with stopReason "abort").
+   */
+  generate(prompt: string | readonly number[], params: SamplingParams = {}): GenerationStream {
+    if (this.disposed) throw new EngineError("ENGINE_DISPOSED", "engine is disposed");
+    const ids = typeof prompt === "string" ? this.tokenize(prompt, params.parseSpecial ?? true) : [...prompt];
+    if (ids.length === 0) throw new EngineOptionError("ENGINE_BAD_REQUEST", "prompt is empty", { field: "prompt" });
+    this.checkIds(ids, "prompt");
+    const maxTokens = positiveInteger(params.maxTokens, "maxTokens", 256);
+    const capacity = this.kv.numBlocks * this.kv.blockSize;
+    if (ids.length + 1 > capacity) {
+      throw new EngineError("ENGINE_CAPACITY", `prompt of ${ids.length} tokens does not fit the KV cache (${capacity} tokens)`, {
+        field: "prompt",
+      });
+    }
+    const detokenizer = this.tokenizer ? new StreamingDetokenizer(this.tokenizer) : undefined;
+    if ((params.stop?.length ?? 0) > 0 && !detokenizer) {
+      throw new EngineError("ENGINE_NO_TOKENIZER", "stop strings need a tokenizer", { field: "stop" });
+    }
+    const request = new Request(
+      this.nextId++,
+      ids,
+      ids.length,
+      params,
+      maxTokens,
+      capacity,
+      createFallbackSampler(params),
+      detokenizer,
+    );
+    this.requests.add(request);
+    const signal = params.signal;
+    if (signal) {
+      if (signal.aborted) {
+        queueMicrotask(() => this.abortRequest(request));
+      } else {
+        request.onAbort = () => this.abortRequest(request);
+        signal.addEventListener("abort", request.onAbort, { once: true });
+      }
+    }
+    this.scheduler.add(request);
+    this.kick();
+    return { [Symbol.asyncIterator]: () => request.events(), result: request.result };
+  }
+
+  /** Runs a generation to the end and returns its result. */
+  async generateToEnd(prompt: string | readonly number[], params: SamplingParams = {}): Promise<GenerationResult> {
+    return this.generate(prompt, params).result;
+  }
+
+  /**
+   * Teacher-forced logits: runs `ids` as one fresh sequence (ubatches of maxBatchTokens) and returns
+   * a copy of the logits at every requested position.
+   */
+  async evaluate(ids: readonly number[], options: EvaluateOptions = {}): Promise<Float32Array[]> {
+    if (this.disposed) throw new EngineError("ENGINE_DISPOSED", "engine is disposed");
+    if (ids.length === 0) return [];
+    this.checkIds(ids, "ids");
+    const positions = options.positions ?? ids.map((_, i) => i);
+    const wanted = new Set(positions);
+    const slot = this.states.allocate();
+    const blocksNeeded = this.kv.blocksFor(ids.length);
+    if (slot < 0 || this.kv.pool.freeCount < blocksNeeded) {
+      if (slot >= 0) this.states.release(slot);
+      throw new EngineError("ENGINE_CAPACITY", `evaluate needs a free state slot and ${blocksNeeded} KV blocks`);
+    }
+    const blockTable: number[] = [];
+    for (let i = 0; i < blocksNeeded; i++) blockTable.push(this.kv.pool.allocate());
+    const vocab = this.weights.output.rows;
+    const byPosition = new Map<number, Float32Array>();
+    try {
+      for (let start = 0; start < ids.length; start += this.options.maxBatchTokens) {
+        const chunk = ids.slice(start, start + this.options.maxBatchTokens);
+        const rows: number[] = [];
+        for (let i = 0; i < chunk.length; i++) if (wanted.has(start + i)) rows.push(i);
+        const entry: StepEntry = { tokens: chunk, startPos: start, blockTable, stateSlot: slot, logits: rows.length === chunk.length ? "all" : "none", logitRows: rows };
+        const t0 = performance.now();
+        const logits = this.forwardPass.forward([entry]);
+        this.counters.forwardMs += performance.now() - t0;
+        this.counters.prefillTokens += chunk.length;
+        rows.forEach((r, k) => byPosition.set(start + r, logits.slice(k * vocab, (k + 1) * vocab)));
+      }
+    } finally {
+      for (const block of blockTable) this.kv.pool.release(block);
+      this.states.release(slot);
+    }
+    return positions.map((p) => {
+      const row = byPosition.get(p);
+      if (!row) throw new EngineOptionError("ENGINE_BAD_REQUEST", `position ${p} is outside [0, ${ids.length})`, { field: "positions" });
+      return row;
+    });
+  }
+
+  private kick(): void {
+    if (this.loopScheduled || this.disposed) return;
+    this.loopScheduled = true;
+    setImmediate(() => this.loop());
+  }
+
+  private loop(): void {
+    this.loopScheduled = false;
+    if (this.disposed || !this.scheduler.hasWork) return;
+    try {
+      this.step();
+    } catch (error) {
+      for (const request of [...this.requests]) this.failRequest(request, error);
+      return;
+    }
+    this.kick();
+  }
+
+  /** One scheduler step: pick chunks, run the batched forward, sample where logits came back. */
+  private step(): void {
+    const chunks = this.scheduler.schedule();
+    if (chunks.length === 0) {
+      // nothing fits: the head of the queue needs more blocks than the whole pool holds
+      const head = this.scheduler.waiting[0] as Request | undefined;
+      if (head) this.finishRequest(head, "context");
+      return;
+    }
+    const entries: StepEntry[] = chunks.map((chunk) => {
+      const s = chunk.sequence;
+      return {
+        tokens: s.tokens.slice(s.numComputed, s.numComputed + chunk.numTokens),
+        startPos: s.numComputed,
+        blockTable: s.blockTable,
+        stateSlot: s.stateSlot,
+        logits: chunk.needsLogits ? "last" : "none",
+      };
+    });
+    const t0 = performance.now();
+    const logits = this.forwardPass.forward(entries);
+    this.counters.forwardMs += performance.now() - t0;
+    this.counters.steps++;
+    const vocab = this.weights.output.rows;
+    let row = 0;
+    for (const chunk of chunks) {
+      const request = chunk.sequence as Request;
+      if (chunk.numTokens === 1 && request.numComputed >= request.promptLength) this.counters.decodeTokens++;
+      else this.counters.prefillTokens += chunk.numTokens;
+      request.numComputed += chunk.numTokens;
+      if (!chunk.needsLogits) continue;
+      const rowLogits = logits.subarray(row * vocab, (row + 1) * vocab);
+      row++;
+      this.acceptToken(request, request.sampler.sample(rowLogits, request.tokens));
+    }
+  }
+
+  private acceptToken(request: Request, token: number): void {
+    if (request.finished) return;
+    if (request.generated.length === 0) request.firstTokenAt = performance.now();
+    const eog = (request.params.stopAtEog ?? true) && this.tokenizer?.isEog(token) === true;
+    if (eog) {
+      this.finishRequest(request, "eog");
+      return;
+    }
+    request.tokens.push(token);
+    request.generated.push(token);
+    let text = "";
+    let stopped = false;
+    if (request.detokenizer) {
+      const appended = request.appendText(request.detokenizer.push(token), request.params.stop ?? []);
+      text = appended.emit;
+      stopped = appended.stopped;
+      request.text += text;
+    }
+    request.push({ type: "token", token, text });
+    if (stopped) this.finishRequest(request, "stop");
+    else if (request.generated.length >= request.maxTokens) this.finishRequest(request, "length");
+    else if (request.tokens.length >= request.maxLength) this.finishRequest(request, "context");
+  }
+
+  private finishRequest(request: Request, stopReason: StopReason): void {
+    if (!this.requests.has(request)) return;
+    this.requests.delete(request);
+    this.scheduler.remove(request);
+    if (request.onAbort) request.params.signal?.removeEventListener("abort", request.onAbort);
+    if (request.detokenizer && stopReason !== "stop") {
+      const tail = request.flushPending() + request.detokenizer.flush();
+      if (tail) {
+        request.text += tail;
+        request.push({ type: "token", token: -1, text: tail });
+      }
+    }
+    const now = performance.now();
+    const first = request.firstTokenAt || now;
+    const ttft = first - request.submittedAt;
+    const generated = request.generated.length;
+    request.finish({
+      tokens: [...request.generated],
+      text: request.text,
+      stopReason,
+      stats: {
+        promptTokens: request.promptLength,
+        generatedTokens: generated,
+        timeToFirstTokenMs: ttft,
+        totalMs: now - request.submittedAt,
+        prefillTokensPerSecond: ttft > 0 ? (request.promptLength / ttft) * 1000 : 0,
+        decodeTokensPerSecond: generated > 1 && now > first ? ((generated - 1) / (now - first)) * 1000 : 0,
+        preemptions: request.preemptions,
+      },
+    });
+  }
+
+  private failRequest(request: Request, error: unknown): void {
+    this.requests.delete(request);
+    this.scheduler.remove(request);
+    if (request.onAbort) request.params.signal?.removeEventListener("abort", request.onAbort);
+    request.fail(error);
+  }
+
+  private abortRequest(request: Request): void {
+    this.finishRequest(request, "abort");
+  }
+
+  stats(): EngineStats {
+    const packedSeen = new Set<Uint8Array>();
+    let packed = 0;
+    for (const w of allMatrices(this.weights)) {
+      if (packedSeen.has(w.data)) continue;
+      packedSeen.add(w.data);
+      packed += w.data.byteLength;
+    }
+    if (!packedSeen.has(this.weights.tokenEmbd.data)) packed += this.weights.tokenEmbd.data.byteLength;
+    let f32 = this.weights.outputNorm.byteLength;
+    for (const layer of this.weights.layers) {
+      f32 += layer.attnNorm.byteLength + layer.postAttnNorm.byteLength;
+      if (layer.kind === "attention") f32 += layer.qNorm.byteLength + layer.kNorm.byteLength;
+      else f32 += layer.conv.byteLength + layer.dtBias.byteLength + layer.a.byteLength + layer.norm.byteLength;
+    }
+    return {
+      numerics: this.numerics,
+      residentBytes: {
+        packed,
+        twin: this.weights.tokenEmbdTwin?.byteLength ?? 0,
+        f32,
+        kvCache: this.kv.bytes,
+        gdnState: this.states.bytes,
+        scratch: this.forwardPass.scratchBytes,
+      },
+      providers: { ...this.opProviders },
+      diagnostics: [...this.diagnostics],
+      kv: {
+        kvType: this.kv.kvType,
+        blockSize: this.kv.blockSize,
+        blocksTotal: this.kv.numBlocks,
+        blocksFree: this.kv.pool.freeCount,
+      },
+      states: { slotsTotal: this.states.numSlots, slotsFree: this.states.pool.freeCount },
+      requests: { running: this.scheduler.running.length, waiting: this.scheduler.waiting.length },
+      counters: { ...this.counters, preemptions: this.scheduler.preemptionCount },
+    };
+  }
+
+  /** Aborts every request and releases the engine. */
+  dispose(): void {
+    if (this.disposed) return;
+    for (const request of [...this.requests]) this.finishRequest(request, "abort");
+    this.disposed = true;
+  }
+}
+

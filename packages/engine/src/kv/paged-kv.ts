@@ -1,0 +1,51 @@
+import { RefCountedPool } from "./block-pool.js";
+
+export type KvType = "f16" | "f32";
+
+/**
+ * Paged K/V storage for the full-attention layers. Every layer has one K and one V plane of
+ * `[numBlocks, blockSize, Hkv, Dh]`; a sequence addresses its positions through a block table
+ * (position p lives in block `table[p / blockSize]`, row `p % blockSize`). f16 planes hold raw
+ * half bits (rounded to nearest even on write, as llama.cpp's F16 cache).
+ */
+export class PagedKvCache {
+  readonly pool: RefCountedPool;
+  readonly rowStride: number; // Hkv * Dh
+  readonly k: (Uint16Array | Float32Array)[];
+  readonly v: (Uint16Array | Float32Array)[];
+
+  constructor(
+    readonly numLayers: number,
+    readonly numBlocks: number,
+    readonly blockSize: number,
+    nHeadKv: number,
+    headDim: number,
+    readonly kvType: KvType,
+  ) {
+    this.pool = new RefCountedPool(numBlocks, "KV block");
+    this.rowStride = nHeadKv * headDim;
+    const elements = numBlocks * blockSize * this.rowStride;
+    this.k = [];
+    this.v = [];
+    for (let l = 0; l < numLayers; l++) {
+      this.k.push(kvType === "f16" ? new Uint16Array(elements) : new Float32Array(elements));
+      this.v.push(kvType === "f16" ? new Uint16Array(elements) : new Float32Array(elements));
+    }
+  }
+
+  get bytes(): number {
+    return this.numLayers * 2 * this.numBlocks * this.blockSize * this.rowStride * (this.kvType === "f16" ? 2 : 4);
+  }
+
+  /** Element offset of (position's row) in a layer plane, given the sequence's block table. */
+  rowOffset(blockTable: readonly number[], position: number): number {
+    const block = blockTable[Math.floor(position / this.blockSize)];
+    if (block === undefined) throw new Error(`position ${position} is outside the block table (${blockTable.length} blocks)`);
+    return (block * this.blockSize + (position % this.blockSize)) * this.rowStride;
+  }
+
+  /** Blocks needed to hold `tokens` positions. */
+  blocksFor(tokens: number): number {
+    return Math.ceil(tokens / this.blockSize);
+  }
+}

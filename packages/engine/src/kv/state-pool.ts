@@ -1,0 +1,56 @@
+import { RefCountedPool } from "./block-pool.js";
+
+/**
+ * Per-sequence Gated DeltaNet state, f32 (as llama.cpp's recurrent cache): for every GDN layer a
+ * conv plane `[slots, conv_dim, K-1]` (last K-1 raw inputs per channel, oldest first) and a
+ * recurrent plane `[slots, Hv, Dv, Dk]`. A slot is zeroed when allocated.
+ */
+export class GdnStatePool {
+  readonly pool: RefCountedPool;
+  readonly convStride: number;
+  readonly ssmStride: number;
+  readonly conv: Float32Array[];
+  readonly ssm: Float32Array[];
+
+  constructor(
+    readonly numLayers: number,
+    readonly numSlots: number,
+    convDim: number,
+    convKernel: number,
+    nHeadV: number,
+    headVDim: number,
+    headKDim: number,
+  ) {
+    this.pool = new RefCountedPool(numSlots, "GDN state slot");
+    this.convStride = convDim * (convKernel - 1);
+    this.ssmStride = nHeadV * headVDim * headKDim;
+    this.conv = [];
+    this.ssm = [];
+    for (let l = 0; l < numLayers; l++) {
+      this.conv.push(new Float32Array(numSlots * this.convStride));
+      this.ssm.push(new Float32Array(numSlots * this.ssmStride));
+    }
+  }
+
+  get bytes(): number {
+    return this.numLayers * this.numSlots * (this.convStride + this.ssmStride) * 4;
+  }
+
+  /** A zeroed slot, or -1 when none is free. */
+  allocate(): number {
+    const slot = this.pool.allocate();
+    if (slot >= 0) this.reset(slot);
+    return slot;
+  }
+
+  reset(slot: number): void {
+    for (let l = 0; l < this.numLayers; l++) {
+      this.conv[l]!.fill(0, slot * this.convStride, (slot + 1) * this.convStride);
+      this.ssm[l]!.fill(0, slot * this.ssmStride, (slot + 1) * this.ssmStride);
+    }
+  }
+
+  release(slot: number): void {
+    this.pool.release(slot);
+  }
+}

@@ -1,0 +1,557 @@
+import { F16_TO_F32, f32BitsToF16Bits } from "../numerics/half.js";
+import type { PagedKvCache } from "../kv/paged-kv.js";
+import type { GdnStatePool } from "../kv/state-pool.js";
+import { deriveDims, type DerivedDims, type ModelConfig } from "./config.js";
+import { decodeRow, type DequantizeRow, type MatmulProvider, type Numerics } from "./matmul.js";
+import type { AttentionWeights, GdnWeights, ModelWeights, PackedMatrix } from "./weights.js";
+
+const fround = Math.fround;
+
+/** One sequence's share of a forward step: a prefill chunk or a single decode token. */
+export interface StepEntry {
+  /** Tokens of this chunk, at positions startPos, startPos + 1, ... */
+  readonly tokens: ArrayLike<number>;
+  readonly startPos: number;
+  /** Block table covering positions [0, startPos + tokens.length). */
+  readonly blockTable: readonly number[];
+  /** GDN state slot of the sequence. */
+  readonly stateSlot: number;
+  /** Which rows of this chunk need logits. */
+  readonly logits: "none" | "last" | "all";
+  /** Explicit rows (indices into this chunk, ascending) that need logits; overrides `logits`. */
+  readonly logitRows?: readonly number[];
+}
+
+function outputRows(e: StepEntry): readonly number[] {
+  if (e.logitRows) return e.logitRows;
+  const n = e.tokens.length;
+  if (e.logits === "all") return Array.from({ length: n }, (_, i) => i);
+  if (e.logits === "last") return [n - 1];
+  return [];
+}
+
+/** Query rows at or above which llama.cpp's CPU flash attention switches to its tiled f32 path. */
+export const FLASH_ATTN_TILED_MIN_ROWS = 64;
+const FLASH_ATTN_KV_TILE = 64;
+
+/** f32 RMSNorm exactly as ggml_rms_norm then ggml_mul (f64 sum of f32 squares). */
+function rmsNorm(
+  x: Float32Array,
+  xOffset: number,
+  weight: Float32Array,
+  out: Float32Array,
+  outOffset: number,
+  n: number,
+  eps: number,
+): void {
+  let sum = 0;
+  for (let i = 0; i < n; i++) {
+    const v = x[xOffset + i]!;
+    sum += fround(v * v);
+  }
+  const mean = fround(sum / n);
+  const scale = fround(1 / fround(Math.sqrt(fround(mean + eps))));
+  for (let i = 0; i < n; i++) out[outOffset + i] = fround(x[xOffset + i]! * scale) * weight[i]!;
+}
+
+function silu(x: number): number {
+  return fround(x / fround(1 + fround(Math.exp(-x))));
+}
+
+function sigmoid(x: number): number {
+  return fround(1 / fround(1 + fround(Math.exp(-x))));
+}
+
+function softplus(x: number): number {
+  return x > 20 ? x : fround(Math.log(fround(1 + fround(Math.exp(x)))));
+}
+
+/** Op classes reported by Engine.stats(): which provider ran each. */
+export interface OpProviders {
+  [opClass: string]: string;
+}
+
+/**
+ * The qwen35 forward over a batch of sequences (qwen35.md sections 4-9). All activations are f32;
+ * big matmuls go through the selected providers; everything else runs here in TypeScript.
+ * Scratch is preallocated for `maxBatchTokens` rows; the logits buffer grows on demand.
+ */
+export class Qwen35Forward {
+  readonly config: ModelConfig;
+  readonly dims: DerivedDims;
+  readonly maxBatchTokens: number;
+  /** attention layer index -> KV cache layer; GDN layer index -> state layer */
+  private readonly kvLayer: Int32Array;
+  private readonly stateLayer: Int32Array;
+  private readonly eps: number;
+
+  // scratch, [rows, width]
+  private readonly hidden: Float32Array; // [T, D]
+  private readonly normed: Float32Array; // [T, D]
+  private readonly branch: Float32Array; // [T, D]
+  private readonly qg: Float32Array; // [T, 2 H Dh]
+  private readonly q: Float32Array; // [T, H Dh]
+  private readonly kRows: Float32Array; // [T, Hkv Dh]
+  private readonly vRows: Float32Array; // [T, Hkv Dh]
+  private readonly attnOut: Float32Array; // [T, H Dh]
+  private readonly mixed: Float32Array; // [T, conv_dim]
+  private readonly convOut: Float32Array; // [T, conv_dim]
+  private readonly zRows: Float32Array; // [T, value_dim]
+  private readonly betaRows: Float32Array; // [T, Hv]
+  private readonly alphaRows: Float32Array; // [T, Hv]
+  private readonly gdnOut: Float32Array; // [T, value_dim]
+  private readonly ffnGate: Float32Array; // [T, n_ff]
+  private readonly ffnUp: Float32Array; // [T, n_ff]
+  private readonly headDimScratch: Float32Array; // [Dh] query as seen by the kernel
+  private readonly accScratch: Float32Array; // [Dh] V accumulator
+  private readonly ropeCos: Float32Array; // [nRot/2]
+  private readonly ropeSin: Float32Array;
+  private readonly ropeThetaScale: number;
+  private scoreScratch = new Float32Array(FLASH_ATTN_KV_TILE);
+  private outHidden = new Float32Array(0);
+  private logitsBuffer = new Float32Array(0);
+  private readonly rowSeq: Int32Array; // row -> entry index
+  private readonly rowPos: Int32Array; // row -> position
+
+  constructor(
+    readonly weights: ModelWeights,
+    readonly kv: PagedKvCache,
+    readonly states: GdnStatePool,
+    private readonly providers: ReadonlyMap<PackedMatrix, MatmulProvider>,
+    readonly numerics: Numerics,
+    private readonly dequantize: DequantizeRow | undefined,
+    maxBatchTokens: number,
+  ) {
+    const c = weights.config;
+    this.config = c;
+    this.dims = deriveDims(c);
+    this.maxBatchTokens = maxBatchTokens;
+    this.eps = fround(c.eps);
+    this.kvLayer = new Int32Array(c.nLayer).fill(-1);
+    this.stateLayer = new Int32Array(c.nLayer).fill(-1);
+    this.dims.attentionLayers.forEach((il, i) => (this.kvLayer[il] = i));
+    this.dims.gdnLayers.forEach((il, i) => (this.stateLayer[il] = i));
+    const T = maxBatchTokens;
+    const D = c.nEmbd;
+    const hDh = c.nHead * c.headDim;
+    const kvDh = c.nHeadKv * c.headDim;
+    this.hidden = new Float32Array(T * D);
+    this.normed = new Float32Array(T * D);
+    this.branch = new Float32Array(T * D);
+    this.qg = new Float32Array(T * 2 * hDh);
+    this.q = new Float32Array(T * hDh);
+    this.kRows = new Float32Array(T * kvDh);
+    this.vRows = new Float32Array(T * kvDh);
+    this.attnOut = new Float32Array(T * hDh);
+    this.mixed = new Float32Array(T * this.dims.convDim);
+    this.convOut = new Float32Array(T * this.dims.convDim);
+    this.zRows = new Float32Array(T * this.dims.valueDim);
+    this.betaRows = new Float32Array(T * c.ssmTimeStepRank);
+    this.alphaRows = new Float32Array(T * c.ssmTimeStepRank);
+    this.gdnOut = new Float32Array(T * this.dims.valueDim);
+    this.ffnGate = new Float32Array(T * c.nFf);
+    this.ffnUp = new Float32Array(T * c.nFf);
+    this.headDimScratch = new Float32Array(c.headDim);
+    this.accScratch = new Float32Array(c.headDim);
+    this.ropeCos = new Float32Array(c.nRot / 2);
+    this.ropeSin = new Float32Array(c.nRot / 2);
+    this.ropeThetaScale = fround(Math.pow(fround(c.ropeFreqBase), fround(-2 / c.nRot)));
+    this.rowSeq = new Int32Array(T);
+    this.rowPos = new Int32Array(T);
+  }
+
+  /** Bytes of preallocated activation scratch. */
+  get scratchBytes(): number {
+    const arrays = [
+      this.hidden, this.normed, this.branch, this.qg, this.q, this.kRows, this.vRows, this.attnOut, this.mixed,
+      this.convOut, this.zRows, this.betaRows, this.alphaRows, this.gdnOut, this.ffnGate, this.ffnUp,
+      this.outHidden, this.logitsBuffer,
+    ];
+    return arrays.reduce((sum, a) => sum + a.byteLength, 0);
+  }
+
+  private matmul(weight: PackedMatrix, x: Float32Array, m: number, y: Float32Array): void {
+    const provider = this.providers.get(weight);
+    if (!provider) throw new Error(`no provider selected for ${weight.name}`);
+    provider.matmul(weight, x, m, y);
+  }
+
+  /**
+   * Runs one step. Returns logits `[nOut, vocab]` for the requested rows, in entry order then row
+   * order; the view is valid until the next call.
+   */
+  forward(entries: readonly StepEntry[]): Float32Array {
+    const c = this.config;
+    const D = c.nEmbd;
+    let T = 0;
+    for (const e of entries) T += e.tokens.length;
+    if (T > this.maxBatchTokens) throw new Error(`step has ${T} tokens, more than maxBatchTokens ${this.maxBatchTokens}`);
+    if (T === 0) return new Float32Array(0);
+
+    // 1. embeddings
+    let row = 0;
+    const twin = this.weights.tokenEmbdTwin;
+    const twinBits = new Uint32Array(this.hidden.buffer);
+    for (let ei = 0; ei < entries.length; ei++) {
+      const e = entries[ei]!;
+      for (let i = 0; i < e.tokens.length; i++, row++) {
+        const token = e.tokens[i]!;
+        if (!(token >= 0 && token < c.nVocab)) throw new Error(`token id ${token} out of range [0, ${c.nVocab})`);
+        this.rowSeq[row] = ei;
+        this.rowPos[row] = e.startPos + i;
+        if (twin) {
+          for (let d = 0; d < D; d++) twinBits[row * D + d] = twin[token * D + d]! << 16;
+        } else {
+          decodeRow(this.weights.tokenEmbd, token, this.hidden.subarray(row * D, (row + 1) * D), this.dequantize);
+        }
+      }
+    }
+
+    // 2. layers
+    for (let il = 0; il < c.nLayer; il++) {
+      const layer = this.weights.layers[il]!;
+      for (let r = 0; r < T; r++) rmsNorm(this.hidden, r * D, layer.attnNorm, this.normed, r * D, D, this.eps);
+      if (layer.kind === "attention") this.attention(il, layer, entries, T);
+      else this.gatedDeltaNet(il, layer, entries, T);
+      for (let i = 0; i < T * D; i++) this.hidden[i] = this.hidden[i]! + this.branch[i]!;
+      for (let r = 0; r < T; r++) rmsNorm(this.hidden, r * D, layer.postAttnNorm, this.normed, r * D, D, this.eps);
+      this.ffn(layer, T);
+      for (let i = 0; i < T * D; i++) this.hidden[i] = this.hidden[i]! + this.branch[i]!;
+    }
+
+    // 3. output rows
+    let nOut = 0;
+    const selected = entries.map(outputRows);
+    for (const rows of selected) nOut += rows.length;
+    if (nOut === 0) return new Float32Array(0);
+    if (this.outHidden.length < nOut * D) this.outHidden = new Float32Array(nOut * D);
+    let out = 0;
+    row = 0;
+    for (let ei = 0; ei < entries.length; ei++) {
+      for (const i of selected[ei]!) {
+        rmsNorm(this.hidden, (row + i) * D, this.weights.outputNorm, this.outHidden, out * D, D, this.eps);
+        out++;
+      }
+      row += entries[ei]!.tokens.length;
+    }
+    const vocab = this.weights.output.rows;
+    if (this.logitsBuffer.length < nOut * vocab) this.logitsBuffer = new Float32Array(nOut * vocab);
+    const logits = this.logitsBuffer.subarray(0, nOut * vocab);
+    this.matmul(this.weights.output, this.outHidden, nOut, logits);
+    return logits;
+  }
+
+  private ffn(layer: AttentionWeights | GdnWeights, T: number): void {
+    const nFf = this.config.nFf;
+    this.matmul(layer.ffnGate, this.normed, T, this.ffnGate);
+    this.matmul(layer.ffnUp, this.normed, T, this.ffnUp);
+    const g = this.ffnGate;
+    const u = this.ffnUp;
+    for (let i = 0; i < T * nFf; i++) g[i] = silu(g[i]!) * u[i]!;
+    this.matmul(layer.ffnDown, g, T, this.branch);
+  }
+
+  private rope(x: Float32Array, offset: number): void {
+    const half = this.config.nRot / 2;
+    for (let i = 0; i < half; i++) {
+      const x0 = x[offset + i]!;
+      const x1 = x[offset + i + half]!;
+      const cos = this.ropeCos[i]!;
+      const sin = this.ropeSin[i]!;
+      x[offset + i] = x0 * cos - x1 * sin;
+      x[offset + i + half] = x0 * sin + x1 * cos;
+    }
+  }
+
+  private ropeTables(position: number): void {
+    let theta = fround(position);
+    for (let i = 0; i < this.config.nRot / 2; i++) {
+      this.ropeCos[i] = Math.cos(theta);
+      this.ropeSin[i] = Math.sin(theta);
+      theta = fround(theta * this.ropeThetaScale);
+    }
+  }
+
+  private attention(il: number, w: AttentionWeights, entries: readonly StepEntry[], T: number): void {
+    const c = this.config;
+    const H = c.nHead;
+    const Hkv = c.nHeadKv;
+    const Dh = c.headDim;
+    const eps = this.eps;
+    this.matmul(w.q, this.normed, T, this.qg);
+    this.matmul(w.k, this.normed, T, this.kRows);
+    this.matmul(w.v, this.normed, T, this.vRows);
+    const layer = this.kvLayer[il]!;
+    const kPlane = this.kv.k[layer]!;
+    const vPlane = this.kv.v[layer]!;
+    const f16 = this.kv.kvType === "f16";
+    const kBits = new Uint32Array(this.kRows.buffer);
+    const vBits = new Uint32Array(this.vRows.buffer);
+    const kvStride = Hkv * Dh;
+    for (let r = 0; r < T; r++) {
+      const pos = this.rowPos[r]!;
+      this.ropeTables(pos);
+      for (let h = 0; h < H; h++) {
+        // per-head [q_h | gate_h] interleave; q normed over Dh, then roped
+        rmsNorm(this.qg, r * 2 * H * Dh + h * 2 * Dh, w.qNorm, this.q, (r * H + h) * Dh, Dh, eps);
+        this.rope(this.q, (r * H + h) * Dh);
+      }
+      for (let j = 0; j < Hkv; j++) {
+        const off = r * kvStride + j * Dh;
+        rmsNorm(this.kRows, off, w.kNorm, this.kRows, off, Dh, eps);
+        this.rope(this.kRows, off);
+      }
+      // append K/V to this sequence's blocks
+      const e = entries[this.rowSeq[r]!]!;
+      const dst = this.kv.rowOffset(e.blockTable, pos);
+      if (f16) {
+        const kp = kPlane as Uint16Array;
+        const vp = vPlane as Uint16Array;
+        for (let i = 0; i < kvStride; i++) {
+          kp[dst + i] = f32BitsToF16Bits(kBits[r * kvStride + i]!);
+          vp[dst + i] = f32BitsToF16Bits(vBits[r * kvStride + i]!);
+        }
+      } else {
+        (kPlane as Float32Array).set(this.kRows.subarray(r * kvStride, (r + 1) * kvStride), dst);
+        (vPlane as Float32Array).set(this.vRows.subarray(r * kvStride, (r + 1) * kvStride), dst);
+      }
+    }
+    const scale = fround(1 / fround(Math.sqrt(Dh)));
+    const tiled = T >= FLASH_ATTN_TILED_MIN_ROWS;
+    const group = H / Hkv;
+    for (let r = 0; r < T; r++) {
+      const e = entries[this.rowSeq[r]!]!;
+      const pos = this.rowPos[r]!;
+      for (let h = 0; h < H; h++) {
+        const kvHead = Math.floor(h / group);
+        const outOffset = (r * H + h) * Dh;
+        if (tiled) this.attendTiled(kPlane, vPlane, f16, e.blockTable, pos, kvHead, outOffset, scale);
+        else this.attendOneChunk(kPlane, vPlane, f16, e.blockTable, pos, kvHead, outOffset, scale);
+      }
+      // o <- o * sigmoid(gate)
+      for (let h = 0; h < H; h++) {
+        const gOff = r * 2 * H * Dh + h * 2 * Dh + Dh;
+        const oOff = (r * H + h) * Dh;
+        for (let i = 0; i < Dh; i++) this.attnOut[oOff + i] = this.attnOut[oOff + i]! * sigmoid(this.qg[gOff + i]!);
+      }
+    }
+    this.matmul(w.o, this.attnOut, T, this.branch);
+  }
+
+  /**
+   * llama.cpp's CPU flash attention for < 64 query rows: Q converted to K's vec_dot_type (f16 for
+   * an f16 cache), online softmax with expf, V accumulated in an f16 buffer for an f16 cache.
+   */
+  private attendOneChunk(
+    kPlane: Uint16Array | Float32Array,
+    vPlane: Uint16Array | Float32Array,
+    f16: boolean,
+    blockTable: readonly number[],
+    pos: number,
+    kvHead: number,
+    outOffset: number,
+    scale: number,
+  ): void {
+    const Dh = this.config.headDim;
+    const q = this.headDimScratch;
+    const acc = this.accScratch;
+    const qBits = new Uint32Array(this.q.buffer, this.q.byteOffset + outOffset * 4, Dh);
+    if (f16) for (let i = 0; i < Dh; i++) q[i] = F16_TO_F32[f32BitsToF16Bits(qBits[i]!)]!;
+    else q.set(this.q.subarray(outOffset, outOffset + Dh));
+    acc.fill(0);
+    let M = -Infinity;
+    let S = 0;
+    const bs = this.kv.blockSize;
+    const stride = this.kv.rowStride;
+    for (let j = 0; j <= pos; j++) {
+      const base = (blockTable[(j / bs) | 0]! * bs + (j % bs)) * stride + kvHead * Dh;
+      let dot = 0;
+      if (f16) {
+        const kp = kPlane as Uint16Array;
+        for (let i = 0; i < Dh; i++) dot += F16_TO_F32[kp[base + i]!]! * q[i]!;
+      } else {
+        const kp = kPlane as Float32Array;
+        for (let i = 0; i < Dh; i++) dot += kp[base + i]! * q[i]!;
+      }
+      const s = fround(fround(dot) * scale);
+      let ms = 1;
+      let vs = 1;
+      if (s > M) {
+        const old = M;
+        M = s;
+        ms = fround(Math.exp(old - M));
+        if (f16) for (let i = 0; i < Dh; i++) acc[i] = F16_TO_F32[f32BitsToF16Bits(toBits(fround(acc[i]! * ms)))]!;
+        else for (let i = 0; i < Dh; i++) acc[i] = acc[i]! * ms;
+      } else {
+        vs = fround(Math.exp(s - M));
+      }
+      if (f16) {
+        const vp = vPlane as Uint16Array;
+        for (let i = 0; i < Dh; i++) acc[i] = F16_TO_F32[f32BitsToF16Bits(toBits(fround(acc[i]! + F16_TO_F32[vp[base + i]!]! * vs)))]!;
+      } else {
+        const vp = vPlane as Float32Array;
+        for (let i = 0; i < Dh; i++) acc[i] = acc[i]! + vp[base + i]! * vs;
+      }
+      S = fround(fround(S * ms) + vs);
+    }
+    const inv = S === 0 ? 0 : fround(1 / S);
+    for (let i = 0; i < Dh; i++) this.attnOut[outOffset + i] = acc[i]! * inv;
+  }
+
+  /** llama.cpp's tiled CPU flash attention (>= 64 query rows): f32 Q/K/V, KV tiles of 64, f32 accumulation. */
+  private attendTiled(
+    kPlane: Uint16Array | Float32Array,
+    vPlane: Uint16Array | Float32Array,
+    f16: boolean,
+    blockTable: readonly number[],
+    pos: number,
+    kvHead: number,
+    outOffset: number,
+    scale: number,
+  ): void {
+    const Dh = this.config.headDim;
+    const q = this.q;
+    const acc = this.accScratch;
+    const scores = this.scoreScratch;
+    acc.fill(0);
+    let M = -Infinity;
+    let S = 0;
+    const bs = this.kv.blockSize;
+    const stride = this.kv.rowStride;
+    const n = pos + 1;
+    for (let t0 = 0; t0 < n; t0 += FLASH_ATTN_KV_TILE) {
+      const t1 = Math.min(n, t0 + FLASH_ATTN_KV_TILE);
+      let tileMax = -Infinity;
+      for (let j = t0; j < t1; j++) {
+        const base = (blockTable[(j / bs) | 0]! * bs + (j % bs)) * stride + kvHead * Dh;
+        let dot = 0;
+        if (f16) {
+          const kp = kPlane as Uint16Array;
+          for (let i = 0; i < Dh; i++) dot += F16_TO_F32[kp[base + i]!]! * q[outOffset + i]!;
+        } else {
+          const kp = kPlane as Float32Array;
+          for (let i = 0; i < Dh; i++) dot += kp[base + i]! * q[outOffset + i]!;
+        }
+        const s = fround(fround(dot) * scale);
+        scores[j - t0] = s;
+        if (s > tileMax) tileMax = s;
+      }
+      const newMax = Math.max(M, tileMax);
+      const ms = M === -Infinity ? 0 : fround(Math.exp(M - newMax));
+      if (ms !== 1) {
+        for (let i = 0; i < Dh; i++) acc[i] = acc[i]! * ms;
+        S = fround(S * ms);
+      }
+      M = newMax;
+      let tileSum = 0;
+      for (let j = t0; j < t1; j++) {
+        const p = fround(Math.exp(scores[j - t0]! - M));
+        scores[j - t0] = p;
+        tileSum += p;
+      }
+      S = fround(S + tileSum);
+      for (let j = t0; j < t1; j++) {
+        const p = scores[j - t0]!;
+        const base = (blockTable[(j / bs) | 0]! * bs + (j % bs)) * stride + kvHead * Dh;
+        if (f16) {
+          const vp = vPlane as Uint16Array;
+          for (let i = 0; i < Dh; i++) acc[i] = acc[i]! + F16_TO_F32[vp[base + i]!]! * p;
+        } else {
+          const vp = vPlane as Float32Array;
+          for (let i = 0; i < Dh; i++) acc[i] = acc[i]! + vp[base + i]! * p;
+        }
+      }
+    }
+    const inv = S === 0 ? 0 : fround(1 / S);
+    for (let i = 0; i < Dh; i++) this.attnOut[outOffset + i] = acc[i]! * inv;
+  }
+
+  private gatedDeltaNet(il: number, w: GdnWeights, entries: readonly StepEntry[], T: number): void {
+    const c = this.config;
+    const { convDim, keyDim, valueDim, headVDim: Dv } = this.dims;
+    const Hk = c.ssmGroupCount;
+    const Hv = c.ssmTimeStepRank;
+    const Dk = c.ssmStateSize;
+    const K = c.convKernel;
+    const eps = this.eps;
+    this.matmul(w.qkv, this.normed, T, this.mixed);
+    this.matmul(w.gate, this.normed, T, this.zRows);
+    this.matmul(w.beta, this.normed, T, this.betaRows);
+    this.matmul(w.alpha, this.normed, T, this.alphaRows);
+    const layer = this.stateLayer[il]!;
+    const convPlane = this.states.conv[layer]!;
+    const ssmPlane = this.states.ssm[layer]!;
+    const readoutScale = fround(1 / fround(Math.sqrt(Dv)));
+    const y = this.convOut;
+    const o = this.gdnOut;
+    let row = 0;
+    for (const e of entries) {
+      const convBase = e.stateSlot * this.states.convStride;
+      const ssmBase = e.stateSlot * this.states.ssmStride;
+      for (let t = 0; t < e.tokens.length; t++, row++) {
+        // causal depthwise conv over [state (K-1 raw inputs), current], then SiLU; state keeps raw inputs
+        const xOff = row * convDim;
+        for (let ch = 0; ch < convDim; ch++) {
+          const sOff = convBase + ch * (K - 1);
+          const wOff = ch * K;
+          let acc = 0;
+          for (let j = 0; j < K - 1; j++) acc = fround(acc + convPlane[sOff + j]! * w.conv[wOff + j]!);
+          const current = this.mixed[xOff + ch]!;
+          acc = fround(acc + current * w.conv[wOff + K - 1]!);
+          for (let j = 0; j < K - 2; j++) convPlane[sOff + j] = convPlane[sOff + j + 1]!;
+          if (K > 1) convPlane[sOff + K - 2] = current;
+          y[xOff + ch] = silu(acc);
+        }
+        // L2 norms of q and k per K-head
+        for (let kh = 0; kh < 2 * Hk; kh++) {
+          const off = xOff + kh * Dk;
+          let sum = 0;
+          for (let i = 0; i < Dk; i++) sum += fround(y[off + i]! * y[off + i]!);
+          const scale = fround(1 / Math.max(fround(Math.sqrt(fround(sum))), eps));
+          for (let i = 0; i < Dk; i++) y[off + i] = y[off + i]! * scale;
+        }
+        // gated delta rule per V-head; V-head h uses Q/K head h mod Hk (tiled order)
+        for (let h = 0; h < Hv; h++) {
+          const kh = h % Hk;
+          const qOff = xOff + kh * Dk;
+          const kOff = xOff + keyDim + kh * Dk;
+          const vOff = xOff + 2 * keyDim + h * Dv;
+          const beta = sigmoid(this.betaRows[row * Hv + h]!);
+          const g = fround(softplus(fround(this.alphaRows[row * Hv + h]! + w.dtBias[h]!)) * w.a[h]!);
+          const decay = fround(Math.exp(g));
+          const sHead = ssmBase + h * Dv * Dk;
+          const oOff = row * valueDim + h * Dv;
+          for (let j = 0; j < Dv; j++) {
+            const sRow = sHead + j * Dk;
+            let kvMem = 0;
+            for (let i = 0; i < Dk; i++) {
+              const s = fround(ssmPlane[sRow + i]! * decay);
+              ssmPlane[sRow + i] = s;
+              kvMem += s * y[kOff + i]!;
+            }
+            const delta = fround(fround(y[vOff + j]! - fround(kvMem)) * beta);
+            let readout = 0;
+            for (let i = 0; i < Dk; i++) {
+              const s = fround(ssmPlane[sRow + i]! + y[kOff + i]! * delta);
+              ssmPlane[sRow + i] = s;
+              readout += s * y[qOff + i]!;
+            }
+            o[oOff + j] = fround(readout) * readoutScale;
+          }
+          // gated RMSNorm: rms(o_h) * ssm_norm (raw), times silu(z_h)
+          rmsNorm(o, oOff, w.norm, o, oOff, Dv, eps);
+          const zOff = row * valueDim + h * Dv;
+          for (let j = 0; j < Dv; j++) o[oOff + j] = o[oOff + j]! * silu(this.zRows[zOff + j]!);
+        }
+      }
+    }
+    this.matmul(w.out, o, T, this.branch);
+  }
+}
+
+const bitsScratch = new Float32Array(1);
+const bitsScratchU32 = new Uint32Array(bitsScratch.buffer);
+function toBits(value: number): number {
+  bitsScratch[0] = value;
+  return bitsScratchU32[0]!;
+}

@@ -1,0 +1,76 @@
+import type { GgmlType } from "@keepquant/gguf";
+import { DEQUANTIZE_TYPES, dequantizeRow } from "@keepquant/quant";
+import { EngineLoadError } from "../errors.js";
+import { TsMatmulProvider, type DequantizeRow, type MatmulProvider, type Numerics } from "./matmul.js";
+import type { ModelWeights, PackedMatrix } from "./weights.js";
+
+export const quantDequantizeRow: DequantizeRow = (type, src, dst) => {
+  dequantizeRow(type as GgmlType, src, dst);
+};
+
+export interface ProviderSelection {
+  readonly byWeight: Map<PackedMatrix, MatmulProvider>;
+  /** op class ("matmul:Q4_K", ...) -> provider name */
+  readonly opProviders: Record<string, string>;
+  readonly diagnostics: string[];
+}
+
+/** Every packed matrix of the model (the tied head counted once). */
+export function allMatrices(weights: ModelWeights): PackedMatrix[] {
+  const list: PackedMatrix[] = [];
+  for (const layer of weights.layers) {
+    if (layer.kind === "attention") list.push(layer.q, layer.k, layer.v, layer.o);
+    else list.push(layer.qkv, layer.gate, layer.beta, layer.alpha, layer.out);
+    list.push(layer.ffnGate, layer.ffnUp, layer.ffnDown);
+  }
+  list.push(weights.output);
+  return list;
+}
+
+/**
+ * Picks a provider per weight by priority (first that supports the type in this numerics mode).
+ * A type nobody computes is refused by name here, at load, before any compute.
+ */
+export function selectProviders(
+  weights: ModelWeights,
+  candidates: readonly MatmulProvider[],
+  diagnostics: string[],
+): ProviderSelection {
+  const byWeight = new Map<PackedMatrix, MatmulProvider>();
+  const opProviders: Record<string, string> = {};
+  const refused = new Map<string, string[]>();
+  for (const weight of allMatrices(weights)) {
+    const provider = candidates.find((p) => p.supports(weight.type));
+    if (!provider) {
+      const names = refused.get(weight.typeName) ?? [];
+      names.push(weight.name);
+      refused.set(weight.typeName, names);
+      continue;
+    }
+    byWeight.set(weight, provider);
+    opProviders[`matmul:${weight.typeName}`] = provider.name;
+  }
+  if (refused.size > 0) {
+    const detail = [...refused].map(([type, names]) => `${type} (${names.slice(0, 3).join(", ")}${names.length > 3 ? ", ..." : ""})`);
+    throw new EngineLoadError(
+      "ENGINE_UNSUPPORTED_TYPE",
+      `no matmul provider computes weight type ${detail.join("; ")} (providers tried: ${candidates.map((p) => p.name).join(", ")})`,
+      { field: [...refused.values()][0]![0] },
+    );
+  }
+  return { byWeight, opProviders, diagnostics };
+}
+
+/** The TypeScript tier: exact for F32/F16/BF16; quantized types through the quant package. */
+export function typescriptProviders(numerics: Numerics, diagnostics: string[]): MatmulProvider[] {
+  const quantized = new Set<number>(DEQUANTIZE_TYPES.filter((t) => t !== 0 && t !== 1 && t !== 30));
+  const providers: MatmulProvider[] = [new TsMatmulProvider(numerics, quantDequantizeRow, quantized)];
+  if (numerics === "llama") {
+    // Without llama.cpp-exact activation quantization, quantized weights run as dequantized f32:
+    // close but not llama.cpp's integer dots. Said once in diagnostics.
+    providers.push(
+      new TsMatmulProvider("f32", quantDequantizeRow, quantized, undefined, "ts-dequant-f32-approx"),
+    );
+  }
+  return providers;
+}

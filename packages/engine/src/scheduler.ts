@@ -1,0 +1,144 @@
+import type { PagedKvCache } from "./kv/paged-kv.js";
+import type { GdnStatePool } from "./kv/state-pool.js";
+
+/** Scheduler view of one request: its tokens so far, progress, and the resources it holds. */
+export interface ScheduledSequence {
+  readonly id: number;
+  /** prompt + generated tokens */
+  readonly tokens: number[];
+  /** tokens whose K/V and GDN state are computed */
+  numComputed: number;
+  blockTable: number[];
+  stateSlot: number;
+  finished: boolean;
+  /** times this sequence was preempted (its work dropped, to be recomputed) */
+  preemptions: number;
+}
+
+export interface ScheduledChunk {
+  readonly sequence: ScheduledSequence;
+  readonly numTokens: number;
+  /** true when the chunk reaches the last known token: the step samples a new token */
+  readonly needsLogits: boolean;
+}
+
+/**
+ * vLLM-V1-style scheduler: one token budget per step; running sequences first (decodes and
+ * continuing prefill chunks, in arrival order), then waiting sequences FCFS with chunked prefill.
+ * When KV blocks run out, the most recently admitted running sequence is preempted by
+ * recompute: its blocks and state slot go back to the pools and it re-enters the waiting queue
+ * at the front with numComputed = 0.
+ */
+export class Scheduler {
+  readonly waiting: ScheduledSequence[] = [];
+  readonly running: ScheduledSequence[] = [];
+  preemptionCount = 0;
+
+  constructor(
+    private readonly kv: PagedKvCache,
+    private readonly states: GdnStatePool,
+    private readonly maxBatchTokens: number,
+    private readonly maxChunkTokens: number,
+  ) {}
+
+  add(sequence: ScheduledSequence): void {
+    this.waiting.push(sequence);
+  }
+
+  get hasWork(): boolean {
+    return this.waiting.length > 0 || this.running.length > 0;
+  }
+
+  /** Returns every block and the state slot of `sequence` to the pools. */
+  releaseResources(sequence: ScheduledSequence): void {
+    for (const block of sequence.blockTable) this.kv.pool.release(block);
+    sequence.blockTable = [];
+    if (sequence.stateSlot >= 0) this.states.release(sequence.stateSlot);
+    sequence.stateSlot = -1;
+  }
+
+  /** Removes a sequence (finished or aborted) from the queues and frees what it holds. */
+  remove(sequence: ScheduledSequence): void {
+    sequence.finished = true;
+    const r = this.running.indexOf(sequence);
+    if (r >= 0) this.running.splice(r, 1);
+    const w = this.waiting.indexOf(sequence);
+    if (w >= 0) this.waiting.splice(w, 1);
+    this.releaseResources(sequence);
+  }
+
+  private ensureBlocks(sequence: ScheduledSequence, upTo: number): boolean {
+    const need = this.kv.blocksFor(upTo) - sequence.blockTable.length;
+    if (need <= 0) return true;
+    if (this.kv.pool.freeCount < need) return false;
+    for (let i = 0; i < need; i++) sequence.blockTable.push(this.kv.pool.allocate());
+    return true;
+  }
+
+  private preempt(sequence: ScheduledSequence): void {
+    const r = this.running.indexOf(sequence);
+    if (r >= 0) this.running.splice(r, 1);
+    this.releaseResources(sequence);
+    sequence.numComputed = 0;
+    sequence.preemptions++;
+    this.preemptionCount++;
+    this.waiting.unshift(sequence);
+  }
+
+  /** Picks the chunks of the next step. */
+  schedule(): ScheduledChunk[] {
+    const chunks: ScheduledChunk[] = [];
+    let budget = this.maxBatchTokens;
+    const scheduled = new Set<ScheduledSequence>();
+    // running: decodes and continuing prefills in arrival order
+    for (let i = 0; i < this.running.length && budget > 0; ) {
+      const sequence = this.running[i]!;
+      const remaining = sequence.tokens.length - sequence.numComputed;
+      const n = Math.min(remaining, budget, this.maxChunkTokens);
+      if (n <= 0) {
+        i++;
+        continue;
+      }
+      let ok = this.ensureBlocks(sequence, sequence.numComputed + n);
+      while (!ok) {
+        // preempt the most recently admitted running sequence that is not yet scheduled
+        let victim: ScheduledSequence | undefined;
+        for (let j = this.running.length - 1; j >= 0; j--) {
+          const candidate = this.running[j]!;
+          if (!scheduled.has(candidate)) {
+            victim = candidate;
+            break;
+          }
+        }
+        if (!victim) break;
+        this.preempt(victim);
+        if (victim === sequence) break;
+        ok = this.ensureBlocks(sequence, sequence.numComputed + n);
+      }
+      if (!ok || !this.running.includes(sequence)) {
+        if (this.running.includes(sequence)) i++;
+        continue;
+      }
+      chunks.push({ sequence, numTokens: n, needsLogits: sequence.numComputed + n === sequence.tokens.length });
+      scheduled.add(sequence);
+      budget -= n;
+      i++;
+    }
+    // waiting: admit FCFS while budget, a state slot and blocks are available
+    while (budget > 0 && this.waiting.length > 0) {
+      const sequence = this.waiting[0]!;
+      const remaining = sequence.tokens.length - sequence.numComputed;
+      const n = Math.min(remaining, budget, this.maxChunkTokens);
+      if (this.states.pool.freeCount === 0) break;
+      if (this.kv.pool.freeCount < this.kv.blocksFor(sequence.numComputed + n) - sequence.blockTable.length) break;
+      this.waiting.shift();
+      sequence.stateSlot = this.states.allocate();
+      this.ensureBlocks(sequence, sequence.numComputed + n);
+      this.running.push(sequence);
+      chunks.push({ sequence, numTokens: n, needsLogits: sequence.numComputed + n === sequence.tokens.length });
+      scheduled.add(sequence);
+      budget -= n;
+    }
+    return chunks;
+  }
+}
