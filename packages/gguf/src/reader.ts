@@ -462,6 +462,14 @@ async function parse(source: GgufByteSource, limits: GgufLimits, whole: Uint8Arr
     }
     const relAt = c.offset;
     const relativeOffset = c.u64num();
+    if (relativeOffset > source.size) {
+      throw tensorError(
+        "GGUF_TENSOR_OUT_OF_BOUNDS",
+        `tensor "${name}" data offset ${relativeOffset} is beyond the end of the ${source.description} (${source.size} bytes)`,
+        relAt,
+        name,
+      );
+    }
     if (relativeOffset % alignment !== 0) {
       throw tensorError(
         "GGUF_MISALIGNED_TENSOR",
@@ -485,6 +493,9 @@ async function parse(source: GgufByteSource, limits: GgufLimits, whole: Uint8Arr
   }
 
   const headerEnd = c.offset;
+  if (headerEnd > limits.maxHeaderBytes) {
+    throw new GgufLimitError("header size", headerEnd, limits.maxHeaderBytes, { offset: headerEnd, field: "header" });
+  }
   const dataOffset = Math.ceil(headerEnd / alignment) * alignment;
   if (tensorCount > 0 && dataOffset > source.size) {
     throw new GgufFormatError("GGUF_TRUNCATED", `truncated: data section starts at ${dataOffset} but the ${source.description} ends at ${source.size}`, {
