@@ -250,8 +250,8 @@ function packScalesK4(dst: Uint8Array, so: number, ls: Uint8Array, lm: Uint8Arra
       dst[so + j + 4] = lm[j]!;
     } else {
       dst[so + j + 4] = (ls[j]! & 0x0f) | ((lm[j]! & 0x0f) << 4);
-      dst[so + j - 4] |= (ls[j]! >> 4) << 6;
-      dst[so + j] |= (lm[j]! >> 4) << 6;
+      dst[so + j - 4] = dst[so + j - 4]! | ((ls[j]! >> 4) << 6);
+      dst[so + j] = dst[so + j]! | ((lm[j]! >> 4) << 6);
     }
   }
 }
@@ -347,12 +347,12 @@ function quantizeQ5_K(x: Float32Array, dst: Uint8Array, nb: number): void {
         let l1 = L[n + j]!;
         if (l1 > 15) {
           l1 -= 16;
-          dst[qh + j] |= m1;
+          dst[qh + j] = dst[qh + j]! | m1;
         }
         let l2 = L[n + j + 32]!;
         if (l2 > 15) {
           l2 -= 16;
-          dst[qh + j] |= m2;
+          dst[qh + j] = dst[qh + j]! | m2;
         }
         dst[ql + j] = l1 | (l2 << 4);
       }

@@ -1,0 +1,50 @@
+/** Shared helpers for this package's tests (not exported by the package). */
+import { oracleUnavailableReason } from "@keepquant/oracle";
+
+/** Why oracle-backed tests cannot run here (printed as a SKIP line), or undefined. */
+export const ORACLE_SKIP_REASON: string | undefined = oracleUnavailableReason();
+if (ORACLE_SKIP_REASON) console.log(`SKIP: ggml oracle tests: ${ORACLE_SKIP_REASON}`);
+
+/** Deterministic PRNG (mulberry32) for fixture bytes and values. */
+export function prng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+export function randomBytes(length: number, seed: number): Uint8Array {
+  const random = prng(seed);
+  const out = new Uint8Array(length);
+  for (let i = 0; i < length; i++) out[i] = (random() * 256) | 0;
+  return out;
+}
+
+/** Index and both bit patterns of the first differing 32-bit word, or undefined when equal. */
+export function firstBitDifference(a: Float32Array, b: Float32Array): string | undefined {
+  if (a.length !== b.length) return `length ${a.length} vs ${b.length}`;
+  const ua = new Uint32Array(a.buffer, a.byteOffset, a.length);
+  const ub = new Uint32Array(b.buffer, b.byteOffset, b.length);
+  let count = 0;
+  let first = -1;
+  for (let i = 0; i < ua.length; i++) {
+    if (ua[i] !== ub[i]) {
+      count++;
+      if (first < 0) first = i;
+    }
+  }
+  if (first < 0) return undefined;
+  return `${count} differing values; first at ${first}: 0x${ua[first]!.toString(16)} vs 0x${ub[first]!.toString(16)}`;
+}
+
+export function firstByteDifference(a: Uint8Array, b: Uint8Array, blockBytes: number): string | undefined {
+  if (a.length !== b.length) return `length ${a.length} vs ${b.length}`;
+  for (let i = 0; i < a.length; i++) {
+    if (a[i] !== b[i]) return `block ${Math.floor(i / blockBytes)} byte ${i % blockBytes}: ${a[i]} vs ${b[i]}`;
+  }
+  return undefined;
+}
