@@ -1,0 +1,5 @@
+export * from "./errors.js";
+export * from "./goldens.js";
+export * from "./gate.js";
+export * from "./fixtures.js";
+export * from "./manifest.js";

@@ -1,0 +1,145 @@
+/**
+ * Writes the parity goldens from the oracle (llama.cpp through the raw C API, in a child process):
+ * for every fixture and each of the 16 fixed prompts, 16 greedy tokens and the oracle's top-K
+ * logits at every step, then goldens/parity/manifest.json (fixture sha256, oracle versions, prompts).
+ *
+ *   pnpm exec tsx scripts/goldens/generate.ts          # (re)write goldens
+ *   pnpm exec tsx scripts/goldens/generate.ts --check  # regenerate in memory, compare with the committed files
+ *
+ * Oracle settings that make its decode deterministic: F32 K/V cache, CPU repacking off
+ * (use_extra_bufts = false), flash attention off, 2 threads, batched prefill then one token per decode.
+ */
+import fs from "node:fs";
+import path from "node:path";
+import { ORACLE_PACKAGE, ORACLE_VERSION, decodeF32, runOracle } from "../../tools/oracle/src/index.js";
+import { readGguf, ggmlTypeName } from "../../packages/gguf/src/index.js";
+import { PARITY_FIXTURES, ensureFixture, sha256File } from "../../packages/engine/src/parity/fixtures.js";
+import {
+  PARITY_GOLDENS_FORMAT,
+  goldensPath,
+  serializeGoldens,
+  topK,
+  type ParityGoldens,
+  type ParityOracleInfo,
+} from "../../packages/engine/src/parity/goldens.js";
+import {
+  PARITY_MANIFEST_FORMAT,
+  PARITY_PROMPTS,
+  type ParityManifest,
+  type ParityManifestFixture,
+} from "../../packages/engine/src/parity/manifest.js";
+import { FIXTURE_CACHE, GOLDENS_DIR, MANIFEST_FILE, TOKENIZER_FILE, loadFixtureTokenizer, oracleQuantize, relativeToRepo } from "../fixtures/common.js";
+
+const N_TOKENS = 16;
+const TOP_K = 64;
+const THREADS = 2;
+const check = process.argv.includes("--check");
+
+const { tokenizer, sha256: tokenizerSha } = loadFixtureTokenizer();
+const info = await runOracle({ kind: "info", model: await ensureFixture(PARITY_FIXTURES[0]!, { cacheDir: FIXTURE_CACHE, tokenizer }) });
+const oracle: ParityOracleInfo = {
+  package: ORACLE_PACKAGE,
+  version: ORACLE_VERSION,
+  llamaVersion: info.version,
+  settings: { kvType: "f32", repack: false, flashAttention: false, threads: THREADS },
+};
+
+// Prompt ids: text prompts tokenized by the oracle's tokenizer (all fixture models share the vocabulary).
+const texts = PARITY_PROMPTS.flatMap((p) => (p.text === undefined ? [] : [p.text]));
+const tokenized = await runOracle({
+  kind: "tokenize",
+  model: path.join(FIXTURE_CACHE, PARITY_FIXTURES[0]!.file),
+  texts,
+  addSpecial: false,
+  parseSpecial: true,
+});
+let textIndex = 0;
+const promptIds = PARITY_PROMPTS.map((p) => (p.text === undefined ? p.ids! : tokenized.tokens[textIndex++]!));
+
+const fixtures: ParityManifestFixture[] = [];
+let mismatches = 0;
+fs.mkdirSync(GOLDENS_DIR, { recursive: true });
+for (const fixture of PARITY_FIXTURES) {
+  const started = performance.now();
+  const file = await ensureFixture(fixture, { cacheDir: FIXTURE_CACHE, tokenizer, quantize: oracleQuantize });
+  const header = await readGguf(file);
+  const tensorTypes: Record<string, number> = {};
+  for (const tensor of header.tensors) {
+    const name = ggmlTypeName(tensor.type);
+    tensorTypes[name] = (tensorTypes[name] ?? 0) + 1;
+  }
+  const sha256 = sha256File(file);
+  const result = await runOracle({
+    kind: "greedy",
+    model: file,
+    prompts: promptIds,
+    nTokens: N_TOKENS,
+    withLogits: true,
+    threads: THREADS,
+    repack: false,
+    kvType: "f32",
+  });
+  const goldens: ParityGoldens = {
+    format: PARITY_GOLDENS_FORMAT,
+    fixture: fixture.name,
+    weightType: fixture.weightType,
+    modelSha256: sha256,
+    modelBytes: fs.statSync(file).size,
+    oracle,
+    nTokens: N_TOKENS,
+    topK: TOP_K,
+    prompts: promptIds.map((ids, p) => {
+      const steps = result.logits![p]!.map((text) => topK(decodeF32(text), TOP_K));
+      const text = PARITY_PROMPTS[p]!.text;
+      return {
+        ...(text === undefined ? {} : { text }),
+        ids,
+        tokens: result.tokens[p]!,
+        topIds: steps.map((s) => s.ids),
+        topLogits: steps.map((s) => s.logits),
+      };
+    }),
+  };
+  const target = goldensPath(GOLDENS_DIR, fixture.name);
+  const serialized = serializeGoldens(goldens);
+  const ms = Math.round(performance.now() - started);
+  if (check) {
+    const same = fs.existsSync(target) && fs.readFileSync(target, "utf8") === serialized;
+    if (!same) mismatches++;
+    console.log(`${fixture.name}: ${same ? "identical to" : "DIFFERS from"} ${relativeToRepo(target)} (${ms} ms)`);
+  } else {
+    fs.writeFileSync(target, serialized);
+    const distinct = new Set(result.tokens.flat()).size;
+    console.log(`${fixture.name}: ${relativeToRepo(target)}  ${JSON.stringify(tensorTypes)}  ${distinct} distinct tokens  (${ms} ms)`);
+  }
+  fixtures.push({
+    name: fixture.name,
+    model: fixture.model,
+    weightType: fixture.weightType,
+    file: fixture.file,
+    sha256,
+    bytes: fs.statSync(file).size,
+    goldens: path.basename(target),
+    tensorTypes,
+  });
+}
+
+const manifest: ParityManifest = {
+  format: PARITY_MANIFEST_FORMAT,
+  generatedBy: "scripts/goldens/generate.ts",
+  oracle,
+  tokenizer: { file: relativeToRepo(TOKENIZER_FILE), sha256: tokenizerSha },
+  nTokens: N_TOKENS,
+  topK: TOP_K,
+  prompts: [...PARITY_PROMPTS],
+  fixtures,
+};
+const manifestText = `${JSON.stringify(manifest, null, 2)}\n`;
+if (check) {
+  const same = fs.existsSync(MANIFEST_FILE) && fs.readFileSync(MANIFEST_FILE, "utf8") === manifestText;
+  if (!same) mismatches++;
+  console.log(`manifest: ${same ? "identical" : "DIFFERS"}`);
+  process.exit(mismatches === 0 ? 0 : 1);
+}
+fs.writeFileSync(MANIFEST_FILE, manifestText);
+console.log(`wrote ${relativeToRepo(MANIFEST_FILE)}`);
