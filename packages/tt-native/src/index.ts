@@ -1,1 +1,303 @@
-export {};
+/**
+ * @keepquant/tt-native: native providers of the keep-quant contract.
+ *
+ * - CPU-native arm (always built): bit-exact dequantization, `matmulLlama` (llama.cpp's CPU
+ *   numerics: the engine's default CPU path) and the `cpu-native` KeepQuantProvider (the bf16
+ *   contract). SIMD levels generic / AVX2 / AVX-512 (VNNI) are chosen at run time.
+ * - TT-Metal arm: a seam only (built with KEEPQUANT_TT=ON); `nativeStatus().tt` says why it is absent.
+ *
+ * Importing never throws and does not load the addon; the first call does.
+ */
+import { GgmlType, GGML_TYPE_TRAITS } from "@keepquant/gguf";
+import {
+  checkMatmulBTQuantGroupedArgs,
+  chunkRows,
+  QuantArgumentError,
+  UnsupportedGgmlTypeError,
+  type EnvSource,
+  type KeepQuantProvider,
+  type MatmulBTQuantGroupedArgs,
+} from "@keepquant/quant";
+import { NativeArgumentError, NativeIsaError, NativeUnavailableError } from "./errors.js";
+import { loadNativeAddon, type LoadResult, type NativeStatus } from "./loader.js";
+import type { IsaLevelName, NativeAddon } from "./native-types.js";
+
+export * from "./errors.js";
+export {
+  KEEPQUANT_NATIVE_BINARY,
+  KEEPQUANT_NATIVE_ISA,
+  KEEPQUANT_NATIVE_THREADS,
+  defaultBinaryPath,
+  loadNativeAddon,
+  type CpuArmStatus,
+  type TtArmStatus,
+  type NativeStatus,
+  type LoadResult,
+} from "./loader.js";
+export { NATIVE_ABI_VERSION, type IsaLevelName, type NativeAddon, type NativeBuildInfo } from "./native-types.js";
+
+let loaded: LoadResult | undefined;
+
+function load(): LoadResult {
+  loaded ??= loadNativeAddon(process.env);
+  return loaded;
+}
+
+/** Which arms loaded, and every reason for those that did not. Loads the addon on first call. */
+export function nativeStatus(): NativeStatus {
+  const { status, addon } = load();
+  if (addon) {
+    status.cpu.isa = addon.getIsa();
+    status.cpu.threads = addon.getThreads();
+  }
+  return structuredClone(status);
+}
+
+/** The raw addon (see native-types.ts), or undefined when the CPU arm did not load. */
+export function nativeAddon(): NativeAddon | undefined {
+  return load().addon;
+}
+
+function requireAddon(operation: string): NativeAddon {
+  const { addon, status } = load();
+  if (!addon) throw new NativeUnavailableError(operation, status.cpu.reasons);
+  return addon;
+}
+
+// ---------------------------------------------------------------- configuration
+
+/** Selects the kernel level ("generic" | "avx2" | "avx512" | "neon" | "best"); throws NativeIsaError. */
+export function setNativeIsa(level: IsaLevelName | "best"): void {
+  const addon = requireAddon("setNativeIsa");
+  try {
+    addon.setIsa(level);
+  } catch (error) {
+    throw new NativeIsaError(level, (error as Error).message);
+  }
+}
+
+export function getNativeIsa(): IsaLevelName {
+  return requireAddon("getNativeIsa").getIsa();
+}
+
+/** Levels this CPU can run, best last. */
+export function availableNativeIsas(): IsaLevelName[] {
+  return requireAddon("availableNativeIsas").buildInfo().isaAvailable;
+}
+
+/** Threads of the persistent pool (0 = hardware threads). Results never depend on it. */
+export function setNativeThreads(threads: number): void {
+  if (!Number.isSafeInteger(threads) || threads < 0 || threads > 1024) {
+    throw new NativeArgumentError("setNativeThreads", "threads", `expected an integer in [0, 1024], got ${threads}`);
+  }
+  requireAddon("setNativeThreads").setThreads(threads);
+}
+
+export function getNativeThreads(): number {
+  return requireAddon("getNativeThreads").getThreads();
+}
+
+// ---------------------------------------------------------------- dequantization
+
+function label(type: number): string {
+  const traits = (GGML_TYPE_TRAITS as Partial<Record<number, { name: string }>>)[type];
+  return traits ? traits.name : `<unknown ggml type id ${type}>`;
+}
+
+const NATIVE_DEQUANT_CANDIDATES: readonly GgmlType[] = [
+  GgmlType.F32, GgmlType.F16, GgmlType.BF16, GgmlType.Q4_0, GgmlType.Q4_1, GgmlType.Q5_0, GgmlType.Q5_1,
+  GgmlType.Q8_0, GgmlType.Q8_1, GgmlType.Q2_K, GgmlType.Q3_K, GgmlType.Q4_K, GgmlType.Q5_K, GgmlType.Q6_K,
+  GgmlType.Q8_K, GgmlType.IQ4_NL, GgmlType.IQ4_XS, GgmlType.MXFP4,
+];
+
+/** Types the native dequantizer decodes (bit-exact with ggml and @keepquant/quant). */
+export const NATIVE_DEQUANTIZE_TYPES: readonly GgmlType[] = NATIVE_DEQUANT_CANDIDATES;
+
+function rowBytesOf(type: GgmlType, cols: number, operation: string, argument: string): number {
+  const { blockSize, typeSize } = GGML_TYPE_TRAITS[type];
+  if (!Number.isSafeInteger(cols) || cols < 1 || cols % blockSize !== 0) {
+    throw new QuantArgumentError(operation, argument, `${cols} is not a whole number of ${label(type)} blocks (${blockSize} per block)`);
+  }
+  return (cols / blockSize) * typeSize;
+}
+
+/**
+ * Decodes `rows` rows of `dst.length / rows` values of `type` from `src` (multithreaded). With
+ * `roundBf16`, each value is rounded once to bf16 (RNE), as the contract's decode. Returns dst.
+ */
+export function nativeDequantizeRows(
+  type: GgmlType,
+  src: Uint8Array,
+  dst: Float32Array,
+  rows = 1,
+  options: { roundBf16?: boolean } = {},
+): Float32Array {
+  const op = "nativeDequantizeRows";
+  const addon = requireAddon(op);
+  if (!addon.dequantSupported(type)) throw new UnsupportedGgmlTypeError(label(type), op, NATIVE_DEQUANTIZE_TYPES.map(label));
+  if (!Number.isSafeInteger(rows) || rows < 1 || dst.length % rows !== 0) {
+    throw new QuantArgumentError(op, "rows", `${rows} does not divide dst.length ${dst.length}`);
+  }
+  const k = dst.length / rows;
+  const bytes = rowBytesOf(type, k, op, "dst.length / rows") * rows;
+  if (src.length < bytes) throw new QuantArgumentError(op, "src", `needs ${bytes} bytes, has ${src.length}`);
+  addon.dequantizeRows(type, src, dst, rows, options.roundBf16 === true);
+  return dst;
+}
+
+/** Native twin of @keepquant/quant's dequantizeRow: one row of dst.length values. */
+export function nativeDequantizeRow(type: GgmlType, src: Uint8Array, dst: Float32Array): Float32Array {
+  return nativeDequantizeRows(type, src, dst, 1);
+}
+
+// ---------------------------------------------------------------- llama.cpp numerics
+
+/** A dense [rows, cols] weight exactly as stored in GGUF (row = output feature). */
+export interface NativeLlamaWeight {
+  type: GgmlType;
+  /** N */
+  rows: number;
+  /** K */
+  cols: number;
+  data: Uint8Array;
+}
+
+/** Weight types matmulLlama accepts. */
+export const NATIVE_LLAMA_TYPES: readonly GgmlType[] = [
+  GgmlType.F32, GgmlType.F16, GgmlType.BF16, GgmlType.Q4_0, GgmlType.Q4_1, GgmlType.Q5_0, GgmlType.Q5_1,
+  GgmlType.Q8_0, GgmlType.Q2_K, GgmlType.Q3_K, GgmlType.Q4_K, GgmlType.Q5_K, GgmlType.Q6_K, GgmlType.IQ4_NL,
+  GgmlType.IQ4_XS, GgmlType.MXFP4,
+];
+
+function checkLlama(op: string, addon: NativeAddon, weight: NativeLlamaWeight, x: Float32Array, m: number, out?: Float32Array) {
+  if (typeof weight !== "object" || weight === null) throw new QuantArgumentError(op, "weight", "missing");
+  const act = addon.vecDotType(weight.type);
+  if (act < 0) throw new UnsupportedGgmlTypeError(label(weight.type), op, NATIVE_LLAMA_TYPES.map(label));
+  const { rows: n, cols: k } = weight;
+  if (!Number.isSafeInteger(n) || n < 1) throw new QuantArgumentError(op, "weight.rows", `expected a positive integer, got ${n}`);
+  const rowBytes = rowBytesOf(weight.type, k, op, "weight.cols");
+  rowBytesOf(act as GgmlType, k, op, "weight.cols");
+  if (!(weight.data instanceof Uint8Array) || weight.data.length < n * rowBytes) {
+    throw new QuantArgumentError(op, "weight.data", `[${n}, ${k}] ${label(weight.type)} needs ${n * rowBytes} bytes`);
+  }
+  if (!Number.isSafeInteger(m) || m < 1) throw new QuantArgumentError(op, "m", `expected a positive integer, got ${m}`);
+  if (!(x instanceof Float32Array) || x.length !== m * k) {
+    throw new QuantArgumentError(op, "x", `expected [${m}, ${k}] = ${m * k} f32 values`);
+  }
+  const y = out ?? new Float32Array(m * n);
+  if (!(y instanceof Float32Array) || y.length !== m * n) throw new QuantArgumentError(op, "out", `expected [${m}, ${n}] f32 values`);
+  return y;
+}
+
+/**
+ * y [M, N] = W [N, K] x x [M, K] with llama.cpp's CPU numerics: each x row quantized to the
+ * weight type's vec_dot_type (Q8_K / Q8_0 / Q8_1 / f16 / bf16 / f32), integer block dots, ggml's
+ * per-block scale arithmetic. Results do not depend on the thread count. Blocks the calling thread.
+ */
+export function matmulLlama(weight: NativeLlamaWeight, x: Float32Array, m: number, out?: Float32Array): Float32Array {
+  const op = "matmulLlama";
+  const addon = requireAddon(op);
+  const y = checkLlama(op, addon, weight, x, m, out);
+  addon.matmulLlama(weight.type, weight.data, weight.rows, weight.cols, x, m, y);
+  return y;
+}
+
+/** matmulLlama on a libuv worker thread: the event loop keeps running. Do not touch x/out until it settles. */
+export async function matmulLlamaAsync(
+  weight: NativeLlamaWeight,
+  x: Float32Array,
+  m: number,
+  out?: Float32Array,
+): Promise<Float32Array> {
+  const op = "matmulLlamaAsync";
+  const addon = requireAddon(op);
+  const y = checkLlama(op, addon, weight, x, m, out);
+  await addon.matmulLlamaAsync(weight.type, weight.data, weight.rows, weight.cols, x, m, y);
+  return y;
+}
+
+/** The activation encoding matmulLlama uses for `type` (undefined when there is no kernel). */
+export function nativeVecDotType(type: GgmlType): GgmlType | undefined {
+  const act = requireAddon("nativeVecDotType").vecDotType(type);
+  return act < 0 ? undefined : (act as GgmlType);
+}
+
+// ---------------------------------------------------------------- keep-quant contract provider
+
+export const CPU_NATIVE_PROVIDER_NAME = "cpu-native";
+/** Above the TS reference (priority 0). */
+export const CPU_NATIVE_PROVIDER_PRIORITY = 100;
+
+export interface NativeProviderOptions {
+  /** where KEEPQUANT_CHUNK_BYTES is read from at each call (default process.env) */
+  env?: EnvSource;
+  /** called with every chunk's [rowStart, rowEnd) */
+  onChunk?: (group: number, rowStart: number, rowEnd: number) => void;
+}
+
+export interface NativeKeepQuantProvider extends KeepQuantProvider {
+  /** the same operation on a worker thread (chunks run one after another) */
+  matmulBTQuantGroupedAsync(args: MatmulBTQuantGroupedArgs): Promise<Float32Array>;
+}
+
+type Bf16Call = (
+  type: number, weight: Uint8Array, k: number, rowStart: number, rowCount: number,
+  x: Float32Array, m: number, y: Float32Array, ldy: number, yOffset: number,
+) => unknown;
+
+/** Plans the contract call and issues one native call per (output p, chunk). */
+function planCalls(args: MatmulBTQuantGroupedArgs, options: NativeProviderOptions, call: Bf16Call): { out: Float32Array; pending: unknown[] } {
+  const shape = checkMatmulBTQuantGroupedArgs(args);
+  const { n, k, m, p, pa, groupBytes, groupOf } = shape;
+  const out = args.out ?? new Float32Array(p * m * n);
+  const chunk = chunkRows(n, k, options.env ?? process.env);
+  const pending: unknown[] = [];
+  for (let pi = 0; pi < p; pi++) {
+    const g = groupOf[pi]!;
+    const w = args.weight.data.subarray(g * groupBytes, (g + 1) * groupBytes);
+    const xGroup = pa === 1 ? 0 : pi;
+    const x = args.x.subarray(xGroup * m * k, (xGroup + 1) * m * k);
+    const y = out.subarray(pi * m * n, (pi + 1) * m * n);
+    for (let r0 = 0; r0 < n; r0 += chunk) {
+      const r1 = Math.min(n, r0 + chunk);
+      options.onChunk?.(g, r0, r1);
+      pending.push(call(args.weight.type, w, k, r0, r1 - r0, x, m, y, n, r0));
+    }
+  }
+  return { out, pending };
+}
+
+/**
+ * The `cpu-native` provider of MatmulBTQuantGrouped: each weight row of a chunk is decoded from its
+ * packed words (bit-exact), rounded once to bf16 and dotted with x in f32 (SIMD lanes), rows split
+ * across the thread pool. Refuses unregistered encodings with the contract's message.
+ */
+export function createNativeProvider(options: NativeProviderOptions = {}): NativeKeepQuantProvider {
+  const op = "MatmulBTQuantGrouped";
+  return {
+    name: CPU_NATIVE_PROVIDER_NAME,
+    priority: CPU_NATIVE_PROVIDER_PRIORITY,
+    matmulBTQuantGrouped(args: MatmulBTQuantGroupedArgs): Float32Array {
+      checkMatmulBTQuantGroupedArgs(args);
+      const addon = requireAddon(op);
+      return planCalls(args, options, addon.matmulBf16.bind(addon)).out;
+    },
+    async matmulBTQuantGroupedAsync(args: MatmulBTQuantGroupedArgs): Promise<Float32Array> {
+      checkMatmulBTQuantGroupedArgs(args);
+      const addon = requireAddon(op);
+      // one chunk at a time: never more than one chunk in flight
+      const calls: (() => Promise<void>)[] = [];
+      const { out } = planCalls(args, options, (...a) => {
+        calls.push(() => addon.matmulBf16Async(...a));
+        return undefined;
+      });
+      for (const run of calls) await run();
+      return out;
+    },
+  };
+}
+
+/** The cpu-native provider when the CPU arm loaded, else undefined (see nativeStatus() for why). */
+export function nativeProvider(options: NativeProviderOptions = {}): NativeKeepQuantProvider | undefined {
+  return load().addon ? createNativeProvider(options) : undefined;
+}

@@ -1,0 +1,135 @@
+/**
+ * Finds, loads and checks the native addon. Never throws: every failure becomes a reason in the
+ * status, and the caller decides (the engine runs the next provider and says so).
+ */
+import fs from "node:fs";
+import { createRequire } from "node:module";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { NATIVE_ABI_VERSION, type IsaLevelName, type NativeAddon, type NativeBuildInfo } from "./native-types.js";
+
+/** Path of a specific .node binary to load instead of the package's build/Release one. */
+export const KEEPQUANT_NATIVE_BINARY = "KEEPQUANT_NATIVE_BINARY";
+/** Force a kernel level: generic | avx2 | avx512 | neon | best. */
+export const KEEPQUANT_NATIVE_ISA = "KEEPQUANT_NATIVE_ISA";
+/** Threads of the native pool (positive integer); unset/empty = hardware threads. */
+export const KEEPQUANT_NATIVE_THREADS = "KEEPQUANT_NATIVE_THREADS";
+
+export const BINARY_FILE_NAME = "keepquant_native.node";
+
+export interface CpuArmStatus {
+  loaded: boolean;
+  /** every reason the arm did not load (empty when loaded) */
+  reasons: string[];
+  /** the binary that was loaded or tried last */
+  binary?: string;
+  abiVersion?: number;
+  isa?: IsaLevelName;
+  isaAvailable?: IsaLevelName[];
+  threads?: number;
+  compiler?: string;
+}
+
+export interface TtArmStatus {
+  built: boolean;
+  loaded: boolean;
+  reasons: string[];
+}
+
+export interface NativeStatus {
+  cpu: CpuArmStatus;
+  tt: TtArmStatus;
+}
+
+export type EnvSource = Readonly<Record<string, string | undefined>>;
+
+/** The package root (dist/ and src/ both sit one level below it). */
+export function packageRoot(): string {
+  return path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
+}
+
+export function defaultBinaryPath(): string {
+  return path.join(packageRoot(), "build", "Release", BINARY_FILE_NAME);
+}
+
+export interface LoadResult {
+  addon?: NativeAddon;
+  status: NativeStatus;
+}
+
+function errorText(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+/** Loads the addon from `env` settings. Pure function of its inputs apart from the require cache. */
+export function loadNativeAddon(env: EnvSource = process.env): LoadResult {
+  const reasons: string[] = [];
+  const requested = env[KEEPQUANT_NATIVE_BINARY];
+  const binary = requested !== undefined && requested !== "" ? path.resolve(requested) : defaultBinaryPath();
+  const cpu: CpuArmStatus = { loaded: false, reasons, binary };
+  const notBuilt: TtArmStatus = { built: false, loaded: false, reasons: ["not built: the native addon did not load"] };
+  const done = (addon?: NativeAddon): LoadResult => {
+    if (!addon) return { status: { cpu, tt: notBuilt } };
+    let info: NativeBuildInfo | undefined;
+    try {
+      info = addon.buildInfo();
+    } catch (error) {
+      reasons.push(`buildInfo() failed: ${errorText(error)}`);
+      return { status: { cpu: { ...cpu, loaded: false }, tt: notBuilt } };
+    }
+    const tt: TtArmStatus = { built: info.tt.built, loaded: info.tt.loaded, reasons: info.tt.reason ? [info.tt.reason] : [] };
+    return { addon: reasons.length === 0 ? addon : undefined, status: { cpu: { ...cpu, loaded: reasons.length === 0 }, tt } };
+  };
+
+  if (!fs.existsSync(binary)) {
+    reasons.push(
+      requested
+        ? `${KEEPQUANT_NATIVE_BINARY}=${requested}: no such file`
+        : `${binary} does not exist (build it with \`pnpm --filter @keepquant/tt-native build\`)`,
+    );
+    return done();
+  }
+  let addon: NativeAddon;
+  try {
+    const require = createRequire(import.meta.url);
+    addon = require(binary) as NativeAddon;
+  } catch (error) {
+    reasons.push(`loading ${binary} failed: ${errorText(error)}`);
+    return done();
+  }
+  try {
+    const abi = addon.abiVersion();
+    cpu.abiVersion = abi;
+    if (abi !== NATIVE_ABI_VERSION) {
+      reasons.push(`${binary} has ABI version ${abi}, this package needs ${NATIVE_ABI_VERSION} (rebuild the addon)`);
+      return done();
+    }
+  } catch (error) {
+    reasons.push(`${binary} does not report an ABI version: ${errorText(error)}`);
+    return done();
+  }
+
+  const info = addon.buildInfo();
+  cpu.isaAvailable = info.isaAvailable;
+  cpu.compiler = info.compiler;
+  const isa = env[KEEPQUANT_NATIVE_ISA];
+  if (isa !== undefined && isa !== "") {
+    try {
+      addon.setIsa(isa);
+    } catch (error) {
+      reasons.push(`${KEEPQUANT_NATIVE_ISA}=${isa}: ${errorText(error)}`);
+    }
+  }
+  const threads = env[KEEPQUANT_NATIVE_THREADS];
+  if (threads !== undefined && threads !== "") {
+    const value = /^[0-9]+$/.test(threads) ? Number(threads) : Number.NaN;
+    if (!Number.isSafeInteger(value) || value < 1 || value > 1024) {
+      reasons.push(`${KEEPQUANT_NATIVE_THREADS}=${JSON.stringify(threads)} is invalid: expected an integer in [1, 1024]`);
+    } else {
+      addon.setThreads(value);
+    }
+  }
+  cpu.isa = addon.getIsa();
+  cpu.threads = addon.getThreads();
+  return done(addon);
+}
