@@ -1,0 +1,5 @@
+export * from "./rng.js";
+export * from "./candidates.js";
+export * from "./params.js";
+export * from "./sampler.js";
+export * from "./stop-strings.js";

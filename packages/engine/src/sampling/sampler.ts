@@ -1,0 +1,64 @@
+/**
+ * A sampler for one sequence: penalties -> top-k -> top-p -> min-p -> temperature -> draw, the
+ * order of llama.cpp's default chain, with a seeded RNG so a run can be reproduced.
+ */
+import {
+  applyPenalties,
+  applyTemperature,
+  candidatesFromLogits,
+  greedy,
+  minP,
+  sampleCandidates,
+  topK,
+  topP,
+} from "./candidates.js";
+import { type ResolvedSamplingParams, type SamplingParams, resolveSamplingParams } from "./params.js";
+import { type Rng, createRng } from "./rng.js";
+
+export class Sampler {
+  readonly params: Readonly<ResolvedSamplingParams>;
+  private readonly rng: Rng;
+
+  constructor(params: SamplingParams = {}) {
+    this.params = resolveSamplingParams(params);
+    this.rng = createRng(this.params.seed);
+  }
+
+  /**
+   * Picks the next token from a logits row. `history` is the sequence so far (prompt and
+   * generated tokens); the penalties look at its last `penaltyLastN` entries.
+   */
+  sample(logits: Float32Array, history: readonly number[] = []): number {
+    const p = this.params;
+    const penalized = applyPenalties(logits, history, {
+      repeat: p.repeatPenalty,
+      frequency: p.frequencyPenalty,
+      presence: p.presencePenalty,
+      lastN: p.penaltyLastN,
+    });
+    if (p.temperature <= 0) return greedy(penalized);
+    let candidates = candidatesFromLogits(penalized);
+    candidates = topK(candidates, p.topK);
+    candidates = topP(candidates, p.topP);
+    candidates = minP(candidates, p.minP);
+    candidates = applyTemperature(candidates, p.temperature);
+    return sampleCandidates(candidates, this.rng.next());
+  }
+}
+
+export type StopReason = "eog" | "max_tokens" | "stop_string" | "abort" | "context";
+
+/**
+ * Why generation stops after `token` became the `generated`-th new token, or undefined to go on.
+ * (Stop strings are the StopStringMatcher's business.)
+ */
+export function stopReasonFor(
+  token: number,
+  generated: number,
+  params: Pick<ResolvedSamplingParams, "maxTokens" | "ignoreEog">,
+  eogIds: ReadonlySet<number>,
+): StopReason | undefined {
+  if (!params.ignoreEog && eogIds.has(token)) return "eog";
+  if (generated >= params.maxTokens) return "max_tokens";
+  return undefined;
+}
