@@ -8,6 +8,11 @@ export interface EngineOptions {
   threads?: number;
   /** KV cache element type (default f16, as llama.cpp). */
   kvType?: KvType;
+  /**
+   * Attention kernel numerics: true (default) = llama.cpp's CPU flash attention (its auto default);
+   * false = llama.cpp with `-fa off` (mul_mat, soft_max_ext, mul_mat).
+   */
+  flashAttention?: boolean;
   /** Tokens per KV block (default 16). */
   blockSize?: number;
   /** Total KV capacity in tokens, shared by all sequences (default 8192). */

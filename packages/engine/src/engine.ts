@@ -28,6 +28,7 @@ interface ResolvedOptions {
   maxSequences: number;
   maxBatchTokens: number;
   provider: "auto" | "ts";
+  flashAttention: boolean;
 }
 
 function positiveInteger(value: unknown, field: string, fallback: number): number {
@@ -60,6 +61,7 @@ function resolveOptions(options: EngineOptions): ResolvedOptions {
     maxSequences: positiveInteger(options.maxSequences, "maxSequences", 4),
     maxBatchTokens: positiveInteger(options.maxBatchTokens, "maxBatchTokens", 512),
     provider,
+    flashAttention: options.flashAttention ?? true,
   };
 }
 
@@ -227,7 +229,12 @@ export class Engine {
     this.tokenizer = tokenizer;
     const numBlocks = Math.ceil(options.kvCacheTokens / options.blockSize);
     const attentionLayers = c.recurrent.filter((r) => !r).length;
-    this.kv = new PagedKvCache(attentionLayers, numBlocks, options.blockSize, c.nHeadKv, c.headDim, options.kvType);
+    // llama.cpp casts an F32 K/V cache to F16 for flash attention: same numbers, so store f16.
+    const kvType: KvType = options.flashAttention ? "f16" : options.kvType;
+    if (kvType !== options.kvType) {
+      diagnostics.push('kvType "f32" with flash attention computes as f16 (llama.cpp casts K/V to F16 for flash attention); the cache is stored as f16. Pass flashAttention: false for an f32 cache.');
+    }
+    this.kv = new PagedKvCache(attentionLayers, numBlocks, options.blockSize, c.nHeadKv, c.headDim, kvType);
     const convDim = 2 * c.ssmGroupCount * c.ssmStateSize + c.ssmInnerSize;
     this.states = new GdnStatePool(
       c.nLayer - attentionLayers,
@@ -246,10 +253,11 @@ export class Engine {
       options.numerics,
       quantDequantizeRow,
       options.maxBatchTokens,
+      options.flashAttention,
     );
     this.scheduler = new Scheduler(this.kv, this.states, options.maxBatchTokens, options.maxBatchTokens);
     this.opProviders.embedding = weights.tokenEmbdTwin ? "ts-bf16-twin-gather" : "ts-exact-row-decode";
-    this.opProviders.attention = "ts-flash-attn-llama";
+    this.opProviders.attention = options.flashAttention ? "ts-flash-attn-llama" : "ts-attn-llama-no-fa";
     this.opProviders.gdn = "ts-fused-gdn";
     this.opProviders.norms = "ts-f32";
   }

@@ -104,6 +104,7 @@ export class Qwen35Forward {
   private readonly ffnUp: Float32Array; // [T, n_ff]
   private readonly headDimScratch: Float32Array; // [Dh] query as seen by the kernel
   private readonly accScratch: Float32Array; // [Dh] V accumulator
+  private readonly accF64: Float64Array; // [Dh] V accumulator (non-flash path)
   private readonly ropeCos: Float32Array; // [nRot/2]
   private readonly ropeSin: Float32Array;
   private readonly ropeThetaScale: number;
@@ -121,6 +122,8 @@ export class Qwen35Forward {
     readonly numerics: Numerics,
     private readonly dequantize: DequantizeRow | undefined,
     maxBatchTokens: number,
+    /** llama.cpp's flash attention (its CPU default); false = mul_mat + soft_max_ext + mul_mat. */
+    readonly flashAttention = true,
   ) {
     const c = weights.config;
     this.config = c;
@@ -153,6 +156,7 @@ export class Qwen35Forward {
     this.ffnUp = new Float32Array(T * c.nFf);
     this.headDimScratch = new Float32Array(c.headDim);
     this.accScratch = new Float32Array(c.headDim);
+    this.accF64 = new Float64Array(c.headDim);
     this.ropeCos = new Float32Array(c.nRot / 2);
     this.ropeSin = new Float32Array(c.nRot / 2);
     this.ropeThetaScale = fround(Math.pow(fround(c.ropeFreqBase), fround(-2 / c.nRot)));
@@ -325,7 +329,8 @@ export class Qwen35Forward {
       for (let h = 0; h < H; h++) {
         const kvHead = Math.floor(h / group);
         const outOffset = (r * H + h) * Dh;
-        if (tiled) this.attendTiled(kPlane, vPlane, f16, e.blockTable, pos, kvHead, outOffset, scale);
+        if (!this.flashAttention) this.attendStandard(kPlane, vPlane, f16, e.blockTable, pos, kvHead, outOffset, scale);
+        else if (tiled) this.attendTiled(kPlane, vPlane, f16, e.blockTable, pos, kvHead, outOffset, scale);
         else this.attendOneChunk(kPlane, vPlane, f16, e.blockTable, pos, kvHead, outOffset, scale);
       }
       // o <- o * sigmoid(gate)
@@ -396,6 +401,69 @@ export class Qwen35Forward {
     }
     const inv = S === 0 ? 0 : fround(1 / S);
     for (let i = 0; i < Dh; i++) this.attnOut[outOffset + i] = acc[i]! * inv;
+  }
+
+  /**
+   * llama.cpp without flash attention: KQ = K·Q (Q rounded to f16 for an f16 cache), soft_max_ext
+   * (scale, f64 sum), then V·KQ with KQ rounded to f16 for an f16 cache.
+   */
+  private attendStandard(
+    kPlane: Uint16Array | Float32Array,
+    vPlane: Uint16Array | Float32Array,
+    f16: boolean,
+    blockTable: readonly number[],
+    pos: number,
+    kvHead: number,
+    outOffset: number,
+    scale: number,
+  ): void {
+    const Dh = this.config.headDim;
+    const q = this.headDimScratch;
+    const qBits = new Uint32Array(this.q.buffer, this.q.byteOffset + outOffset * 4, Dh);
+    if (f16) for (let i = 0; i < Dh; i++) q[i] = F16_TO_F32[f32BitsToF16Bits(qBits[i]!)]!;
+    else q.set(this.q.subarray(outOffset, outOffset + Dh));
+    const n = pos + 1;
+    if (this.scoreScratch.length < n) this.scoreScratch = new Float32Array(Math.max(n, 2 * this.scoreScratch.length));
+    const scores = this.scoreScratch;
+    const bs = this.kv.blockSize;
+    const stride = this.kv.rowStride;
+    let max = -Infinity;
+    for (let j = 0; j < n; j++) {
+      const base = (blockTable[(j / bs) | 0]! * bs + (j % bs)) * stride + kvHead * Dh;
+      let dot = 0;
+      if (f16) {
+        const kp = kPlane as Uint16Array;
+        for (let i = 0; i < Dh; i++) dot += F16_TO_F32[kp[base + i]!]! * q[i]!;
+      } else {
+        const kp = kPlane as Float32Array;
+        for (let i = 0; i < Dh; i++) dot += kp[base + i]! * q[i]!;
+      }
+      const s = fround(fround(dot) * scale);
+      scores[j] = s;
+      if (s > max) max = s;
+    }
+    let sum = 0;
+    for (let j = 0; j < n; j++) {
+      const p = fround(Math.exp(scores[j]! - max));
+      scores[j] = p;
+      sum += p;
+    }
+    const inv = fround(1 / sum);
+    const acc = this.accF64;
+    acc.fill(0);
+    for (let j = 0; j < n; j++) {
+      let p = fround(scores[j]! * inv);
+      if (f16) p = F16_TO_F32[f32BitsToF16Bits(toBits(p))]!;
+      const base = (blockTable[(j / bs) | 0]! * bs + (j % bs)) * stride + kvHead * Dh;
+      if (f16) {
+        const vp = vPlane as Uint16Array;
+        for (let i = 0; i < Dh; i++) acc[i] += F16_TO_F32[vp[base + i]!]! * p;
+      } else {
+        const vp = vPlane as Float32Array;
+        for (let i = 0; i < Dh; i++) acc[i] += vp[base + i]! * p;
+      }
+    }
+    for (let i = 0; i < Dh; i++) this.attnOut[outOffset + i] = acc[i]!;
   }
 
   /** llama.cpp's tiled CPU flash attention (>= 64 query rows): f32 Q/K/V, KV tiles of 64, f32 accumulation. */

@@ -1,0 +1,103 @@
+import { describe, expect, it } from "vitest";
+import { Engine } from "./engine.js";
+import { randomWeights, seededRandom, TINY_CONFIG } from "./testing/random-weights.js";
+
+const weights = randomWeights(TINY_CONFIG, 3);
+
+function randomPrompt(random: () => number, length: number): number[] {
+  return Array.from({ length }, () => Math.floor(random() * TINY_CONFIG.nVocab));
+}
+
+describe("Engine scheduling", () => {
+  it("returns every KV block and state slot after many random sequences, some aborted", async () => {
+    // a small pool forces waiting, chunked prefill and preemption by recompute
+    const engine = await Engine.fromWeights(weights, {
+      provider: "ts",
+      kvType: "f32",
+      flashAttention: false,
+      blockSize: 4,
+      kvCacheTokens: 96,
+      maxSequences: 3,
+      maxBatchTokens: 24,
+    });
+    const random = seededRandom(2024);
+    const runs: Promise<unknown>[] = [];
+    let aborts = 0;
+    for (let i = 0; i < 24; i++) {
+      const prompt = randomPrompt(random, 1 + Math.floor(random() * 40));
+      const maxTokens = 1 + Math.floor(random() * 12);
+      const controller = new AbortController();
+      const abortAfter = random() < 0.3 ? Math.floor(random() * maxTokens) : -1;
+      if (abortAfter >= 0) aborts++;
+      const stream = engine.generate(prompt, { maxTokens, signal: controller.signal });
+      runs.push(
+        (async () => {
+          let seen = 0;
+          for await (const event of stream) {
+            if (event.type === "token" && ++seen > abortAfter && abortAfter >= 0) controller.abort();
+            if (event.type === "done") return event.result;
+          }
+          return undefined;
+        })(),
+      );
+      if (i % 5 === 4 && abortAfter < 0) controller.abort(); // abort while still waiting
+    }
+    const results = (await Promise.all(runs)) as { stopReason: string; tokens: number[] }[];
+    expect(results.every((r) => r !== undefined)).toBe(true);
+    expect(results.some((r) => r.stopReason === "abort")).toBe(aborts > 0);
+    expect(results.some((r) => r.stopReason === "length")).toBe(true);
+    const stats = engine.stats();
+    expect(stats.kv.blocksFree).toBe(stats.kv.blocksTotal);
+    expect(stats.states.slotsFree).toBe(stats.states.slotsTotal);
+    expect(stats.requests).toEqual({ running: 0, waiting: 0 });
+    expect(stats.counters.preemptions).toBeGreaterThan(0);
+    engine.dispose();
+  });
+
+  it("concurrent greedy generations equal one-at-a-time generations (with preemption)", async () => {
+    const options = { provider: "ts" as const, kvType: "f32" as const, flashAttention: false, blockSize: 4 };
+    const single = await Engine.fromWeights(weights, { ...options, maxSequences: 1 });
+    const batched = await Engine.fromWeights(weights, { ...options, kvCacheTokens: 40, maxSequences: 3, maxBatchTokens: 16 });
+    const random = seededRandom(77);
+    const prompts = Array.from({ length: 6 }, () => randomPrompt(random, 3 + Math.floor(random() * 20)));
+    const expected: number[][] = [];
+    for (const prompt of prompts) expected.push((await single.generateToEnd(prompt, { maxTokens: 10 })).tokens);
+    const got = await Promise.all(prompts.map((p) => batched.generateToEnd(p, { maxTokens: 10 })));
+    expect(got.map((r) => r.tokens)).toEqual(expected);
+    expect(batched.stats().counters.preemptions).toBeGreaterThan(0);
+    expect(batched.stats().kv.blocksFree).toBe(batched.stats().kv.blocksTotal);
+  });
+
+  it("evaluate returns teacher-forced logits whose argmax is the greedy token", async () => {
+    const engine = await Engine.fromWeights(weights, { provider: "ts" });
+    const prompt = [5, 9, 13, 2];
+    const result = await engine.generateToEnd(prompt, { maxTokens: 4 });
+    const logits = await engine.evaluate([...prompt, ...result.tokens.slice(0, 3)], { positions: [3, 4, 5, 6] });
+    const argmaxes = logits.map((row) => row.indexOf(Math.max(...row)));
+    expect(argmaxes).toEqual(result.tokens);
+    expect(engine.stats().kv.blocksFree).toBe(engine.stats().kv.blocksTotal);
+  });
+
+  it("refuses bad requests with typed errors", async () => {
+    const engine = await Engine.fromWeights(weights, { provider: "ts" });
+    expect(() => engine.generate([TINY_CONFIG.nVocab], {})).toThrow(/not a token id/);
+    expect(() => engine.generate([], {})).toThrow(/empty/);
+    expect(() => engine.generate("text", {})).toThrow(expect.objectContaining({ code: "ENGINE_NO_TOKENIZER" }));
+    await expect(Engine.fromWeights(weights, { blockSize: 0 })).rejects.toMatchObject({ code: "ENGINE_BAD_OPTION" });
+    engine.dispose();
+    expect(() => engine.generate([1], {})).toThrow(expect.objectContaining({ code: "ENGINE_DISPOSED" }));
+  });
+
+  it("reports providers, resident bytes and the native fallback once", async () => {
+    const engine = await Engine.fromWeights(weights, {});
+    const stats = engine.stats();
+    expect(stats.providers["matmul:F32"]).toBeDefined();
+    expect(stats.providers.embedding).toBe("ts-exact-row-decode");
+    expect(stats.residentBytes.twin).toBe(0);
+    expect(stats.residentBytes.packed).toBeGreaterThan(0);
+    expect(stats.residentBytes.f32).toBeGreaterThan(0);
+    if (stats.providers["matmul:F32"]!.startsWith("ts-")) {
+      expect(stats.diagnostics.filter((d) => d.includes("native CPU provider unavailable")).length).toBe(1);
+    }
+  });
+});
