@@ -1,10 +1,18 @@
+import { readFileSync } from "node:fs";
 import { defineConfig } from "tsup";
 
+const { version } = JSON.parse(readFileSync(new URL("./package.json", import.meta.url), "utf8")) as { version: string };
+
+// Workspace packages (and the engine's pure-JS jinja) are bundled; the native addon stays external.
 export default defineConfig({
-  entry: ["src/index.ts"],
+  entry: { index: "src/index.ts", keepquant: "src/bin.ts" },
   format: ["esm"],
-  dts: true,
+  dts: { entry: { index: "src/index.ts" } },
   clean: true,
   sourcemap: true,
   target: "node20",
+  noExternal: [/^@keepquant\/(?!tt-native)/, /^@huggingface\/jinja/],
+  external: ["@keepquant/tt-native"],
+  define: { __KEEPQUANT_VERSION__: JSON.stringify(version) },
+  banner: { js: "#!/usr/bin/env node" },
 });

@@ -1,0 +1,154 @@
+import { spawnSync } from "node:child_process";
+import { createHash } from "node:crypto";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { GgmlType, QWEN35_TEST_SHAPE, qwen35SpecLayout, synthesizeQwen35, tensorByteLength, writeGguf } from "@keepquant/gguf";
+
+const bin = fileURLToPath(new URL("../dist/keepquant.js", import.meta.url));
+const dir = mkdtempSync(join(tmpdir(), "kq-cli-"));
+const files = {
+  good: join(dir, "good.gguf"),
+  mtp: join(dir, "mtp.gguf"),
+  truncated: join(dir, "truncated.gguf"),
+  badMagic: join(dir, "bad-magic.gguf"),
+  refused: join(dir, "refused.gguf"),
+  badConfig: join(dir, "bad-config.gguf"),
+  other: join(dir, "other-arch.gguf"),
+};
+
+beforeAll(() => {
+  if (!existsSync(bin)) throw new Error(`${bin} is missing: run \`pnpm --filter @keepquant/cli build\` first`);
+  const good = synthesizeQwen35(QWEN35_TEST_SHAPE);
+  writeFileSync(files.good, good);
+  writeFileSync(files.mtp, synthesizeQwen35({ ...QWEN35_TEST_SHAPE, mtp: true }));
+  writeFileSync(files.truncated, good.subarray(0, 3000));
+  writeFileSync(files.badMagic, Buffer.concat([Buffer.from("GGML"), Buffer.from(good.subarray(4))]));
+  const { metadata, tensors } = qwen35SpecLayout(QWEN35_TEST_SHAPE);
+  const list = tensors.map((t) => ({ name: t.name, type: GgmlType.F32, ne: [...t.ne] }));
+  list.find((t) => t.name === "blk.0.ssm_out.weight")!.ne = [64, 256];
+  writeFileSync(files.refused, writeGguf({ metadata, tensors: list.map((t) => ({ ...t, data: new Uint8Array(tensorByteLength(t)) })) }));
+  writeFileSync(files.badConfig, writeGguf({ metadata: metadata.filter((e) => e.key !== "qwen35.embedding_length"), tensors: [] }));
+  writeFileSync(files.other, writeGguf({ metadata: [{ key: "general.architecture", type: 8, value: "llama" }], tensors: [{ name: "w", type: GgmlType.F32, ne: [4], data: new Uint8Array(16) }] }));
+});
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+function run(...args: string[]) {
+  const result = spawnSync(process.execPath, [bin, ...args], { encoding: "utf8", env: { ...process.env, KEEPQUANT_DEBUG: "" } });
+  return { code: result.status, stdout: result.stdout, stderr: result.stderr };
+}
+
+function expectNoStack(text: string): void {
+  expect(text).not.toMatch(/^\s+at /m);
+  expect(text).not.toContain("node:internal");
+}
+
+describe("keepquant inspect", () => {
+  it("prints architecture, hyperparameters, tensor counts, bytes and the plan", () => {
+    const r = run("inspect", files.good);
+    expect(r.code).toBe(0);
+    expect(r.stderr).toBe("");
+    expect(r.stdout).toMatch(/architecture\s+qwen35/);
+    expect(r.stdout).toContain("3 GDN + 1 attention (attention at 3)");
+    expect(r.stdout).toContain("Hk 2, Hv 4");
+    expect(r.stdout).toMatch(/rms eps\s+0\.000001$/m);
+    expect(r.stdout).toMatch(/tensors\s+\d+ \(\d+ F32\)/);
+    expect(r.stdout).toMatch(/used\s+\d+ tensors/);
+  });
+
+  it("--json: one document with version, architecture, metadata, tensors, plan, diagnostics", async () => {
+    const r = run("inspect", files.mtp, "--json");
+    expect(r.code).toBe(0);
+    const doc = JSON.parse(r.stdout);
+    expect(doc.version).toBe(3);
+    expect(doc.architecture).toBe("qwen35");
+    expect(doc.metadata["qwen35.block_count"]).toEqual({ type: "u32", value: 5 });
+    expect(doc.metadata["tokenizer.ggml.tokens"]).toMatchObject({ type: "arr", itemType: "str", length: 512, truncated: true });
+    expect(doc.tensors[0]).toEqual({
+      name: "token_embd.weight",
+      type: "F32",
+      ne: [256, 512],
+      shape: [512, 256],
+      offset: expect.any(Number),
+      byteLength: 512 * 256 * 4,
+    });
+    const skipped = doc.plan.skipped as { name: string; byteLength: number }[];
+    expect(skipped.length).toBe(15);
+    expect(skipped.every((s) => s.name.startsWith("blk.4."))).toBe(true);
+    const loud = doc.diagnostics.find((d: { code: string }) => d.code === "MTP_SKIPPED");
+    expect(loud.bytes).toBe(skipped.reduce((a, s) => a + s.byteLength, 0));
+    expect(doc.plan.used.length + skipped.length).toBe(doc.tensors.length);
+    const withMtp = JSON.parse(run("inspect", files.mtp, "--json", "--mtp").stdout);
+    expect(withMtp.plan.skipped).toEqual([]);
+  });
+
+  it("--tensors lists every tensor; --sha256 hashes the file", () => {
+    const r = run("inspect", files.good, "--tensors", "--sha256");
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/blk\.0\.ssm_a\s+F32\s+\[4\]/);
+    expect(r.stdout).toMatch(/token_embd\.weight\s+F32\s+\[512, 256\]/);
+    const sha = createHash("sha256").update(readFileSync(files.good)).digest("hex");
+    expect(r.stdout).toContain(`sha256        ${sha}`);
+    expect(JSON.parse(run("inspect", files.good, "--json", "--sha256").stdout).sha256).toBe(sha);
+  });
+
+  it("a non-qwen35 file is inspected without a plan", () => {
+    const r = run("inspect", files.other, "--json");
+    expect(r.code).toBe(0);
+    const doc = JSON.parse(r.stdout);
+    expect(doc.architecture).toBe("llama");
+    expect(doc.plan).toBeNull();
+    expect(doc.diagnostics[0].code).toBe("NO_PLAN");
+  });
+
+  for (const [label, file, code] of [
+    ["truncated file", "truncated", "GGUF_TRUNCATED"],
+    ["bad magic", "badMagic", "GGUF_BAD_MAGIC"],
+    ["missing file", "missing", "GGUF_IO"],
+  ] as const) {
+    it(`${label}: exit 1, one error line, JSON error document, no stack`, () => {
+      const path = file === "missing" ? join(dir, "nope.gguf") : files[file];
+      const r = run("inspect", path);
+      expect(r.code).toBe(1);
+      expect(r.stdout).toBe("");
+      expect(r.stderr.trimEnd().split("\n")).toHaveLength(1);
+      expect(r.stderr).toMatch(new RegExp(`^error: ${code}: .+`));
+      expectNoStack(r.stderr);
+      const j = run("inspect", path, "--json");
+      expect(j.code).toBe(1);
+      const doc = JSON.parse(j.stdout);
+      expect(doc.error.code).toBe(code);
+      expect(typeof doc.error.message).toBe("string");
+      expect("offset" in doc.error).toBe(true);
+      if (code === "GGUF_BAD_MAGIC") expect(doc.error.offset).toBe(0);
+    });
+  }
+
+  it("a qwen35 file with refused tensors: report printed, exit 1, error line names the tensor", () => {
+    const r = run("inspect", files.refused, "--json");
+    expect(r.code).toBe(1);
+    const doc = JSON.parse(r.stdout);
+    expect(doc.plan.refused).toEqual([{ name: "blk.0.ssm_out.weight", reason: "wrong shape: ne [64, 256], expected ne [128, 256]", expectedNe: [128, 256] }]);
+    expect(r.stderr).toMatch(/^error: QWEN35_PLAN_REFUSED: .*blk\.0\.ssm_out\.weight/);
+  });
+
+  it("a qwen35 file with a missing key: exit 1 naming the key", () => {
+    const r = run("inspect", files.badConfig);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/^error: QWEN35_MISSING_KEY: qwen35\.embedding_length/m);
+    expectNoStack(r.stderr);
+  });
+
+  it("usage errors exit 2; help exits 0", () => {
+    expect(run().code).toBe(2);
+    expect(run("--help").code).toBe(0);
+    expect(run("inspect", "--help").stdout).toContain("--sha256");
+    const unknown = run("frobnicate");
+    expect(unknown.code).toBe(2);
+    expect(unknown.stderr).toMatch(/^error: USAGE: unknown command "frobnicate"/);
+    expect(run("inspect").code).toBe(2);
+    expect(run("inspect", files.good, "--bogus").code).toBe(2);
+  });
+});

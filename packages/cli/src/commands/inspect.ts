@@ -1,0 +1,226 @@
+import { createHash } from "node:crypto";
+import { createReadStream } from "node:fs";
+import {
+  GgufValueType,
+  buildLoadPlan,
+  getArchitecture,
+  ggmlTypeName,
+  ggufValueTypeName,
+  readGguf,
+  type GgufFile,
+  type GgufMetadataEntry,
+  type LoadPlan,
+  type Qwen35Config,
+} from "@keepquant/gguf";
+import { CliUsageError, defineCommand, toJson, write, type CommandIo } from "../command.js";
+import { describeError } from "../errors.js";
+
+/** Arrays longer than this are summarised (length and first items) unless --full. */
+const ARRAY_PREVIEW = 16;
+
+interface InspectReport {
+  file: string;
+  fileSize: number;
+  version: number;
+  architecture: string | null;
+  alignment: number;
+  dataOffset: number;
+  metadata: Record<string, unknown>;
+  hyperparameters: Qwen35Config | null;
+  tensorCount: number;
+  tensorCountByType: Record<string, number>;
+  totalTensorBytes: number;
+  tensors: { name: string; type: string; ne: number[]; shape: number[]; offset: number; byteLength: number }[];
+  plan: {
+    speculative: string | null;
+    ok: boolean;
+    tiedHead: boolean;
+    usedBytes: number;
+    skippedBytes: number;
+    used: { name: string; byteLength: number }[];
+    skipped: { name: string; byteLength: number; reason: string }[];
+    refused: { name: string; reason: string; expectedNe?: number[] }[];
+  } | null;
+  diagnostics: { level: string; code: string; message: string; tensors?: string[]; bytes?: number }[];
+  sha256?: string;
+}
+
+function metadataJson(entry: GgufMetadataEntry, full: boolean): unknown {
+  if (entry.type !== GgufValueType.ARRAY) return { type: ggufValueTypeName(entry.type), value: entry.value };
+  const items = entry.value as ArrayLike<unknown>;
+  const list = (n: number) => Array.from({ length: n }, (_, i) => items[i]);
+  const itemType = ggufValueTypeName(entry.itemType ?? GgufValueType.ARRAY);
+  if (full || items.length <= ARRAY_PREVIEW) return { type: "arr", itemType, length: items.length, value: list(items.length) };
+  return { type: "arr", itemType, length: items.length, head: list(ARRAY_PREVIEW), truncated: true };
+}
+
+async function sha256File(path: string): Promise<string> {
+  const hash = createHash("sha256");
+  for await (const chunk of createReadStream(path, { highWaterMark: 4 * 1024 * 1024 })) hash.update(chunk as Buffer);
+  return hash.digest("hex");
+}
+
+function buildReport(path: string, file: GgufFile, plan: LoadPlan | null, planError: ReturnType<typeof describeError> | null, full: boolean): InspectReport {
+  const byType: Record<string, number> = {};
+  for (const t of file.tensors) byType[ggmlTypeName(t.type)] = (byType[ggmlTypeName(t.type)] ?? 0) + 1;
+  const architecture = getArchitecture(file) ?? null;
+  const diagnostics: InspectReport["diagnostics"] = plan ? plan.diagnostics.map((d) => ({ ...d })) : [];
+  if (!plan && !planError) {
+    diagnostics.push({ level: "info", code: "NO_PLAN", message: `no load plan: architecture ${JSON.stringify(architecture)} is not qwen35` });
+  }
+  if (planError) diagnostics.push({ level: "error", code: planError.code, message: planError.message });
+  return {
+    file: path,
+    fileSize: file.fileSize,
+    version: file.version,
+    architecture,
+    alignment: file.alignment,
+    dataOffset: file.dataOffset,
+    metadata: Object.fromEntries([...file.metadata.values()].map((e) => [e.key, metadataJson(e, full)])),
+    hyperparameters: plan?.config ?? null,
+    tensorCount: file.tensors.length,
+    tensorCountByType: byType,
+    totalTensorBytes: file.tensors.reduce((a, t) => a + t.byteLength, 0),
+    tensors: file.tensors.map((t) => ({ name: t.name, type: ggmlTypeName(t.type), ne: t.ne, shape: t.shape, offset: t.offset, byteLength: t.byteLength })),
+    plan: plan
+      ? {
+          speculative: plan.speculative ?? null,
+          ok: plan.ok,
+          tiedHead: plan.tiedHead,
+          usedBytes: plan.usedBytes,
+          skippedBytes: plan.skippedBytes,
+          used: plan.used.map((t) => ({ name: t.name, byteLength: t.byteLength })),
+          skipped: plan.skipped.map((t) => ({ name: t.name, byteLength: t.byteLength, reason: t.reason ?? "" })),
+          refused: plan.refused.map((r) => ({ name: r.name, reason: r.reason, ...(r.expectedNe ? { expectedNe: r.expectedNe } : {}) })),
+        }
+      : null,
+    diagnostics,
+  };
+}
+
+/** Shortest decimal that reads back as the same f32 (1e-6, not 9.999999974752427e-7). */
+const f32Text = (v: number): string => {
+  for (let digits = 1; digits <= 9; digits++) {
+    const text = v.toPrecision(digits);
+    if (Math.fround(Number(text)) === v) return String(Number(text));
+  }
+  return String(v);
+};
+
+const bytesText = (n: number): string => {
+  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let v = n;
+  let u = 0;
+  while (v >= 1024 && u < units.length - 1) {
+    v /= 1024;
+    u++;
+  }
+  return u === 0 ? `${n} B` : `${n} B (${v.toFixed(2)} ${units[u]})`;
+};
+
+function printText(report: InspectReport, showTensors: boolean, io: CommandIo): void {
+  const lines: string[] = [];
+  const row = (label: string, value: string | number) => lines.push(`${label.padEnd(14)}${value}`);
+  row("file", report.file);
+  row("size", bytesText(report.fileSize));
+  row("version", `GGUF v${report.version}`);
+  row("architecture", report.architecture ?? "(none)");
+  const name = report.metadata["general.name"] as { value?: unknown } | undefined;
+  if (name?.value !== undefined) row("name", String(name.value));
+  row("alignment", report.alignment);
+  row("data offset", report.dataOffset);
+  row("metadata", `${Object.keys(report.metadata).length} keys`);
+  const c = report.hyperparameters;
+  if (c) {
+    lines.push("", "hyperparameters (qwen35)");
+    const attention = c.layerKinds.flatMap((k, i) => (k === "attention" ? [i] : []));
+    const hp: [string, string | number][] = [
+      ["block_count", `${c.blockCount} (trunk ${c.nLayer} + MTP ${c.nextnPredictLayers})`],
+      ["layers", `${c.nLayer - attention.length} GDN + ${attention.length} attention (attention at ${attention.join(", ")})`],
+      ["embedding", c.embeddingLength],
+      ["ffn", c.feedForwardLength],
+      ["heads", `${c.headCount} q / ${c.headCountKv} kv, head_dim ${c.headDim}`],
+      ["gdn", `Hk ${c.ssmGroupCount}, Hv ${c.ssmTimeStepRank}, state ${c.ssmStateSize}, conv ${c.ssmConvKernel}, conv_dim ${c.convDim}`],
+      ["rope", `dims ${c.ropeDimensionCount}, base ${f32Text(c.ropeFreqBase)}, sections [${c.ropeSections.join(", ")}]`],
+      ["rms eps", f32Text(c.rmsEps)],
+      ["context", c.contextLength],
+      ["vocab", c.vocabSize ?? "(no tokenizer)"],
+    ];
+    for (const [k, v] of hp) lines.push(`  ${k.padEnd(12)}${v}`);
+  }
+  lines.push("", `tensors       ${report.tensorCount} (${Object.entries(report.tensorCountByType).map(([t, n]) => `${n} ${t}`).join(", ")})`);
+  row("tensor bytes", bytesText(report.totalTensorBytes));
+  if (showTensors) {
+    const width = Math.max(4, ...report.tensors.map((t) => t.name.length));
+    lines.push(`  ${"name".padEnd(width)}  ${"type".padEnd(7)}  ${"shape".padEnd(16)}  ${"offset".padStart(12)}  ${"bytes".padStart(12)}`);
+    for (const t of report.tensors) {
+      lines.push(`  ${t.name.padEnd(width)}  ${t.type.padEnd(7)}  ${`[${t.shape.join(", ")}]`.padEnd(16)}  ${String(t.offset).padStart(12)}  ${String(t.byteLength).padStart(12)}`);
+    }
+  }
+  const p = report.plan;
+  if (p) {
+    lines.push("", `load plan${p.speculative ? ` (speculative ${p.speculative})` : ""}${p.tiedHead ? ", tied head" : ""}`);
+    lines.push(`  used        ${p.used.length} tensors, ${bytesText(p.usedBytes)}`);
+    lines.push(`  skipped     ${p.skipped.length} tensors, ${bytesText(p.skippedBytes)}`);
+    for (const s of p.skipped) lines.push(`    ${s.name}  ${s.byteLength} B`);
+    lines.push(`  refused     ${p.refused.length} tensors`);
+    for (const r of p.refused) lines.push(`    ${r.name}: ${r.reason}`);
+  }
+  if (report.diagnostics.length > 0) {
+    lines.push("", "diagnostics");
+    for (const d of report.diagnostics) lines.push(`  ${d.level}: ${d.code}: ${d.message}`);
+  }
+  if (report.sha256) lines.push("", `sha256        ${report.sha256}`);
+  write(io.stdout, lines.join("\n"));
+}
+
+export const command = defineCommand({
+  name: "inspect",
+  summary: "show a GGUF file: architecture, hyperparameters, tensor counts and bytes, and the load plan",
+  usage: "inspect <file.gguf> [--json] [--tensors] [--sha256] [--mtp] [--full]",
+  help: [
+    "--json       print one JSON document on stdout",
+    "--tensors    list every tensor (name, type, shape, offset, bytes)",
+    "--sha256     hash the whole file",
+    "--mtp        plan with speculative method mtp (keeps the MTP block)",
+    "--full       (--json) print long metadata arrays whole instead of their first 16 items",
+  ],
+  options: {
+    json: { type: "boolean", default: false },
+    tensors: { type: "boolean", default: false },
+    sha256: { type: "boolean", default: false },
+    mtp: { type: "boolean", default: false },
+    full: { type: "boolean", default: false },
+  },
+  async run(values, positionals, io): Promise<number> {
+    const [path, ...extra] = positionals;
+    if (path === undefined || extra.length > 0) {
+      throw new CliUsageError(`inspect takes exactly one file (usage: keepquant inspect <file.gguf> [--json] [--tensors] [--sha256])`);
+    }
+    const file = await readGguf(path);
+    let plan: LoadPlan | null = null;
+    let planError: ReturnType<typeof describeError> | null = null;
+    if (getArchitecture(file) === "qwen35") {
+      try {
+        plan = buildLoadPlan(file, values.mtp ? { speculative: "mtp" } : {});
+      } catch (error) {
+        planError = describeError(error);
+      }
+    }
+    const report = buildReport(path, file, plan, planError, values.full === true);
+    if (values.sha256) report.sha256 = await sha256File(path);
+    if (values.json) write(io.stdout, toJson(report));
+    else printText(report, values.tensors === true, io);
+
+    // A qwen35 file the engine cannot load is a failure: the report is printed, then one error line.
+    if (planError) {
+      write(io.stderr, `error: ${planError.code}: ${planError.message}`);
+      return 1;
+    }
+    if (plan && !plan.ok) {
+      write(io.stderr, `error: QWEN35_PLAN_REFUSED: ${plan.refused.length} tensor(s) refused: ${plan.refused.map((r) => `${r.name}: ${r.reason}`).join("; ")}`);
+      return 1;
+    }
+    return 0;
+  },
+});
