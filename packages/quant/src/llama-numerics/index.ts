@@ -18,6 +18,13 @@ import { quantizeRow } from "../quantize.js";
 
 const fround = Math.fround;
 
+/** Sum of |terms| added into float accumulators by the current dot (for tolerance bounds). */
+let absTerms = 0;
+function term(t: number): number {
+  absTerms += Math.abs(t);
+  return t;
+}
+
 /** Weight types with a llama.cpp CPU dot kernel here, and their activation encoding. */
 export const LLAMA_VEC_DOT_TYPES: Readonly<Partial<Record<GgmlType, GgmlType>>> = {
   [GgmlType.F32]: GgmlType.F32,
@@ -161,7 +168,7 @@ const dotQ4_0: Dot = (k, w, wo, a, ao) => {
       sumi += ((w[x + 2 + j]! & 0x0f) - 8) * i8(a, y + 2 + j);
       sumi += ((w[x + 2 + j]! >> 4) - 8) * i8(a, y + 2 + 16 + j);
     }
-    sumf = fround(sumf + fround(fround(sumi * h16(w, x)) * h16(a, y)));
+    sumf = fround(sumf + term(fround(fround(sumi * h16(w, x)) * h16(a, y))));
   }
   return sumf;
 };
@@ -181,8 +188,9 @@ function dotQx_1(k: number, w: Uint8Array, wo: number, a: Uint8Array, ao: number
       sumi += ((w[qs + j]! & 0x0f) | h0) * i8(a, y + 4 + j);
       sumi += ((w[qs + j]! >> 4) | h1) * i8(a, y + 4 + 16 + j);
     }
-    const t = fround(fround(fround(h16(w, x) * h16(a, y)) * sumi) + fround(h16(w, x + 2) * h16(a, y + 2)));
-    sumf = fround(sumf + t);
+    const scaled = term(fround(fround(h16(w, x) * h16(a, y)) * sumi));
+    const offset = term(fround(h16(w, x + 2) * h16(a, y + 2)));
+    sumf = fround(sumf + fround(scaled + offset));
   }
   return sumf;
 }
@@ -200,7 +208,7 @@ const dotQ5_0: Dot = (k, w, wo, a, ao) => {
       sumi += (((w[x + 6 + j]! & 0x0f) | h0) - 16) * i8(a, y + 2 + j);
       sumi += (((w[x + 6 + j]! >> 4) | h1) - 16) * i8(a, y + 2 + 16 + j);
     }
-    sumf = fround(sumf + fround(fround(h16(w, x) * h16(a, y)) * sumi));
+    sumf = fround(sumf + term(fround(fround(h16(w, x) * h16(a, y)) * sumi)));
   }
   return sumf;
 };
@@ -212,7 +220,7 @@ const dotQ8_0: Dot = (k, w, wo, a, ao) => {
     const y = ao + ib * 34;
     let sumi = 0;
     for (let j = 0; j < 32; j++) sumi += i8(w, x + 2 + j) * i8(a, y + 2 + j);
-    sumf = fround(sumf + fround(sumi * fround(h16(w, x) * h16(a, y))));
+    sumf = fround(sumf + term(fround(sumi * fround(h16(w, x) * h16(a, y)))));
   }
   return sumf;
 };
@@ -231,7 +239,7 @@ function dotTable4(values: Int8Array, mx: boolean): Dot {
         s += i8(a, y + 2 + j) * values[w[qs + j]! & 0xf]!;
         s += i8(a, y + 2 + 16 + j) * values[w[qs + j]! >> 4]!;
       }
-      sumf = fround(sumf + fround(d * s));
+      sumf = fround(sumf + term(fround(d * s)));
     }
     return sumf;
   };
@@ -270,7 +278,9 @@ const dotQ2_K: Dot = (k, w, wo, a, ao) => {
       }
       q2 += 32;
     }
-    sumf = fround(sumf + fround(fround(dall * fround(isum)) - fround(dmin * fround(summs))));
+    const scaled = term(fround(dall * fround(isum)));
+    const mins = term(fround(dmin * fround(summs)));
+    sumf = fround(sumf + fround(scaled - mins));
   }
   return sumf;
 };
@@ -328,11 +338,11 @@ function dotQ45_K(five: boolean): Dot {
       laneSums(quants, a, y + 4, scale16, aux32);
       const yd = f32(a, y);
       const d = fround(h16(w, x) * yd);
-      for (let l = 0; l < 8; l++) sums[l] = fround(sums[l]! + fround(d * fround(aux32[l]!)));
+      for (let l = 0; l < 8; l++) sums[l] = fround(sums[l]! + term(fround(d * fround(aux32[l]!))));
       const dmin = fround(h16(w, x + 2) * yd);
-      sumf = fround(sumf - fround(dmin * fround(sumi)));
+      sumf = fround(sumf - term(fround(dmin * fround(sumi))));
     }
-    for (let l = 0; l < 8; l++) sumf = fround(sumf + sums[l]!);
+    for (let l = 0; l < 8; l++) sumf = fround(sumf + term(sums[l]!));
     return sumf;
   };
 }
@@ -371,10 +381,10 @@ const dotQ3_K: Dot = (k, w, wo, a, ao) => {
     for (let j = 0; j < 16; j++) scale16[j] = auxBytes[j]! - 32;
     laneSums(quants, a, y + 4, scale16, aux32);
     const d = fround(h16(w, x + 108) * f32(a, y));
-    for (let l = 0; l < 8; l++) sums[l] = fround(sums[l]! + fround(d * fround(aux32[l]!)));
+    for (let l = 0; l < 8; l++) sums[l] = fround(sums[l]! + term(fround(d * fround(aux32[l]!))));
   }
   let sumf = 0;
-  for (let l = 0; l < 8; l++) sumf = fround(sumf + sums[l]!);
+  for (let l = 0; l < 8; l++) sumf = fround(sumf + term(sums[l]!));
   return sumf;
 };
 
@@ -402,10 +412,10 @@ const dotQ6_K: Dot = (k, w, wo, a, ao) => {
     for (let j = 0; j < 16; j++) scale16[j] = i8(w, x + 192 + j);
     laneSums(quants, a, y + 4, scale16, aux32);
     const d = fround(h16(w, x + 208) * f32(a, y));
-    for (let l = 0; l < 8; l++) sums[l] = fround(sums[l]! + fround(d * fround(aux32[l]!)));
+    for (let l = 0; l < 8; l++) sums[l] = fround(sums[l]! + term(fround(d * fround(aux32[l]!))));
   }
   let sumf = 0;
-  for (let l = 0; l < 8; l++) sumf = fround(sumf + sums[l]!);
+  for (let l = 0; l < 8; l++) sumf = fround(sumf + term(sums[l]!));
   return sumf;
 };
 
@@ -431,7 +441,7 @@ const dotIQ4_XS: Dot = (k, w, wo, a, ao) => {
           s += i8(a, q8 + j) * KVALUES_IQ4NL[w[qs + j]! & 0xf]!;
           s += i8(a, q8 + 16 + j) * KVALUES_IQ4NL[w[qs + j]! >> 4]!;
         }
-        sumf = fround(sumf + fround(dd * s));
+        sumf = fround(sumf + term(fround(dd * s)));
         qs += 16;
         q8 += 32;
       }
@@ -443,7 +453,7 @@ const dotIQ4_XS: Dot = (k, w, wo, a, ao) => {
 function dotFloat(read: (b: Uint8Array, o: number) => number, size: number): Dot {
   return (k, w, wo, a, ao) => {
     let sum = 0;
-    for (let i = 0; i < k; i++) sum += fround(read(w, wo + i * size) * read(a, ao + i * size));
+    for (let i = 0; i < k; i++) sum += term(fround(read(w, wo + i * size) * read(a, ao + i * size)));
     return fround(sum);
   };
 }
@@ -495,7 +505,21 @@ export interface LlamaWeight {
 }
 
 /** y [M, N] = W [N, K] x x [M, K] with llama.cpp's CPU numerics (see the module comment). */
-export function matmulLlamaReference(weight: LlamaWeight, x: Float32Array, m: number): Float32Array {
+export interface MatmulLlamaReferenceOptions {
+  /**
+   * [M, N] output: for each y, the sum of |terms| that the f32 accumulation adds (block terms,
+   * lane terms, products). A different order of f32 additions changes y by at most about
+   * (terms) * 2^-24 * this magnitude: tests use it to bound SIMD-vs-scalar differences.
+   */
+  magnitudes?: Float64Array;
+}
+
+export function matmulLlamaReference(
+  weight: LlamaWeight,
+  x: Float32Array,
+  m: number,
+  options: MatmulLlamaReferenceOptions = {},
+): Float32Array {
   const op = "matmulLlamaReference";
   const act = llamaVecDotType(weight.type);
   const { rows: n, cols: k, type } = weight;
@@ -515,8 +539,14 @@ export function matmulLlamaReference(weight: LlamaWeight, x: Float32Array, m: nu
   }
   const dot = DOTS[type]!;
   const y = new Float32Array(m * n);
+  const magnitudes = options.magnitudes;
+  if (magnitudes && magnitudes.length < m * n) throw new QuantArgumentError(op, "options.magnitudes", `needs ${m * n} values`);
   for (let mi = 0; mi < m; mi++) {
-    for (let r = 0; r < n; r++) y[mi * n + r] = dot(k, weight.data, r * rowBytes, activations, mi * actBytes);
+    for (let r = 0; r < n; r++) {
+      absTerms = 0;
+      y[mi * n + r] = dot(k, weight.data, r * rowBytes, activations, mi * actBytes);
+      if (magnitudes) magnitudes[mi * n + r] = absTerms;
+    }
   }
   return y;
 }

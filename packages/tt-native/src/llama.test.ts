@@ -1,0 +1,198 @@
+/**
+ * matmulLlama (llama.cpp's CPU numerics) against the TS reference of the same arithmetic
+ * (@keepquant/quant matmulLlamaReference) and against ggml's own CPU kernels.
+ *
+ * Tolerance for paths whose f32 accumulation order differs (SIMD lanes vs ggml's scalar order, or
+ * ggml's own AVX2 kernels): |y - y_ref| <= (B + 16) * 2^-23 * T, where T is the sum of |terms| that
+ * the accumulation adds (the reference reports it per output) and B the number of blocks per row
+ * (K for float weights). Integer block dots are exact on every path, so only the order of f32
+ * additions (at most B + 8 of them: blocks plus 8 lanes) and the rounding of d * sum vs a fused
+ * multiply-add differ; the classical bound for reordering a sum of n terms is (n - 1) u T with
+ * u = 2^-24, and the bound above is twice that. The generic level follows ggml's generic C code
+ * operation by operation and must match the reference bit for bit.
+ */
+import { GgmlType, GGML_TYPE_TRAITS } from "@keepquant/gguf";
+import { loadGgmlCpuOracle, loadGgmlOracle, loadGgmlRowOracle } from "@keepquant/oracle";
+import {
+  QuantArgumentError,
+  UnsupportedGgmlTypeError,
+  llamaVecDotType,
+  matmulLlamaReference,
+  quantizeActivationRow,
+} from "@keepquant/quant";
+import { afterAll, describe, expect, it } from "vitest";
+import {
+  NATIVE_LLAMA_TYPES,
+  availableNativeIsas,
+  getNativeIsa,
+  matmulLlama,
+  matmulLlamaAsync,
+  nativeAddon,
+  nativeVecDotType,
+  setNativeIsa,
+  setNativeThreads,
+  type NativeLlamaWeight,
+} from "./index.js";
+import { ORACLE_REASON, firstBitMismatch, randomFloats } from "./test-support.js";
+
+const initialIsa = getNativeIsa();
+afterAll(() => {
+  setNativeIsa(initialIsa);
+  setNativeThreads(0);
+});
+
+function blocksPerRow(type: GgmlType, k: number): number {
+  return k / GGML_TYPE_TRAITS[type].blockSize;
+}
+
+/** Real quantized weights (ggml's quantizer through the oracle; the quant package's when absent). */
+function makeWeight(type: GgmlType, n: number, k: number, seed: number): NativeLlamaWeight {
+  const { blockSize, typeSize } = GGML_TYPE_TRAITS[type];
+  const f = randomFloats(n * k, seed, 0.05);
+  const data = new Uint8Array((n * k * typeSize) / blockSize);
+  if (type === GgmlType.F32) data.set(new Uint8Array(f.buffer));
+  else if (type === GgmlType.F16 || type === GgmlType.BF16) {
+    const halves = new Uint16Array(data.buffer);
+    const rows = loadGgmlRowOracle();
+    if (type === GgmlType.F16) rows.fp32ToFp16Row(f, halves);
+    else rows.fp32ToBf16RowRef(f, halves);
+  } else loadGgmlOracle().quantizeChunk(type, f, data, n, k);
+  return { type, rows: n, cols: k, data };
+}
+
+const N = 37;
+const K = 768;
+const M = 3;
+
+function tolerance(type: GgmlType, k: number, magnitude: number): number {
+  return (blocksPerRow(type, k) + 16) * 2 ** -23 * magnitude;
+}
+
+describe.skipIf(ORACLE_REASON)("activation quantizers (vec_dot_type) are byte-exact", () => {
+  const x = randomFloats(4 * 256, 3, 2);
+  x.fill(0, 256, 512); // an all-zero block
+  x[600] = 1e-30; // tiny
+  for (const [act, name] of [[GgmlType.Q8_K, "q8_K"], [GgmlType.Q8_0, "q8_0"], [GgmlType.Q8_1, "q8_1"]] as const) {
+    it(`${name}: native = TS reference = ggml quantize_row_${name}_ref`, () => {
+      const bytes = (x.length / GGML_TYPE_TRAITS[act].blockSize) * GGML_TYPE_TRAITS[act].typeSize;
+      const native = new Uint8Array(bytes);
+      nativeAddon()!.quantizeActivations(act, x, native, 1);
+      const ts = quantizeActivationRow(act, x, new Uint8Array(bytes));
+      const ggml = new Uint8Array(bytes);
+      loadGgmlOracle().quantizeRowRef(name, x, ggml);
+      expect(Buffer.from(native).equals(Buffer.from(ggml))).toBe(true);
+      expect(Buffer.from(ts).equals(Buffer.from(ggml))).toBe(true);
+    });
+  }
+  it("f16 / bf16 activations: RNE as ggml's row converters", () => {
+    const rows = loadGgmlRowOracle();
+    for (const act of [GgmlType.F16, GgmlType.BF16]) {
+      const native = new Uint8Array(2 * x.length);
+      nativeAddon()!.quantizeActivations(act, x, native, 1);
+      const ggml = new Uint16Array(x.length);
+      if (act === GgmlType.F16) rows.fp32ToFp16Row(x, ggml);
+      else rows.fp32ToBf16RowRef(x, ggml);
+      expect(Buffer.from(native).equals(Buffer.from(ggml.buffer))).toBe(true);
+    }
+  });
+});
+
+describe.skipIf(ORACLE_REASON)("matmulLlama", () => {
+  const x = randomFloats(M * K, 11, 1);
+
+  for (const type of NATIVE_LLAMA_TYPES) {
+    const name = GGML_TYPE_TRAITS[type].name;
+    it(`${name}: vec_dot_type as ggml; generic bit-exact with the TS reference; SIMD within f32 reordering`, () => {
+      const weight = makeWeight(type, N, K, 100 + type);
+      expect(nativeVecDotType(type)).toBe(llamaVecDotType(type));
+      expect(nativeVecDotType(type)).toBe(loadGgmlCpuOracle().vecDotType(type));
+      const magnitudes = new Float64Array(M * N);
+      const ref = matmulLlamaReference(weight, x, M, { magnitudes });
+      for (const isa of availableNativeIsas()) {
+        setNativeIsa(isa);
+        const y = matmulLlama(weight, x, M);
+        if (isa === "generic") {
+          expect(firstBitMismatch(y, ref), `${name} generic`).toBe(-1);
+        } else {
+          for (let i = 0; i < y.length; i++) {
+            const tol = tolerance(type, K, magnitudes[i]!);
+            if (!(Math.abs(y[i]! - ref[i]!) <= tol)) {
+              expect.fail(`${name} ${isa}: y[${i}] = ${y[i]} vs reference ${ref[i]} (tolerance ${tol})`);
+            }
+          }
+        }
+      }
+    });
+
+    it(`${name}: within f32 reordering of ggml's own CPU vec_dot (${"libggml-cpu"})`, () => {
+      const ggml = loadGgmlCpuOracle();
+      const oracle = loadGgmlOracle();
+      const rows = loadGgmlRowOracle();
+      const weight = makeWeight(type, N, K, 200 + type);
+      const act = llamaVecDotType(type);
+      const actBytes = (K / GGML_TYPE_TRAITS[act].blockSize) * GGML_TYPE_TRAITS[act].typeSize;
+      const rowBytes = (K / GGML_TYPE_TRAITS[type].blockSize) * GGML_TYPE_TRAITS[type].typeSize;
+      const magnitudes = new Float64Array(M * N);
+      matmulLlamaReference(weight, x, M, { magnitudes });
+      setNativeIsa("best");
+      const y = matmulLlama(weight, x, M);
+      for (let mi = 0; mi < M; mi++) {
+        const xr = x.subarray(mi * K, (mi + 1) * K);
+        const a = new Uint8Array(actBytes);
+        // activations from ggml's reference quantizers (libggml-base), fed to libggml-cpu's vec_dot
+        if (act === GgmlType.F32) a.set(new Uint8Array(xr.slice().buffer));
+        else if (act === GgmlType.F16) rows.fp32ToFp16Row(xr, new Uint16Array(a.buffer));
+        else if (act === GgmlType.BF16) rows.fp32ToBf16RowRef(xr, new Uint16Array(a.buffer));
+        else oracle.quantizeRowRef(oracle.typeName(act), xr, a);
+        for (let r = 0; r < N; r++) {
+          const g = ggml.vecDot(type, K, weight.data.subarray(r * rowBytes, (r + 1) * rowBytes), a);
+          const i = mi * N + r;
+          const tol = tolerance(type, K, magnitudes[i]!);
+          if (!(Math.abs(y[i]! - g) <= tol)) expect.fail(`${name}: y[${i}] = ${y[i]} vs ggml ${g} (tolerance ${tol})`);
+        }
+      }
+    });
+  }
+
+  it("results are bit-identical for 1, 2 and 5 threads (every level)", () => {
+    for (const type of [GgmlType.Q4_K, GgmlType.Q6_K, GgmlType.Q8_0, GgmlType.F16, GgmlType.F32]) {
+      const weight = makeWeight(type, 203, 512, 300 + type);
+      const xs = randomFloats(5 * 512, 12);
+      for (const isa of availableNativeIsas()) {
+        setNativeIsa(isa);
+        setNativeThreads(1);
+        const one = matmulLlama(weight, xs, 5);
+        for (const threads of [2, 5]) {
+          setNativeThreads(threads);
+          expect(firstBitMismatch(matmulLlama(weight, xs, 5), one), `${GGML_TYPE_TRAITS[type].name} ${isa} ${threads}`).toBe(-1);
+        }
+      }
+    }
+    setNativeThreads(0);
+  });
+
+  it("async: same bits as sync, and the event loop keeps running while it computes", async () => {
+    setNativeIsa("best");
+    const weight = makeWeight(GgmlType.Q4_K, 1024, 2048, 77);
+    const xs = randomFloats(32 * 2048, 13);
+    const sync = matmulLlama(weight, xs, 32);
+    let ticks = 0;
+    const timer = setInterval(() => ticks++, 1);
+    const pending = matmulLlamaAsync(weight, xs, 32);
+    const ticksAtCall = ticks;
+    const y = await pending;
+    clearInterval(timer);
+    expect(ticksAtCall).toBe(0);
+    expect(ticks).toBeGreaterThan(0);
+    expect(firstBitMismatch(y, sync)).toBe(-1);
+  });
+
+  it("refuses types without a dot kernel and malformed shapes, naming the argument", () => {
+    const w = makeWeight(GgmlType.Q4_K, 4, 256, 1);
+    expect(() => matmulLlama({ ...w, type: GgmlType.Q8_K }, new Float32Array(256), 1)).toThrow(UnsupportedGgmlTypeError);
+    expect(() => matmulLlama({ ...w, cols: 128 }, new Float32Array(128), 1)).toThrow(QuantArgumentError);
+    expect(() => matmulLlama(w, new Float32Array(255), 1)).toThrow(/invalid argument x/);
+    expect(() => matmulLlama({ ...w, rows: 5 }, new Float32Array(256), 1)).toThrow(/invalid argument weight.data/);
+    expect(() => matmulLlama(w, new Float32Array(256), 1, new Float32Array(3))).toThrow(/invalid argument out/);
+  });
+});
