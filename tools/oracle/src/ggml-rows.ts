@@ -17,6 +17,11 @@ export interface GgmlRowOracle {
   bf16ToFp32Row(src: Uint16Array, dst: Float32Array): void;
   /** ggml_fp32_to_bf16_row_ref(src, dst, n) (the scalar reference) */
   fp32ToBf16RowRef(src: Float32Array, dst: Uint16Array): void;
+  /**
+   * dequantize_row_<name> bound with plain `void *` parameters (typed arrays are passed as pointers,
+   * no copies), for benchmarks; `name` is ggml's token ("q4_K").
+   */
+  dequantizeRowFn(name: string): (src: Uint8Array, dst: Float32Array, elements: number) => void;
 }
 
 let cached: GgmlRowOracle | undefined;
@@ -35,6 +40,10 @@ export function loadGgmlRowOracle(): GgmlRowOracle {
     fp32ToFp16Row: (src, dst) => void fp32ToFp16Row(src, dst, src.length),
     bf16ToFp32Row: (src, dst) => void bf16ToFp32Row(src, dst, src.length),
     fp32ToBf16RowRef: (src, dst) => void fp32ToBf16RowRef(src, dst, src.length),
+    dequantizeRowFn: (name) => {
+      const fn = lib.func(`void dequantize_row_${name}(const void *x, void *y, int64_t k)`) as Fn;
+      return (src, dst, elements) => void fn(src, dst, elements);
+    },
   };
   return cached;
 }
