@@ -1,5 +1,6 @@
 import type { KvType } from "./kv/paged-kv.js";
 import type { Numerics } from "./model/matmul.js";
+import type { SamplingParams as SamplingModuleParams, StopReason } from "./sampling/index.js";
 
 export interface EngineOptions {
   /** `llama` (default): llama.cpp's CPU numerics; `bf16`: the keep-quant contract. */
@@ -27,30 +28,25 @@ export interface EngineOptions {
   onProgress?: (done: number, total: number) => void;
 }
 
-export interface SamplingParams {
-  /** Maximum new tokens (default 256). */
-  maxTokens?: number;
-  /** 0 (default) = greedy. */
-  temperature?: number;
-  topK?: number;
-  topP?: number;
-  minP?: number;
-  repetitionPenalty?: number;
-  presencePenalty?: number;
-  frequencyPenalty?: number;
-  /** Tokens considered by the penalties (default 64). */
-  penaltyLastN?: number;
-  seed?: number;
-  /** Generation stops when the text contains one of these; the stop string is not emitted. */
-  stop?: readonly string[];
-  /** Stop at end-of-generation tokens of the vocabulary (default true). */
-  stopAtEog?: boolean;
+/**
+ * Per-request parameters: the sampling module's parameters (temperature, topK, topP, minP,
+ * repeatPenalty, presencePenalty, frequencyPenalty, penaltyLastN, seed, maxTokens, stop,
+ * ignoreEog) plus what the engine itself handles. Unlike the sampling module's defaults,
+ * `generate` is greedy unless `temperature` is given.
+ */
+export interface GenerateParams extends SamplingModuleParams {
+  /** Aborts the request; the stream then ends with stopReason "abort". */
   signal?: AbortSignal;
   /** Recognize special-token texts in a string prompt (default true). */
   parseSpecial?: boolean;
+  /** Same as `ignoreEog: !stopAtEog` (default true). */
+  stopAtEog?: boolean;
 }
 
-export type StopReason = "eog" | "length" | "stop" | "abort" | "context";
+/** @deprecated use GenerateParams */
+export type SamplingParams = GenerateParams;
+
+export type { StopReason };
 
 export interface GenerationStats {
   promptTokens: number;

@@ -45,7 +45,7 @@ describe("Engine scheduling", () => {
     const results = (await Promise.all(runs)) as { stopReason: string; tokens: number[] }[];
     expect(results.every((r) => r !== undefined)).toBe(true);
     expect(results.some((r) => r.stopReason === "abort")).toBe(aborts > 0);
-    expect(results.some((r) => r.stopReason === "length")).toBe(true);
+    expect(results.some((r) => r.stopReason === "max_tokens")).toBe(true);
     const stats = engine.stats();
     expect(stats.kv.blocksFree).toBe(stats.kv.blocksTotal);
     expect(stats.states.slotsFree).toBe(stats.states.slotsTotal);

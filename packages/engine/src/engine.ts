@@ -4,7 +4,7 @@ import type {
   EngineStats,
   GenerationEvent,
   GenerationResult,
-  SamplingParams,
+  GenerateParams,
   StopReason,
 } from "./engine-types.js";
 import { EngineError, EngineLoadError, EngineOptionError } from "./errors.js";
@@ -16,7 +16,7 @@ import type { MatmulProvider, Numerics } from "./model/matmul.js";
 import { allMatrices, quantDequantizeRow, selectProviders, typescriptProviders } from "./model/providers.js";
 import type { ModelWeights } from "./model/weights.js";
 import { Scheduler, type ScheduledSequence } from "./scheduler.js";
-import { createFallbackSampler, type TokenSampler } from "./sampling-fallback.js";
+import { Sampler, StopStringMatcher } from "./sampling/index.js";
 import { StreamingDetokenizer, Tokenizer } from "./tokenizer/index.js";
 
 interface ResolvedOptions {
@@ -88,15 +88,14 @@ class Request implements ScheduledSequence {
   preemptions = 0;
   readonly generated: number[] = [];
   text = "";
-  /** text held back because it may be the start of a stop string */
-  private pendingText = "";
   readonly submittedAt = performance.now();
   firstTokenAt = 0;
   private readonly queue: GenerationEvent[] = [];
   private wake: (() => void) | undefined;
   private done = false;
-  resolveResult!: (result: GenerationResult) => void;
-  rejectResult!: (error: unknown) => void;
+  private failure: unknown;
+  private resolveResult!: (result: GenerationResult) => void;
+  private rejectResult!: (error: unknown) => void;
   readonly result: Promise<GenerationResult>;
   onAbort: (() => void) | undefined;
 
@@ -104,11 +103,13 @@ class Request implements ScheduledSequence {
     readonly id: number,
     readonly tokens: number[],
     readonly promptLength: number,
-    readonly params: SamplingParams,
+    readonly params: GenerateParams,
     readonly maxTokens: number,
+    readonly ignoreEog: boolean,
     readonly maxLength: number,
-    readonly sampler: TokenSampler,
+    readonly sampler: Sampler,
     readonly detokenizer: StreamingDetokenizer | undefined,
+    readonly stops: StopStringMatcher,
   ) {
     this.result = new Promise((resolve, reject) => {
       this.resolveResult = resolve;
@@ -122,43 +123,6 @@ class Request implements ScheduledSequence {
     this.wake?.();
   }
 
-  /** Appends text; returns the stop reason when a stop string matched. */
-  appendText(delta: string, stops: readonly string[]): { emit: string; stopped: boolean } {
-    if (stops.length === 0) return { emit: delta, stopped: false };
-    const combined = this.pendingText + delta;
-    const searchFrom = Math.max(0, this.text.length - Math.max(...stops.map((s) => s.length)));
-    const full = this.text + combined;
-    let cut = -1;
-    for (const stop of stops) {
-      if (stop.length === 0) continue;
-      const at = full.indexOf(stop, searchFrom);
-      if (at >= 0 && (cut < 0 || at < cut)) cut = at;
-    }
-    if (cut >= 0) {
-      const emit = full.slice(this.text.length, Math.max(cut, this.text.length));
-      this.pendingText = "";
-      return { emit, stopped: true };
-    }
-    // hold back the longest suffix that is a prefix of some stop string
-    let hold = 0;
-    for (const stop of stops) {
-      for (let k = Math.min(stop.length - 1, combined.length); k > hold; k--) {
-        if (combined.endsWith(stop.slice(0, k))) {
-          hold = k;
-          break;
-        }
-      }
-    }
-    this.pendingText = combined.slice(combined.length - hold);
-    return { emit: combined.slice(0, combined.length - hold), stopped: false };
-  }
-
-  flushPending(): string {
-    const rest = this.pendingText;
-    this.pendingText = "";
-    return rest;
-  }
-
   finish(result: GenerationResult): void {
     if (this.done) return;
     this.done = true;
@@ -169,12 +133,10 @@ class Request implements ScheduledSequence {
   fail(error: unknown): void {
     if (this.done) return;
     this.done = true;
-    this.rejectResult(error);
     this.failure = error;
+    this.rejectResult(error);
     this.wake?.();
   }
-
-  failure: unknown;
 
   async *events(): AsyncGenerator<GenerationEvent> {
     for (;;) {
@@ -329,12 +291,21 @@ export class Engine {
    * Returns an async iterable of token/text deltas ending with a `done` event; abort through
    * `params.signal` (the stream then ends with stopReason "abort").
    */
-  generate(prompt: string | readonly number[], params: SamplingParams = {}): GenerationStream {
+  generate(prompt: string | readonly number[], params: GenerateParams = {}): GenerationStream {
     if (this.disposed) throw new EngineError("ENGINE_DISPOSED", "engine is disposed");
     const ids = typeof prompt === "string" ? this.tokenize(prompt, params.parseSpecial ?? true) : [...prompt];
     if (ids.length === 0) throw new EngineOptionError("ENGINE_BAD_REQUEST", "prompt is empty", { field: "prompt" });
     this.checkIds(ids, "prompt");
-    const maxTokens = positiveInteger(params.maxTokens, "maxTokens", 256);
+    const { signal, parseSpecial, stopAtEog, ...samplingParams } = params;
+    void parseSpecial;
+    let sampler: Sampler;
+    try {
+      sampler = new Sampler({ ...samplingParams, temperature: samplingParams.temperature ?? 0 });
+    } catch (error) {
+      throw new EngineOptionError("ENGINE_BAD_REQUEST", (error as Error).message, { field: (error as { field?: string }).field, cause: error });
+    }
+    const maxTokens = Number.isFinite(sampler.params.maxTokens) ? sampler.params.maxTokens : 256;
+    const ignoreEog = sampler.params.ignoreEog || stopAtEog === false;
     const capacity = this.kv.numBlocks * this.kv.blockSize;
     if (ids.length + 1 > capacity) {
       throw new EngineError("ENGINE_CAPACITY", `prompt of ${ids.length} tokens does not fit the KV cache (${capacity} tokens)`, {
@@ -342,7 +313,7 @@ export class Engine {
       });
     }
     const detokenizer = this.tokenizer ? new StreamingDetokenizer(this.tokenizer) : undefined;
-    if ((params.stop?.length ?? 0) > 0 && !detokenizer) {
+    if (sampler.params.stop.length > 0 && !detokenizer) {
       throw new EngineError("ENGINE_NO_TOKENIZER", "stop strings need a tokenizer", { field: "stop" });
     }
     const request = new Request(
@@ -351,12 +322,13 @@ export class Engine {
       ids.length,
       params,
       maxTokens,
+      ignoreEog,
       capacity,
-      createFallbackSampler(params),
+      sampler,
       detokenizer,
+      new StopStringMatcher(sampler.params.stop),
     );
     this.requests.add(request);
-    const signal = params.signal;
     if (signal) {
       if (signal.aborted) {
         queueMicrotask(() => this.abortRequest(request));
@@ -371,7 +343,7 @@ export class Engine {
   }
 
   /** Runs a generation to the end and returns its result. */
-  async generateToEnd(prompt: string | readonly number[], params: SamplingParams = {}): Promise<GenerationResult> {
+  async generateToEnd(prompt: string | readonly number[], params: GenerateParams = {}): Promise<GenerationResult> {
     return this.generate(prompt, params).result;
   }
 
@@ -476,8 +448,7 @@ export class Engine {
   private acceptToken(request: Request, token: number): void {
     if (request.finished) return;
     if (request.generated.length === 0) request.firstTokenAt = performance.now();
-    const eog = (request.params.stopAtEog ?? true) && this.tokenizer?.isEog(token) === true;
-    if (eog) {
+    if (!request.ignoreEog && this.tokenizer?.isEog(token) === true) {
       this.finishRequest(request, "eog");
       return;
     }
@@ -486,14 +457,14 @@ export class Engine {
     let text = "";
     let stopped = false;
     if (request.detokenizer) {
-      const appended = request.appendText(request.detokenizer.push(token), request.params.stop ?? []);
-      text = appended.emit;
-      stopped = appended.stopped;
+      const match = request.stops.push(request.detokenizer.push(token));
+      text = match.text;
+      stopped = match.stop !== undefined;
       request.text += text;
     }
     request.push({ type: "token", token, text });
-    if (stopped) this.finishRequest(request, "stop");
-    else if (request.generated.length >= request.maxTokens) this.finishRequest(request, "length");
+    if (stopped) this.finishRequest(request, "stop_string");
+    else if (request.generated.length >= request.maxTokens) this.finishRequest(request, "max_tokens");
     else if (request.tokens.length >= request.maxLength) this.finishRequest(request, "context");
   }
 
@@ -502,8 +473,8 @@ export class Engine {
     this.requests.delete(request);
     this.scheduler.remove(request);
     if (request.onAbort) request.params.signal?.removeEventListener("abort", request.onAbort);
-    if (request.detokenizer && stopReason !== "stop") {
-      const tail = request.flushPending() + request.detokenizer.flush();
+    if (request.detokenizer && stopReason !== "stop_string") {
+      const tail = request.stops.push(request.detokenizer.flush()).text + request.stops.flush();
       if (tail) {
         request.text += tail;
         request.push({ type: "token", token: -1, text: tail });

@@ -2,12 +2,11 @@ export { Engine, type GenerationStream, type EvaluateOptions } from "./engine.js
 export type {
   EngineOptions,
   EngineStats,
+  GenerateParams,
   GenerationEvent,
   GenerationResult,
   GenerationStats,
   ResidentBytes,
-  SamplingParams,
-  StopReason,
 } from "./engine-types.js";
 export { EngineError, EngineLoadError, EngineOptionError, EngineAbortError, type EngineErrorCode } from "./errors.js";
 export type { KvType } from "./kv/paged-kv.js";
@@ -15,3 +14,6 @@ export type { Numerics, MatmulProvider } from "./model/matmul.js";
 export type { ModelConfig } from "./model/config.js";
 export { Qwen35Forward, FLASH_ATTN_TILED_MIN_ROWS, type StepEntry } from "./model/forward.js";
 export * from "./tokenizer/index.js";
+export * from "./sampling/index.js";
+export * from "./chat/index.js";
+export * from "./parity/index.js";

@@ -30,7 +30,7 @@ describe.skipIf(reason !== undefined)("against llama.cpp (F32 synthetic test sha
     expect(worst).toBeLessThan(1e-4);
     const prompt = ids.slice(0, 8);
     const greedy = await runOracle({ kind: "greedy", model: file, prompts: [prompt], nTokens: 16, kvType: "f32" });
-    const result = await engine.generateToEnd(prompt, { maxTokens: 16, stopAtEog: false });
+    const result = await engine.generateToEnd(prompt, { maxTokens: 16, ignoreEog: true });
     expect(result.tokens).toEqual(greedy.tokens[0]);
     engine.dispose();
   });

@@ -457,10 +457,10 @@ export class Qwen35Forward {
       const base = (blockTable[(j / bs) | 0]! * bs + (j % bs)) * stride + kvHead * Dh;
       if (f16) {
         const vp = vPlane as Uint16Array;
-        for (let i = 0; i < Dh; i++) acc[i] += F16_TO_F32[vp[base + i]!]! * p;
+        for (let i = 0; i < Dh; i++) acc[i] = acc[i]! + F16_TO_F32[vp[base + i]!]! * p;
       } else {
         const vp = vPlane as Float32Array;
-        for (let i = 0; i < Dh; i++) acc[i] += vp[base + i]! * p;
+        for (let i = 0; i < Dh; i++) acc[i] = acc[i]! + vp[base + i]! * p;
       }
     }
     for (let i = 0; i < Dh; i++) this.attnOut[outOffset + i] = acc[i]!;

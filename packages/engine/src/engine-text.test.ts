@@ -1,0 +1,74 @@
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { QWEN35_TEST_SHAPE, synthesizeQwen35 } from "@keepquant/gguf";
+import { beforeAll, describe, expect, it } from "vitest";
+import { Engine } from "./engine.js";
+
+let engine: Engine;
+
+beforeAll(async () => {
+  const folder = mkdtempSync(path.join(tmpdir(), "keepquant-engine-text-"));
+  const file = path.join(folder, "model.gguf");
+  writeFileSync(file, synthesizeQwen35(QWEN35_TEST_SHAPE));
+  engine = await Engine.load(file, {});
+});
+
+describe("generate with the file's tokenizer", () => {
+  it("streams text deltas that add up to the decoded tokens", async () => {
+    const stream = engine.generate("The quick brown fox", { maxTokens: 24, ignoreEog: true });
+    let streamed = "";
+    let tokens = 0;
+    let result;
+    for await (const event of stream) {
+      if (event.type === "token") {
+        streamed += event.text;
+        if (event.token >= 0) tokens++;
+      } else result = event.result;
+    }
+    expect(result).toBeDefined();
+    expect(result!.tokens.length).toBe(24);
+    expect(tokens).toBe(24);
+    expect(result!.stopReason).toBe("max_tokens");
+    expect(streamed).toBe(result!.text);
+    expect(result!.text).toBe(engine.tokenizer!.decode(result!.tokens));
+    expect(result!.stats.promptTokens).toBe(engine.tokenize("The quick brown fox").length);
+  });
+
+  it("stops at a stop string without emitting it", async () => {
+    const full = await engine.generateToEnd("The quick brown fox", { maxTokens: 24, ignoreEog: true });
+    // a stop string taken from the middle of the greedy continuation
+    const from = Math.floor(full.text.length / 2);
+    const stop = full.text.slice(from, from + 2);
+    expect(stop.length).toBe(2);
+    const stopped = await engine.generateToEnd("The quick brown fox", { maxTokens: 24, ignoreEog: true, stop: [stop] });
+    expect(stopped.stopReason).toBe("stop_string");
+    expect(stopped.text).toBe(full.text.slice(0, full.text.indexOf(stop)));
+    expect(engine.stats().kv.blocksFree).toBe(engine.stats().kv.blocksTotal);
+  });
+
+  it("seeded sampling is reproducible and differs across seeds", async () => {
+    const params = { maxTokens: 16, temperature: 1.5, topK: 0, topP: 1, minP: 0, ignoreEog: true };
+    const a = await engine.generateToEnd([1, 2, 3], { ...params, seed: 1 });
+    const b = await engine.generateToEnd([1, 2, 3], { ...params, seed: 1 });
+    const c = await engine.generateToEnd([1, 2, 3], { ...params, seed: 2 });
+    expect(a.tokens).toEqual(b.tokens);
+    expect(a.tokens).not.toEqual(c.tokens);
+  });
+
+  it("an AbortSignal ends the stream with stopReason abort and frees the sequence", async () => {
+    const controller = new AbortController();
+    const stream = engine.generate([5, 6, 7], { maxTokens: 200, ignoreEog: true, signal: controller.signal });
+    let count = 0;
+    let reason;
+    for await (const event of stream) {
+      if (event.type === "token" && ++count === 3) controller.abort();
+      if (event.type === "done") reason = event.result.stopReason;
+    }
+    expect(reason).toBe("abort");
+    expect(count).toBeLessThan(200);
+    const stats = engine.stats();
+    expect(stats.kv.blocksFree).toBe(stats.kv.blocksTotal);
+    expect(stats.states.slotsFree).toBe(stats.states.slotsTotal);
+  });
+});
