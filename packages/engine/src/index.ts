@@ -16,4 +16,20 @@ export { Qwen35Forward, FLASH_ATTN_TILED_MIN_ROWS, type StepEntry } from "./mode
 export * from "./tokenizer/index.js";
 export * from "./sampling/index.js";
 export * from "./chat/index.js";
-export * from "./parity/index.js";
+// parity: everything except goldens' `topK` helper, which would shadow the sampling module's topK
+export * from "./parity/errors.js";
+export * from "./parity/gate.js";
+export * from "./parity/fixtures.js";
+export * from "./parity/manifest.js";
+export * from "./parity/engine-runner.js";
+export { topK as topKLogits } from "./parity/goldens.js";
+export {
+  PARITY_GOLDENS_FORMAT,
+  serializeGoldens,
+  parseGoldens,
+  goldensPath,
+  readGoldensFile,
+  type ParityOracleInfo,
+  type ParityPromptGolden,
+  type ParityGoldens,
+} from "./parity/goldens.js";
