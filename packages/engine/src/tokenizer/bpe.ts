@@ -5,6 +5,31 @@
  * token falls back to its single-byte tokens.
  */
 
+import { BYTE_TO_CHAR } from "./byte-unicode.js";
+
+/** UTF-8 bytes of a well-formed `word` as byte-level characters (one per byte). */
+export function toByteLevel(word: string): string {
+  let out = "";
+  for (let i = 0; i < word.length; i++) {
+    let c = word.charCodeAt(i);
+    if (c < 0x80) {
+      out += BYTE_TO_CHAR[c]!;
+    } else if (c < 0x800) {
+      out += BYTE_TO_CHAR[0xc0 | (c >> 6)]! + BYTE_TO_CHAR[0x80 | (c & 0x3f)]!;
+    } else if (c >= 0xd800 && c <= 0xdbff && i + 1 < word.length) {
+      c = 0x10000 + ((c - 0xd800) << 10) + (word.charCodeAt(++i) - 0xdc00);
+      out +=
+        BYTE_TO_CHAR[0xf0 | (c >> 18)]! +
+        BYTE_TO_CHAR[0x80 | ((c >> 12) & 0x3f)]! +
+        BYTE_TO_CHAR[0x80 | ((c >> 6) & 0x3f)]! +
+        BYTE_TO_CHAR[0x80 | (c & 0x3f)]!;
+    } else {
+      out += BYTE_TO_CHAR[0xe0 | (c >> 12)]! + BYTE_TO_CHAR[0x80 | ((c >> 6) & 0x3f)]! + BYTE_TO_CHAR[0x80 | (c & 0x3f)]!;
+    }
+  }
+  return out;
+}
+
 /** Bigram candidate in the merge queue. */
 interface Bigram {
   left: number;
@@ -77,7 +102,7 @@ export class BpeModel {
     private readonly mergeRanks: ReadonlyMap<string, number>,
   ) {}
 
-  /** Token ids of one byte-level word, appended to `out`. */
+  /** Token ids of one pre-tokenizer word (plain text; converted to byte-level here), appended to `out`. */
   encodeWord(word: string, out: number[]): void {
     if (word.length <= CACHE_MAX_WORD_LENGTH) {
       const cached = this.cache.get(word);
@@ -86,7 +111,7 @@ export class BpeModel {
         return;
       }
     }
-    const ids = this.bpe(word);
+    const ids = this.bpe(toByteLevel(word));
     if (word.length <= CACHE_MAX_WORD_LENGTH) {
       if (this.cache.size >= CACHE_MAX_ENTRIES) this.cache.clear();
       this.cache.set(word, ids);

@@ -93,19 +93,33 @@ export function preTokenize(text: string, pre: PreTokenizerName = "qwen35"): str
   let collapsed = text;
   let starts: Int32Array | undefined;
   if (!ascii) {
-    const chars: number[] = [];
-    const offsets: number[] = [];
+    let astral = false;
+    for (let i = 0; i < text.length; i++) {
+      const c = text.charCodeAt(i);
+      if (c >= 0xd800 && c <= 0xdfff) {
+        astral = true;
+        break;
+      }
+    }
+    // One collapsed char per code point; starts[k] = UTF-16 index of code point k (astral text only).
+    const chars = new Uint16Array(text.length);
+    let count = 0;
+    const offsets = astral ? new Int32Array(text.length + 1) : undefined;
     for (let i = 0; i < text.length; ) {
-      const cp = text.codePointAt(i)!;
-      offsets.push(i);
-      chars.push(cp < 128 ? cp : codePointClass(cp));
+      const cp = astral ? text.codePointAt(i)! : text.charCodeAt(i);
+      if (offsets) offsets[count] = i;
+      chars[count++] = cp < 128 ? cp : codePointClass(cp);
       i += cp > 0xffff ? 2 : 1;
     }
-    offsets.push(text.length);
-    starts = Int32Array.from(offsets);
+    if (offsets) {
+      offsets[count] = text.length;
+      starts = offsets;
+    }
     collapsed = "";
     const CHUNK = 8192;
-    for (let i = 0; i < chars.length; i += CHUNK) collapsed += String.fromCharCode(...chars.slice(i, i + CHUNK));
+    for (let i = 0; i < count; i += CHUNK) {
+      collapsed += String.fromCharCode(...chars.subarray(i, Math.min(i + CHUNK, count)));
+    }
   }
 
   const words: string[] = [];

@@ -2,7 +2,7 @@
  * GGUF byte-level BPE tokenizer (tokenizer.ggml.model = "gpt2") with the qwen35 pre-tokenizer,
  * following llama.cpp's llama_tokenize / llama_token_to_piece / llama_detokenize.
  */
-import { BYTE_TO_CHAR, byteOfCodePoint } from "./byte-unicode.js";
+import { byteOfCodePoint } from "./byte-unicode.js";
 import { BpeModel } from "./bpe.js";
 import { TokenizerError } from "./errors.js";
 import { type PreTokenizerName, SUPPORTED_PRE_TOKENIZERS, preTokenize, toWellFormed } from "./pre-tokenize.js";
@@ -139,7 +139,11 @@ export class Tokenizer {
     }
 
     // Auto-detect unset ids by text (lowest id first when several texts match) and mark them CONTROL.
-    const byText = this.tokenToId();
+    // One pass over the tokens for the few texts of interest; the full text -> id map is built lazily.
+    const byText = findTexts(vocab.tokens, [
+      ...EOT_TEXTS, ...EOM_TEXTS, ...FIM_PRE_TEXTS, ...FIM_SUF_TEXTS, ...FIM_MID_TEXTS, ...FIM_PAD_TEXTS,
+      ...FIM_REP_TEXTS, ...FIM_SEP_TEXTS, ...EOG_TEXTS, ...FORCED_USER_DEFINED_TEXTS, "<|end|>", "</s>",
+    ]);
     const detect = (name: keyof SpecialTokenIds, texts: readonly string[]): void => {
       if (specials[name] !== undefined) return;
       let found: number | undefined;
@@ -437,26 +441,18 @@ export class Tokenizer {
   private encodeRaw(text: string, output: number[]): void {
     const bpe = this.bpe();
     for (const word of preTokenize(text, this.pre)) {
-      bpe.encodeWord(toByteLevel(word), output);
+      bpe.encodeWord(word, output);
     }
   }
 }
 
-/** UTF-8 bytes of `word` as byte-level characters. */
-function toByteLevel(word: string): string {
-  let ascii = true;
-  for (let i = 0; i < word.length; i++) {
-    if (word.charCodeAt(i) >= 0x80) {
-      ascii = false;
-      break;
-    }
+/** text -> lowest id, for the given texts only. */
+function findTexts(tokens: readonly string[], texts: readonly string[]): Map<string, number> {
+  const wanted = new Set(texts);
+  const found = new Map<string, number>();
+  for (let id = 0; id < tokens.length; id++) {
+    const text = tokens[id]!;
+    if (wanted.has(text) && !found.has(text)) found.set(text, id);
   }
-  if (ascii) {
-    let out = "";
-    for (let i = 0; i < word.length; i++) out += BYTE_TO_CHAR[word.charCodeAt(i)]!;
-    return out;
-  }
-  let out = "";
-  for (const b of utf8Encoder.encode(word)) out += BYTE_TO_CHAR[b]!;
-  return out;
+  return found;
 }
