@@ -3,3 +3,4 @@ export * from "./goldens.js";
 export * from "./gate.js";
 export * from "./fixtures.js";
 export * from "./manifest.js";
+export * from "./engine-runner.js";
