@@ -11,41 +11,16 @@ import os from "node:os";
 import path from "node:path";
 import { readGguf } from "../../packages/gguf/src/index.js";
 import { loadLlamaOracle, llamaUnavailableReason } from "../../tools/oracle/src/index.js";
-import { Tokenizer, TokenType, type TokenizerVocab, vocabFromJson } from "../../packages/engine/src/tokenizer/index.js";
+import { Tokenizer, vocabFromJson } from "../../packages/engine/src/tokenizer/index.js";
+import { QWEN35_VOCAB_SIZE, growVocab } from "../../packages/engine/src/tokenizer/test-support.js";
 import { vocabOnlyGguf } from "../../packages/engine/src/tokenizer/fixture-gguf.js";
-import { createRng } from "../../packages/engine/src/sampling/rng.js";
 import { ROOT, collectCorpus } from "./corpus.js";
-
-const TARGET_VOCAB = 248_320;
-
-function growVocab(base: TokenizerVocab): TokenizerVocab {
-  const rng = createRng(248320);
-  const tokens = [...base.tokens];
-  const tokenTypes = Array.from(base.tokenTypes ?? tokens.map(() => TokenType.NORMAL));
-  const merges = [...base.merges];
-  const existing = new Set(tokens);
-  const normal = tokens.map((_, id) => id).filter((id) => tokenTypes[id] === TokenType.NORMAL);
-  while (tokens.length < TARGET_VOCAB) {
-    // Bias to low ids (frequent pieces) so many merges apply to real text.
-    const pickId = (): number => normal[Math.floor(normal.length * rng.next() ** 3)]!;
-    const a = tokens[pickId()]!;
-    const b = tokens[pickId()]!;
-    const merged = a + b;
-    if (existing.has(merged) || merged.length > 24) continue;
-    existing.add(merged);
-    normal.push(tokens.length);
-    tokens.push(merged);
-    tokenTypes.push(TokenType.NORMAL);
-    merges.push(`${a} ${b}`);
-  }
-  return { ...base, tokens, tokenTypes, merges };
-}
 
 const ms = (start: bigint): number => Number(process.hrtime.bigint() - start) / 1e6;
 
 async function main(): Promise<void> {
   const base = vocabFromJson(JSON.parse(fs.readFileSync(path.join(ROOT, "goldens/tokenizer/vocab.json"), "utf8")));
-  const vocab = growVocab(base);
+  const vocab = growVocab(base, QWEN35_VOCAB_SIZE);
   const folder = fs.mkdtempSync(path.join(os.tmpdir(), "keepquant-tokbench-"));
   const model = path.join(folder, "vocab-248k.gguf");
   fs.writeFileSync(model, vocabOnlyGguf(vocab));

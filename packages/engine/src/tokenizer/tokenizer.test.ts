@@ -9,7 +9,14 @@ import { BYTE_TO_CHAR, CODE_POINT_TO_BYTE, bytesToByteLevel } from "./byte-unico
 import { vocabOnlyGguf } from "./fixture-gguf.js";
 import { QWEN35_PRETOKENIZER_PATTERN, preTokenize, toWellFormed } from "./pre-tokenize.js";
 import { StreamingDetokenizer } from "./streaming.js";
-import { fixtureTokenizer, fixtureVocab, oracleGolden, VOCAB_JSON_PATH } from "./test-support.js";
+import {
+  QWEN35_VOCAB_SIZE,
+  fixtureTokenizer,
+  fixtureVocab,
+  growVocab,
+  oracleGolden,
+  VOCAB_JSON_PATH,
+} from "./test-support.js";
 import { Tokenizer } from "./tokenizer.js";
 import { TokenizerError } from "./errors.js";
 import { TokenType, type TokenizerVocab } from "./vocab.js";
@@ -220,6 +227,25 @@ describe("comparison with llama.cpp (live oracle)", () => {
         golden.texts.forEach((text, i) => {
           expect(tok.encode(text, { parseSpecial: group.parseSpecial, addSpecial: group.addSpecial })).toEqual(tokens[i]);
         });
+      }
+    } finally {
+      fs.rmSync(folder, { recursive: true, force: true });
+    }
+  });
+
+  it.skipIf(reason !== undefined)("matches llama.cpp at Qwen3.5's vocabulary size (248,320 tokens)", async () => {
+    const vocab = growVocab(fixtureVocab(), QWEN35_VOCAB_SIZE);
+    const golden = oracleGolden();
+    const texts = golden.texts.filter((_, i) => i % 3 === 0);
+    const folder = fs.mkdtempSync(path.join(os.tmpdir(), "keepquant-tok-test-"));
+    const model = path.join(folder, "vocab-248k.gguf");
+    try {
+      fs.writeFileSync(model, vocabOnlyGguf(vocab));
+      const tok = Tokenizer.fromGguf(await readGguf(model));
+      expect(tok.vocabSize).toBe(QWEN35_VOCAB_SIZE);
+      for (const parseSpecial of [true, false]) {
+        const { tokens } = await runOracle({ kind: "tokenize", model, texts, parseSpecial }, { timeoutMs: 120_000 });
+        texts.forEach((text, i) => expect(tok.encode(text, { parseSpecial, addSpecial: false })).toEqual(tokens[i]));
       }
     } finally {
       fs.rmSync(folder, { recursive: true, force: true });
