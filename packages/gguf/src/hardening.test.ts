@@ -263,6 +263,27 @@ describe("fuzz: every mangled file is a typed error or a valid parse", () => {
     expect([...codes.keys()].filter((c) => c !== "ok").length).toBeGreaterThan(5);
   });
 
+  it("file reads in tiny chunks (7 bytes) agree with the buffer at every truncation point", async () => {
+    const path = writeTemp(valid);
+    const whole = await readGguf(valid);
+    const chunked = await readGguf(path, { firstReadBytes: 7 });
+    expect(chunked.tensors).toEqual(whole.tensors);
+    expect([...chunked.metadata.keys()]).toEqual([...whole.metadata.keys()]);
+    for (let n = 0; n < valid.length; n += 3) {
+      const prefix = valid.subarray(0, n);
+      const expected = await outcome(prefix);
+      let got: string;
+      try {
+        await readGguf(writeTemp(prefix), { firstReadBytes: 7 });
+        got = "ok";
+      } catch (error) {
+        if (!GgufError.isInstance(error)) throw error;
+        got = error.code;
+      }
+      expect(got, `prefix of ${n} bytes`).toBe(expected);
+    }
+  });
+
   it("the file source agrees with the buffer source on a sample of mangled files", async () => {
     const next = rng(77);
     for (let i = 0; i < 100; i++) {

@@ -17,6 +17,8 @@ export const GGUF_DEFAULT_ALIGNMENT = 32;
 export interface ReadGgufOptions {
   /** Override individual parse limits (see GGUF_LIMITS). */
   limits?: Partial<GgufLimits>;
+  /** First positioned-read size for file sources (default 256 KiB; doubles per read up to 16 MiB). */
+  firstReadBytes?: number;
 }
 
 const FIRST_CHUNK = 256 * 1024;
@@ -36,13 +38,15 @@ class Cursor {
   pos = 0;
   /** File offset of buf[0]. */
   base = 0;
-  private chunk = FIRST_CHUNK;
+  private chunk: number;
 
   constructor(
     private readonly source: GgufByteSource,
     private readonly limits: GgufLimits,
     initial: Uint8Array | undefined,
+    firstRead: number,
   ) {
+    this.chunk = Math.max(1, Math.floor(firstRead));
     const bytes = initial ?? new Uint8Array(0);
     this.buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
     this.view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
@@ -350,14 +354,14 @@ export async function readGguf(source: string | Uint8Array | GgufByteSource, opt
   const limits: GgufLimits = { ...GGUF_LIMITS, ...options.limits };
   const { source: bytes, owned } = await toByteSource(source);
   try {
-    return await parse(bytes, limits, source instanceof Uint8Array ? source : undefined);
+    return await parse(bytes, limits, source instanceof Uint8Array ? source : undefined, options.firstReadBytes ?? FIRST_CHUNK);
   } finally {
     if (owned) await bytes.close();
   }
 }
 
-async function parse(source: GgufByteSource, limits: GgufLimits, whole: Uint8Array | undefined): Promise<GgufFile> {
-  const c = new Cursor(source, limits, whole);
+async function parse(source: GgufByteSource, limits: GgufLimits, whole: Uint8Array | undefined, firstRead: number): Promise<GgufFile> {
+  const c = new Cursor(source, limits, whole, firstRead);
   await c.fill(4, "magic");
   const magic = c.u32();
   if (magic !== GGUF_MAGIC) throw badMagic(c);
