@@ -9,7 +9,7 @@ export const PLATFORM_VARIABLES: ReadonlySet<string> = new Set([
 const SOURCE_EXTENSIONS = new Set([".ts", ".mts", ".js", ".mjs", ".cc", ".cpp", ".h", ".hpp"]);
 const SKIPPED_FOLDERS = new Set(["node_modules", "dist", "build", ".turbo", ".cache", ".git"]);
 
-/** Patterns for reads: process.env.NAME, process.env["NAME"], env.NAME on an env parameter, getenv("NAME"). */
+/** Patterns for reads: process.env dot or bracket access, `env.<NAME>` on an env parameter, and getenv. */
 const READ_PATTERNS: readonly RegExp[] = [
   /process\.env\.([A-Z][A-Z0-9_]+)/g,
   /process\.env\[\s*["'`]([A-Z][A-Z0-9_]+)["'`]\s*\]/g,
@@ -42,14 +42,14 @@ export function findEnvironmentReads(repoRoot: string, roots: readonly string[])
     for (const file of sourceFiles(folder)) {
       const lines = fs.readFileSync(file, "utf8").split("\n");
       lines.forEach((text, index) => {
+        const onLine = new Set<string>();
         for (const pattern of READ_PATTERNS) {
           for (const match of text.matchAll(pattern)) {
             const variable = match[1];
-            if (variable && !PLATFORM_VARIABLES.has(variable)) {
-              reads.push({ variable, file: path.relative(repoRoot, file), line: index + 1 });
-            }
+            if (variable && !PLATFORM_VARIABLES.has(variable)) onLine.add(variable);
           }
         }
+        for (const variable of onLine) reads.push({ variable, file: path.relative(repoRoot, file), line: index + 1 });
       });
     }
   }
