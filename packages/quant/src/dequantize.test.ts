@@ -2,6 +2,8 @@ import { describe, expect, it } from "vitest";
 import { GgmlType, GGML_TYPE_TRAITS } from "@keepquant/gguf";
 import { loadGgmlOracle, loadGgmlRowOracle } from "@keepquant/oracle";
 import {
+  SCALAR_DEQUANTIZE_KERNELS,
+  wasmDequantizeUnavailableReason,
   dequantizeRow,
   dequantizeTensor,
   DEQUANTIZE_TYPES,
@@ -131,6 +133,10 @@ describe("dequantizeRow: bit-exact against ggml's dequantize_row_<type>", () => 
         const expected = oracleDequantize(type, src, elements);
         const ours = dequantizeTensor(type, src, elements);
         expect(firstBitDifference(ours, expected), name).toBeUndefined();
+        // the scalar kernel too (the SIMD arm's fallback and reference)
+        const scalar = new Float32Array(elements);
+        SCALAR_DEQUANTIZE_KERNELS[type]!(src, 0, scalar, 0, src.length / typeSize);
+        expect(firstBitDifference(scalar, expected), `${name} scalar`).toBeUndefined();
       }
       // a row starting at an odd byte address decodes the same (kernels read bytes, not words)
       const rowBytes = 4 * typeSize;
@@ -140,6 +146,10 @@ describe("dequantizeRow: bit-exact against ggml's dequantize_row_<type>", () => 
       expect(firstBitDifference(row, oracleDequantize(type, random.subarray(0, rowBytes), 4 * blockSize))).toBeUndefined();
     });
   }
+
+  it("the contract's encodings run WebAssembly SIMD kernels on this runtime", () => {
+    expect(wasmDequantizeUnavailableReason()).toBeUndefined();
+  });
 
   it("negative scale times a zero quant stays -0", () => {
     // Q8_0: d = -1.0, all quants 0

@@ -8,6 +8,7 @@
 import { GgmlType, GGML_TYPE_TRAITS } from "@keepquant/gguf";
 import { QuantArgumentError, UnsupportedGgmlTypeError } from "./errors.js";
 import { FP16_TO_FP32 } from "./fp.js";
+import { wasmKernel } from "./wasm-dequantize.js";
 
 /** Decodes `blocks` blocks from `src[srcOffset..]` into `dst[dstOffset..]`. */
 export type DequantizeKernel = (
@@ -320,8 +321,8 @@ function dequantizeIQ4_XS(src: Uint8Array, so: number, dst: Float32Array, y: num
   }
 }
 
-/** The dequantizers this package has, by type; anything else is refused with UnsupportedGgmlTypeError. */
-export const DEQUANTIZE_KERNELS: Readonly<Partial<Record<GgmlType, DequantizeKernel>>> = {
+/** The scalar (plain TypeScript) dequantizers: the readable reference, and the fallback everywhere. */
+export const SCALAR_DEQUANTIZE_KERNELS: Readonly<Partial<Record<GgmlType, DequantizeKernel>>> = {
   [GgmlType.F32]: dequantizeF32,
   [GgmlType.F16]: dequantizeF16,
   [GgmlType.BF16]: dequantizeBF16,
@@ -339,6 +340,19 @@ export const DEQUANTIZE_KERNELS: Readonly<Partial<Record<GgmlType, DequantizeKer
   [GgmlType.IQ4_NL]: dequantizeIQ4_NL,
   [GgmlType.IQ4_XS]: dequantizeIQ4_XS,
   [GgmlType.MXFP4]: dequantizeMXFP4,
+};
+
+/**
+ * The dequantizers in use, by type: the scalar ones, except the contract's encodings (Q8_0, Q4_K,
+ * Q5_K, Q6_K), which run WebAssembly SIMD kernels of the same arithmetic when the runtime has SIMD.
+ * Anything else is refused with UnsupportedGgmlTypeError.
+ */
+export const DEQUANTIZE_KERNELS: Readonly<Partial<Record<GgmlType, DequantizeKernel>>> = {
+  ...SCALAR_DEQUANTIZE_KERNELS,
+  [GgmlType.Q8_0]: wasmKernel(GgmlType.Q8_0, dequantizeQ8_0),
+  [GgmlType.Q4_K]: wasmKernel(GgmlType.Q4_K, dequantizeQ4_K),
+  [GgmlType.Q5_K]: wasmKernel(GgmlType.Q5_K, dequantizeQ5_K),
+  [GgmlType.Q6_K]: wasmKernel(GgmlType.Q6_K, dequantizeQ6_K),
 };
 
 export const DEQUANTIZE_TYPES: readonly GgmlType[] = (Object.keys(DEQUANTIZE_KERNELS) as string[]).map(

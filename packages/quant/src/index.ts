@@ -5,3 +5,4 @@ export * from "./contract.js";
 export * from "./reference-provider.js";
 export * from "./quantize.js";
 export * from "./llama-numerics/index.js";
+export { wasmDequantizeUnavailableReason } from "./wasm-dequantize.js";

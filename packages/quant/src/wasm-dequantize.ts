@@ -1,0 +1,373 @@
+/**
+ * WebAssembly SIMD dequantizers for the contract's encodings (Q8_0, Q4_K, Q5_K, Q6_K): the same
+ * arithmetic as the scalar kernels (int -> f32 conversion, one f32 multiply, one f32 subtract, in C's
+ * order; no fused operations), four lanes at a time. The module is generated here as bytes (no
+ * toolchain), instantiated synchronously, and used through `dequantizeWasm`, which copies input in
+ * and output out in cache-sized pieces. Blocks whose f16 scales are infinite or NaN are redone by the
+ * scalar kernels afterwards, so NaN payload propagation never depends on the SIMD unit.
+ */
+import { GgmlType } from "@keepquant/gguf";
+import { FP16_TO_FP32_BITS } from "./fp.js";
+
+// ---------------------------------------------------------------- a tiny wasm emitter
+
+function uleb(value: number, out: number[]): void {
+  let v = value >>> 0;
+  do {
+    let byte = v & 0x7f;
+    v >>>= 7;
+    if (v !== 0) byte |= 0x80;
+    out.push(byte);
+  } while (v !== 0);
+}
+
+function sleb(value: number, out: number[]): void {
+  let v = value | 0;
+  for (;;) {
+    const byte = v & 0x7f;
+    v >>= 7;
+    if ((v === 0 && (byte & 0x40) === 0) || (v === -1 && (byte & 0x40) !== 0)) {
+      out.push(byte);
+      return;
+    }
+    out.push(byte | 0x80);
+  }
+}
+
+// local indices: param nb; i32 p, o, i; f32 d, m, s; v128 v0..v6
+const NB = 0;
+const P = 1;
+const O = 2;
+const I = 3;
+const D = 4;
+const M = 5;
+const S = 6;
+const V0 = 7;
+const V1 = 8;
+const V2 = 9;
+const V3 = 10;
+const V4 = 11;
+const V5 = 12;
+const V6 = 13;
+
+const TABLE = 0; // 65536 f32: the f16 -> f32 table
+const IN = 65536 * 4;
+const IN_BYTES = 16 * 1024;
+const OUT = IN + IN_BYTES;
+const OUT_BYTES = 8 * IN_BYTES; // Q4_K expands 144 B -> 1024 B, the most of the four
+const PAGES = Math.ceil((OUT + OUT_BYTES) / 65536);
+
+class Code {
+  readonly bytes: number[] = [];
+  op(...codes: number[]): this {
+    this.bytes.push(...codes);
+    return this;
+  }
+  simd(opcode: number): this {
+    this.bytes.push(0xfd);
+    uleb(opcode, this.bytes);
+    return this;
+  }
+  get(local: number): this {
+    return this.op(0x20, local);
+  }
+  set(local: number): this {
+    return this.op(0x21, local);
+  }
+  i32(value: number): this {
+    this.op(0x41);
+    sleb(value, this.bytes);
+    return this;
+  }
+  mem(opcode: number, align: number, offset: number): this {
+    this.op(opcode, align);
+    uleb(offset, this.bytes);
+    return this;
+  }
+  /** u8 at p + offset */
+  u8(offset: number): this {
+    return this.get(P).mem(0x2d, 0, offset);
+  }
+  /** f32 value of the f16 at p + offset (through the table) */
+  f16(offset: number): this {
+    return this.get(P).mem(0x2f, 0, offset).i32(2).op(0x74).mem(0x2a, 2, TABLE);
+  }
+  vload(offset: number): this {
+    this.get(P).op(0xfd, 0x00, 0);
+    uleb(offset, this.bytes);
+    return this;
+  }
+  vconst8(value: number): this {
+    this.op(0xfd, 0x0c);
+    for (let i = 0; i < 16; i++) this.bytes.push(value & 0xff);
+    return this;
+  }
+  /** f32 on the stack -> v128 splat into `local` */
+  splatTo(local: number): this {
+    return this.simd(0x13).set(local);
+  }
+  /**
+   * Converts the 16 bytes in local `vec` (signed or unsigned) to f32, multiplies by the splat in
+   * `scale`, subtracts the splat in `min` (when given), stores 64 bytes at o + outOffset.
+   */
+  store16(vec: number, signed: boolean, scale: number, min: number | undefined, outOffset: number): this {
+    for (let half = 0; half < 2; half++) {
+      this.get(vec).simd(signed ? 0x87 + half : 0x89 + half).set(V3);
+      for (let quarter = 0; quarter < 2; quarter++) {
+        this.get(O);
+        this.get(V3).simd(signed ? 0xa7 + quarter : 0xa9 + quarter);
+        this.simd(0xfa); // f32x4.convert_i32x4_s (values fit in i16)
+        this.get(scale).simd(0xe6); // f32x4.mul
+        if (min !== undefined) this.get(min).simd(0xe5); // f32x4.sub
+        this.op(0xfd, 0x0b, 0);
+        uleb(outOffset + (half * 8 + quarter * 4) * 4, this.bytes);
+      }
+    }
+    return this;
+  }
+}
+
+/** Wraps a per-block body in the block loop: p from IN by inBytes, o from OUT by outBytes. */
+function blockLoop(inBytes: number, outBytes: number, body: (c: Code) => void): number[] {
+  const c = new Code();
+  c.i32(IN).set(P).i32(OUT).set(O).i32(0).set(I);
+  c.op(0x02, 0x40); // block
+  c.get(NB).op(0x45).op(0x0d, 0); // br_if 0 when nb == 0
+  c.op(0x03, 0x40); // loop
+  body(c);
+  c.get(P).i32(inBytes).op(0x6a).set(P);
+  c.get(O).i32(outBytes).op(0x6a).set(O);
+  c.get(I).i32(1).op(0x6a).op(0x22, I).get(NB).op(0x49).op(0x0d, 0); // br_if loop while ++i < nb
+  c.op(0x0b, 0x0b, 0x0b); // end loop, end block, end function
+  return c.bytes;
+}
+
+function scaleK4(c: Code, j: number): Code {
+  if (j < 4) return c.u8(4 + j).i32(63).op(0x71);
+  return c.u8(4 + j + 4).i32(0x0f).op(0x71).u8(4 + j - 4).i32(6).op(0x76).i32(4).op(0x74).op(0x72);
+}
+function minK4(c: Code, j: number): Code {
+  if (j < 4) return c.u8(4 + j + 4).i32(63).op(0x71);
+  return c.u8(4 + j + 4).i32(4).op(0x76).u8(4 + j).i32(6).op(0x76).i32(4).op(0x74).op(0x72);
+}
+/** f32 (on stack) = base local * f32(i32 on stack) */
+function timesLocal(c: Code, base: number): Code {
+  return c.op(0xb2).get(base).op(0x94);
+}
+
+const q8_0 = blockLoop(34, 128, (c) => {
+  c.f16(0).splatTo(V4);
+  c.vload(2).set(V0).store16(V0, true, V4, undefined, 0);
+  c.vload(18).set(V0).store16(V0, true, V4, undefined, 64);
+});
+
+const q4_K = blockLoop(144, 1024, (c) => {
+  c.f16(0).set(D).f16(2).set(M);
+  for (let pair = 0; pair < 4; pair++) {
+    for (let nibble = 0; nibble < 2; nibble++) {
+      timesLocal(scaleK4(c, 2 * pair + nibble), D).splatTo(V4);
+      timesLocal(minK4(c, 2 * pair + nibble), M).splatTo(V5);
+      for (let half = 0; half < 2; half++) {
+        c.vload(16 + 32 * pair + 16 * half);
+        if (nibble === 0) c.vconst8(0x0f).simd(0x4e);
+        else c.i32(4).simd(0x6d);
+        c.set(V0).store16(V0, false, V4, V5, (64 * pair + 32 * nibble + 16 * half) * 4);
+      }
+    }
+  }
+});
+
+const q5_K = blockLoop(176, 1024, (c) => {
+  c.f16(0).set(D).f16(2).set(M);
+  for (let pair = 0; pair < 4; pair++) {
+    for (let nibble = 0; nibble < 2; nibble++) {
+      timesLocal(scaleK4(c, 2 * pair + nibble), D).splatTo(V4);
+      timesLocal(minK4(c, 2 * pair + nibble), M).splatTo(V5);
+      for (let half = 0; half < 2; half++) {
+        c.vload(48 + 32 * pair + 16 * half);
+        if (nibble === 0) c.vconst8(0x0f).simd(0x4e);
+        else c.i32(4).simd(0x6d);
+        // fifth bit: ((qh >> (2 pair + nibble)) << 4) & 0x10
+        c.vload(16 + 16 * half).i32(2 * pair + nibble).simd(0x6d).i32(4).simd(0x6b).vconst8(0x10).simd(0x4e);
+        c.simd(0x50).set(V0).store16(V0, false, V4, V5, (64 * pair + 32 * nibble + 16 * half) * 4);
+      }
+    }
+  }
+});
+
+const q6_K = blockLoop(210, 1024, (c) => {
+  c.f16(208).set(D);
+  for (let n = 0; n < 2; n++) {
+    const ql = 64 * n;
+    const qh = 128 + 32 * n;
+    const sc = 192 + 8 * n;
+    for (let half = 0; half < 2; half++) {
+      const l0 = 16 * half;
+      c.vload(ql + l0).set(V0).vload(ql + 32 + l0).set(V1).vload(qh + l0).set(V2);
+      // level = low | high - 32, as i8; scale = d * sc[is + 2 k]
+      const parts: Array<(c: Code) => void> = [
+        (c) => c.get(V0).vconst8(0x0f).simd(0x4e).get(V2).i32(4).simd(0x6b).vconst8(0x30).simd(0x4e),
+        (c) => c.get(V1).vconst8(0x0f).simd(0x4e).get(V2).i32(2).simd(0x6b).vconst8(0x30).simd(0x4e),
+        (c) => c.get(V0).i32(4).simd(0x6d).get(V2).vconst8(0x30).simd(0x4e),
+        (c) => c.get(V1).i32(4).simd(0x6d).get(V2).i32(2).simd(0x6d).vconst8(0x30).simd(0x4e),
+      ];
+      parts.forEach((part, k) => {
+        c.get(P).mem(0x2c, 0, sc + half + 2 * k); // i32.load8_s
+        timesLocal(c, D).set(S).get(S).splatTo(V4);
+        part(c);
+        c.simd(0x50).vconst8(32).simd(0x71).set(V6); // v128.or, i8x16.sub 32
+        c.store16(V6, true, V4, undefined, (128 * n + 32 * k + l0) * 4);
+      });
+    }
+  }
+});
+
+function section(id: number, content: number[], out: number[]): void {
+  out.push(id);
+  uleb(content.length, out);
+  out.push(...content);
+}
+
+function name(text: string, out: number[]): void {
+  uleb(text.length, out);
+  for (const ch of text) out.push(ch.charCodeAt(0));
+}
+
+const FUNCTIONS: Array<[string, number[]]> = [
+  ["q8_0", q8_0],
+  ["q4_K", q4_K],
+  ["q5_K", q5_K],
+  ["q6_K", q6_K],
+];
+
+function buildModule(): Uint8Array {
+  const out = [0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00];
+  section(1, [1, 0x60, 1, 0x7f, 0], out); // type 0: (i32) -> ()
+  const functions: number[] = [];
+  uleb(FUNCTIONS.length, functions);
+  for (let i = 0; i < FUNCTIONS.length; i++) functions.push(0);
+  section(3, functions, out);
+  section(5, [1, 0x00, PAGES], out); // one memory, min PAGES
+  const exports: number[] = [];
+  uleb(FUNCTIONS.length + 1, exports);
+  name("memory", exports);
+  exports.push(0x02, 0);
+  FUNCTIONS.forEach(([fname], i) => {
+    name(fname, exports);
+    exports.push(0x00, i);
+  });
+  section(7, exports, out);
+  const code: number[] = [];
+  uleb(FUNCTIONS.length, code);
+  for (const [, body] of FUNCTIONS) {
+    const fn: number[] = [3, 3, 0x7f, 3, 0x7d, 7, 0x7b, ...body]; // locals: 3 i32, 3 f32, 7 v128
+    uleb(fn.length, code);
+    code.push(...fn);
+  }
+  section(10, code, out);
+  return Uint8Array.from(out);
+}
+
+// ---------------------------------------------------------------- runtime
+
+interface WasmDequantizer {
+  memory: Uint8Array;
+  output: Float32Array;
+  kernels: Partial<Record<GgmlType, (blocks: number) => void>>;
+}
+
+/** The few WebAssembly JS API members used here (the ES lib of this repo does not declare them). */
+interface WasmApi {
+  Module: new (bytes: Uint8Array) => object;
+  Instance: new (module: object, imports: object) => { exports: Record<string, unknown> };
+}
+
+let instance: WasmDequantizer | null | undefined;
+let unavailableReason: string | undefined;
+
+function load(): WasmDequantizer | null {
+  if (instance !== undefined) return instance;
+  try {
+    const api = (globalThis as unknown as { WebAssembly?: WasmApi }).WebAssembly;
+    if (!api) throw new Error("no WebAssembly in this runtime");
+    const module = new api.Module(buildModule());
+    const exports = new api.Instance(module, {}).exports;
+    const memory = exports.memory as { buffer: ArrayBuffer };
+    const bytes = new Uint8Array(memory.buffer);
+    new Uint32Array(memory.buffer, TABLE, 65536).set(FP16_TO_FP32_BITS);
+    const fn = (key: string) => exports[key] as (blocks: number) => void;
+    instance = {
+      memory: bytes,
+      output: new Float32Array(memory.buffer, OUT, OUT_BYTES / 4),
+      kernels: {
+        [GgmlType.Q8_0]: fn("q8_0"),
+        [GgmlType.Q4_K]: fn("q4_K"),
+        [GgmlType.Q5_K]: fn("q5_K"),
+        [GgmlType.Q6_K]: fn("q6_K"),
+      },
+    };
+  } catch (error) {
+    unavailableReason = `WebAssembly SIMD unavailable: ${(error as Error).message}`;
+    instance = null;
+  }
+  return instance;
+}
+
+/** Why the SIMD kernels are not used here (the scalar ones are), or undefined when they are. */
+export function wasmDequantizeUnavailableReason(): string | undefined {
+  load();
+  return unavailableReason;
+}
+
+/** Geometry and the f16 scale fields whose non-finite values send a block to the scalar kernel. */
+const LAYOUT: Partial<Record<GgmlType, { typeSize: number; blockSize: number; scales: readonly number[] }>> = {
+  [GgmlType.Q8_0]: { typeSize: 34, blockSize: 32, scales: [0] },
+  [GgmlType.Q4_K]: { typeSize: 144, blockSize: 256, scales: [0, 2] },
+  [GgmlType.Q5_K]: { typeSize: 176, blockSize: 256, scales: [0, 2] },
+  [GgmlType.Q6_K]: { typeSize: 210, blockSize: 256, scales: [208] },
+};
+
+export type ScalarKernel = (src: Uint8Array, srcOffset: number, dst: Float32Array, dstOffset: number, blocks: number) => void;
+
+/** Below this many blocks a call stays scalar (the copies would cost more than they save). */
+const MIN_WASM_BLOCKS = 8;
+
+/**
+ * A kernel with the scalar kernel's signature that runs the SIMD module for `type`, or the scalar
+ * kernel itself when SIMD is unavailable or the type has no SIMD kernel.
+ */
+export function wasmKernel(type: GgmlType, scalar: ScalarKernel): ScalarKernel {
+  const wasm = load();
+  const layout = LAYOUT[type];
+  const run = wasm?.kernels[type];
+  if (!wasm || !layout || !run) return scalar;
+  const { typeSize, blockSize, scales } = layout;
+  const perPiece = Math.floor(IN_BYTES / typeSize);
+  const { memory, output } = wasm;
+  return (src, srcOffset, dst, dstOffset, blocks) => {
+    if (blocks < MIN_WASM_BLOCKS) {
+      scalar(src, srcOffset, dst, dstOffset, blocks);
+      return;
+    }
+    let so = srcOffset;
+    let dOff = dstOffset;
+    for (let left = blocks; left > 0; ) {
+      const n = Math.min(left, perPiece);
+      memory.set(src.subarray(so, so + n * typeSize), IN);
+      run(n);
+      dst.set(output.subarray(0, n * blockSize), dOff);
+      for (let b = 0; b < n; b++) {
+        const base = so + b * typeSize;
+        for (const offset of scales) {
+          if ((src[base + offset + 1]! & 0x7c) === 0x7c) {
+            scalar(src, base, dst, dOff + b * blockSize, 1);
+            break;
+          }
+        }
+      }
+      so += n * typeSize;
+      dOff += n * blockSize;
+      left -= n;
+    }
+  };
+}
