@@ -233,6 +233,21 @@ describe("comparison with llama.cpp (live oracle)", () => {
     }
   });
 
+  it.skipIf(reason !== undefined)("matches llama.cpp with the qwen2 pre-tokenizer too", async () => {
+    const vocab = { ...fixtureVocab(), pre: "qwen2" };
+    const tok = Tokenizer.fromVocab(vocab);
+    const texts = oracleGolden().texts;
+    const folder = fs.mkdtempSync(path.join(os.tmpdir(), "keepquant-tok-test-"));
+    const model = path.join(folder, "vocab-qwen2.gguf");
+    try {
+      fs.writeFileSync(model, vocabOnlyGguf(vocab));
+      const { tokens } = await runOracle({ kind: "tokenize", model, texts, parseSpecial: true }, { timeoutMs: 60_000 });
+      texts.forEach((text, i) => expect(tok.encode(text, { parseSpecial: true })).toEqual(tokens[i]));
+    } finally {
+      fs.rmSync(folder, { recursive: true, force: true });
+    }
+  });
+
   it.skipIf(reason !== undefined)("matches llama.cpp at Qwen3.5's vocabulary size (248,320 tokens)", async () => {
     const vocab = growVocab(fixtureVocab(), QWEN35_VOCAB_SIZE);
     const golden = oracleGolden();
