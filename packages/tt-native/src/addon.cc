@@ -315,7 +315,14 @@ Napi::Value MatmulBf16Async(const Napi::CallbackInfo& info) {
   return p;
 }
 
+// sumWords(buf): wrapping sum of the buffer's 8-byte words as a bigint (read-bandwidth probe)
+Napi::Value SumWords(const Napi::CallbackInfo& info) {
+  const Bytes b = bytesArg(info, 0, "buffer");
+  return Napi::BigInt::New(info.Env(), kq::sumWords(b.data, b.length));
+}
+
 Napi::Object Init(Napi::Env env, Napi::Object exports) {
+  exports.Set("sumWords", Napi::Function::New(env, SumWords));
   exports.Set("abiVersion", Napi::Function::New(env, AbiVersion));
   exports.Set("buildInfo", Napi::Function::New(env, BuildInfo));
   exports.Set("getIsa", Napi::Function::New(env, GetIsa));

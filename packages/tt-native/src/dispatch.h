@@ -21,6 +21,7 @@ std::string selectIsaLevel(const std::string& name);
 struct KernelSet {
   VecDotFn vecDot[kTypeCount];
   DotF32Fn dotF32;
+  DequantFn dequant;
 };
 const KernelSet& kernels();
 

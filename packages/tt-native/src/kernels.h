@@ -25,9 +25,14 @@ typedef float (*VecDotFn)(int n, const void* w, const void* a);
 // Generic (portable C++) kernels, in exactly ggml's reference arithmetic.
 VecDotFn genericVecDot(int weightType);
 
-// ISA-specific tables: fill `table[type]` for the types the ISA accelerates; leave others alone.
+typedef bool (*DequantFn)(int type, const void* src, float* dst, int64_t k);
+
+// ISA-specific tables: fill `table[type]` for every type (the portable kernels recompiled for the
+// ISA, then hand-written ones where they exist).
 void fillAvx2VecDot(VecDotFn* table);
 void fillAvx512VecDot(VecDotFn* table);
+DequantFn avx2Dequant();
+DequantFn avx512Dequant();
 void fillNeonVecDot(VecDotFn* table);
 // bf16 contract dot: x (f32) . w (f32 values already rounded to bf16), f32 accumulation.
 typedef float (*DotF32Fn)(int n, const float* x, const float* w);

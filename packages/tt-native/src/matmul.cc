@@ -1,6 +1,7 @@
 #include "matmul.h"
 
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "dispatch.h"
@@ -58,6 +59,7 @@ void matmulLlama(int type, const uint8_t* w, int64_t n, int64_t k, const float* 
 void matmulBf16Rows(int type, const uint8_t* w, int64_t k, int64_t rowStart, int64_t rowCount, const float* x,
                     int64_t m, float* y, int64_t ldy, int64_t yOffset) {
   const DotF32Fn dot = kernels().dotF32;
+  const DequantFn decode = kernels().dequant;
   const size_t wBytes = weightRowBytes(type, k);
   const int64_t rpt = rowsPerTask(rowCount, m);
   const int tasks = (int)((rowCount + rpt - 1) / rpt);
@@ -66,7 +68,7 @@ void matmulBf16Rows(int type, const uint8_t* w, int64_t k, int64_t rowStart, int
     const int64_t r0 = (int64_t)t * rpt;
     const int64_t r1 = std::min(rowCount, r0 + rpt);
     for (int64_t r = r0; r < r1; ++r) {
-      dequantizeRow(type, w + (size_t)(rowStart + r) * wBytes, row.data(), k);
+      decode(type, w + (size_t)(rowStart + r) * wBytes, row.data(), k);
       for (int64_t i = 0; i < k; ++i) row[i] = roundToBf16(row[i]);
       for (int64_t mi = 0; mi < m; ++mi) y[mi * ldy + yOffset + r] = dot((int)k, x + (size_t)mi * k, row.data());
     }
@@ -75,6 +77,7 @@ void matmulBf16Rows(int type, const uint8_t* w, int64_t k, int64_t rowStart, int
 
 bool dequantizeRows(int type, const uint8_t* src, int64_t rows, int64_t k, float* dst, bool roundBf16) {
   if (!dequantSupported(type)) return false;
+  const DequantFn decode = kernels().dequant;
   const size_t wBytes = weightRowBytes(type, k);
   const int64_t rpt = std::max<int64_t>(1, rows / (threadCount() * 4));
   const int tasks = (int)((rows + rpt - 1) / rpt);
@@ -83,12 +86,38 @@ bool dequantizeRows(int type, const uint8_t* src, int64_t rows, int64_t k, float
     const int64_t r1 = std::min(rows, r0 + rpt);
     for (int64_t r = r0; r < r1; ++r) {
       float* out = dst + (size_t)r * k;
-      dequantizeRow(type, src + (size_t)r * wBytes, out, k);
+      decode(type, src + (size_t)r * wBytes, out, k);
       if (roundBf16)
         for (int64_t i = 0; i < k; ++i) out[i] = roundToBf16(out[i]);
     }
   });
   return true;
+}
+
+uint64_t sumWords(const uint8_t* buf, size_t bytes) {
+  const size_t words = bytes / 8;
+  const size_t chunk = 1 << 16;  // words per task (512 KiB)
+  const int tasks = (int)((words + chunk - 1) / chunk);
+  std::vector<uint64_t> partial((size_t)tasks, 0);
+  parallelFor(tasks, [&](int t) {
+    const size_t w0 = (size_t)t * chunk, w1 = std::min(words, w0 + chunk);
+    uint64_t a[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    size_t i = w0;
+    for (; i + 8 <= w1; i += 8) {
+      uint64_t v[8];
+      std::memcpy(v, buf + i * 8, 64);
+      for (int j = 0; j < 8; ++j) a[j] += v[j];
+    }
+    for (; i < w1; ++i) {
+      uint64_t v;
+      std::memcpy(&v, buf + i * 8, 8);
+      a[0] += v;
+    }
+    partial[(size_t)t] = a[0] + a[1] + a[2] + a[3] + a[4] + a[5] + a[6] + a[7];
+  });
+  uint64_t s = 0;
+  for (uint64_t p : partial) s += p;
+  return s;
 }
 
 }  // namespace kq

@@ -18,4 +18,8 @@ void matmulBf16Rows(int type, const uint8_t* w, int64_t k, int64_t rowStart, int
 // Dequantize `rows` rows of k elements (parallel over rows). Returns false on unsupported type.
 bool dequantizeRows(int type, const uint8_t* src, int64_t rows, int64_t k, float* dst, bool roundBf16);
 
+// Reads every 8-byte word of buf once across the pool and returns their wrapping sum (a memory
+// read-bandwidth probe for benchmarks; the sum keeps the reads from being optimized away).
+uint64_t sumWords(const uint8_t* buf, size_t bytes);
+
 }  // namespace kq

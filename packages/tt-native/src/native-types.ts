@@ -49,6 +49,8 @@ export interface NativeAddon {
     type: number, weight: ByteView, k: number, rowStart: number, rowCount: number,
     x: Float32Array, m: number, y: Float32Array, ldy: number, yOffset: number,
   ): void;
+  /** wrapping sum of the buffer's 8-byte words, read once across the pool (bandwidth probe) */
+  sumWords(buffer: ByteView): bigint;
   matmulBf16Async(
     type: number, weight: ByteView, k: number, rowStart: number, rowCount: number,
     x: Float32Array, m: number, y: Float32Array, ldy: number, yOffset: number,

@@ -1,8 +1,15 @@
 // AVX2 + FMA + F16C kernels (compiled with -mavx2 -mfma -mf16c; selected at run time).
 #define KQ_ISA_NS avx2
 #include "simd_x86.inc"
+#define KQ_GEN_NS avx2gen
+#include "dequant.inc"
+#include "vecdot_generic.inc"
 
 namespace kq {
-void fillAvx2VecDot(VecDotFn* table) { avx2::fillTable(table); }
+void fillAvx2VecDot(VecDotFn* table) {
+  for (int t = 0; t < kTypeCount; ++t) table[t] = avx2gen::portableVecDot(t);
+  avx2::fillTable(table);
+}
+DequantFn avx2Dequant() { return avx2gen::dequantizeRowImpl; }
 DotF32Fn avx2DotF32() { return avx2::dotContract; }
 }  // namespace kq

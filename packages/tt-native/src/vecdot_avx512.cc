@@ -3,8 +3,15 @@
 #define KQ_ISA_NS avx512
 #define KQ_VNNI 1
 #include "simd_x86.inc"
+#define KQ_GEN_NS avx512gen
+#include "dequant.inc"
+#include "vecdot_generic.inc"
 
 namespace kq {
-void fillAvx512VecDot(VecDotFn* table) { avx512::fillTable(table); }
+void fillAvx512VecDot(VecDotFn* table) {
+  for (int t = 0; t < kTypeCount; ++t) table[t] = avx512gen::portableVecDot(t);
+  avx512::fillTable(table);
+}
+DequantFn avx512Dequant() { return avx512gen::dequantizeRowImpl; }
 DotF32Fn avx512DotF32() { return avx512::dotContract; }
 }  // namespace kq
