@@ -1,0 +1,109 @@
+import { createHash } from "node:crypto";
+import { createReadStream } from "node:fs";
+import fs from "node:fs";
+import path from "node:path";
+import {
+  Engine,
+  PARITY_ENGINE_OPTIONS,
+  ParityError,
+  engineParityRunner,
+  formatParityReport,
+  parseGoldens,
+  runParityGate,
+  type ParityGoldens,
+} from "@keepquant/engine";
+import { CliUsageError, defineCommand, toJson, write, type CommandIo } from "../command.js";
+
+/** Exit code of a skipped run (the automake convention): the model file is absent. */
+export const EXIT_SKIP = 77;
+
+async function sha256File(file: string): Promise<string> {
+  const hash = createHash("sha256");
+  for await (const chunk of createReadStream(file, { highWaterMark: 4 * 1024 * 1024 })) hash.update(chunk as Buffer);
+  return hash.digest("hex");
+}
+
+/**
+ * The goldens in `dir` made from this model: matched by the model's sha256; a goldens file named
+ * after the model but made from other bytes is an error (the goldens do not apply).
+ */
+export function findGoldens(dir: string, modelFile: string, sha256: string): ParityGoldens {
+  if (!fs.existsSync(dir) || !fs.statSync(dir).isDirectory()) {
+    throw new ParityError("PARITY_GOLDENS_NOT_FOUND", `goldens folder not found: ${dir}`);
+  }
+  const candidates: ParityGoldens[] = [];
+  for (const name of fs.readdirSync(dir).sort()) {
+    if (!name.endsWith(".json") || name === "manifest.json") continue;
+    const text = fs.readFileSync(path.join(dir, name), "utf8");
+    if (!text.includes('"keepquant-parity-goldens/')) continue;
+    candidates.push(parseGoldens(text, path.join(dir, name)));
+  }
+  const bySha = candidates.find((g) => g.modelSha256 === sha256);
+  if (bySha) return bySha;
+  const stem = path.basename(modelFile).replace(/\.gguf$/i, "");
+  const byName = candidates.find((g) => g.fixture === stem);
+  if (byName) {
+    throw new ParityError(
+      "PARITY_FIXTURE_MISMATCH",
+      `goldens ${byName.fixture} were made from a file with sha256 ${byName.modelSha256}; ${modelFile} has sha256 ${sha256} (regenerate the fixture: pnpm exec tsx scripts/fixtures/generate.ts)`,
+    );
+  }
+  throw new ParityError("PARITY_GOLDENS_NOT_FOUND", `no goldens in ${dir} for ${modelFile} (sha256 ${sha256}; ${candidates.length} goldens files read)`);
+}
+
+export const command = defineCommand({
+  name: "parity",
+  summary: "run the parity gate: our greedy tokens vs llama.cpp's goldens for this model file",
+  usage: "parity <model.gguf> --goldens <dir> [--numerics llama|bf16] [--threads N] [--logits] [--json]",
+  help: [
+    "--goldens DIR     folder of goldens files (e.g. goldens/parity); the one made from this file's sha256 is used",
+    "--numerics MODE   llama (default) or bf16",
+    "--threads N       threads for the native provider",
+    "--logits          also measure max |our logit - oracle logit| over the stored top-K (slower)",
+    "--json            print the report as one JSON document",
+    "exit codes: 0 pass, 1 fail or error, 2 usage, 77 model file absent (prints a SKIP line)",
+  ],
+  options: {
+    goldens: { type: "string" },
+    numerics: { type: "string" },
+    threads: { type: "string" },
+    logits: { type: "boolean" },
+    json: { type: "boolean" },
+  },
+  async run(values, positionals, io: CommandIo): Promise<number> {
+    if (positionals.length !== 1) throw new CliUsageError("expected one model file: keepquant parity <model.gguf> --goldens <dir>");
+    if (values.goldens === undefined) throw new CliUsageError("--goldens <dir> is required");
+    const numerics = values.numerics ?? "llama";
+    if (numerics !== "llama" && numerics !== "bf16") throw new CliUsageError(`--numerics ${JSON.stringify(numerics)}: expected llama or bf16`);
+    let threads: number | undefined;
+    if (values.threads !== undefined) {
+      threads = Number(values.threads);
+      if (!Number.isInteger(threads) || threads < 1) throw new CliUsageError(`--threads ${JSON.stringify(values.threads)}: expected an integer >= 1`);
+    }
+    const modelFile = positionals[0]!;
+    const json = values.json === true;
+    if (!fs.existsSync(modelFile)) {
+      const reason = `model file not found: ${modelFile}`;
+      write(io.stdout, json ? toJson({ skipped: true, reason }) : `SKIP: ${reason}`);
+      return EXIT_SKIP;
+    }
+    const goldens = findGoldens(values.goldens, modelFile, await sha256File(modelFile));
+    const engine = await Engine.load(modelFile, { ...PARITY_ENGINE_OPTIONS, numerics, ...(threads === undefined ? {} : { threads }) });
+    try {
+      const report = await runParityGate(goldens, engineParityRunner(engine, { withLogits: values.logits === true }), { numerics });
+      if (json) {
+        write(io.stdout, toJson({ model: modelFile, ...report, providers: engine.stats().providers }));
+      } else {
+        write(io.stdout, formatParityReport(report));
+        for (const p of report.prompts) {
+          if (p.status === "strict") continue;
+          const gap = `${Math.round((p.gapNats ?? 0) * 1000)}${p.gapIsLowerBound ? "+" : ""} mnats`;
+          write(io.stdout, `  prompt ${p.index}: ${p.status.toUpperCase()} at step ${p.divergedAt}: oracle ${p.oracleToken}, ours ${p.ourToken}, gap ${gap}`);
+        }
+      }
+      return report.passed ? 0 : 1;
+    } finally {
+      engine.dispose();
+    }
+  },
+});
