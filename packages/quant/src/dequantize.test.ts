@@ -139,11 +139,14 @@ describe("dequantizeRow: bit-exact against ggml's dequantize_row_<type>", () => 
         expect(firstBitDifference(scalar, expected), `${name} scalar`).toBeUndefined();
       }
       // a row starting at an odd byte address decodes the same (kernels read bytes, not words)
-      const rowBytes = 4 * typeSize;
-      const shifted = new Uint8Array(rowBytes + 1);
-      shifted.set(random.subarray(0, rowBytes), 1);
-      const row = dequantizeRow(type, shifted.subarray(1), new Float32Array(4 * blockSize));
-      expect(firstBitDifference(row, oracleDequantize(type, random.subarray(0, rowBytes), 4 * blockSize))).toBeUndefined();
+      // (77 blocks: the SIMD arm with a remainder for BF16's 8-value steps; 4 blocks: the scalar arm)
+      for (const rowBlocks of [77, 4]) {
+        const rowBytes = rowBlocks * typeSize;
+        const shifted = new Uint8Array(rowBytes + 1);
+        shifted.set(random.subarray(0, rowBytes), 1);
+        const row = dequantizeRow(type, shifted.subarray(1), new Float32Array(rowBlocks * blockSize));
+        expect(firstBitDifference(row, oracleDequantize(type, random.subarray(0, rowBytes), rowBlocks * blockSize))).toBeUndefined();
+      }
     });
   }
 

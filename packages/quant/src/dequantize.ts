@@ -49,8 +49,9 @@ function dequantizeF16(src: Uint8Array, so: number, dst: Float32Array, dOff: num
 }
 
 function dequantizeBF16(src: Uint8Array, so: number, dst: Float32Array, dOff: number, n: number): void {
-  const out = new Uint32Array(dst.buffer, dst.byteOffset + dOff * 4, n);
-  for (let i = 0; i < n; i++, so += 2) out[i] = ((src[so]! << 16) | (src[so + 1]! << 24)) >>> 0;
+  // Int32Array, not Uint32Array: the bits are the same and stores stay small integers (no doubles)
+  const out = new Int32Array(dst.buffer, dst.byteOffset + dOff * 4, n);
+  for (let i = 0; i < n; i++, so += 2) out[i] = (src[so]! << 16) | (src[so + 1]! << 24);
 }
 
 // ---------------------------------------------------------------- 32-element blocks
@@ -344,7 +345,7 @@ export const SCALAR_DEQUANTIZE_KERNELS: Readonly<Partial<Record<GgmlType, Dequan
 
 /**
  * The dequantizers in use, by type: the scalar ones, except the contract's encodings (Q8_0, Q4_K,
- * Q5_K, Q6_K), which run WebAssembly SIMD kernels of the same arithmetic when the runtime has SIMD.
+ * Q5_K, Q6_K) and Q4_0, Q8_K, BF16, which run WebAssembly SIMD kernels of the same arithmetic when the runtime has SIMD.
  * Anything else is refused with UnsupportedGgmlTypeError.
  */
 export const DEQUANTIZE_KERNELS: Readonly<Partial<Record<GgmlType, DequantizeKernel>>> = {
@@ -353,6 +354,9 @@ export const DEQUANTIZE_KERNELS: Readonly<Partial<Record<GgmlType, DequantizeKer
   [GgmlType.Q4_K]: wasmKernel(GgmlType.Q4_K, dequantizeQ4_K),
   [GgmlType.Q5_K]: wasmKernel(GgmlType.Q5_K, dequantizeQ5_K),
   [GgmlType.Q6_K]: wasmKernel(GgmlType.Q6_K, dequantizeQ6_K),
+  [GgmlType.Q4_0]: wasmKernel(GgmlType.Q4_0, dequantizeQ4_0),
+  [GgmlType.Q8_K]: wasmKernel(GgmlType.Q8_K, dequantizeQ8_K),
+  [GgmlType.BF16]: wasmKernel(GgmlType.BF16, dequantizeBF16),
 };
 
 export const DEQUANTIZE_TYPES: readonly GgmlType[] = (Object.keys(DEQUANTIZE_KERNELS) as string[]).map(

@@ -1,5 +1,5 @@
 /**
- * WebAssembly SIMD dequantizers for the contract's encodings (Q8_0, Q4_K, Q5_K, Q6_K): the same
+ * WebAssembly SIMD dequantizers for the contract's encodings (Q8_0, Q4_K, Q5_K, Q6_K) and Q4_0, Q8_K, BF16: the same
  * arithmetic as the scalar kernels (int -> f32 conversion, one f32 multiply, one f32 subtract, in C's
  * order; no fused operations), four lanes at a time. The module is generated here as bytes (no
  * toolchain), instantiated synchronously, and used through `dequantizeWasm`, which copies input in
@@ -222,6 +222,26 @@ const q6_K = blockLoop(210, 1024, (c) => {
   }
 });
 
+const q4_0 = blockLoop(18, 128, (c) => {
+  c.f16(0).splatTo(V4);
+  c.vload(2).vconst8(0x0f).simd(0x4e).vconst8(8).simd(0x71).set(V0).store16(V0, true, V4, undefined, 0);
+  c.vload(2).i32(4).simd(0x6d).vconst8(8).simd(0x71).set(V0).store16(V0, true, V4, undefined, 64);
+});
+
+const q8_K = blockLoop(292, 1024, (c) => {
+  c.get(P).mem(0x2a, 0, 0).splatTo(V4); // f32 d
+  for (let k = 0; k < 16; k++) c.vload(4 + 16 * k).set(V0).store16(V0, true, V4, undefined, 64 * k);
+});
+
+/** BF16: 8 values (16 bytes) per step; each u16 moves to the top half of a u32. Pure integer work. */
+const bf16 = blockLoop(16, 32, (c) => {
+  for (let half = 0; half < 2; half++) {
+    c.get(O).vload(0).simd(half === 0 ? 0xa9 : 0xaa).i32(16).simd(0xab); // i32x4.extend_*_i16x8_u, i32x4.shl
+    c.op(0xfd, 0x0b, 0);
+    uleb(16 * half, c.bytes);
+  }
+});
+
 function section(id: number, content: number[], out: number[]): void {
   out.push(id);
   uleb(content.length, out);
@@ -234,6 +254,9 @@ function name(text: string, out: number[]): void {
 }
 
 const FUNCTIONS: Array<[string, number[]]> = [
+  ["q4_0", q4_0],
+  ["q8_K", q8_K],
+  ["bf16", bf16],
   ["q8_0", q8_0],
   ["q4_K", q4_K],
   ["q5_K", q5_K],
@@ -300,6 +323,9 @@ function load(): WasmDequantizer | null {
       memory: bytes,
       output: new Float32Array(memory.buffer, OUT, OUT_BYTES / 4),
       kernels: {
+        [GgmlType.Q4_0]: fn("q4_0"),
+        [GgmlType.Q8_K]: fn("q8_K"),
+        [GgmlType.BF16]: fn("bf16"),
         [GgmlType.Q8_0]: fn("q8_0"),
         [GgmlType.Q4_K]: fn("q4_K"),
         [GgmlType.Q5_K]: fn("q5_K"),
@@ -319,18 +345,34 @@ export function wasmDequantizeUnavailableReason(): string | undefined {
   return unavailableReason;
 }
 
-/** Geometry and the f16 scale fields whose non-finite values send a block to the scalar kernel. */
-const LAYOUT: Partial<Record<GgmlType, { typeSize: number; blockSize: number; scales: readonly number[] }>> = {
-  [GgmlType.Q8_0]: { typeSize: 34, blockSize: 32, scales: [0] },
-  [GgmlType.Q4_K]: { typeSize: 144, blockSize: 256, scales: [0, 2] },
-  [GgmlType.Q5_K]: { typeSize: 176, blockSize: 256, scales: [0, 2] },
-  [GgmlType.Q6_K]: { typeSize: 210, blockSize: 256, scales: [208] },
+/** An f16 at `offset` of the block at `base` is infinite or NaN. */
+const f16Special =
+  (...offsets: number[]) =>
+  (src: Uint8Array, base: number): boolean =>
+    offsets.some((offset) => (src[base + offset + 1]! & 0x7c) === 0x7c);
+
+/**
+ * Geometry of one SIMD step (`unit` values from `unitBytes` bytes; a ggml block, or 8 values for
+ * BF16) and the test that sends a block to the scalar kernel (non-finite scales).
+ */
+const LAYOUT: Partial<Record<GgmlType, { unitBytes: number; unit: number; special?: (src: Uint8Array, base: number) => boolean }>> = {
+  [GgmlType.Q4_0]: { unitBytes: 18, unit: 32, special: f16Special(0) },
+  [GgmlType.Q8_0]: { unitBytes: 34, unit: 32, special: f16Special(0) },
+  [GgmlType.Q4_K]: { unitBytes: 144, unit: 256, special: f16Special(0, 2) },
+  [GgmlType.Q5_K]: { unitBytes: 176, unit: 256, special: f16Special(0, 2) },
+  [GgmlType.Q6_K]: { unitBytes: 210, unit: 256, special: f16Special(208) },
+  [GgmlType.Q8_K]: {
+    unitBytes: 292,
+    unit: 256,
+    special: (src, base) => (src[base + 3]! & 0x7f) === 0x7f && (src[base + 2]! & 0x80) !== 0,
+  },
+  [GgmlType.BF16]: { unitBytes: 16, unit: 8 },
 };
 
 export type ScalarKernel = (src: Uint8Array, srcOffset: number, dst: Float32Array, dstOffset: number, blocks: number) => void;
 
-/** Below this many blocks a call stays scalar (the copies would cost more than they save). */
-const MIN_WASM_BLOCKS = 8;
+/** Below this many SIMD units a call stays scalar (the copies would cost more than they save). */
+const MIN_WASM_UNITS = 8;
 
 /**
  * A kernel with the scalar kernel's signature that runs the SIMD module for `type`, or the scalar
@@ -341,33 +383,35 @@ export function wasmKernel(type: GgmlType, scalar: ScalarKernel): ScalarKernel {
   const layout = LAYOUT[type];
   const run = wasm?.kernels[type];
   if (!wasm || !layout || !run) return scalar;
-  const { typeSize, blockSize, scales } = layout;
-  const perPiece = Math.floor(IN_BYTES / typeSize);
+  const { unitBytes, unit, special } = layout;
+  // scalar kernels count ggml blocks; for BF16 a block is one value and a SIMD unit is 8
+  const blocksPerUnit = type === GgmlType.BF16 ? unit : 1;
+  const perPiece = Math.floor(IN_BYTES / unitBytes);
   const { memory, output } = wasm;
   return (src, srcOffset, dst, dstOffset, blocks) => {
-    if (blocks < MIN_WASM_BLOCKS) {
+    const units = Math.floor(blocks / blocksPerUnit);
+    if (units < MIN_WASM_UNITS) {
       scalar(src, srcOffset, dst, dstOffset, blocks);
       return;
     }
     let so = srcOffset;
     let dOff = dstOffset;
-    for (let left = blocks; left > 0; ) {
+    for (let left = units; left > 0; ) {
       const n = Math.min(left, perPiece);
-      memory.set(src.subarray(so, so + n * typeSize), IN);
+      memory.set(src.subarray(so, so + n * unitBytes), IN);
       run(n);
-      dst.set(output.subarray(0, n * blockSize), dOff);
-      for (let b = 0; b < n; b++) {
-        const base = so + b * typeSize;
-        for (const offset of scales) {
-          if ((src[base + offset + 1]! & 0x7c) === 0x7c) {
-            scalar(src, base, dst, dOff + b * blockSize, 1);
-            break;
-          }
+      dst.set(output.subarray(0, n * unit), dOff);
+      if (special) {
+        for (let b = 0; b < n; b++) {
+          const base = so + b * unitBytes;
+          if (special(src, base)) scalar(src, base, dst, dOff + b * unit, 1);
         }
       }
-      so += n * typeSize;
-      dOff += n * blockSize;
+      so += n * unitBytes;
+      dOff += n * unit;
       left -= n;
     }
+    const rest = blocks - units * blocksPerUnit;
+    if (rest > 0) scalar(src, so, dst, dOff, rest);
   };
 }
