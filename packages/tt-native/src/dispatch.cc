@@ -37,15 +37,18 @@ std::atomic<int> gLevel{0};
 
 void initSets() {
   for (int l = 0; l < 4; ++l) {
-    for (int t = 0; t < kTypeCount; ++t) gSets[l].vecDot[t] = genericVecDot(t);
+    for (int t = 0; t < kTypeCount; ++t) {
+      gSets[l].vecDot[t] = genericVecDot(t);
+      gSets[l].vecDotMulti[t] = nullptr;
+    }
     gSets[l].dotF32 = dotF32Generic;
     gSets[l].dequant = dequantizeRow;
   }
 #if defined(KEEPQUANT_X86)
-  fillAvx2VecDot(gSets[(int)IsaLevel::Avx2].vecDot);
+  fillAvx2VecDot(gSets[(int)IsaLevel::Avx2].vecDot, gSets[(int)IsaLevel::Avx2].vecDotMulti);
   gSets[(int)IsaLevel::Avx2].dotF32 = avx2DotF32();
   gSets[(int)IsaLevel::Avx2].dequant = avx2Dequant();
-  fillAvx512VecDot(gSets[(int)IsaLevel::Avx512].vecDot);
+  fillAvx512VecDot(gSets[(int)IsaLevel::Avx512].vecDot, gSets[(int)IsaLevel::Avx512].vecDotMulti);
   gSets[(int)IsaLevel::Avx512].dotF32 = avx512DotF32();
   gSets[(int)IsaLevel::Avx512].dequant = avx512Dequant();
 #endif

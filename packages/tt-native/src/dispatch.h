@@ -20,6 +20,7 @@ std::string selectIsaLevel(const std::string& name);
 
 struct KernelSet {
   VecDotFn vecDot[kTypeCount];
+  VecDotMultiFn vecDotMulti[kTypeCount];  // null: loop over vecDot
   DotF32Fn dotF32;
   DequantFn dequant;
 };

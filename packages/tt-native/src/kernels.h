@@ -25,12 +25,17 @@ typedef float (*VecDotFn)(int n, const void* w, const void* a);
 // Generic (portable C++) kernels, in exactly ggml's reference arithmetic.
 VecDotFn genericVecDot(int weightType);
 
+// One weight row against `rows` (1..4) activation rows `as` bytes apart; out[r * os]. Gives the
+// same bits per row as the VecDotFn of the same level.
+typedef void (*VecDotMultiFn)(int n, const void* w, const uint8_t* a, size_t as, int rows, float* out, size_t os);
+constexpr int kMultiRows = 4;
+
 typedef bool (*DequantFn)(int type, const void* src, float* dst, int64_t k);
 
 // ISA-specific tables: fill `table[type]` for every type (the portable kernels recompiled for the
 // ISA, then hand-written ones where they exist).
-void fillAvx2VecDot(VecDotFn* table);
-void fillAvx512VecDot(VecDotFn* table);
+void fillAvx2VecDot(VecDotFn* table, VecDotMultiFn* multi);
+void fillAvx512VecDot(VecDotFn* table, VecDotMultiFn* multi);
 DequantFn avx2Dequant();
 DequantFn avx512Dequant();
 void fillNeonVecDot(VecDotFn* table);

@@ -43,15 +43,28 @@ void matmulLlama(int type, const uint8_t* w, int64_t n, int64_t k, const float* 
     parallelFor((int)m, [&](int row) { quantizeActRow(actType, x + (size_t)row * k, a + (size_t)row * actBytes, k); });
     actData = a;
   }
+  const VecDotMultiFn multi = kernels().vecDotMulti[type];
   const int64_t rpt = rowsPerTask(n, m);
   const int tasks = (int)((n + rpt - 1) / rpt);
+  // Each task owns a block of weight rows; activation rows are walked in tiles that stay in cache.
+  // Every y[mi, r] is one kernel call's result whatever the split, so threads never change bits.
+  const int64_t mTile = 32;
   parallelFor(tasks, [&](int t) {
     const int64_t r0 = (int64_t)t * rpt;
     const int64_t r1 = std::min(n, r0 + rpt);
-    for (int64_t mi = 0; mi < m; ++mi) {
-      const uint8_t* a = actData + (size_t)mi * actBytes;
-      float* out = y + (size_t)mi * n;
-      for (int64_t r = r0; r < r1; ++r) out[r] = dot((int)k, w + (size_t)r * wBytes, a);
+    for (int64_t m0 = 0; m0 < m; m0 += mTile) {
+      const int64_t m1 = std::min(m, m0 + mTile);
+      for (int64_t r = r0; r < r1; ++r) {
+        const uint8_t* wr = w + (size_t)r * wBytes;
+        if (multi) {
+          for (int64_t mi = m0; mi < m1; mi += kMultiRows) {
+            const int rows = (int)std::min<int64_t>(kMultiRows, m1 - mi);
+            multi((int)k, wr, actData + (size_t)mi * actBytes, actBytes, rows, y + (size_t)mi * n + r, (size_t)n);
+          }
+        } else {
+          for (int64_t mi = m0; mi < m1; ++mi) y[(size_t)mi * n + r] = dot((int)k, wr, actData + (size_t)mi * actBytes);
+        }
+      }
     }
   });
 }

@@ -6,9 +6,10 @@
 #include "vecdot_generic.inc"
 
 namespace kq {
-void fillAvx2VecDot(VecDotFn* table) {
+void fillAvx2VecDot(VecDotFn* table, VecDotMultiFn* multi) {
   for (int t = 0; t < kTypeCount; ++t) table[t] = avx2gen::portableVecDot(t);
   avx2::fillTable(table);
+  avx2::fillMultiTable(multi);
 }
 DequantFn avx2Dequant() { return avx2gen::dequantizeRowImpl; }
 DotF32Fn avx2DotF32() { return avx2::dotContract; }

@@ -8,9 +8,10 @@
 #include "vecdot_generic.inc"
 
 namespace kq {
-void fillAvx512VecDot(VecDotFn* table) {
+void fillAvx512VecDot(VecDotFn* table, VecDotMultiFn* multi) {
   for (int t = 0; t < kTypeCount; ++t) table[t] = avx512gen::portableVecDot(t);
   avx512::fillTable(table);
+  avx512::fillMultiTable(multi);
 }
 DequantFn avx512Dequant() { return avx512gen::dequantizeRowImpl; }
 DotF32Fn avx512DotF32() { return avx512::dotContract; }
