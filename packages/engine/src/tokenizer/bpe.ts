@@ -7,6 +7,8 @@
 
 import { BYTE_TO_CHAR } from "./byte-unicode.js";
 
+const utf8Encoder = new TextEncoder();
+
 /** UTF-8 bytes of a well-formed `word` as byte-level characters (one per byte). */
 export function toByteLevel(word: string): string {
   let out = "";
@@ -35,8 +37,9 @@ interface Bigram {
   left: number;
   right: number;
   rank: number;
-  /** left text + right text when queued; a stale entry no longer matches. */
-  text: string;
+  /** What the two symbols were when queued (text or token id); a stale entry no longer matches. */
+  leftKey: string | number;
+  rightKey: string | number;
 }
 
 /** Binary min-heap on (rank, left). */
@@ -90,19 +93,84 @@ const CACHE_MAX_WORD_LENGTH = 256;
 /** The word cache is cleared when it holds this many words, bounding its memory. */
 const CACHE_MAX_ENTRIES = 65_536;
 
+/**
+ * Merge tables over token ids, usable when the vocabulary is closed: all 256 byte symbols are
+ * tokens and every applicable merge's result is a token. Then every symbol is a token at all
+ * times and merging ids is exactly merging texts, without building strings.
+ */
+interface IdTables {
+  /** byte -> id of its byte-level symbol */
+  byteIds: Int32Array;
+  /** left id * vocabSize + right id -> rank */
+  pairRank: Map<number, number>;
+  /** rank -> id of the merged token */
+  mergeResult: Int32Array;
+  vocabSize: number;
+}
+
+function buildIdTables(tokenToId: ReadonlyMap<string, number>, merges: readonly string[], vocabSize: number): IdTables | undefined {
+  const byteIds = new Int32Array(256);
+  for (let b = 0; b < 256; b++) {
+    const id = tokenToId.get(BYTE_TO_CHAR[b]!);
+    if (id === undefined) return undefined;
+    byteIds[b] = id;
+  }
+  const pairRank = new Map<number, number>();
+  const mergeResult = new Int32Array(merges.length);
+  for (let rank = 0; rank < merges.length; rank++) {
+    const merge = merges[rank]!;
+    const space = merge.indexOf(" ", 1);
+    if (space < 0) continue; // unusable entry (llama.cpp keys it as ("", ""))
+    const left = merge.slice(0, space);
+    const right = merge.slice(space + 1);
+    if (right.includes(" ")) continue; // never queried: symbols hold no spaces
+    const leftId = tokenToId.get(left);
+    const rightId = tokenToId.get(right);
+    if (leftId === undefined || rightId === undefined) continue; // no symbol can ever be these texts
+    const result = tokenToId.get(left + right);
+    if (result === undefined) return undefined; // not closed: use the text path
+    const key = leftId * vocabSize + rightId;
+    if (!pairRank.has(key)) {
+      pairRank.set(key, rank);
+      mergeResult[rank] = result;
+    }
+  }
+  return { byteIds, pairRank, mergeResult, vocabSize };
+}
+
 export class BpeModel {
   private readonly cache = new Map<string, readonly number[]>();
+  private readonly idTables: IdTables | undefined;
+  /** "left right" -> rank (first occurrence wins, as llama.cpp's map emplace); only without id tables. */
+  private readonly mergeRanks: Map<string, number> | undefined;
 
   /**
    * @param tokenToId byte-level text -> id
-   * @param mergeRanks "left right" -> rank (first occurrence wins, as llama.cpp's map emplace)
+   * @param merges "left right", rank = index
    */
   constructor(
     private readonly tokenToId: ReadonlyMap<string, number>,
-    private readonly mergeRanks: ReadonlyMap<string, number>,
-  ) {}
+    merges: readonly string[],
+    vocabSize: number,
+  ) {
+    this.idTables = buildIdTables(tokenToId, merges, vocabSize);
+    if (!this.idTables) {
+      const ranks = new Map<string, number>();
+      for (let rank = 0; rank < merges.length; rank++) {
+        const merge = merges[rank]!;
+        if (merge.indexOf(" ", 1) < 0) continue;
+        if (!ranks.has(merge)) ranks.set(merge, rank);
+      }
+      this.mergeRanks = ranks;
+    }
+  }
 
-  /** Token ids of one pre-tokenizer word (plain text; converted to byte-level here), appended to `out`. */
+  /** True when merging runs on token ids (closed vocabulary); false: on texts. */
+  get usesIdMerges(): boolean {
+    return this.idTables !== undefined;
+  }
+
+  /** Token ids of one pre-tokenizer word (plain text), appended to `out`. */
   encodeWord(word: string, out: number[]): void {
     if (word.length <= CACHE_MAX_WORD_LENGTH) {
       const cached = this.cache.get(word);
@@ -111,7 +179,7 @@ export class BpeModel {
         return;
       }
     }
-    const ids = this.bpe(toByteLevel(word));
+    const ids = this.idTables ? this.bpeIds(this.idTables, word) : this.bpeTexts(toByteLevel(word));
     if (word.length <= CACHE_MAX_WORD_LENGTH) {
       if (this.cache.size >= CACHE_MAX_ENTRIES) this.cache.clear();
       this.cache.set(word, ids);
@@ -119,7 +187,46 @@ export class BpeModel {
     for (const id of ids) out.push(id);
   }
 
-  private bpe(word: string): number[] {
+  private bpeIds(tables: IdTables, word: string): number[] {
+    const bytes = utf8Encoder.encode(word);
+    const n = bytes.length;
+    const symbols = new Int32Array(n); // token id, -1 once merged away
+    const next = new Int32Array(n);
+    const prev = new Int32Array(n);
+    for (let i = 0; i < n; i++) {
+      symbols[i] = tables.byteIds[bytes[i]!]!;
+      prev[i] = i - 1;
+      next[i] = i + 1 < n ? i + 1 : -1;
+    }
+    const { pairRank, mergeResult, vocabSize } = tables;
+    const heap = new BigramHeap();
+    const tryAdd = (left: number, right: number): void => {
+      if (left < 0 || right < 0) return;
+      const leftId = symbols[left]!;
+      const rightId = symbols[right]!;
+      const rank = pairRank.get(leftId * vocabSize + rightId);
+      if (rank === undefined) return;
+      heap.push({ left, right, rank, leftKey: leftId, rightKey: rightId });
+    };
+    for (let i = 1; i < n; i++) tryAdd(i - 1, i);
+    while (heap.size > 0) {
+      const bigram = heap.pop()!;
+      if (symbols[bigram.left] !== bigram.leftKey || symbols[bigram.right] !== bigram.rightKey) continue; // stale
+      symbols[bigram.left] = mergeResult[bigram.rank]!;
+      symbols[bigram.right] = -1;
+      const after = next[bigram.right]!;
+      next[bigram.left] = after;
+      if (after >= 0) prev[after] = bigram.left;
+      tryAdd(prev[bigram.left]!, bigram.left);
+      tryAdd(bigram.left, after);
+    }
+    const ids: number[] = [];
+    for (let i = 0; i >= 0 && i < n; i = next[i]!) ids.push(symbols[i]!);
+    return ids;
+  }
+
+  private bpeTexts(word: string): number[] {
+    const ranks = this.mergeRanks!;
     // Symbols: one per character (code point) of the byte-level word.
     const texts: string[] = [];
     for (const ch of word) texts.push(ch);
@@ -133,9 +240,9 @@ export class BpeModel {
     const heap = new BigramHeap();
     const tryAdd = (left: number, right: number): void => {
       if (left < 0 || right < 0) return;
-      const rank = this.mergeRanks.get(`${texts[left]!} ${texts[right]!}`);
+      const rank = ranks.get(`${texts[left]!} ${texts[right]!}`);
       if (rank === undefined) return;
-      heap.push({ left, right, rank, text: texts[left]! + texts[right]! });
+      heap.push({ left, right, rank, leftKey: texts[left]!, rightKey: texts[right]! });
     };
     for (let i = 1; i < n; i++) tryAdd(i - 1, i);
 
@@ -144,8 +251,8 @@ export class BpeModel {
       const leftText = texts[bigram.left]!;
       const rightText = texts[bigram.right]!;
       if (leftText.length === 0 || rightText.length === 0) continue;
-      if (leftText + rightText !== bigram.text) continue; // stale
-      texts[bigram.left] = bigram.text;
+      if (leftText !== bigram.leftKey || rightText !== bigram.rightKey) continue; // stale
+      texts[bigram.left] = leftText + rightText;
       texts[bigram.right] = "";
       const after = next[bigram.right]!;
       next[bigram.left] = after;

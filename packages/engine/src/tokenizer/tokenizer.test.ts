@@ -158,6 +158,16 @@ describe("fixture vocabulary", () => {
     }
   });
 
+  it("merges on ids when the vocabulary is closed, on texts otherwise, with the same result", () => {
+    expect(tok.mergesOnIds).toBe(true);
+    // A merge whose result is not a token (and can never apply) forces the text path.
+    const open = Tokenizer.fromVocab({ ...fixtureVocab(), merges: [...fixtureVocab().merges, "<think> </think>"] });
+    expect(open.mergesOnIds).toBe(false);
+    for (const text of oracleGolden().texts.slice(0, 600)) {
+      expect(open.encode(text, { parseSpecial: true })).toEqual(tok.encode(text, { parseSpecial: true }));
+    }
+  });
+
   it("loads the same from a GGUF header as from JSON", async () => {
     const file = await readGguf(vocabOnlyGguf(fixtureVocab()));
     const fromGguf = Tokenizer.fromGguf(file);

@@ -254,6 +254,14 @@ export class Tokenizer {
     return this.specialCache.length;
   }
 
+  /**
+   * Diagnostic: whether BPE merges run on token ids (closed vocabulary: every byte symbol and
+   * every merge result is a token) or on texts. Builds the merge tables.
+   */
+  get mergesOnIds(): boolean {
+    return this.bpe().usesIdMerges;
+  }
+
   isEog(id: number): boolean {
     return this.eogIds.has(id);
   }
@@ -391,18 +399,9 @@ export class Tokenizer {
     return this.tokenToIdMap;
   }
 
-  /** Built on first encode: 250k merges take a few tens of milliseconds. */
+  /** Built on first encode: 250k merges take a few hundred milliseconds. */
   private bpe(): BpeModel {
-    if (!this.bpeModel) {
-      const ranks = new Map<string, number>();
-      const merges = this.vocab.merges;
-      for (let rank = 0; rank < merges.length; rank++) {
-        const merge = merges[rank]!;
-        if (merge.indexOf(" ", 1) < 0) continue; // unusable entry (llama.cpp keys it as ("", ""))
-        if (!ranks.has(merge)) ranks.set(merge, rank);
-      }
-      this.bpeModel = new BpeModel(this.tokenToId(), ranks);
-    }
+    this.bpeModel ??= new BpeModel(this.tokenToId(), this.vocab.merges, this.vocabSize);
     return this.bpeModel;
   }
 
