@@ -185,20 +185,20 @@ function dequantizeQ3_K(src: Uint8Array, so: number, dst: Float32Array, y: numbe
       scales[j] = (low | (high << 4)) - 32;
     }
     const hm = so;
-    let m = 1;
+    let bit = 0; // high-bit plane: set means level q, clear means q - 4 (branch-free below)
     let is = 0;
     for (let half = 0; half < 2; half++) {
       const q = so + 32 + half * 32;
       for (let shift = 0; shift < 8; shift += 2) {
         let dl = fround(dAll * scales[is++]!);
         for (let l = 0; l < 16; l++) {
-          dst[y++] = dl * (((src[q + l]! >> shift) & 3) - ((src[hm + l]! & m) !== 0 ? 0 : 4));
+          dst[y++] = dl * (((src[q + l]! >> shift) & 3) - 4 + (((src[hm + l]! >> bit) & 1) << 2));
         }
         dl = fround(dAll * scales[is++]!);
         for (let l = 0; l < 16; l++) {
-          dst[y++] = dl * (((src[q + l + 16]! >> shift) & 3) - ((src[hm + l + 16]! & m) !== 0 ? 0 : 4));
+          dst[y++] = dl * (((src[q + l + 16]! >> shift) & 3) - 4 + (((src[hm + l + 16]! >> bit) & 1) << 2));
         }
-        m <<= 1;
+        bit++;
       }
     }
   }
@@ -239,22 +239,19 @@ function dequantizeQ5_K(src: Uint8Array, so: number, dst: Float32Array, y: numbe
     const sc = so + 4;
     const qh = so + 16;
     let ql = so + 48;
-    let u1 = 1;
-    let u2 = 2;
     for (let is = 0; is < 8; is += 2, ql += 32) {
       const d1 = fround(d * scaleK4(src, sc, is));
       const m1 = fround(min * minK4(src, sc, is));
       const d2 = fround(d * scaleK4(src, sc, is + 1));
       const m2 = fround(min * minK4(src, sc, is + 1));
+      // fifth bit of sub-block `is` is bit `is` of qh (branch-free: (qh >> is & 1) << 4)
       for (let l = 0; l < 32; l++) {
-        dst[y + l] = fround(d1 * ((src[ql + l]! & 0x0f) + ((src[qh + l]! & u1) !== 0 ? 16 : 0))) - m1;
+        dst[y + l] = fround(d1 * ((src[ql + l]! & 0x0f) | (((src[qh + l]! >> is) & 1) << 4))) - m1;
       }
       for (let l = 0; l < 32; l++) {
-        dst[y + 32 + l] = fround(d2 * ((src[ql + l]! >> 4) + ((src[qh + l]! & u2) !== 0 ? 16 : 0))) - m2;
+        dst[y + 32 + l] = fround(d2 * ((src[ql + l]! >> 4) | (((src[qh + l]! >> (is + 1)) & 1) << 4))) - m2;
       }
       y += 64;
-      u1 <<= 2;
-      u2 <<= 2;
     }
   }
 }
