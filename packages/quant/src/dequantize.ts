@@ -342,7 +342,7 @@ export const SCALAR_DEQUANTIZE_KERNELS: Readonly<Partial<Record<GgmlType, Dequan
 
 /**
  * The dequantizers in use, by type: the scalar ones, except the contract's encodings (Q8_0, Q4_K,
- * Q5_K, Q6_K) and Q4_0, Q8_K, BF16, which run WebAssembly SIMD kernels of the same arithmetic when the runtime has SIMD.
+ * Q5_K, Q6_K) and every other block type but F16, which run WebAssembly SIMD kernels of the same arithmetic when the runtime has SIMD.
  * Anything else is refused with UnsupportedGgmlTypeError.
  */
 export const DEQUANTIZE_KERNELS: Readonly<Partial<Record<GgmlType, DequantizeKernel>>> = {
@@ -354,6 +354,14 @@ export const DEQUANTIZE_KERNELS: Readonly<Partial<Record<GgmlType, DequantizeKer
   [GgmlType.Q4_0]: wasmKernel(GgmlType.Q4_0, dequantizeQ4_0),
   [GgmlType.Q8_K]: wasmKernel(GgmlType.Q8_K, dequantizeQ8_K),
   [GgmlType.BF16]: wasmKernel(GgmlType.BF16, dequantizeBF16),
+  [GgmlType.Q2_K]: wasmKernel(GgmlType.Q2_K, dequantizeQ2_K),
+  [GgmlType.Q3_K]: wasmKernel(GgmlType.Q3_K, dequantizeQ3_K),
+  [GgmlType.IQ4_NL]: wasmKernel(GgmlType.IQ4_NL, dequantizeIQ4_NL),
+  [GgmlType.IQ4_XS]: wasmKernel(GgmlType.IQ4_XS, dequantizeIQ4_XS),
+  [GgmlType.MXFP4]: wasmKernel(GgmlType.MXFP4, dequantizeMXFP4),
+  [GgmlType.Q4_1]: wasmKernel(GgmlType.Q4_1, dequantizeQ4_1),
+  [GgmlType.Q5_0]: wasmKernel(GgmlType.Q5_0, dequantizeQ5_0),
+  [GgmlType.Q5_1]: wasmKernel(GgmlType.Q5_1, dequantizeQ5_1),
 };
 
 export const DEQUANTIZE_TYPES: readonly GgmlType[] = (Object.keys(DEQUANTIZE_KERNELS) as string[]).map(

@@ -51,10 +51,11 @@ const V5 = 12;
 const V6 = 13;
 
 const TABLE = 0; // 65536 f32: the f16 -> f32 table
-const IN = 65536 * 4;
+const E8M0_TABLE = 65536 * 4; // 256 f32: 2^(e - 128), the MXFP4 scale
+const IN = E8M0_TABLE + 256 * 4;
 const IN_BYTES = 16 * 1024;
 const OUT = IN + IN_BYTES;
-const OUT_BYTES = 8 * IN_BYTES; // Q4_K expands 144 B -> 1024 B, the most of the four
+const OUT_BYTES = 8 * IN_BYTES; // a piece is also limited by this (Q2_K expands 84 B -> 1024 B)
 const PAGES = Math.ceil((OUT + OUT_BYTES) / 65536);
 
 class Code {
@@ -97,6 +98,11 @@ class Code {
     uleb(offset, this.bytes);
     return this;
   }
+  vconstBytes(bytes: readonly number[]): this {
+    this.op(0xfd, 0x0c);
+    for (let i = 0; i < 16; i++) this.bytes.push(bytes[i]! & 0xff);
+    return this;
+  }
   vconst8(value: number): this {
     this.op(0xfd, 0x0c);
     for (let i = 0; i < 16; i++) this.bytes.push(value & 0xff);
@@ -110,7 +116,7 @@ class Code {
    * Converts the 16 bytes in local `vec` (signed or unsigned) to f32, multiplies by the splat in
    * `scale`, subtracts the splat in `min` (when given), stores 64 bytes at o + outOffset.
    */
-  store16(vec: number, signed: boolean, scale: number, min: number | undefined, outOffset: number): this {
+  store16(vec: number, signed: boolean, scale: number, min: number | undefined, outOffset: number, addMin = false): this {
     for (let half = 0; half < 2; half++) {
       this.get(vec).simd(signed ? 0x87 + half : 0x89 + half).set(V3);
       for (let quarter = 0; quarter < 2; quarter++) {
@@ -118,7 +124,7 @@ class Code {
         this.get(V3).simd(signed ? 0xa7 + quarter : 0xa9 + quarter);
         this.simd(0xfa); // f32x4.convert_i32x4_s (values fit in i16)
         this.get(scale).simd(0xe6); // f32x4.mul
-        if (min !== undefined) this.get(min).simd(0xe5); // f32x4.sub
+        if (min !== undefined) this.get(min).simd(addMin ? 0xe4 : 0xe5); // f32x4.add / f32x4.sub
         this.op(0xfd, 0x0b, 0);
         uleb(outOffset + (half * 8 + quarter * 4) * 4, this.bytes);
       }
@@ -233,6 +239,104 @@ const q8_K = blockLoop(292, 1024, (c) => {
   for (let k = 0; k < 16; k++) c.vload(4 + 16 * k).set(V0).store16(V0, true, V4, undefined, 64 * k);
 });
 
+const q2_K = blockLoop(84, 1024, (c) => {
+  c.f16(80).set(D).f16(82).set(M);
+  for (let n = 0; n < 2; n++) {
+    for (let j = 0; j < 4; j++) {
+      for (let g = 0; g < 2; g++) {
+        const is = 8 * n + 2 * j + g;
+        timesLocal(c.u8(is).i32(0x0f).op(0x71), D).splatTo(V4);
+        timesLocal(c.u8(is).i32(4).op(0x76), M).splatTo(V5);
+        c.vload(16 + 32 * n + 16 * g).i32(2 * j).simd(0x6d).vconst8(3).simd(0x4e).set(V0);
+        c.store16(V0, false, V4, V5, (128 * n + 32 * j + 16 * g) * 4);
+      }
+    }
+  }
+});
+
+const q3_K = blockLoop(110, 1024, (c) => {
+  c.f16(108).set(D);
+  const scale = (j: number) => {
+    // (low | high << 4) - 32 of the 12-byte 6-bit scale array at 96
+    if (j < 8) c.u8(96 + j).i32(0x0f).op(0x71);
+    else c.u8(96 + j - 8).i32(4).op(0x76);
+    c.u8(96 + 8 + (j & 3)).i32(2 * (j >> 2)).op(0x76).i32(3).op(0x71).i32(4).op(0x74).op(0x72).i32(32).op(0x6b);
+  };
+  for (let n = 0; n < 2; n++) {
+    for (let j = 0; j < 4; j++) {
+      for (let g = 0; g < 2; g++) {
+        scale(8 * n + 2 * j + g);
+        timesLocal(c, D).splatTo(V4);
+        c.vload(32 + 32 * n + 16 * g).i32(2 * j).simd(0x6d).vconst8(3).simd(0x4e); // (q >> shift) & 3
+        c.vload(16 * g).i32(4 * n + j).simd(0x6d).i32(2).simd(0x6b).vconst8(4).simd(0x4e); // hbit << 2
+        c.simd(0x6e).vconst8(4).simd(0x71).set(V0); // + , - 4
+        c.store16(V0, true, V4, undefined, (128 * n + 32 * j + 16 * g) * 4);
+      }
+    }
+  }
+});
+
+const KVALUES_IQ4NL_BYTES = [-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113];
+const KVALUES_MXFP4_BYTES = [0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12];
+
+/** 32 values from 16 nibble bytes at `offset` through a 16-entry code book, times the splat in V4. */
+function codebook32(c: Code, book: readonly number[], offset: number, outOffset: number): void {
+  c.vconstBytes(book).vload(offset).vconst8(0x0f).simd(0x4e).simd(0x0e).set(V0); // i8x16.swizzle
+  c.store16(V0, true, V4, undefined, outOffset);
+  c.vconstBytes(book).vload(offset).i32(4).simd(0x6d).simd(0x0e).set(V0);
+  c.store16(V0, true, V4, undefined, outOffset + 64);
+}
+
+const iq4_nl = blockLoop(18, 128, (c) => {
+  c.f16(0).splatTo(V4);
+  codebook32(c, KVALUES_IQ4NL_BYTES, 2, 0);
+});
+
+const iq4_xs = blockLoop(136, 1024, (c) => {
+  c.f16(0).set(D);
+  for (let ib = 0; ib < 8; ib++) {
+    c.u8(4 + (ib >> 1)).i32(4 * (ib & 1)).op(0x76).i32(0x0f).op(0x71);
+    c.get(P).mem(0x2f, 0, 2).i32(2 * ib).op(0x76).i32(3).op(0x71).i32(4).op(0x74).op(0x72).i32(32).op(0x6b);
+    timesLocal(c, D).splatTo(V4);
+    codebook32(c, KVALUES_IQ4NL_BYTES, 8 + 16 * ib, 128 * ib);
+  }
+});
+
+const mxfp4 = blockLoop(17, 128, (c) => {
+  c.u8(0).i32(2).op(0x74).mem(0x2a, 2, E8M0_TABLE).splatTo(V4);
+  codebook32(c, KVALUES_MXFP4_BYTES, 1, 0);
+});
+
+const q4_1 = blockLoop(20, 128, (c) => {
+  c.f16(0).splatTo(V4).f16(2).splatTo(V5);
+  c.vload(4).vconst8(0x0f).simd(0x4e).set(V0).store16(V0, false, V4, V5, 0, true);
+  c.vload(4).i32(4).simd(0x6d).set(V0).store16(V0, false, V4, V5, 64, true);
+});
+
+/** The fifth bits of a Q5_0/Q5_1 block as 0x10 per lane: qh bits [16 h, 16 h + 16) for the half h. */
+function fifthBits(c: Code, qhOffset: number, half: number): Code {
+  const pick = [...Array(8).fill(2 * half), ...Array(8).fill(2 * half + 1)];
+  const bits = [1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128];
+  c.vload(qhOffset).vconstBytes(pick).simd(0x0e).vconstBytes(bits).simd(0x4e);
+  return c.vconst8(0).simd(0x24).vconst8(0x10).simd(0x4e); // i8x16.ne 0 -> 0xff, & 0x10
+}
+
+const q5_0 = blockLoop(22, 128, (c) => {
+  c.f16(0).splatTo(V4);
+  c.vload(6).vconst8(0x0f).simd(0x4e);
+  fifthBits(c, 2, 0).simd(0x50).vconst8(16).simd(0x71).set(V0).store16(V0, true, V4, undefined, 0);
+  c.vload(6).i32(4).simd(0x6d);
+  fifthBits(c, 2, 1).simd(0x50).vconst8(16).simd(0x71).set(V0).store16(V0, true, V4, undefined, 64);
+});
+
+const q5_1 = blockLoop(24, 128, (c) => {
+  c.f16(0).splatTo(V4).f16(2).splatTo(V5);
+  c.vload(8).vconst8(0x0f).simd(0x4e);
+  fifthBits(c, 4, 0).simd(0x50).set(V0).store16(V0, false, V4, V5, 0, true);
+  c.vload(8).i32(4).simd(0x6d);
+  fifthBits(c, 4, 1).simd(0x50).set(V0).store16(V0, false, V4, V5, 64, true);
+});
+
 /** BF16: 8 values (16 bytes) per step; each u16 moves to the top half of a u32. Pure integer work. */
 const bf16 = blockLoop(16, 32, (c) => {
   for (let half = 0; half < 2; half++) {
@@ -254,6 +358,14 @@ function name(text: string, out: number[]): void {
 }
 
 const FUNCTIONS: Array<[string, number[]]> = [
+  ["q2_K", q2_K],
+  ["q3_K", q3_K],
+  ["iq4_nl", iq4_nl],
+  ["iq4_xs", iq4_xs],
+  ["mxfp4", mxfp4],
+  ["q4_1", q4_1],
+  ["q5_0", q5_0],
+  ["q5_1", q5_1],
   ["q4_0", q4_0],
   ["q8_K", q8_K],
   ["bf16", bf16],
@@ -318,11 +430,20 @@ function load(): WasmDequantizer | null {
     const memory = exports.memory as { buffer: ArrayBuffer };
     const bytes = new Uint8Array(memory.buffer);
     new Uint32Array(memory.buffer, TABLE, 65536).set(FP16_TO_FP32_BITS);
+    new Uint32Array(memory.buffer, E8M0_TABLE, 256).set(Uint32Array.from({ length: 256 }, (_, e) => (e < 2 ? 0x00200000 << e : (e - 1) << 23)));
     const fn = (key: string) => exports[key] as (blocks: number) => void;
     instance = {
       memory: bytes,
       output: new Float32Array(memory.buffer, OUT, OUT_BYTES / 4),
       kernels: {
+        [GgmlType.Q2_K]: fn("q2_K"),
+        [GgmlType.Q3_K]: fn("q3_K"),
+        [GgmlType.IQ4_NL]: fn("iq4_nl"),
+        [GgmlType.IQ4_XS]: fn("iq4_xs"),
+        [GgmlType.MXFP4]: fn("mxfp4"),
+        [GgmlType.Q4_1]: fn("q4_1"),
+        [GgmlType.Q5_0]: fn("q5_0"),
+        [GgmlType.Q5_1]: fn("q5_1"),
         [GgmlType.Q4_0]: fn("q4_0"),
         [GgmlType.Q8_K]: fn("q8_K"),
         [GgmlType.BF16]: fn("bf16"),
@@ -356,6 +477,14 @@ const f16Special =
  * BF16) and the test that sends a block to the scalar kernel (non-finite scales).
  */
 const LAYOUT: Partial<Record<GgmlType, { unitBytes: number; unit: number; special?: (src: Uint8Array, base: number) => boolean }>> = {
+  [GgmlType.Q2_K]: { unitBytes: 84, unit: 256, special: f16Special(80, 82) },
+  [GgmlType.Q3_K]: { unitBytes: 110, unit: 256, special: f16Special(108) },
+  [GgmlType.IQ4_NL]: { unitBytes: 18, unit: 32, special: f16Special(0) },
+  [GgmlType.IQ4_XS]: { unitBytes: 136, unit: 256, special: f16Special(0) },
+  [GgmlType.MXFP4]: { unitBytes: 17, unit: 32 }, // E8M0 scales are always finite
+  [GgmlType.Q4_1]: { unitBytes: 20, unit: 32, special: f16Special(0, 2) },
+  [GgmlType.Q5_0]: { unitBytes: 22, unit: 32, special: f16Special(0) },
+  [GgmlType.Q5_1]: { unitBytes: 24, unit: 32, special: f16Special(0, 2) },
   [GgmlType.Q4_0]: { unitBytes: 18, unit: 32, special: f16Special(0) },
   [GgmlType.Q8_0]: { unitBytes: 34, unit: 32, special: f16Special(0) },
   [GgmlType.Q4_K]: { unitBytes: 144, unit: 256, special: f16Special(0, 2) },
@@ -386,7 +515,7 @@ export function wasmKernel(type: GgmlType, scalar: ScalarKernel): ScalarKernel {
   const { unitBytes, unit, special } = layout;
   // scalar kernels count ggml blocks; for BF16 a block is one value and a SIMD unit is 8
   const blocksPerUnit = type === GgmlType.BF16 ? unit : 1;
-  const perPiece = Math.floor(IN_BYTES / unitBytes);
+  const perPiece = Math.min(Math.floor(IN_BYTES / unitBytes), Math.floor(OUT_BYTES / (unit * 4)));
   const { memory, output } = wasm;
   return (src, srcOffset, dst, dstOffset, blocks) => {
     const units = Math.floor(blocks / blocksPerUnit);
