@@ -25,6 +25,7 @@ import {
   nativeAddon,
   nativeDequantizeRows,
   nativeStatus,
+  setNativeThreads,
 } from "../src/index.js";
 
 const json = process.argv.includes("--json");
@@ -71,6 +72,8 @@ if (!status.cpu.loaded) {
 }
 const oracleReason = oracleUnavailableReason();
 const addon = nativeAddon()!;
+const threadsArg = process.argv.find((a) => a.startsWith("--threads="))?.slice(10);
+if (threadsArg) setNativeThreads(Number(threadsArg));
 const threads = getNativeThreads();
 
 log(`# tt-native benchmark`);
@@ -98,11 +101,15 @@ const SHAPES: Shape[] = [
   { name: "ffn_down", n: 1024, k: 3584 },
   { name: "ssm_out", n: 1024, k: 2048 },
 ];
-const TYPES: GgmlType[] = [
+const typeFilter = process.argv.find((a) => a.startsWith("--types="))?.slice(8).split(",");
+const ALL_TYPES: GgmlType[] = [
   GgmlType.Q4_K, GgmlType.Q5_K, GgmlType.Q6_K, GgmlType.Q8_0, GgmlType.Q4_0, GgmlType.Q4_1, GgmlType.Q5_0,
   GgmlType.Q5_1, GgmlType.Q2_K, GgmlType.Q3_K, GgmlType.IQ4_NL, GgmlType.IQ4_XS, GgmlType.MXFP4, GgmlType.F16,
   GgmlType.BF16, GgmlType.F32,
 ];
+const TYPES = typeFilter ? ALL_TYPES.filter((t) => typeFilter.includes(GGML_TYPE_TRAITS[t].name)) : ALL_TYPES;
+const sectionFilter = process.argv.find((a) => a.startsWith("--only="))?.slice(7);
+const runSection = (name: string) => sectionFilter === undefined || sectionFilter.split(",").includes(name);
 
 function makeWeight(type: GgmlType, n: number, k: number, seed: number): Uint8Array {
   const { blockSize, typeSize } = GGML_TYPE_TRAITS[type];
@@ -120,10 +127,12 @@ interface MatmulRow {
   oursSeconds: number; ggmlSeconds: number; weightBytes: number;
 }
 const matmulRows: MatmulRow[] = [];
+const dequantRows: { type: string; native: number; ts: number }[] = [];
+const contractRows: { m: number; native: number; ts: number }[] = [];
 
 if (oracleReason) {
   log(`SKIP: matmul vs ggml: ${oracleReason}`);
-} else {
+} else if (runSection("matmul")) {
   const ggml = loadGgmlCpuOracle();
   log(`## matmulLlama vs ggml CPU mul_mat (same weights, same thread count)`);
   log();
@@ -187,11 +196,11 @@ if (oracleReason) {
 }
 
 // ------------------------------------------------------------- 3. dequant
+if (runSection("dequant")) {
 log(`## Dequantization: native vs @keepquant/quant (TS), [3584, 1024] tensor`);
 log();
 log(`| type | native GB/s out | TS GB/s out | speed-up |`);
 log(`|---|---|---|---|`);
-const dequantRows: { type: string; native: number; ts: number }[] = [];
 for (const type of [GgmlType.Q4_K, GgmlType.Q5_K, GgmlType.Q6_K, GgmlType.Q8_0, GgmlType.Q4_0, GgmlType.IQ4_XS, GgmlType.F16]) {
   const n = 3584, k = 1024;
   const { blockSize, typeSize } = GGML_TYPE_TRAITS[type];
@@ -207,14 +216,15 @@ for (const type of [GgmlType.Q4_K, GgmlType.Q5_K, GgmlType.Q6_K, GgmlType.Q8_0, 
   log(`| ${GGML_TYPE_TRAITS[type].name} | ${((4 * n * k) / native / 1e9).toFixed(2)} | ${((4 * n * k) / ts / 1e9).toFixed(2)} | ${(ts / native).toFixed(1)}x |`);
 }
 log();
+}
 
 // ------------------------------------------------------------- 4. contract provider
+if (runSection("contract")) {
 log(`## bf16 contract provider (cpu-native) vs TS reference provider, Q4_K [3584, 1024]`);
 log();
 log(`| M | cpu-native GFLOP/s | ts-reference GFLOP/s | speed-up |`);
 log(`|---|---|---|---|`);
 const provider = createNativeProvider();
-const contractRows: { m: number; native: number; ts: number }[] = [];
 for (const m of [1, 16]) {
   const weight = randomPackedWeight(GgmlType.Q4_K, 1, 3584, 1024, 3);
   const x = randomFloats(m * 1024, 4, 1);
@@ -226,6 +236,7 @@ for (const m of [1, 16]) {
   log(`| ${m} | ${(flop / native / 1e9).toFixed(2)} | ${(flop / ts / 1e9).toFixed(3)} | ${(ts / native).toFixed(0)}x |`);
 }
 log();
+}
 
 if (json) {
   console.log(JSON.stringify({ bandwidth, threads, isa: getNativeIsa(), matmul: matmulRows, dequant: dequantRows, contract: contractRows }, null, 2));
