@@ -45,12 +45,20 @@ void initSets() {
     gSets[l].dequant = dequantizeRow;
   }
 #if defined(KEEPQUANT_X86)
-  fillAvx2VecDot(gSets[(int)IsaLevel::Avx2].vecDot, gSets[(int)IsaLevel::Avx2].vecDotMulti);
-  gSets[(int)IsaLevel::Avx2].dotF32 = avx2DotF32();
-  gSets[(int)IsaLevel::Avx2].dequant = avx2Dequant();
-  fillAvx512VecDot(gSets[(int)IsaLevel::Avx512].vecDot, gSets[(int)IsaLevel::Avx512].vecDotMulti);
-  gSets[(int)IsaLevel::Avx512].dotF32 = avx512DotF32();
-  gSets[(int)IsaLevel::Avx512].dequant = avx512Dequant();
+  // Only enter an ISA's translation unit on a CPU that runs it: even its table-filling code may be
+  // compiled to AVX2 / AVX-512 instructions.
+  if (cpuHasAvx2()) {
+    KernelSet& k = gSets[(int)IsaLevel::Avx2];
+    fillAvx2VecDot(k.vecDot, k.vecDotMulti);
+    k.dotF32 = avx2DotF32();
+    k.dequant = avx2Dequant();
+  }
+  if (cpuHasAvx512()) {
+    KernelSet& k = gSets[(int)IsaLevel::Avx512];
+    fillAvx512VecDot(k.vecDot, k.vecDotMulti);
+    k.dotF32 = avx512DotF32();
+    k.dequant = avx512Dequant();
+  }
 #endif
 #if defined(KEEPQUANT_ARM64)
   fillNeonVecDot(gSets[(int)IsaLevel::Neon].vecDot);
