@@ -466,37 +466,53 @@ export function wasmDequantizeUnavailableReason(): string | undefined {
   return unavailableReason;
 }
 
-/** An f16 at `offset` of the block at `base` is infinite or NaN. */
-const f16Special =
-  (...offsets: number[]) =>
-  (src: Uint8Array, base: number): boolean =>
-    offsets.some((offset) => (src[base + offset + 1]! & 0x7c) === 0x7c);
-
 /**
  * Geometry of one SIMD step (`unit` values from `unitBytes` bytes; a ggml block, or 8 values for
- * BF16) and the test that sends a block to the scalar kernel (non-finite scales).
+ * BF16) and where its scales live: `f16Scales` byte offsets of f16 scales, or `f32Scale` for Q8_K.
+ * A block with an infinite or NaN scale is redone by the scalar kernel.
  */
-const LAYOUT: Partial<Record<GgmlType, { unitBytes: number; unit: number; special?: (src: Uint8Array, base: number) => boolean }>> = {
-  [GgmlType.Q2_K]: { unitBytes: 84, unit: 256, special: f16Special(80, 82) },
-  [GgmlType.Q3_K]: { unitBytes: 110, unit: 256, special: f16Special(108) },
-  [GgmlType.IQ4_NL]: { unitBytes: 18, unit: 32, special: f16Special(0) },
-  [GgmlType.IQ4_XS]: { unitBytes: 136, unit: 256, special: f16Special(0) },
+const LAYOUT: Partial<Record<GgmlType, { unitBytes: number; unit: number; f16Scales?: readonly number[]; f32Scale?: boolean }>> = {
+  [GgmlType.Q2_K]: { unitBytes: 84, unit: 256, f16Scales: [80, 82] },
+  [GgmlType.Q3_K]: { unitBytes: 110, unit: 256, f16Scales: [108] },
+  [GgmlType.IQ4_NL]: { unitBytes: 18, unit: 32, f16Scales: [0] },
+  [GgmlType.IQ4_XS]: { unitBytes: 136, unit: 256, f16Scales: [0] },
   [GgmlType.MXFP4]: { unitBytes: 17, unit: 32 }, // E8M0 scales are always finite
-  [GgmlType.Q4_1]: { unitBytes: 20, unit: 32, special: f16Special(0, 2) },
-  [GgmlType.Q5_0]: { unitBytes: 22, unit: 32, special: f16Special(0) },
-  [GgmlType.Q5_1]: { unitBytes: 24, unit: 32, special: f16Special(0, 2) },
-  [GgmlType.Q4_0]: { unitBytes: 18, unit: 32, special: f16Special(0) },
-  [GgmlType.Q8_0]: { unitBytes: 34, unit: 32, special: f16Special(0) },
-  [GgmlType.Q4_K]: { unitBytes: 144, unit: 256, special: f16Special(0, 2) },
-  [GgmlType.Q5_K]: { unitBytes: 176, unit: 256, special: f16Special(0, 2) },
-  [GgmlType.Q6_K]: { unitBytes: 210, unit: 256, special: f16Special(208) },
-  [GgmlType.Q8_K]: {
-    unitBytes: 292,
-    unit: 256,
-    special: (src, base) => (src[base + 3]! & 0x7f) === 0x7f && (src[base + 2]! & 0x80) !== 0,
-  },
+  [GgmlType.Q4_1]: { unitBytes: 20, unit: 32, f16Scales: [0, 2] },
+  [GgmlType.Q5_0]: { unitBytes: 22, unit: 32, f16Scales: [0] },
+  [GgmlType.Q5_1]: { unitBytes: 24, unit: 32, f16Scales: [0, 2] },
+  [GgmlType.Q4_0]: { unitBytes: 18, unit: 32, f16Scales: [0] },
+  [GgmlType.Q8_0]: { unitBytes: 34, unit: 32, f16Scales: [0] },
+  [GgmlType.Q4_K]: { unitBytes: 144, unit: 256, f16Scales: [0, 2] },
+  [GgmlType.Q5_K]: { unitBytes: 176, unit: 256, f16Scales: [0, 2] },
+  [GgmlType.Q6_K]: { unitBytes: 210, unit: 256, f16Scales: [208] },
+  [GgmlType.Q8_K]: { unitBytes: 292, unit: 256, f32Scale: true },
   [GgmlType.BF16]: { unitBytes: 16, unit: 8 },
 };
+
+/** Redoes with `scalar` every block of [so, so + n blocks) whose scale is infinite or NaN. */
+function redoSpecialBlocks(
+  scalar: ScalarKernel,
+  layout: { unitBytes: number; unit: number; f16Scales?: readonly number[]; f32Scale?: boolean },
+  src: Uint8Array,
+  so: number,
+  dst: Float32Array,
+  dOff: number,
+  n: number,
+): void {
+  const { unitBytes, unit, f16Scales, f32Scale } = layout;
+  if (f16Scales) {
+    for (const offset of f16Scales) {
+      // an f16 is infinite or NaN when its exponent bits (0x7c of the high byte) are all set
+      for (let b = 0, high = so + offset + 1; b < n; b++, high += unitBytes) {
+        if ((src[high]! & 0x7c) === 0x7c) scalar(src, so + b * unitBytes, dst, dOff + b * unit, 1);
+      }
+    }
+  } else if (f32Scale) {
+    for (let b = 0, base = so; b < n; b++, base += unitBytes) {
+      if ((src[base + 3]! & 0x7f) === 0x7f && (src[base + 2]! & 0x80) !== 0) scalar(src, base, dst, dOff + b * unit, 1);
+    }
+  }
+}
 
 export type ScalarKernel = (src: Uint8Array, srcOffset: number, dst: Float32Array, dstOffset: number, blocks: number) => void;
 
@@ -512,7 +528,7 @@ export function wasmKernel(type: GgmlType, scalar: ScalarKernel): ScalarKernel {
   const layout = LAYOUT[type];
   const run = wasm?.kernels[type];
   if (!wasm || !layout || !run) return scalar;
-  const { unitBytes, unit, special } = layout;
+  const { unitBytes, unit } = layout;
   // scalar kernels count ggml blocks; for BF16 a block is one value and a SIMD unit is 8
   const blocksPerUnit = type === GgmlType.BF16 ? unit : 1;
   const perPiece = Math.min(Math.floor(IN_BYTES / unitBytes), Math.floor(OUT_BYTES / (unit * 4)));
@@ -530,12 +546,7 @@ export function wasmKernel(type: GgmlType, scalar: ScalarKernel): ScalarKernel {
       memory.set(src.subarray(so, so + n * unitBytes), IN);
       run(n);
       dst.set(output.subarray(0, n * unit), dOff);
-      if (special) {
-        for (let b = 0; b < n; b++) {
-          const base = so + b * unitBytes;
-          if (special(src, base)) scalar(src, base, dst, dOff + b * unit, 1);
-        }
-      }
+      redoSpecialBlocks(scalar, layout, src, so, dst, dOff, n);
       so += n * unitBytes;
       dOff += n * unit;
       left -= n;
