@@ -28,20 +28,68 @@ function subset(source: Candidates, order: ArrayLike<number>, count: number, sor
   return { ids, logits, sorted };
 }
 
-/** Positions of `candidates` whose logit is >= threshold, sorted descending (ties: lowest id). */
-function sortedPositionsAbove(candidates: Candidates, threshold: number): Int32Array {
-  const { ids, logits } = candidates;
-  const positions: number[] = [];
-  for (let i = 0; i < logits.length; i++) if (logits[i]! >= threshold) positions.push(i);
-  positions.sort((a, b) => logits[b]! - logits[a]! || ids[a]! - ids[b]!);
-  return Int32Array.from(positions);
+/** True when position a ranks below position b: lower logit, or equal logit and higher id. */
+function worse(candidates: Candidates, a: number, b: number): boolean {
+  const la = candidates.logits[a]!;
+  const lb = candidates.logits[b]!;
+  return la < lb || (la === lb && candidates.ids[a]! > candidates.ids[b]!);
 }
 
-/** Sorted copy (descending logit, ties by lowest id). */
+/**
+ * Positions of the best `k` candidates, best first (descending logit, ties by lowest id); NaN
+ * logits are skipped. A size-k min-heap over one pass: O(n log k).
+ */
+function topPositions(candidates: Candidates, k: number): Int32Array {
+  const n = candidates.logits.length;
+  const heap = new Int32Array(Math.min(k, n));
+  let size = 0;
+  const siftDown = (start: number): void => {
+    let i = start;
+    for (;;) {
+      const l = 2 * i + 1;
+      const r = l + 1;
+      let m = i;
+      if (l < size && worse(candidates, heap[l]!, heap[m]!)) m = l;
+      if (r < size && worse(candidates, heap[r]!, heap[m]!)) m = r;
+      if (m === i) return;
+      const t = heap[i]!;
+      heap[i] = heap[m]!;
+      heap[m] = t;
+      i = m;
+    }
+  };
+  const logits = candidates.logits;
+  for (let pos = 0; pos < n; pos++) {
+    const logit = logits[pos]!;
+    if (Number.isNaN(logit)) continue;
+    // Fast reject: strictly below the worst kept logit.
+    if (size === heap.length && size > 0 && logit < logits[heap[0]!]!) continue;
+    if (size < heap.length) {
+      // sift up
+      let i = size++;
+      heap[i] = pos;
+      while (i > 0) {
+        const parent = (i - 1) >> 1;
+        if (!worse(candidates, heap[i]!, heap[parent]!)) break;
+        const t = heap[i]!;
+        heap[i] = heap[parent]!;
+        heap[parent] = t;
+        i = parent;
+      }
+    } else if (size > 0 && worse(candidates, heap[0]!, pos)) {
+      heap[0] = pos;
+      siftDown(0);
+    }
+  }
+  const out = heap.slice(0, size);
+  out.sort((a, b) => (worse(candidates, a, b) ? 1 : worse(candidates, b, a) ? -1 : 0));
+  return out;
+}
+
+/** Sorted copy (descending logit, ties by lowest id; NaN dropped). */
 export function sortCandidates(candidates: Candidates): Candidates {
   if (candidates.sorted) return candidates;
-  const order = sortedPositionsAbove(candidates, -Infinity);
-  // -Infinity logits pass `>= -Infinity`; NaN never does, and is dropped.
+  const order = topPositions(candidates, candidates.ids.length);
   return subset(candidates, order, order.length, true);
 }
 
@@ -51,21 +99,14 @@ function maxLogit(candidates: Candidates): number {
   return max;
 }
 
-/** Keeps the k most likely (k <= 0: all). At least `minKeep` survive. */
+/** Keeps the k most likely, sorted (k <= 0: all, unchanged). At least `minKeep` survive. */
 export function topK(candidates: Candidates, k: number, minKeep = 1): Candidates {
   const size = candidates.ids.length;
-  if (k <= 0 || k >= size) return sortCandidates(candidates);
+  if (k <= 0) return candidates;
   const keep = Math.min(Math.max(k, minKeep), size);
   if (candidates.sorted) return subset(candidates, Array.from({ length: keep }, (_, i) => i), keep, true);
-  // Threshold search: sort only the logits near the top.
-  const max = maxLogit(candidates);
-  for (let delta = 4; ; delta *= 2) {
-    const threshold = delta > 1e30 ? -Infinity : max - delta;
-    const order = sortedPositionsAbove(candidates, threshold);
-    if (order.length >= keep || threshold === -Infinity) {
-      return subset(candidates, order, Math.min(keep, order.length), true);
-    }
-  }
+  const order = topPositions(candidates, keep);
+  return subset(candidates, order, order.length, true);
 }
 
 /** Softmax of the candidates' logits (in their order). */
@@ -82,37 +123,89 @@ export function softmax(candidates: Candidates): Float32Array {
   return probabilities;
 }
 
+/** Sorted-prefix sizes tried before topP switches to its histogram pass. */
+const TOP_P_SORTED_TRIES = [64, 1024] as const;
+/** Histogram buckets of topP's large-prefix pass. */
+const TOP_P_BUCKETS = 4096;
+
 /**
  * Nucleus: the smallest prefix of the sorted candidates whose probability reaches p
- * (p >= 1: all). At least `minKeep` survive.
+ * (p >= 1: all, unchanged). At least `minKeep` survive. Peaked distributions sort only their top
+ * (up to 1024 tokens); flatter ones find the cut with a logit histogram and sort one bucket, and
+ * return the kept set in candidate order (`sorted: false`).
  */
 export function topP(candidates: Candidates, p: number, minKeep = 1): Candidates {
-  if (p >= 1 || candidates.ids.length === 0) return candidates;
-  // The total of exp(logit - max) over all candidates, then walk the sorted top until p is reached.
+  const n = candidates.ids.length;
+  if (p >= 1 || n === 0) return candidates;
+  const logits = candidates.logits;
   const max = maxLogit(candidates);
   let total = 0;
-  for (const logit of candidates.logits) total += Math.exp(logit - max);
-  for (let delta = 8; ; delta *= 2) {
-    const threshold = delta > 1e30 ? -Infinity : max - delta;
-    const order = candidates.sorted
-      ? Int32Array.from({ length: candidates.ids.length }, (_, i) => i)
-      : sortedPositionsAbove(candidates, threshold);
+  for (const logit of logits) if (!Number.isNaN(logit)) total += Math.exp(logit - max);
+  const target = p * total;
+
+  for (const tries of TOP_P_SORTED_TRIES) {
+    const k = Math.min(tries, n);
+    const order = candidates.sorted ? Int32Array.from({ length: k }, (_, i) => i) : topPositions(candidates, k);
     let cumulative = 0;
     for (let i = 0; i < order.length; i++) {
-      cumulative += Math.exp(candidates.logits[order[i]!]! - max) / total;
-      if (cumulative >= p && i + 1 >= minKeep) return subset(candidates, order, i + 1, true);
+      cumulative += Math.exp(logits[order[i]!]! - max);
+      if (cumulative >= target && i + 1 >= minKeep) return subset(candidates, order, i + 1, true);
     }
-    if (candidates.sorted || threshold === -Infinity) return subset(candidates, order, order.length, true);
+    if (k === n) return subset(candidates, order, order.length, true);
   }
+
+  // Histogram pass: bucket b holds logits in [max - (b + 1) w, max - b w) (bucket 0 includes max).
+  let min = Infinity;
+  for (const logit of logits) if (logit < min && logit > -Infinity) min = logit;
+  const width = Math.max((max - min) / TOP_P_BUCKETS, Number.MIN_VALUE);
+  const bucketOf = (logit: number): number => Math.min(TOP_P_BUCKETS - 1, Math.floor((max - logit) / width));
+  const mass = new Float64Array(TOP_P_BUCKETS);
+  const count = new Int32Array(TOP_P_BUCKETS);
+  for (const logit of logits) {
+    if (Number.isNaN(logit) || logit === -Infinity) continue;
+    const b = bucketOf(logit);
+    mass[b] = mass[b]! + Math.exp(logit - max);
+    count[b] = count[b]! + 1;
+  }
+  let before = 0;
+  let keptBefore = 0;
+  let cut = TOP_P_BUCKETS - 1;
+  for (let b = 0; b < TOP_P_BUCKETS; b++) {
+    if (before + mass[b]! >= target && keptBefore + count[b]! >= minKeep) {
+      cut = b;
+      break;
+    }
+    before += mass[b]!;
+    keptBefore += count[b]!;
+  }
+  const kept: number[] = [];
+  const boundary: number[] = [];
+  for (let i = 0; i < n; i++) {
+    const logit = logits[i]!;
+    if (Number.isNaN(logit) || logit === -Infinity) continue;
+    const b = bucketOf(logit);
+    if (b < cut) kept.push(i);
+    else if (b === cut) boundary.push(i);
+  }
+  boundary.sort((a, b) => (worse(candidates, a, b) ? 1 : worse(candidates, b, a) ? -1 : 0));
+  let cumulative = before;
+  for (const position of boundary) {
+    kept.push(position);
+    cumulative += Math.exp(logits[position]! - max);
+    if (cumulative >= target && kept.length >= minKeep) break;
+  }
+  kept.sort((a, b) => a - b);
+  return subset(candidates, kept, kept.length, false);
 }
 
-/** Keeps tokens whose probability is at least p times the top one's (p <= 0: all). */
+/** Keeps tokens whose probability is at least p times the top one's (p <= 0: all), in their order. */
 export function minP(candidates: Candidates, p: number, minKeep = 1): Candidates {
   if (p <= 0 || candidates.ids.length === 0) return candidates;
   const threshold = maxLogit(candidates) + Math.log(p);
-  const order = sortedPositionsAbove(candidates, threshold);
-  if (order.length < minKeep) return topK(candidates, minKeep);
-  return subset(candidates, order, order.length, true);
+  const kept: number[] = [];
+  for (let i = 0; i < candidates.logits.length; i++) if (candidates.logits[i]! >= threshold) kept.push(i);
+  if (kept.length < minKeep) return topK(candidates, minKeep);
+  return subset(candidates, kept, kept.length, candidates.sorted);
 }
 
 /** Divides logits by the temperature; temperature <= 0 keeps only the most likely token. */

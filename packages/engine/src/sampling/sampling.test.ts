@@ -7,6 +7,7 @@ import {
   greedy,
   minP,
   sampleCandidates,
+  sortCandidates,
   softmax,
   topK,
   topP,
@@ -46,7 +47,12 @@ describe("filters", () => {
   it("top-k keeps the k best, ties to the lowest id", () => {
     const c = topK(candidatesFromLogits(f32([1, 5, 3, 5, 2])), 2);
     expect(Array.from(c.ids)).toEqual([1, 3]);
-    expect(Array.from(topK(candidatesFromLogits(f32([1, 5, 3, 5, 2])), 0).ids)).toEqual([1, 3, 2, 4, 0]);
+    expect(Array.from(topK(candidatesFromLogits(f32([1, 5, 3, 5, 2])), 0).ids)).toEqual([0, 1, 2, 3, 4]); // off
+    expect(Array.from(sortCandidates(candidatesFromLogits(f32([1, 5, 3, 5, Number.NaN, 2]))).ids)).toEqual([1, 3, 2, 5, 0]);
+    // the heap selection agrees with a full sort on many ties
+    const tied = f32(Array.from({ length: 1000 }, (_, i) => (i * 37) % 11));
+    const full = Array.from(sortCandidates(candidatesFromLogits(tied)).ids);
+    expect(Array.from(topK(candidatesFromLogits(tied), 150).ids)).toEqual(full.slice(0, 150));
     // far-apart logits exercise the widening threshold search
     const spread = f32([0, -100, 50, -1000, 10]);
     expect(Array.from(topK(candidatesFromLogits(spread), 4).ids)).toEqual([2, 4, 0, 1]);
@@ -70,11 +76,22 @@ describe("filters", () => {
     // Z = 1 + 1000 e^-3 = 50.787: top p = 0.019690, each other 0.00098031; 0.5 needs 490 of them
     const wide = f32([0, ...new Array<number>(1000).fill(-3)]);
     expect(topP(candidatesFromLogits(wide), 0.5).ids.length).toBe(491);
+    // a flat, large distribution takes the histogram pass: the same set as a full sort's prefix
+    const rng = createRng(11);
+    const flat = Float32Array.from({ length: 20_000 }, () => rng.next() * 4);
+    const sorted = sortCandidates(candidatesFromLogits(flat));
+    const probabilities = softmax(sorted);
+    let cumulative = 0;
+    let expected = 0;
+    while (cumulative < 0.9) cumulative += probabilities[expected++]!;
+    const kept = topP(candidatesFromLogits(flat), 0.9);
+    expect(kept.ids.length).toBe(expected);
+    expect(Array.from(kept.ids).sort((a, b) => a - b)).toEqual(Array.from(sorted.ids.slice(0, expected)).sort((a, b) => a - b));
   });
 
   it("min-p keeps tokens with p >= minP x p_max", () => {
     const logits = logitsOf([0.05, 0.5, 0.15, 0.3]);
-    expect(Array.from(minP(candidatesFromLogits(logits), 0.25).ids)).toEqual([1, 3, 2]); // 0.15 >= 0.125
+    expect(Array.from(minP(candidatesFromLogits(logits), 0.25).ids)).toEqual([1, 2, 3]); // 0.15 >= 0.125; order kept
     expect(Array.from(minP(candidatesFromLogits(logits), 0.7).ids)).toEqual([1]);
     expect(minP(candidatesFromLogits(logits), 0).ids.length).toBe(4);
   });
