@@ -30,12 +30,17 @@ export class Sampler {
    */
   sample(logits: Float32Array, history: readonly number[] = []): number {
     const p = this.params;
-    const penalized = applyPenalties(logits, history, {
-      repeat: p.repeatPenalty,
-      frequency: p.frequencyPenalty,
-      presence: p.presencePenalty,
-      lastN: p.penaltyLastN,
-    });
+    const penaltiesOn =
+      p.penaltyLastN !== 0 && (p.repeatPenalty !== 1 || p.frequencyPenalty !== 0 || p.presencePenalty !== 0);
+    // Nothing below modifies its input, so the caller's row is used as is when no penalty applies.
+    const penalized = penaltiesOn
+      ? applyPenalties(logits, history, {
+          repeat: p.repeatPenalty,
+          frequency: p.frequencyPenalty,
+          presence: p.presencePenalty,
+          lastN: p.penaltyLastN,
+        })
+      : logits;
     if (p.temperature <= 0) return greedy(penalized);
     let candidates = candidatesFromLogits(penalized);
     candidates = topK(candidates, p.topK);
