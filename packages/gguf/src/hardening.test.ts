@@ -148,7 +148,7 @@ describe("refusals: typed errors that name the field and the file offset", () =>
     expect([huge.code, huge.offset]).toEqual(["GGUF_TENSOR_OUT_OF_BOUNDS", 24 + 9 + 4 + 8 + 4]);
   });
 
-  it("named limits: string, key, array length, nesting, key count, tensor count, dims, element overflow, header size", async () => {
+  it("named limits: string, key, tensor name, array length, nesting, key count, tensor count, dims, element overflow, header size", async () => {
     const limit = async (bytes: Uint8Array, name: string, limits?: Partial<GgufLimits>) => {
       const e = await failure(bytes, limits);
       expect(e).toBeInstanceOf(GgufLimitError);
@@ -163,6 +163,7 @@ describe("refusals: typed errors that name the field and the file offset", () =>
     let nested = new Raw().header(0, 1).str("n").u32(GgufValueType.ARRAY);
     for (let i = 0; i < 12; i++) nested = nested.u32(GgufValueType.ARRAY).u64(1);
     await limit(nested.u32(GgufValueType.UINT8).u64(0).build(), "array nesting");
+    await limit(new Raw().header(1, 0).tensor("t".repeat(64), [4], GgmlType.F32, 0).pad(32).zeros(16).build(), "tensor name length");
     await limit(new Raw().header(0, 100_000).build(), "metadata key count");
     await limit(new Raw().header(2_000_000, 0).build(), "tensor count");
     await limit(new Raw().header(1, 0).tensor("w", [1, 1, 1, 1, 1], GgmlType.F32, 0).build(), "tensor dimension count");

@@ -7,6 +7,8 @@ export interface GgufLimits {
   maxStringBytes: number;
   /** Longest metadata key. The GGUF spec caps keys at 65535 bytes. */
   maxKeyBytes: number;
+  /** Longest tensor name: ggml's GGML_MAX_NAME is 64 bytes including the terminating NUL. */
+  maxTensorNameBytes: number;
   /** Longest array. Real files: the largest is a 248,320-entry vocabulary (60x headroom). */
   maxArrayLength: number;
   /** Deepest array nesting. Real files never nest; a bound keeps recursion shallow. */
@@ -26,6 +28,7 @@ export interface GgufLimits {
 export const GGUF_LIMITS: Readonly<GgufLimits> = Object.freeze({
   maxStringBytes: 16 * 1024 * 1024,
   maxKeyBytes: 65_535,
+  maxTensorNameBytes: 63,
   maxArrayLength: 16 * 1024 * 1024,
   maxArrayNesting: 8,
   maxKeyCount: 65_536,

@@ -428,7 +428,7 @@ async function parse(source: GgufByteSource, limits: GgufLimits, whole: Uint8Arr
   const names = new Set<string>();
   for (let i = 0; i < tensorCount; i++) {
     const infoOffset = c.offset;
-    const name = await readString(c, `tensor info #${i} name`, limits.maxKeyBytes, "tensor name length");
+    const name = await readString(c, `tensor info #${i} name`, limits.maxTensorNameBytes, "tensor name length");
     if (names.has(name)) throw tensorError("GGUF_DUPLICATE_TENSOR", `duplicate tensor name "${name}"`, infoOffset, name);
     names.add(name);
     await c.fill(4, name);

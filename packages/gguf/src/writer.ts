@@ -1,4 +1,5 @@
 import { GgufWriteError } from "./errors.js";
+import { GGUF_LIMITS } from "./limits.js";
 import { GGML_TYPE_TRAITS, ggmlTypeName, isGgmlType, type GgmlType } from "./ggml-type.js";
 import { GGUF_DEFAULT_ALIGNMENT, GGUF_MAGIC } from "./reader.js";
 import type { GgufArrayItems, GgufArrayValue, GgufMetadataEntry, GgufValue } from "./types.js";
@@ -265,6 +266,9 @@ export function encodeGgufHeader(input: {
     if (names.has(tensor.name)) fail("duplicate tensor name", tensor.name);
     names.add(tensor.name);
     const byteLength = tensorByteLength(tensor);
+    if (Buffer.byteLength(tensor.name, "utf8") > GGUF_LIMITS.maxTensorNameBytes) {
+      fail(`tensor name longer than ${GGUF_LIMITS.maxTensorNameBytes} bytes (ggml's GGML_MAX_NAME)`, tensor.name);
+    }
     out.str(tensor.name);
     out.u32(tensor.ne.length);
     for (const d of tensor.ne) out.u64(BigInt(d));

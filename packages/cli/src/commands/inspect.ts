@@ -54,9 +54,21 @@ function metadataJson(entry: GgufMetadataEntry, full: boolean): unknown {
   return { type: "arr", itemType, length: items.length, head: list(ARRAY_PREVIEW), truncated: true };
 }
 
-async function sha256File(path: string): Promise<string> {
+/** Hashes the file; on an interactive terminal shows a percentage on stderr (redrawn in place). */
+async function sha256File(path: string, size: number, io: CommandIo): Promise<string> {
   const hash = createHash("sha256");
-  for await (const chunk of createReadStream(path, { highWaterMark: 4 * 1024 * 1024 })) hash.update(chunk as Buffer);
+  let done = 0;
+  let shown = -1;
+  for await (const chunk of createReadStream(path, { highWaterMark: 4 * 1024 * 1024 })) {
+    hash.update(chunk as Buffer);
+    done += (chunk as Buffer).length;
+    const percent = size > 0 ? Math.floor((100 * done) / size) : 100;
+    if (io.interactive && percent !== shown) {
+      io.stderr.write(`\rsha256 ${percent}%`);
+      shown = percent;
+    }
+  }
+  if (io.interactive) io.stderr.write("\r\x1b[K");
   return hash.digest("hex");
 }
 
@@ -208,7 +220,7 @@ export const command = defineCommand({
       }
     }
     const report = buildReport(path, file, plan, planError, values.full === true);
-    if (values.sha256) report.sha256 = await sha256File(path);
+    if (values.sha256) report.sha256 = await sha256File(path, file.fileSize, io);
     if (values.json) write(io.stdout, toJson(report));
     else printText(report, values.tensors === true, io);
 
