@@ -524,6 +524,15 @@ const MIN_WASM_UNITS = 8;
  * kernel itself when SIMD is unavailable or the type has no SIMD kernel.
  */
 export function wasmKernel(type: GgmlType, scalar: ScalarKernel): ScalarKernel {
+  // compiled on first use, so importing the package stays cheap
+  let resolved: ScalarKernel | undefined;
+  return (src, srcOffset, dst, dstOffset, blocks) => {
+    resolved ??= resolveWasmKernel(type, scalar);
+    resolved(src, srcOffset, dst, dstOffset, blocks);
+  };
+}
+
+function resolveWasmKernel(type: GgmlType, scalar: ScalarKernel): ScalarKernel {
   const wasm = load();
   const layout = LAYOUT[type];
   const run = wasm?.kernels[type];
