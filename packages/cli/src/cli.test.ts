@@ -5,7 +5,16 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { GgmlType, QWEN35_TEST_SHAPE, qwen35SpecLayout, synthesizeQwen35, tensorByteLength, writeGguf } from "@keepquant/gguf";
+import {
+  GgmlType,
+  QWEN35_27B_SHAPE,
+  QWEN35_TEST_SHAPE,
+  qwen35SpecLayout,
+  synthesizeQwen35,
+  tensorByteLength,
+  writeGguf,
+  writeQwen35HeaderOnly,
+} from "@keepquant/gguf";
 
 const bin = fileURLToPath(new URL("../dist/keepquant.js", import.meta.url));
 const dir = mkdtempSync(join(tmpdir(), "kq-cli-"));
@@ -17,9 +26,11 @@ const files = {
   refused: join(dir, "refused.gguf"),
   badConfig: join(dir, "bad-config.gguf"),
   other: join(dir, "other-arch.gguf"),
+  big: join(dir, "qwen35-27b-mtp-header-only.gguf"),
 };
 
-beforeAll(() => {
+beforeAll(async () => {
+  await writeQwen35HeaderOnly(files.big, { ...QWEN35_27B_SHAPE, mtp: true });
   if (!existsSync(bin)) throw new Error(`${bin} is missing: run \`pnpm --filter @keepquant/cli build\` first`);
   const good = synthesizeQwen35(QWEN35_TEST_SHAPE);
   writeFileSync(files.good, good);
@@ -92,6 +103,16 @@ describe("keepquant inspect", () => {
     const sha = createHash("sha256").update(readFileSync(files.good)).digest("hex");
     expect(r.stdout).toContain(`sha256        ${sha}`);
     expect(JSON.parse(run("inspect", files.good, "--json", "--sha256").stdout).sha256).toBe(sha);
+  });
+
+  it("a 27B header-only (sparse, ~54 GB) file with MTP: plan lists the 15 skipped MTP tensors with bytes", () => {
+    const r = run("inspect", files.big);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain("block_count 65 (trunk 64 + MTP 1)");
+    expect(r.stdout).toContain("48 GDN + 16 attention");
+    expect(r.stdout).toMatch(/skipped\s+15 tensors/);
+    expect(r.stdout).toMatch(/blk\.64\.nextn\.eh_proj\.weight\s+209715200 B/); // 10240 x 5120 f32
+    expect(r.stdout).toContain("warning: MTP_SKIPPED");
   });
 
   it("a non-qwen35 file is inspected without a plan", () => {

@@ -1,3 +1,6 @@
+import { mkdtempSync, rmSync, statSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import {
   GgmlType,
@@ -15,6 +18,7 @@ import {
   qwen35SpecLayout,
   readGguf,
   synthesizeQwen35HeaderSource,
+  writeQwen35HeaderOnly,
   tensorByteLength,
   writeGguf,
   type GgufMetadataEntry,
@@ -111,6 +115,24 @@ describe("parseQwen35Config on header-only files of the real shapes (qwen35.md 1
     expect(withMtp.used.length).toBe(file.tensors.length);
     expect(withMtp.used.filter((t) => t.role === "mtp").length).toBe(15);
     expect(withMtp.diagnostics.some((d) => d.code === "MTP_USED")).toBe(true);
+  });
+
+  it("27B with MTP as a header-only (sparse) file on disk: parsed by path without reading tensor data", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "kq-gguf-27b-"));
+    try {
+      const path = join(dir, "qwen35-27b-mtp.gguf");
+      const size = await writeQwen35HeaderOnly(path, { ...QWEN35_27B_SHAPE, mtp: true });
+      expect(statSync(path).size).toBe(size);
+      expect(size).toBeGreaterThan(50e9); // ~54 GB of F32 that is never written or read
+      const file = await readGguf(path);
+      expect(file.fileSize).toBe(size);
+      const plan = buildLoadPlan(file);
+      expect(plan.ok).toBe(true);
+      expect(plan.skipped.length).toBe(15);
+      expect(plan.usedBytes + plan.skippedBytes).toBe(file.tensors.reduce((a, t) => a + t.byteLength, 0));
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it("27B without MTP (block_count 64, no nextn key): nothing skipped; mtp configured is refused", async () => {
