@@ -44,8 +44,18 @@ function dequantizeF32(src: Uint8Array, so: number, dst: Float32Array, dOff: num
   out.set(src.subarray(so, so + n * 4));
 }
 
+const F16_BITS = new Int32Array(FP16_TO_FP32.buffer);
+/** Typed-array views read GGUF's little-endian halves directly only on little-endian hosts. */
+const LITTLE_ENDIAN = new Uint8Array(Uint16Array.of(1).buffer)[0] === 1;
 function dequantizeF16(src: Uint8Array, so: number, dst: Float32Array, dOff: number, n: number): void {
-  for (let i = 0; i < n; i++, so += 2) dst[dOff + i] = F16[src[so]! | (src[so + 1]! << 8)]!;
+  // integer copies of the table's bit patterns (no float conversions on the way)
+  const out = new Int32Array(dst.buffer, dst.byteOffset + dOff * 4, n);
+  if (LITTLE_ENDIAN && ((src.byteOffset + so) & 1) === 0) {
+    const halves = new Uint16Array(src.buffer, src.byteOffset + so, n);
+    for (let i = 0; i < n; i++) out[i] = F16_BITS[halves[i]!]!;
+  } else {
+    for (let i = 0; i < n; i++, so += 2) out[i] = F16_BITS[src[so]! | (src[so + 1]! << 8)]!;
+  }
 }
 
 function dequantizeBF16(src: Uint8Array, so: number, dst: Float32Array, dOff: number, n: number): void {
