@@ -425,6 +425,8 @@ function load(): WasmDequantizer | null {
   try {
     const api = (globalThis as unknown as { WebAssembly?: WasmApi }).WebAssembly;
     if (!api) throw new Error("no WebAssembly in this runtime");
+    // wasm memory is little-endian; typed-array views of it are host-endian
+    if (new Uint8Array(Uint16Array.of(1).buffer)[0] !== 1) throw new Error("big-endian host");
     const module = new api.Module(buildModule());
     const exports = new api.Instance(module, {}).exports;
     const memory = exports.memory as { buffer: ArrayBuffer };
