@@ -15,10 +15,9 @@ import { ORACLE_PACKAGE, ORACLE_VERSION, decodeF32, runOracle } from "../../tool
 import { readGguf, ggmlTypeName } from "../../packages/gguf/src/index.js";
 import { PARITY_FIXTURES, ensureFixture, sha256File } from "../../packages/engine/src/parity/fixtures.js";
 import {
-  PARITY_GOLDENS_FORMAT,
+  goldensFromOracleRun,
   goldensPath,
   serializeGoldens,
-  topK,
   type ParityGoldens,
   type ParityOracleInfo,
 } from "../../packages/engine/src/parity/goldens.js";
@@ -32,7 +31,7 @@ import { FIXTURE_CACHE, GOLDENS_DIR, MANIFEST_FILE, TOKENIZER_FILE, loadFixtureT
 
 const N_TOKENS = 16;
 const TOP_K = 64;
-const THREADS = 2;
+const THREADS = 1;
 const check = process.argv.includes("--check");
 
 const { tokenizer, sha256: tokenizerSha } = loadFixtureTokenizer();
@@ -79,27 +78,19 @@ for (const fixture of PARITY_FIXTURES) {
     repack: false,
     kvType: "f32",
   });
-  const goldens: ParityGoldens = {
-    format: PARITY_GOLDENS_FORMAT,
+  const goldens: ParityGoldens = goldensFromOracleRun({
     fixture: fixture.name,
     weightType: fixture.weightType,
     modelSha256: sha256,
     modelBytes: fs.statSync(file).size,
     oracle,
-    nTokens: N_TOKENS,
     topK: TOP_K,
     prompts: promptIds.map((ids, p) => {
-      const steps = result.logits![p]!.map((text) => topK(decodeF32(text), TOP_K));
       const text = PARITY_PROMPTS[p]!.text;
-      return {
-        ...(text === undefined ? {} : { text }),
-        ids,
-        tokens: result.tokens[p]!,
-        topIds: steps.map((s) => s.ids),
-        topLogits: steps.map((s) => s.logits),
-      };
+      return text === undefined ? { ids } : { ids, text };
     }),
-  };
+    runs: result.tokens.map((tokens, p) => ({ tokens, logits: result.logits![p]!.map(decodeF32) })),
+  });
   const target = goldensPath(GOLDENS_DIR, fixture.name);
   const serialized = serializeGoldens(goldens);
   const ms = Math.round(performance.now() - started);

@@ -142,3 +142,39 @@ export function topK(logits: Float32Array, k: number): { ids: Int32Array; logits
   const ids = Int32Array.from(order.slice(0, n));
   return { ids, logits: Float32Array.from(ids, (i) => logits[i]!) };
 }
+
+/** Builds a fixture's goldens from the oracle's greedy run (tokens and full logits per step). */
+export function goldensFromOracleRun(input: {
+  fixture: string;
+  weightType: string;
+  modelSha256: string;
+  modelBytes: number;
+  oracle: ParityOracleInfo;
+  topK: number;
+  prompts: { ids: number[]; text?: string }[];
+  /** Per prompt: the oracle's greedy tokens and the full logit vector of every step. */
+  runs: { tokens: number[]; logits: Float32Array[] }[];
+}): ParityGoldens {
+  const nTokens = input.runs[0]?.tokens.length ?? 0;
+  return {
+    format: PARITY_GOLDENS_FORMAT,
+    fixture: input.fixture,
+    weightType: input.weightType,
+    modelSha256: input.modelSha256,
+    modelBytes: input.modelBytes,
+    oracle: input.oracle,
+    nTokens,
+    topK: input.topK,
+    prompts: input.prompts.map((prompt, p) => {
+      const run = input.runs[p]!;
+      const steps = run.logits.map((logits) => topK(logits, input.topK));
+      return {
+        ...(prompt.text === undefined ? {} : { text: prompt.text }),
+        ids: prompt.ids,
+        tokens: run.tokens,
+        topIds: steps.map((s) => s.ids),
+        topLogits: steps.map((s) => s.logits),
+      };
+    }),
+  };
+}

@@ -1,0 +1,59 @@
+/**
+ * The committed goldens are reproducible: llama.cpp (the oracle, in a child process) regenerates
+ * one quantized fixture's goldens byte for byte from the sha256-pinned fixture file.
+ */
+import fs from "node:fs";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { describe, expect, it } from "vitest";
+import { decodeF32, llamaUnavailableReason, runOracle } from "@keepquant/oracle";
+import { ensureFixture, fixtureTokenizerFromJson, parityFixture } from "./fixtures.js";
+import { goldensFromOracleRun, readGoldensFile, serializeGoldens } from "./goldens.js";
+import { readParityManifest } from "./manifest.js";
+
+const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..", "..", "..");
+const GOLDENS_DIR = path.join(REPO_ROOT, "goldens", "parity");
+const CACHE_DIR = process.env.KEEPQUANT_FIXTURE_CACHE ?? path.join(REPO_ROOT, ".cache", "fixtures");
+const reason = llamaUnavailableReason();
+if (reason) console.log(`SKIP: goldens regeneration: ${reason}`);
+
+describe.skipIf(reason !== undefined)("parity goldens", () => {
+  it("regenerate bit-identically from the oracle (tied-4l-q4_k_m)", async () => {
+    const name = "tied-4l-q4_k_m";
+    const manifest = readParityManifest(path.join(GOLDENS_DIR, "manifest.json"));
+    const entry = manifest.fixtures.find((f) => f.name === name)!;
+    const tokenizer = fixtureTokenizerFromJson(JSON.parse(fs.readFileSync(path.join(REPO_ROOT, manifest.tokenizer.file), "utf8")));
+    const file = await ensureFixture(parityFixture(name), {
+      cacheDir: CACHE_DIR,
+      tokenizer,
+      quantize: async (input, output, weightType) => {
+        await runOracle({ kind: "quantize", input, output, ftype: weightType, nthread: 2 });
+      },
+      expectedSha256: Object.fromEntries(manifest.fixtures.map((f) => [f.name, f.sha256])),
+    });
+    const committedFile = path.join(GOLDENS_DIR, entry.goldens);
+    const committed = readGoldensFile(committedFile);
+    const result = await runOracle({
+      kind: "greedy",
+      model: file,
+      prompts: committed.prompts.map((p) => p.ids),
+      nTokens: committed.nTokens,
+      withLogits: true,
+      threads: committed.oracle.settings.threads,
+      repack: false,
+      kvType: "f32",
+    });
+    const regenerated = goldensFromOracleRun({
+      fixture: name,
+      weightType: entry.weightType,
+      modelSha256: entry.sha256,
+      modelBytes: entry.bytes,
+      oracle: committed.oracle,
+      topK: committed.topK,
+      prompts: committed.prompts.map((p) => (p.text === undefined ? { ids: p.ids } : { ids: p.ids, text: p.text })),
+      runs: result.tokens.map((tokens, p) => ({ tokens, logits: result.logits![p]!.map(decodeF32) })),
+    });
+    expect(regenerated.prompts.map((p) => p.tokens)).toEqual(committed.prompts.map((p) => p.tokens));
+    expect(serializeGoldens(regenerated)).toBe(fs.readFileSync(committedFile, "utf8"));
+  });
+});
