@@ -7,7 +7,7 @@
  *   pnpm exec tsx scripts/goldens/generate.ts --check  # regenerate in memory, compare with the committed files
  *
  * Oracle settings that make its decode deterministic: F32 K/V cache, CPU repacking off
- * (use_extra_bufts = false), flash attention off, 2 threads, batched prefill then one token per decode.
+ * (use_extra_bufts = false), flash attention off, 1 thread, batched prefill then one token per decode.
  */
 import fs from "node:fs";
 import path from "node:path";
