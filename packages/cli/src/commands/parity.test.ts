@@ -65,7 +65,7 @@ describe("keepquant parity", () => {
   it("refuses goldens made from other bytes, and a folder without goldens for the file", () => {
     const renamed = path.join(scratch, "tied-4l-f32.gguf");
     const bytes = readFileSync(model);
-    bytes[bytes.length - 1] ^= 1;
+    bytes.writeUInt8(bytes.readUInt8(bytes.length - 1) ^ 1, bytes.length - 1);
     writeFileSync(renamed, bytes);
     const mismatch = run("parity", renamed, "--goldens", goldensDir);
     expect(mismatch.code).toBe(1);

@@ -38,7 +38,7 @@ export async function ensureDefaultModel(env: NodeJS.ProcessEnv): Promise<string
   });
 }
 
-function parseNumber(name: string, text: string | undefined, check: (n: number) => boolean, rule: string): number | undefined {
+export function parseNumber(name: string, text: string | undefined, check: (n: number) => boolean, rule: string): number | undefined {
   if (text === undefined) return undefined;
   const value = Number(text);
   if (text.trim() === "" || !Number.isFinite(value) || !check(value)) throw new CliUsageError(`--${name} ${JSON.stringify(text)}: expected ${rule}`);
