@@ -2,7 +2,14 @@ import { GgmlType, GGML_TYPE_TRAITS } from "@keepquant/gguf";
 import { loadGgmlOracle, loadGgmlRowOracle } from "@keepquant/oracle";
 import { DEQUANTIZE_TYPES, UnsupportedGgmlTypeError, dequantizeRow, roundToBf16InPlace } from "@keepquant/quant";
 import { describe, expect, it } from "vitest";
-import { NATIVE_DEQUANTIZE_TYPES, nativeDequantizeRow, nativeDequantizeRows } from "./index.js";
+import {
+  NATIVE_DEQUANTIZE_TYPES,
+  availableNativeIsas,
+  getNativeIsa,
+  nativeDequantizeRow,
+  nativeDequantizeRows,
+  setNativeIsa,
+} from "./index.js";
 import { ORACLE_REASON, firstBitMismatch, randomBytes } from "./test-support.js";
 
 const ROWS = 3;
@@ -19,15 +26,20 @@ describe("native dequantization", () => {
 
   for (const type of NATIVE_DEQUANTIZE_TYPES) {
     const name = GGML_TYPE_TRAITS[type].name;
-    it(`${name}: bit-exact against @keepquant/quant (random bytes, NaN/Inf scales included)`, () => {
+    it(`${name}: bit-exact against @keepquant/quant at every ISA level (random bytes, NaN/Inf scales included)`, () => {
       if (!DEQUANTIZE_TYPES.includes(type)) {
         console.log(`SKIP: ${name}: @keepquant/quant has no dequantizer (checked against the oracle only)`);
         return;
       }
       const { k, bytes } = sample(type, 9, 17 + type);
-      const native = nativeDequantizeRows(type, bytes, new Float32Array(ROWS * k), ROWS);
       const ts = dequantizeRow(type, bytes, new Float32Array(ROWS * k));
-      expect(firstBitMismatch(native, ts)).toBe(-1);
+      const before = getNativeIsa();
+      for (const isa of availableNativeIsas()) {
+        setNativeIsa(isa);
+        const native = nativeDequantizeRows(type, bytes, new Float32Array(ROWS * k), ROWS);
+        expect(firstBitMismatch(native, ts), isa).toBe(-1);
+      }
+      setNativeIsa(before);
     });
 
     it.skipIf(ORACLE_REASON)(`${name}: bit-exact against ggml's dequantize_row / row converters`, () => {

@@ -11,6 +11,9 @@ void fillAvx2VecDot(VecDotFn* table, VecDotMultiFn* multi) {
   avx2::fillTable(table);
   avx2::fillMultiTable(multi);
 }
-DequantFn avx2Dequant() { return avx2gen::dequantizeRowImpl; }
+static bool avx2DequantRow(int type, const void* src, float* dst, int64_t k) {
+  return avx2::dequantSimd(type, src, dst, k, avx2gen::dequantizeRowImpl);
+}
+DequantFn avx2Dequant() { return avx2DequantRow; }
 DotF32Fn avx2DotF32() { return avx2::dotContract; }
 }  // namespace kq

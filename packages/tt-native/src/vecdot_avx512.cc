@@ -13,6 +13,9 @@ void fillAvx512VecDot(VecDotFn* table, VecDotMultiFn* multi) {
   avx512::fillTable(table);
   avx512::fillMultiTable(multi);
 }
-DequantFn avx512Dequant() { return avx512gen::dequantizeRowImpl; }
+static bool avx512DequantRow(int type, const void* src, float* dst, int64_t k) {
+  return avx512::dequantSimd(type, src, dst, k, avx512gen::dequantizeRowImpl);
+}
+DequantFn avx512Dequant() { return avx512DequantRow; }
 DotF32Fn avx512DotF32() { return avx512::dotContract; }
 }  // namespace kq
