@@ -6,3 +6,4 @@ export * from "./reference-provider.js";
 export * from "./quantize.js";
 export * from "./llama-numerics/index.js";
 export { wasmDequantizeUnavailableReason } from "./wasm-dequantize.js";
+export * from "./wasm-provider.js";

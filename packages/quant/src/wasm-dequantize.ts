@@ -11,7 +11,7 @@ import { FP16_TO_FP32_BITS } from "./fp.js";
 
 // ---------------------------------------------------------------- a tiny wasm emitter
 
-function uleb(value: number, out: number[]): void {
+export function uleb(value: number, out: number[]): void {
   let v = value >>> 0;
   do {
     let byte = v & 0x7f;
@@ -58,7 +58,7 @@ const OUT = IN + IN_BYTES;
 const OUT_BYTES = 8 * IN_BYTES; // a piece is also limited by this (Q2_K expands 84 B -> 1024 B)
 const PAGES = Math.ceil((OUT + OUT_BYTES) / 65536);
 
-class Code {
+export class Code {
   readonly bytes: number[] = [];
   op(...codes: number[]): this {
     this.bytes.push(...codes);
@@ -346,13 +346,13 @@ const bf16 = blockLoop(16, 32, (c) => {
   }
 });
 
-function section(id: number, content: number[], out: number[]): void {
+export function section(id: number, content: number[], out: number[]): void {
   out.push(id);
   uleb(content.length, out);
   out.push(...content);
 }
 
-function name(text: string, out: number[]): void {
+export function wasmName(text: string, out: number[]): void {
   uleb(text.length, out);
   for (const ch of text) out.push(ch.charCodeAt(0));
 }
@@ -385,10 +385,10 @@ function buildModule(): Uint8Array {
   section(5, [1, 0x00, PAGES], out); // one memory, min PAGES
   const exports: number[] = [];
   uleb(FUNCTIONS.length + 1, exports);
-  name("memory", exports);
+  wasmName("memory", exports);
   exports.push(0x02, 0);
   FUNCTIONS.forEach(([fname], i) => {
-    name(fname, exports);
+    wasmName(fname, exports);
     exports.push(0x00, i);
   });
   section(7, exports, out);
