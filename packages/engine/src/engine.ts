@@ -13,7 +13,7 @@ import { GdnStatePool } from "./kv/state-pool.js";
 import { Qwen35Forward, type StepEntry } from "./model/forward.js";
 import { loadQwen35Weights } from "./model/load.js";
 import type { MatmulProvider, Numerics } from "./model/matmul.js";
-import { allMatrices, quantDequantizeRow, selectProviders, typescriptProviders } from "./model/providers.js";
+import { quantDequantizeRow, selectProviders, typescriptProviders, allMatrices } from "./model/providers.js";
 import type { ModelWeights } from "./model/weights.js";
 import { Scheduler, type ScheduledSequence } from "./scheduler.js";
 import { Sampler, StopStringMatcher } from "./sampling/index.js";
@@ -260,13 +260,12 @@ export class Engine {
     const candidates: MatmulProvider[] = [];
     if (resolved.provider === "auto") candidates.push(...(await nativeProviders(resolved.numerics, resolved.threads, diagnostics)));
     candidates.push(...typescriptProviders(resolved.numerics, diagnostics));
-    const selection = selectProviders(weights, candidates, diagnostics);
-    const approx = allMatrices(weights).filter((w) => selection.byWeight.get(w)?.name === "ts-dequant-f32-approx");
-    if (approx.length > 0) {
-      diagnostics.push(
-        `${approx.length} quantized weights (${[...new Set(approx.map((w) => w.typeName))].join(", ")}) run as dequantized f32: no llama-numerics kernel is available, results are close to but not llama.cpp's`,
-      );
-    }
+    const selection = selectProviders(
+      weights,
+      candidates,
+      diagnostics,
+      resolved.numerics === "llama" ? '; numerics "bf16" computes every type the quant package dequantizes' : "",
+    );
     return new Engine(weights, resolved, { ...selection.opProviders }, diagnostics, selection.byWeight, extras.tokenizer);
   }
 

@@ -1,4 +1,5 @@
 import { F16_TO_F32, f32BitsToF16Bits } from "../numerics/half.js";
+import { GGML_F32_LANES, ggmlSiluScalar, ggmlVExpf, ggmlVSilu, ggmlVecDotF32 } from "../numerics/ggml-expf.js";
 import type { PagedKvCache } from "../kv/paged-kv.js";
 import type { GdnStatePool } from "../kv/state-pool.js";
 import { deriveDims, type DerivedDims, type ModelConfig } from "./config.js";
@@ -54,16 +55,30 @@ function rmsNorm(
   for (let i = 0; i < n; i++) out[outOffset + i] = fround(x[xOffset + i]! * scale) * weight[i]!;
 }
 
-function silu(x: number): number {
-  return fround(x / fround(1 + fround(Math.exp(-x))));
+/** ggml_vec_silu_f32 in place over one row. */
+function siluRow(x: Float32Array, offset: number, n: number): void {
+  const simd = n - (n % GGML_F32_LANES);
+  for (let i = 0; i < simd; i++) x[offset + i] = ggmlVSilu(x[offset + i]!);
+  for (let i = simd; i < n; i++) x[offset + i] = ggmlSiluScalar(x[offset + i]!);
 }
 
+
+
+/** libm entry points (f32); swappable so tests can pin them to the C library's own results. */
+export const libm = {
+  expf: (x: number): number => fround(Math.exp(x)),
+  logf: (x: number): number => fround(Math.log(x)),
+  log1pf: (x: number): number => fround(Math.log1p(x)),
+  cosf: (x: number): number => fround(Math.cos(x)),
+  sinf: (x: number): number => fround(Math.sin(x)),
+};
+
 function sigmoid(x: number): number {
-  return fround(1 / fround(1 + fround(Math.exp(-x))));
+  return fround(1 / fround(1 + libm.expf(-x)));
 }
 
 function softplus(x: number): number {
-  return x > 20 ? x : fround(Math.log(fround(1 + fround(Math.exp(x)))));
+  return x > 20 ? x : libm.logf(fround(1 + libm.expf(x)));
 }
 
 /** Op classes reported by Engine.stats(): which provider ran each. */
@@ -104,7 +119,7 @@ export class Qwen35Forward {
   private readonly ffnUp: Float32Array; // [T, n_ff]
   private readonly headDimScratch: Float32Array; // [Dh] query as seen by the kernel
   private readonly accScratch: Float32Array; // [Dh] V accumulator
-  private readonly accF64: Float64Array; // [Dh] V accumulator (non-flash path)
+  private readonly vLanes: Float32Array; // [Dh, 8] V accumulator lanes (non-flash path)
   private readonly ropeCos: Float32Array; // [nRot/2]
   private readonly ropeSin: Float32Array;
   private readonly ropeThetaScale: number;
@@ -156,7 +171,7 @@ export class Qwen35Forward {
     this.ffnUp = new Float32Array(T * c.nFf);
     this.headDimScratch = new Float32Array(c.headDim);
     this.accScratch = new Float32Array(c.headDim);
-    this.accF64 = new Float64Array(c.headDim);
+    this.vLanes = new Float32Array(c.headDim * 8);
     this.ropeCos = new Float32Array(c.nRot / 2);
     this.ropeSin = new Float32Array(c.nRot / 2);
     this.ropeThetaScale = fround(Math.pow(fround(c.ropeFreqBase), fround(-2 / c.nRot)));
@@ -211,33 +226,45 @@ export class Qwen35Forward {
       }
     }
 
+    // rows that need logits, as indices into the step's rows
+    const selected = entries.map(outputRows);
+    const outRows: number[] = [];
+    row = 0;
+    for (let ei = 0; ei < entries.length; ei++) {
+      for (const i of selected[ei]!) outRows.push(row + i);
+      row += entries[ei]!.tokens.length;
+    }
+    const nOut = outRows.length;
+
     // 2. layers
     for (let il = 0; il < c.nLayer; il++) {
       const layer = this.weights.layers[il]!;
       for (let r = 0; r < T; r++) rmsNorm(this.hidden, r * D, layer.attnNorm, this.normed, r * D, D, this.eps);
       if (layer.kind === "attention") this.attention(il, layer, entries, T);
       else this.gatedDeltaNet(il, layer, entries, T);
-      for (let i = 0; i < T * D; i++) this.hidden[i] = this.hidden[i]! + this.branch[i]!;
-      for (let r = 0; r < T; r++) rmsNorm(this.hidden, r * D, layer.postAttnNorm, this.normed, r * D, D, this.eps);
-      this.ffn(layer, T);
-      for (let i = 0; i < T * D; i++) this.hidden[i] = this.hidden[i]! + this.branch[i]!;
+      let rows = T;
+      if (il === c.nLayer - 1) {
+        // as llama.cpp: after the last mixer only the output rows go on (its FFN matmuls then see
+        // m = nOut, which selects the same kernels as llama.cpp's)
+        if (nOut === 0) return new Float32Array(0);
+        for (let k = 0; k < nOut; k++) {
+          const from = outRows[k]!;
+          if (from !== k) {
+            this.hidden.copyWithin(k * D, from * D, (from + 1) * D);
+            this.branch.copyWithin(k * D, from * D, (from + 1) * D);
+          }
+        }
+        rows = nOut;
+      }
+      for (let i = 0; i < rows * D; i++) this.hidden[i] = this.hidden[i]! + this.branch[i]!;
+      for (let r = 0; r < rows; r++) rmsNorm(this.hidden, r * D, layer.postAttnNorm, this.normed, r * D, D, this.eps);
+      this.ffn(layer, rows);
+      for (let i = 0; i < rows * D; i++) this.hidden[i] = this.hidden[i]! + this.branch[i]!;
     }
 
-    // 3. output rows
-    let nOut = 0;
-    const selected = entries.map(outputRows);
-    for (const rows of selected) nOut += rows.length;
-    if (nOut === 0) return new Float32Array(0);
+    // 3. output norm and head over the output rows (now rows 0 .. nOut-1)
     if (this.outHidden.length < nOut * D) this.outHidden = new Float32Array(nOut * D);
-    let out = 0;
-    row = 0;
-    for (let ei = 0; ei < entries.length; ei++) {
-      for (const i of selected[ei]!) {
-        rmsNorm(this.hidden, (row + i) * D, this.weights.outputNorm, this.outHidden, out * D, D, this.eps);
-        out++;
-      }
-      row += entries[ei]!.tokens.length;
-    }
+    for (let k = 0; k < nOut; k++) rmsNorm(this.hidden, k * D, this.weights.outputNorm, this.outHidden, k * D, D, this.eps);
     const vocab = this.weights.output.rows;
     if (this.logitsBuffer.length < nOut * vocab) this.logitsBuffer = new Float32Array(nOut * vocab);
     const logits = this.logitsBuffer.subarray(0, nOut * vocab);
@@ -251,7 +278,13 @@ export class Qwen35Forward {
     this.matmul(layer.ffnUp, this.normed, T, this.ffnUp);
     const g = this.ffnGate;
     const u = this.ffnUp;
-    for (let i = 0; i < T * nFf; i++) g[i] = silu(g[i]!) * u[i]!;
+    // ggml_vec_swiglu_f32 per row: SIMD silu (ggml_v_expf) on full vectors, scalar expf on the tail
+    const simd = nFf - (nFf % GGML_F32_LANES);
+    for (let r = 0; r < T; r++) {
+      const base = r * nFf;
+      for (let i = 0; i < simd; i++) g[base + i] = ggmlVSilu(g[base + i]!) * u[base + i]!;
+      for (let i = simd; i < nFf; i++) g[base + i] = ggmlSiluScalar(g[base + i]!) * u[base + i]!;
+    }
     this.matmul(layer.ffnDown, g, T, this.branch);
   }
 
@@ -270,8 +303,8 @@ export class Qwen35Forward {
   private ropeTables(position: number): void {
     let theta = fround(position);
     for (let i = 0; i < this.config.nRot / 2; i++) {
-      this.ropeCos[i] = Math.cos(theta);
-      this.ropeSin[i] = Math.sin(theta);
+      this.ropeCos[i] = libm.cosf(theta);
+      this.ropeSin[i] = libm.sinf(theta);
       theta = fround(theta * this.ropeThetaScale);
     }
   }
@@ -419,6 +452,7 @@ export class Qwen35Forward {
   ): void {
     const Dh = this.config.headDim;
     const q = this.headDimScratch;
+    const kRow = this.accScratch;
     const qBits = new Uint32Array(this.q.buffer, this.q.byteOffset + outOffset * 4, Dh);
     if (f16) for (let i = 0; i < Dh; i++) q[i] = F16_TO_F32[f32BitsToF16Bits(qBits[i]!)]!;
     else q.set(this.q.subarray(outOffset, outOffset + Dh));
@@ -427,43 +461,58 @@ export class Qwen35Forward {
     const scores = this.scoreScratch;
     const bs = this.kv.blockSize;
     const stride = this.kv.rowStride;
+    // KQ = mul_mat(K, Q): Q is a permuted (non-contiguous) view, so ggml runs ggml_vec_dot_f32 per element
     let max = -Infinity;
     for (let j = 0; j < n; j++) {
       const base = (blockTable[(j / bs) | 0]! * bs + (j % bs)) * stride + kvHead * Dh;
-      let dot = 0;
+      let dot: number;
       if (f16) {
         const kp = kPlane as Uint16Array;
-        for (let i = 0; i < Dh; i++) dot += F16_TO_F32[kp[base + i]!]! * q[i]!;
+        for (let i = 0; i < Dh; i++) kRow[i] = F16_TO_F32[kp[base + i]!]!;
+        dot = ggmlVecDotF32(kRow, 0, q, 0, Dh);
       } else {
-        const kp = kPlane as Float32Array;
-        for (let i = 0; i < Dh; i++) dot += kp[base + i]! * q[i]!;
+        dot = ggmlVecDotF32(kPlane as Float32Array, base, q, 0, Dh);
       }
-      const s = fround(fround(dot) * scale);
+      const s = fround(dot * scale);
       scores[j] = s;
       if (s > max) max = s;
     }
+    // soft_max_ext: SIMD ggml_v_expf (llama's KV rows are padded to whole vectors), f64 sum
     let sum = 0;
     for (let j = 0; j < n; j++) {
-      const p = fround(Math.exp(scores[j]! - max));
+      const p = ggmlVExpf(fround(scores[j]! - max));
       scores[j] = p;
       sum += p;
     }
     const inv = fround(1 / sum);
-    const acc = this.accF64;
-    acc.fill(0);
     for (let j = 0; j < n; j++) {
-      let p = fround(scores[j]! * inv);
-      if (f16) p = F16_TO_F32[f32BitsToF16Bits(toBits(p))]!;
+      const p = fround(scores[j]! * inv);
+      scores[j] = f16 ? F16_TO_F32[f32BitsToF16Bits(toBits(p))]! : p;
+    }
+    // KQV = mul_mat(V^T, KQ): contiguous KQ, so llamafile's tinyBLAS runs: per output one 8-lane
+    // f32 FMA accumulator over KV positions (lane = position % 8), then its horizontal sum
+    const lanes = this.vLanes;
+    lanes.fill(0);
+    for (let j = 0; j < n; j++) {
+      const p = scores[j]!;
       const base = (blockTable[(j / bs) | 0]! * bs + (j % bs)) * stride + kvHead * Dh;
+      const lane = j & 7;
       if (f16) {
         const vp = vPlane as Uint16Array;
-        for (let i = 0; i < Dh; i++) acc[i] = acc[i]! + F16_TO_F32[vp[base + i]!]! * p;
+        for (let i = 0; i < Dh; i++) lanes[i * 8 + lane] = lanes[i * 8 + lane]! + F16_TO_F32[vp[base + i]!]! * p;
       } else {
         const vp = vPlane as Float32Array;
-        for (let i = 0; i < Dh; i++) acc[i] = acc[i]! + vp[base + i]! * p;
+        for (let i = 0; i < Dh; i++) lanes[i * 8 + lane] = lanes[i * 8 + lane]! + vp[base + i]! * p;
       }
     }
-    for (let i = 0; i < Dh; i++) this.attnOut[outOffset + i] = acc[i]!;
+    for (let i = 0; i < Dh; i++) {
+      const a = i * 8;
+      const t0 = fround(lanes[a]! + lanes[a + 4]!);
+      const t1 = fround(lanes[a + 1]! + lanes[a + 5]!);
+      const t2 = fround(lanes[a + 2]! + lanes[a + 6]!);
+      const t3 = fround(lanes[a + 3]! + lanes[a + 7]!);
+      this.attnOut[outOffset + i] = fround(t0 + t2) + fround(t1 + t3);
+    }
   }
 
   /** llama.cpp's tiled CPU flash attention (>= 64 query rows): f32 Q/K/V, KV tiles of 64, f32 accumulation. */
@@ -563,13 +612,15 @@ export class Qwen35Forward {
           const sOff = convBase + ch * (K - 1);
           const wOff = ch * K;
           let acc = 0;
-          for (let j = 0; j < K - 1; j++) acc = fround(acc + convPlane[sOff + j]! * w.conv[wOff + j]!);
+          // ggml_ssm_conv: f32 products added in f32, oldest tap first (no fused multiply-add)
           const current = this.mixed[xOff + ch]!;
-          acc = fround(acc + current * w.conv[wOff + K - 1]!);
+          for (let j = 0; j < K - 1; j++) acc = fround(acc + fround(convPlane[sOff + j]! * w.conv[wOff + j]!));
+          acc = fround(acc + fround(current * w.conv[wOff + K - 1]!));
           for (let j = 0; j < K - 2; j++) convPlane[sOff + j] = convPlane[sOff + j + 1]!;
           if (K > 1) convPlane[sOff + K - 2] = current;
-          y[xOff + ch] = silu(acc);
+          y[xOff + ch] = acc;
         }
+        siluRow(y, xOff, convDim);
         // L2 norms of q and k per K-head
         for (let kh = 0; kh < 2 * Hk; kh++) {
           const off = xOff + kh * Dk;
@@ -586,30 +637,24 @@ export class Qwen35Forward {
           const vOff = xOff + 2 * keyDim + h * Dv;
           const beta = sigmoid(this.betaRows[row * Hv + h]!);
           const g = fround(softplus(fround(this.alphaRows[row * Hv + h]! + w.dtBias[h]!)) * w.a[h]!);
-          const decay = fround(Math.exp(g));
+          const decay = libm.expf(g);
           const sHead = ssmBase + h * Dv * Dk;
           const oOff = row * valueDim + h * Dv;
           for (let j = 0; j < Dv; j++) {
+            // decay, kv_mem = S_j . k (ggml_vec_dot_f32), delta, S_j += k * delta (fma), o_j = S_j . q
             const sRow = sHead + j * Dk;
-            let kvMem = 0;
-            for (let i = 0; i < Dk; i++) {
-              const s = fround(ssmPlane[sRow + i]! * decay);
-              ssmPlane[sRow + i] = s;
-              kvMem += s * y[kOff + i]!;
-            }
-            const delta = fround(fround(y[vOff + j]! - fround(kvMem)) * beta);
-            let readout = 0;
-            for (let i = 0; i < Dk; i++) {
-              const s = fround(ssmPlane[sRow + i]! + y[kOff + i]! * delta);
-              ssmPlane[sRow + i] = s;
-              readout += s * y[qOff + i]!;
-            }
-            o[oOff + j] = fround(readout) * readoutScale;
+            for (let i = 0; i < Dk; i++) ssmPlane[sRow + i] = ssmPlane[sRow + i]! * decay;
+            const kvMem = ggmlVecDotF32(ssmPlane, sRow, y, kOff, Dk);
+            const delta = fround(fround(y[vOff + j]! - kvMem) * beta);
+            // ggml_vec_mad_f32: one fused multiply-add per element
+            for (let i = 0; i < Dk; i++) ssmPlane[sRow + i] = ssmPlane[sRow + i]! + y[kOff + i]! * delta;
+            o[oOff + j] = ggmlVecDotF32(ssmPlane, sRow, y, qOff, Dk) * readoutScale;
           }
           // gated RMSNorm: rms(o_h) * ssm_norm (raw), times silu(z_h)
           rmsNorm(o, oOff, w.norm, o, oOff, Dv, eps);
           const zOff = row * valueDim + h * Dv;
-          for (let j = 0; j < Dv; j++) o[oOff + j] = o[oOff + j]! * silu(this.zRows[zOff + j]!);
+          siluRow(this.zRows, zOff, Dv);
+          for (let j = 0; j < Dv; j++) o[oOff + j] = o[oOff + j]! * this.zRows[zOff + j]!;
         }
       }
     }

@@ -1,5 +1,5 @@
 import type { GgmlType } from "@keepquant/gguf";
-import { DEQUANTIZE_TYPES, dequantizeRow } from "@keepquant/quant";
+import { DEQUANTIZE_TYPES, LLAMA_WEIGHT_TYPES, dequantizeRow, matmulLlamaReference } from "@keepquant/quant";
 import { EngineLoadError } from "../errors.js";
 import { TsMatmulProvider, type DequantizeRow, type MatmulProvider, type Numerics } from "./matmul.js";
 import type { ModelWeights, PackedMatrix } from "./weights.js";
@@ -35,6 +35,7 @@ export function selectProviders(
   weights: ModelWeights,
   candidates: readonly MatmulProvider[],
   diagnostics: string[],
+  numericsHint = "",
 ): ProviderSelection {
   const byWeight = new Map<PackedMatrix, MatmulProvider>();
   const opProviders: Record<string, string> = {};
@@ -54,23 +55,32 @@ export function selectProviders(
     const detail = [...refused].map(([type, names]) => `${type} (${names.slice(0, 3).join(", ")}${names.length > 3 ? ", ..." : ""})`);
     throw new EngineLoadError(
       "ENGINE_UNSUPPORTED_TYPE",
-      `no matmul provider computes weight type ${detail.join("; ")} (providers tried: ${candidates.map((p) => p.name).join(", ")})`,
+      `no matmul provider computes weight type ${detail.join("; ")} (providers tried: ${candidates.map((p) => p.name).join(", ")})${numericsHint}`,
       { field: [...refused.values()][0]![0] },
     );
   }
   return { byWeight, opProviders, diagnostics };
 }
 
-/** The TypeScript tier: exact for F32/F16/BF16; quantized types through the quant package. */
+/**
+ * The TypeScript tier (last priority). `llama`: F32/F16/BF16 inline, quantized types through the
+ * quant package's llama.cpp-numerics reference (activations quantized to Q8_0/Q8_1/Q8_K, integer
+ * dots). `bf16`: every type the quant package dequantizes, rounded once to bf16.
+ */
 export function typescriptProviders(numerics: Numerics, diagnostics: string[]): MatmulProvider[] {
-  const quantized = new Set<number>(DEQUANTIZE_TYPES.filter((t) => t !== 0 && t !== 1 && t !== 30));
-  const providers: MatmulProvider[] = [new TsMatmulProvider(numerics, quantDequantizeRow, quantized)];
+  void diagnostics;
   if (numerics === "llama") {
-    // Without llama.cpp-exact activation quantization, quantized weights run as dequantized f32:
-    // close but not llama.cpp's integer dots. Said once in diagnostics.
-    providers.push(
-      new TsMatmulProvider("f32", quantDequantizeRow, quantized, undefined, "ts-dequant-f32-approx"),
-    );
+    const quantized = new Set<number>(LLAMA_WEIGHT_TYPES.filter((t) => t !== 0 && t !== 1 && t !== 30));
+    const llamaReference = (weight: PackedMatrix, x: Float32Array, m: number, y: Float32Array): void => {
+      const out = matmulLlamaReference(
+        { type: weight.type as GgmlType, rows: weight.rows, cols: weight.cols, data: weight.data },
+        x.length === m * weight.cols ? x : x.subarray(0, m * weight.cols),
+        m,
+      );
+      y.set(out);
+    };
+    return [new TsMatmulProvider("llama", quantDequantizeRow, quantized, llamaReference)];
   }
-  return providers;
+  const quantized = new Set<number>(DEQUANTIZE_TYPES.filter((t) => t !== 0 && t !== 1 && t !== 30));
+  return [new TsMatmulProvider("bf16", quantDequantizeRow, quantized)];
 }

@@ -1,0 +1,106 @@
+/**
+ * ggml's vectorized expf (`ggml_v_expf`, the SIMD path of ggml_vec_silu_f32 / ggml_vec_swiglu_f32 on
+ * x86 AVX2 and ARM NEON) emulated in f32: a range reduction by ln 2 and a degree-5 polynomial,
+ * every step rounded to f32 and the fused multiply-adds done as one rounding (the f64 product is
+ * exact, so `fround(a * b + c)` rounds once except in double-rounding corner cases).
+ * Written from the published algorithm, so SiLU matches llama.cpp's bit for bit on typical inputs:
+ * a one-ulp SiLU difference can flip a Q8 activation quantization step downstream.
+ */
+const fround = Math.fround;
+/** A C hex-float literal `0x<mantissa>p<exponent>` as a number. */
+function hexFloat(mantissa: string, exponent: number): number {
+  const [whole, fraction = ""] = mantissa.split(".");
+  return (parseInt(whole! + fraction, 16) / 16 ** fraction.length) * 2 ** exponent;
+}
+
+const f32 = new Float32Array(1);
+const u32 = new Uint32Array(f32.buffer);
+
+const SHIFT = fround(hexFloat("1.8", 23)); // 1.5 * 2^23 rounding constant
+const LOG2E = fround(hexFloat("1.715476", 0));
+const LN2_HI = fround(hexFloat("1.62e4", -1));
+const LN2_LO = fround(hexFloat("1.7f7d1c", -20));
+const C1 = fround(hexFloat("1.ffffec", -1));
+const C2 = fround(hexFloat("1.fffdb6", -2));
+const C3 = fround(hexFloat("1.555e66", -3));
+const C4 = fround(hexFloat("1.573e2e", -5));
+const C5 = fround(hexFloat("1.0e4020", -7));
+const ONE_BITS = 0x3f800000;
+
+function bitsOf(x: number): number {
+  f32[0] = x;
+  return u32[0]!;
+}
+function fromBits(bits: number): number {
+  u32[0] = bits >>> 0;
+  return f32[0]!;
+}
+
+/** ggml_v_expf for one lane. */
+export function ggmlVExpf(x: number): number {
+  const z = fround(x * LOG2E + SHIFT);
+  const n = fround(z - SHIFT);
+  const b = fround(-n * LN2_LO + fround(-n * LN2_HI + x));
+  const e = (bitsOf(z) << 23) >>> 0;
+  const k = fromBits((e + ONE_BITS) >>> 0);
+  const u = fround(b * b);
+  const j = fround(fround(fround(C5 * b + C4) * u + fround(C3 * b + C2)) * u + fround(C1 * b));
+  const absN = Math.abs(n);
+  if (!(absN > 126)) return fround(j * k + k);
+  // overflow / underflow lanes
+  const d = n <= 0 ? 0x82000000 : 0;
+  const s1 = fromBits((d + 0x7f000000) >>> 0);
+  const s2 = fromBits((e - d) >>> 0);
+  if (absN > 192) return fround(s1 * s1);
+  return fround(fround(s2 * j + s2) * s1);
+}
+
+/** ggml_v_silu: x / (1 + ggml_v_expf(-x)). */
+export function ggmlVSilu(x: number): number {
+  return fround(x / fround(1 + ggmlVExpf(-x)));
+}
+
+/** ggml_silu_f32 (scalar tail): x / (1 + expf(-x)). */
+export function ggmlSiluScalar(x: number): number {
+  return fround(x / fround(1 + fround(Math.exp(-x))));
+}
+
+/** SIMD lanes of the CPU path being emulated (8 on AVX2). Elements past the last full vector use the scalar form. */
+export const GGML_F32_LANES = 8;
+
+/** ggml_vec_silu_f32 over `n` elements of `src` at `offset` into `dst`. */
+export function ggmlVecSilu(src: Float32Array, srcOffset: number, dst: Float32Array, dstOffset: number, n: number): void {
+  const simd = n - (n % GGML_F32_LANES);
+  for (let i = 0; i < simd; i++) dst[dstOffset + i] = ggmlVSilu(src[srcOffset + i]!);
+  for (let i = simd; i < n; i++) dst[dstOffset + i] = ggmlSiluScalar(src[srcOffset + i]!);
+}
+
+const sumLanes = new Float32Array(32);
+
+/**
+ * ggml_vec_dot_f32 as its AVX2 path computes it: four 8-lane f32 accumulators over blocks of 32
+ * (fused multiply-add), reduced (acc0+acc2, acc1+acc3, then those two; high half + low half;
+ * two horizontal adds), then the tail in f32.
+ */
+export function ggmlVecDotF32(x: Float32Array, xOffset: number, y: Float32Array, yOffset: number, n: number): number {
+  const np = n & ~31;
+  const acc = sumLanes;
+  acc.fill(0);
+  for (let i = 0; i < np; i += 32) {
+    for (let l = 0; l < 32; l++) acc[l] = acc[l]! + x[xOffset + i + l]! * y[yOffset + i + l]!;
+  }
+  // acc[j*8 + lane]: j-th accumulator
+  for (let l = 0; l < 8; l++) {
+    acc[l] = acc[l]! + acc[16 + l]!;
+    acc[8 + l] = acc[8 + l]! + acc[24 + l]!;
+  }
+  for (let l = 0; l < 8; l++) acc[l] = acc[l]! + acc[8 + l]!;
+  const t0 = fround(acc[0]! + acc[4]!);
+  const t1 = fround(acc[1]! + acc[5]!);
+  const t2 = fround(acc[2]! + acc[6]!);
+  const t3 = fround(acc[3]! + acc[7]!);
+  // bit-exact for n a multiple of 32 (every GDN head size here); the tail order is approximate
+  let sum = fround(fround(t0 + t1) + fround(t2 + t3));
+  for (let i = np; i < n; i++) sum = fround(sum + fround(x[xOffset + i]! * y[yOffset + i]!));
+  return sum;
+}
