@@ -40,6 +40,7 @@ const oracle: ParityOracleInfo = {
   package: ORACLE_PACKAGE,
   version: ORACLE_VERSION,
   llamaVersion: info.version,
+  cpuVariant: info.cpuVariant,
   settings: { kvType: "f32", repack: false, flashAttention: false, threads: THREADS },
 };
 

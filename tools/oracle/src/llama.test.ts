@@ -1,8 +1,9 @@
 import { describe, expect, it } from "vitest";
 import koffi from "koffi";
+import fs from "node:fs";
 import path from "node:path";
 import { oracleLibDir } from "./ggml.js";
-import { LLAMA_LIBRARY, LLAMA_STRUCT_SIZES, llamaUnavailableReason, loadLlamaOracle, runOracle, argmax } from "./llama.js";
+import { LLAMA_LIBRARY, LLAMA_STRUCT_SIZES, ORACLE_CPU_VARIANT, llamaUnavailableReason, loadLlamaOracle, runOracle, argmax } from "./llama.js";
 
 const reason = llamaUnavailableReason();
 if (reason) console.log(`SKIP: llama oracle tests: ${reason}`);
@@ -43,6 +44,13 @@ describe.skipIf(reason)("llama oracle binding", () => {
   it("reports a missing model as a typed error, in process and through the child runner", async () => {
     expect(() => loadLlamaOracle().loadModel("/nonexistent/model.gguf")).toThrow(/model file not found/);
     await expect(runOracle({ kind: "info", model: "/nonexistent/model.gguf" })).rejects.toMatchObject({ code: "MODEL_NOT_FOUND" });
+  });
+
+  it("pins the ggml CPU variant when the CPU has AVX2, FMA and F16C", () => {
+    const flags = /^flags\s*:\s*(.*)$/m.exec(fs.readFileSync("/proc/cpuinfo", "utf8"))?.[1]?.split(/\s+/) ?? [];
+    const variant = loadLlamaOracle().cpuVariant();
+    if (["avx2", "fma", "f16c"].every((f) => flags.includes(f))) expect(variant).toBe(ORACLE_CPU_VARIANT);
+    else expect(variant).not.toBe("none");
   });
 
   it("argmax breaks ties toward the lowest id", () => {

@@ -43,6 +43,34 @@ export function llamaUnavailableReason(): string | undefined {
   return undefined;
 }
 
+/**
+ * The ggml CPU backend variant the oracle loads: ggml would pick the best one for the machine
+ * (haswell = AVX2+FMA+F16C, skylakex/icelake/zen4 = AVX-512, ...), and the variants sum dot
+ * products in different orders, so logits (at the ulp level) would depend on the machine. Pinning
+ * the AVX2 variant makes goldens reproducible on any x86-64 machine with AVX2, FMA and F16C.
+ */
+export const ORACLE_CPU_VARIANT = "haswell";
+
+function cpuSupportsPinnedVariant(): boolean {
+  try {
+    const flags = new Set(/^flags\s*:\s*(.*)$/m.exec(fs.readFileSync("/proc/cpuinfo", "utf8"))?.[1]?.split(/\s+/) ?? []);
+    return ["avx2", "fma", "f16c"].every((flag) => flags.has(flag));
+  } catch {
+    return false;
+  }
+}
+
+/** The libggml-cpu-<variant>.so mapped into this process ("none" before the oracle is loaded). */
+function loadedCpuVariant(): string {
+  try {
+    const maps = fs.readFileSync("/proc/self/maps", "utf8");
+    const variants = new Set([...maps.matchAll(/libggml-cpu-([\w-]+)\.so/g)].map((m) => m[1]!));
+    return variants.size === 0 ? "none" : [...variants].sort().join("+");
+  } catch {
+    return "unknown";
+  }
+}
+
 /** llama_ftype ids accepted by llama_model_quantize (include/llama.h). */
 export const LLAMA_FTYPE = {
   F32: 0,
@@ -251,6 +279,8 @@ export interface LlamaOracle {
   defaults(): { model: Record<string, unknown>; context: Record<string, unknown>; quantize: Record<string, unknown> };
   /** llama_version() string. */
   version(): string;
+  /** The ggml CPU backend variant loaded in this process, e.g. "haswell". */
+  cpuVariant(): string;
 }
 
 export class LlamaOracleError extends Error {
@@ -285,6 +315,12 @@ export function loadLlamaOracle(): LlamaOracle {
   if (process.env.KEEPQUANT_ORACLE_LOG !== "1") {
     const silent = koffi.register(() => {}, koffi.pointer(LogCallback));
     logSet(silent, null);
+  }
+  // Pin the CPU variant (see ORACLE_CPU_VARIANT) so goldens do not depend on the machine's ISA.
+  const variantFile = path.join(dir, `libggml-cpu-${ORACLE_CPU_VARIANT}.so`);
+  if (cpuSupportsPinnedVariant() && fs.existsSync(variantFile)) {
+    const registered = (ggml.func("void *ggml_backend_load(const char *path)") as Fn)(variantFile);
+    if (!registered) throw new LlamaOracleError("ORACLE_UNAVAILABLE", `ggml_backend_load failed for ${variantFile}`);
   }
   f("void llama_backend_init(void)")();
   const backendCount = ggml.func("size_t ggml_backend_reg_count(void)") as Fn;
@@ -510,6 +546,7 @@ export function loadLlamaOracle(): LlamaOracle {
       quantize: api.quantizeDefault() as Record<string, unknown>,
     }),
     version: () => api.version() as string,
+    cpuVariant: loadedCpuVariant,
   };
   return cached;
 }
@@ -551,7 +588,7 @@ export type OracleJob =
   | (ModelJob & { kind: "logits"; sequences: number[][] });
 
 export interface OracleResults {
-  info: { nVocab: number; nEmbd: number; nLayer: number; bos: number; eos: number; version: string };
+  info: { nVocab: number; nEmbd: number; nLayer: number; bos: number; eos: number; version: string; cpuVariant: string };
   quantize: { output: string; bytes: number };
   tokenize: { tokens: number[][] };
   /** Texts as base64 bytes: llama.cpp may return bytes that are not valid UTF-8. */
@@ -585,10 +622,10 @@ export function executeJob(job: OracleJob): OracleResult {
       return { output: job.output, bytes: fs.statSync(job.output).size };
     }
     case "info": {
-      const model = llama.loadModel(job.model, { vocabOnly: true });
+      const model = llama.loadModel(job.model, { repack: false });
       try {
         const info = { nVocab: model.nVocab, nEmbd: model.nEmbd, nLayer: model.nLayer, bos: model.bos, eos: model.eos };
-        return { ...info, version: llama.version() };
+        return { ...info, version: llama.version(), cpuVariant: llama.cpuVariant() };
       } finally {
         model.free();
       }

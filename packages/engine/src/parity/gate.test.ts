@@ -63,7 +63,7 @@ describe("parity gate", () => {
       weightType: "F32",
       modelSha256: "00",
       modelBytes: 1,
-      oracle: { package: "p", version: "v", llamaVersion: "l", settings: { kvType: "f32", repack: false, flashAttention: false, threads: 2 } },
+      oracle: { package: "p", version: "v", llamaVersion: "l", cpuVariant: "haswell", settings: { kvType: "f32", repack: false, flashAttention: false, threads: 2 } },
       nTokens: 2,
       topK: 3,
       prompts: [g],

@@ -18,6 +18,8 @@ export interface ParityOracleInfo {
   version: string;
   /** llama_version() of the binary. */
   llamaVersion: string;
+  /** The ggml CPU backend variant that computed the goldens (pinned: "haswell", AVX2). */
+  cpuVariant: string;
   /** Settings that make its decode deterministic. */
   settings: { kvType: "f32"; repack: false; flashAttention: false; threads: number };
 }
