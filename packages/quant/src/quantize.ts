@@ -111,6 +111,7 @@ function makeQkx2Quants(
   rdelta: number,
   nstep: number,
   out: Float32Array,
+  useMad = false,
 ): void {
   let min = x[xo]!;
   let max = x[xo]!;
@@ -139,7 +140,7 @@ function makeQkx2Quants(
     const l = Math.max(0, Math.min(nmax, nearestInt(fround(iscale * fround(v - min)))));
     L[lo + i] = l;
     let diff = fround(fround(fround(scale * l) + min) - v);
-    diff = fround(diff * diff);
+    diff = useMad ? Math.abs(diff) : fround(diff * diff);
     bestError = fround(bestError + fround(weights[i]! * diff));
   }
   if (nstep >= 1) {
@@ -170,7 +171,7 @@ function makeQkx2Quants(
         let curError = 0;
         for (let i = 0; i < n; i++) {
           let diff = fround(fround(fround(thisScale * Laux[i]!) + thisMin) - x[xo + i]!);
-          diff = fround(diff * diff);
+          diff = useMad ? Math.abs(diff) : fround(diff * diff);
           curError = fround(curError + fround(weights[i]! * diff));
         }
         if (curError < bestError) {
@@ -451,10 +452,291 @@ function quantizeQ8_K(x: Float32Array, dst: Uint8Array, nb: number): void {
   }
 }
 
+/** (int8_t) then (uint8_t) of a float in C: truncation toward zero, low 8 bits. */
+function truncToUint8(value: number): number {
+  return truncToInt32(value) & 0xff;
+}
+
+/** Q4_1: d = (max - min) / 15, m = min; q = min(15, trunc((x - min) / d + 0.5)) */
+function quantizeQ4_1(x: Float32Array, dst: Uint8Array, nb: number): void {
+  for (let i = 0; i < nb; i++) {
+    const xo = i * 32;
+    const yo = i * 20;
+    let min = 3.4028234663852886e38;
+    let max = -3.4028234663852886e38;
+    for (let j = 0; j < 32; j++) {
+      const v = x[xo + j]!;
+      if (v < min) min = v;
+      if (v > max) max = v;
+    }
+    const d = fround(fround(max - min) / 15);
+    const id = d !== 0 ? fround(1 / d) : 0;
+    writeF16(dst, yo, toF16(d));
+    writeF16(dst, yo + 2, toF16(min));
+    for (let j = 0; j < 16; j++) {
+      const x0 = fround(fround(x[xo + j]! - min) * id);
+      const x1 = fround(fround(x[xo + 16 + j]! - min) * id);
+      const xi0 = Math.min(15, (truncToInt32(fround(x0 + 0.5)) << 24) >> 24) & 0xff;
+      const xi1 = Math.min(15, (truncToInt32(fround(x1 + 0.5)) << 24) >> 24) & 0xff;
+      dst[yo + 4 + j] = (xi0 | (xi1 << 4)) & 0xff;
+    }
+  }
+}
+
+/** Q5_0: d = max / -16; q = min(31, trunc(x / d + 16.5)), fifth bits in qh */
+function quantizeQ5_0(x: Float32Array, dst: Uint8Array, nb: number): void {
+  for (let i = 0; i < nb; i++) {
+    const xo = i * 32;
+    const yo = i * 22;
+    let amax = 0;
+    let max = 0;
+    for (let j = 0; j < 32; j++) {
+      const v = x[xo + j]!;
+      if (amax < Math.abs(v)) {
+        amax = Math.abs(v);
+        max = v;
+      }
+    }
+    const d = fround(max / -16);
+    const id = d !== 0 ? fround(1 / d) : 0;
+    writeF16(dst, yo, toF16(d));
+    let qh = 0;
+    for (let j = 0; j < 16; j++) {
+      const xi0 = Math.min(31, (truncToInt32(fround(fround(x[xo + j]! * id) + 16.5)) << 24) >> 24) & 0xff;
+      const xi1 = Math.min(31, (truncToInt32(fround(fround(x[xo + 16 + j]! * id) + 16.5)) << 24) >> 24) & 0xff;
+      dst[yo + 6 + j] = (xi0 & 0x0f) | ((xi1 & 0x0f) << 4);
+      qh |= ((xi0 & 0x10) >>> 4) << j;
+      qh |= ((xi1 & 0x10) >>> 4) << (j + 16);
+    }
+    dst[yo + 2] = qh & 0xff;
+    dst[yo + 3] = (qh >>> 8) & 0xff;
+    dst[yo + 4] = (qh >>> 16) & 0xff;
+    dst[yo + 5] = (qh >>> 24) & 0xff;
+  }
+}
+
+/** Q5_1: d = (max - min) / 31, m = min; q = trunc((x - min) / d + 0.5), fifth bits in qh */
+function quantizeQ5_1(x: Float32Array, dst: Uint8Array, nb: number): void {
+  for (let i = 0; i < nb; i++) {
+    const xo = i * 32;
+    const yo = i * 24;
+    let min = 3.4028234663852886e38;
+    let max = -3.4028234663852886e38;
+    for (let j = 0; j < 32; j++) {
+      const v = x[xo + j]!;
+      if (v < min) min = v;
+      if (v > max) max = v;
+    }
+    const d = fround(fround(max - min) / 31);
+    const id = d !== 0 ? fround(1 / d) : 0;
+    writeF16(dst, yo, toF16(d));
+    writeF16(dst, yo + 2, toF16(min));
+    let qh = 0;
+    for (let j = 0; j < 16; j++) {
+      const xi0 = truncToUint8(fround(fround(fround(x[xo + j]! - min) * id) + 0.5));
+      const xi1 = truncToUint8(fround(fround(fround(x[xo + 16 + j]! - min) * id) + 0.5));
+      dst[yo + 8 + j] = (xi0 & 0x0f) | ((xi1 & 0x0f) << 4);
+      qh |= ((xi0 & 0x10) >>> 4) << j;
+      qh |= ((xi1 & 0x10) >>> 4) << (j + 16);
+    }
+    dst[yo + 4] = qh & 0xff;
+    dst[yo + 5] = (qh >>> 8) & 0xff;
+    dst[yo + 6] = (qh >>> 16) & 0xff;
+    dst[yo + 7] = (qh >>> 24) & 0xff;
+  }
+}
+
+/** Packs 256 two-bit levels as Q2_K/Q3_K do: byte j/4 + l holds levels l, l+32, l+64, l+96 of each 128. */
+function pack2Bit(L: Uint8Array, dst: Uint8Array, qs: number): void {
+  for (let j = 0; j < 256; j += 128) {
+    for (let l = 0; l < 32; l++) {
+      dst[qs + j / 4 + l] = (L[j + l]! | (L[j + l + 32]! << 2) | (L[j + l + 64]! << 4) | (L[j + l + 96]! << 6)) & 0xff;
+    }
+  }
+}
+
+/** Q2_K: 16 sub-blocks of 16, 4-bit scale and min each (fit by mean absolute deviation); levels 0..3 */
+function quantizeQ2_K(x: Float32Array, dst: Uint8Array, nb: number): void {
+  const L = new Uint8Array(256);
+  const Laux = new Uint8Array(16);
+  const weights = new Float32Array(16);
+  const scales = new Float32Array(16);
+  const mins = new Float32Array(16);
+  const fit = new Float32Array(2);
+  const q4scale = 15;
+  for (let i = 0; i < nb; i++) {
+    const xo = i * 256;
+    const yo = i * 84;
+    let maxScale = 0;
+    let maxMin = 0;
+    for (let j = 0; j < 16; j++) {
+      for (let l = 0; l < 16; l++) weights[l] = Math.abs(x[xo + 16 * j + l]!);
+      makeQkx2Quants(16, 3, x, xo + 16 * j, weights, L, 16 * j, Laux, fround(-0.5), fround(0.1), 15, fit, true);
+      scales[j] = fit[0]!;
+      mins[j] = fit[1]!;
+      if (scales[j]! > maxScale) maxScale = scales[j]!;
+      if (mins[j]! > maxMin) maxMin = mins[j]!;
+    }
+    if (maxScale > 0) {
+      const iscale = fround(q4scale / maxScale);
+      for (let j = 0; j < 16; j++) dst[yo + j] = nearestInt(fround(iscale * scales[j]!)) & 0xff;
+      writeF16(dst, yo + 80, toF16(fround(maxScale / q4scale)));
+    } else {
+      dst.fill(0, yo, yo + 16);
+      writeF16(dst, yo + 80, 0);
+    }
+    if (maxMin > 0) {
+      const iscale = fround(q4scale / maxMin);
+      for (let j = 0; j < 16; j++) dst[yo + j] = (dst[yo + j]! | (nearestInt(fround(iscale * mins[j]!)) << 4)) & 0xff;
+      writeF16(dst, yo + 82, toF16(fround(maxMin / q4scale)));
+    } else {
+      writeF16(dst, yo + 82, 0);
+    }
+    const dAll = FP16_TO_FP32[dst[yo + 80]! | (dst[yo + 81]! << 8)]!;
+    const mAll = FP16_TO_FP32[dst[yo + 82]! | (dst[yo + 83]! << 8)]!;
+    for (let j = 0; j < 16; j++) {
+      const d = fround(dAll * (dst[yo + j]! & 0x0f));
+      if (d === 0) continue;
+      const dm = fround(mAll * (dst[yo + j]! >> 4));
+      for (let ii = 0; ii < 16; ii++) {
+        const l = nearestInt(fround(fround(x[xo + 16 * j + ii]! + dm) / d));
+        L[16 * j + ii] = Math.max(0, Math.min(3, l));
+      }
+    }
+    pack2Bit(L, dst, yo + 16);
+  }
+}
+
+/**
+ * ggml make_q3_quants with rmse: symmetric fit of n values to [-nmax, nmax - 1] weighted by x^2,
+ * then up to 5 passes moving single levels while the weighted fit improves. L gets l + nmax.
+ */
+function makeQ3Quants(n: number, nmax: number, x: Float32Array, xo: number, L: Int8Array, lo: number): number {
+  let max = 0;
+  let amax = 0;
+  for (let i = 0; i < n; i++) {
+    const ax = Math.abs(x[xo + i]!);
+    if (ax > amax) {
+      amax = ax;
+      max = x[xo + i]!;
+    }
+  }
+  if (amax < GROUP_MAX_EPS) {
+    for (let i = 0; i < n; i++) L[lo + i] = 0;
+    return 0;
+  }
+  const iscale = fround(-nmax / max);
+  let sumlx = 0;
+  let suml2 = 0;
+  for (let i = 0; i < n; i++) {
+    const v = x[xo + i]!;
+    const l = Math.max(-nmax, Math.min(nmax - 1, nearestInt(fround(iscale * v))));
+    L[lo + i] = l;
+    const w = fround(v * v);
+    sumlx = fround(sumlx + fround(fround(w * v) * l));
+    suml2 = fround(suml2 + fround(fround(w * l) * l));
+  }
+  for (let itry = 0; itry < 5; itry++) {
+    let changed = 0;
+    for (let i = 0; i < n; i++) {
+      const v = x[xo + i]!;
+      const w = fround(v * v);
+      const li = L[lo + i]!;
+      let slx = fround(sumlx - fround(fround(w * v) * li));
+      if (slx > 0) {
+        let sl2 = fround(suml2 - fround(fround(w * li) * li));
+        const newL = Math.max(-nmax, Math.min(nmax - 1, nearestInt(fround(fround(v * sl2) / slx))));
+        if (newL !== li) {
+          slx = fround(slx + fround(fround(w * v) * newL));
+          sl2 = fround(sl2 + fround(fround(w * newL) * newL));
+          if (sl2 > 0 && fround(fround(slx * slx) * suml2) > fround(fround(sumlx * sumlx) * sl2)) {
+            L[lo + i] = newL;
+            sumlx = slx;
+            suml2 = sl2;
+            changed++;
+          }
+        }
+      }
+    }
+    if (changed === 0) break;
+  }
+  for (let i = 0; i < n; i++) L[lo + i] = L[lo + i]! + nmax;
+  return suml2 > 0 ? fround(sumlx / suml2) : 0;
+}
+
+/** Q3_K: 16 sub-blocks of 16 with 6-bit signed scales; levels -4..3 (high bit in hmask) */
+function quantizeQ3_K(x: Float32Array, dst: Uint8Array, nb: number): void {
+  const L = new Int8Array(256);
+  const scales = new Float32Array(16);
+  for (let i = 0; i < nb; i++) {
+    const xo = i * 256;
+    const yo = i * 110;
+    const sc = yo + 96;
+    let maxScale = 0;
+    let amax = 0;
+    for (let j = 0; j < 16; j++) {
+      scales[j] = makeQ3Quants(16, 4, x, xo + 16 * j, L, 16 * j);
+      const scale = Math.abs(scales[j]!);
+      if (scale > amax) {
+        amax = scale;
+        maxScale = scales[j]!;
+      }
+    }
+    dst.fill(0, sc, sc + 12);
+    if (maxScale !== 0) {
+      const iscale = fround(-32 / maxScale);
+      for (let j = 0; j < 16; j++) {
+        let l = (nearestInt(fround(iscale * scales[j]!)) << 24) >> 24; // int8_t
+        l = Math.max(-32, Math.min(31, l)) + 32;
+        if (j < 8) dst[sc + j] = l & 0x0f;
+        else dst[sc + j - 8] = dst[sc + j - 8]! | ((l & 0x0f) << 4);
+        l >>= 4;
+        dst[sc + (j % 4) + 8] = dst[sc + (j % 4) + 8]! | (l << (2 * (j >> 2)));
+      }
+      writeF16(dst, yo + 108, toF16(fround(1 / iscale)));
+    } else {
+      writeF16(dst, yo + 108, 0);
+    }
+    const dAll = FP16_TO_FP32[dst[yo + 108]! | (dst[yo + 109]! << 8)]!;
+    for (let j = 0; j < 16; j++) {
+      const low = j < 8 ? dst[sc + j]! & 0x0f : dst[sc + j - 8]! >> 4;
+      const s = (low | (((dst[sc + 8 + (j % 4)]! >> (2 * (j >> 2))) & 3) << 4)) - 32;
+      const d = fround(dAll * s);
+      if (d === 0) continue;
+      for (let ii = 0; ii < 16; ii++) {
+        const l = nearestInt(fround(x[xo + 16 * j + ii]! / d));
+        L[16 * j + ii] = Math.max(-4, Math.min(3, l)) + 4;
+      }
+    }
+    dst.fill(0, yo, yo + 32);
+    let m = 0;
+    let hm = 1;
+    const levels = new Uint8Array(256);
+    for (let j = 0; j < 256; j++) {
+      let l = L[j]!;
+      if (l > 3) {
+        dst[yo + m] = dst[yo + m]! | hm;
+        l -= 4;
+      }
+      levels[j] = l;
+      if (++m === 32) {
+        m = 0;
+        hm <<= 1;
+      }
+    }
+    pack2Bit(levels, dst, yo + 32);
+  }
+}
+
 type QuantizeKernel = (x: Float32Array, dst: Uint8Array, blocks: number) => void;
 
 export const QUANTIZE_KERNELS: Readonly<Partial<Record<GgmlType, QuantizeKernel>>> = {
   [GgmlType.Q4_0]: quantizeQ4_0,
+  [GgmlType.Q4_1]: quantizeQ4_1,
+  [GgmlType.Q5_0]: quantizeQ5_0,
+  [GgmlType.Q5_1]: quantizeQ5_1,
+  [GgmlType.Q2_K]: quantizeQ2_K,
+  [GgmlType.Q3_K]: quantizeQ3_K,
   [GgmlType.Q8_0]: quantizeQ8_0,
   [GgmlType.Q4_K]: quantizeQ4_K,
   [GgmlType.Q5_K]: quantizeQ5_K,
