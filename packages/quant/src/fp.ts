@@ -75,11 +75,11 @@ export function fp32BitsToFp16Bits(bits: number): number {
   if (abs < 0x33000000) return sign; // < 2^-25: rounds to zero (2^-25 ties to even zero)
   const exponent = abs >>> 23;
   const mantissa = (abs & 0x7fffff) | 0x800000;
-  const shift = 126 - exponent; // 14 + (113 - exponent) - 1 ... mantissa * 2^(exponent-150) / 2^-24
-  const totalShift = shift;
-  const quotient = mantissa >>> totalShift;
-  const remainder = mantissa & ((1 << totalShift) - 1);
-  const half = 1 << (totalShift - 1);
+  // value = mantissa * 2^(exponent - 150); in units of 2^-24 that is mantissa >> (126 - exponent)
+  const shift = 126 - exponent; // 14..24 here
+  const quotient = mantissa >>> shift;
+  const remainder = mantissa & ((1 << shift) - 1);
+  const half = 1 << (shift - 1);
   let result = quotient;
   if (remainder > half || (remainder === half && (quotient & 1) === 1)) result += 1;
   return sign | result;
