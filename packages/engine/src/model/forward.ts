@@ -1,5 +1,5 @@
 import { F16_TO_F32, f32BitsToF16Bits } from "../numerics/half.js";
-import { GGML_F32_LANES, ggmlSiluScalar, ggmlVExpf, ggmlVSilu, ggmlVecDotF32 } from "../numerics/ggml-expf.js";
+import { GGML_F32_LANES, ggmlDecayDot, ggmlMadDot, ggmlSiluScalar, ggmlVExpf, ggmlVSilu, ggmlVecDotF32 } from "../numerics/ggml-expf.js";
 import type { PagedKvCache } from "../kv/paged-kv.js";
 import type { GdnStatePool } from "../kv/state-pool.js";
 import { deriveDims, type DerivedDims, type ModelConfig } from "./config.js";
@@ -643,12 +643,11 @@ export class Qwen35Forward {
           for (let j = 0; j < Dv; j++) {
             // decay, kv_mem = S_j . k (ggml_vec_dot_f32), delta, S_j += k * delta (fma), o_j = S_j . q
             const sRow = sHead + j * Dk;
-            for (let i = 0; i < Dk; i++) ssmPlane[sRow + i] = ssmPlane[sRow + i]! * decay;
-            const kvMem = ggmlVecDotF32(ssmPlane, sRow, y, kOff, Dk);
+            // (ggml_vec_scale_f32 then ggml_vec_dot_f32, fused per row; same lanes, same results)
+            const kvMem = ggmlDecayDot(ssmPlane, sRow, y, kOff, Dk, decay);
             const delta = fround(fround(y[vOff + j]! - kvMem) * beta);
-            // ggml_vec_mad_f32: one fused multiply-add per element
-            for (let i = 0; i < Dk; i++) ssmPlane[sRow + i] = ssmPlane[sRow + i]! + y[kOff + i]! * delta;
-            o[oOff + j] = ggmlVecDotF32(ssmPlane, sRow, y, qOff, Dk) * readoutScale;
+            // ggml_vec_mad_f32 (one fused multiply-add per element), then the readout dot
+            o[oOff + j] = ggmlMadDot(ssmPlane, sRow, y, qOff, Dk, y, kOff, delta) * readoutScale;
           }
           // gated RMSNorm: rms(o_h) * ssm_norm (raw), times silu(z_h)
           rmsNorm(o, oOff, w.norm, o, oOff, Dv, eps);

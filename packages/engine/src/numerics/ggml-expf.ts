@@ -104,3 +104,52 @@ export function ggmlVecDotF32(x: Float32Array, xOffset: number, y: Float32Array,
   for (let i = np; i < n; i++) sum = fround(sum + fround(x[xOffset + i]! * y[yOffset + i]!));
   return sum;
 }
+
+/**
+ * Builds a function with the 32 accumulator lanes of ggml_vec_dot_f32 in local variables (V8 keeps
+ * them in registers; a typed-array accumulator is several times slower). `pre` is the per-element
+ * statement that produces `s` (the x value, possibly updated in place) before it is accumulated.
+ */
+function laneDotKernel(params: string, pre: string): (...args: never[]) => number {
+  const lanes = Array.from({ length: 32 }, (_, l) => l);
+  const body = [
+    "const fround = Math.fround;",
+    `let ${lanes.map((l) => `a${l} = 0`).join(", ")};`,
+    "let s;",
+    "const np = n & ~31;",
+    "for (let i = 0; i < np; i += 32) {",
+    ...lanes.map((l) => `  { const e = i + ${l}; ${pre} a${l} = fround(a${l} + s * y[yo + e]); }`),
+    "}",
+    ...[0, 1, 2, 3, 4, 5, 6, 7].map((l) => `a${l} = fround(a${l} + a${16 + l}); a${8 + l} = fround(a${8 + l} + a${24 + l});`),
+    ...[0, 1, 2, 3, 4, 5, 6, 7].map((l) => `a${l} = fround(a${l} + a${8 + l});`),
+    "let sum = fround(fround(fround(a0 + a4) + fround(a1 + a5)) + fround(fround(a2 + a6) + fround(a3 + a7)));",
+    "for (let e = np; e < n; e++) { " + pre + " sum = fround(sum + fround(s * y[yo + e])); }",
+    "return sum;",
+  ].join("\n");
+  return new Function(...params.split(","), body) as (...args: never[]) => number;
+}
+
+/**
+ * Fused GDN row kernels with ggml_vec_dot_f32's exact lane order:
+ * `decayDot`: x[i] *= decay (stored), returns dot(x, y);
+ * `madDot`: x[i] += k[i] * delta (one rounding, ggml_vec_mad_f32), returns dot(x, y).
+ */
+export const ggmlDecayDot = laneDotKernel("x,xo,y,yo,n,decay", "s = fround(x[xo + e] * decay); x[xo + e] = s;") as (
+  x: Float32Array,
+  xOffset: number,
+  y: Float32Array,
+  yOffset: number,
+  n: number,
+  decay: number,
+) => number;
+
+export const ggmlMadDot = laneDotKernel("x,xo,y,yo,n,k,ko,delta", "s = fround(x[xo + e] + k[ko + e] * delta); x[xo + e] = s;") as (
+  x: Float32Array,
+  xOffset: number,
+  y: Float32Array,
+  yOffset: number,
+  n: number,
+  k: Float32Array,
+  kOffset: number,
+  delta: number,
+) => number;
