@@ -1,5 +1,6 @@
 import type { KvType } from "./kv/paged-kv.js";
 import type { Numerics } from "./model/matmul.js";
+import type { PrefixCacheStats } from "./kv/prefix-cache.js";
 import type { SamplingParams as SamplingModuleParams, StopReason } from "./sampling/index.js";
 
 export interface EngineOptions {
@@ -24,6 +25,13 @@ export interface EngineOptions {
   maxBatchTokens?: number;
   /** `auto` (default) tries the native CPU arm first; `ts` forces the TypeScript reference. */
   provider?: "auto" | "ts";
+  /**
+   * Prefix cache: how many GDN state snapshots to keep (0 = off, the default). Each entry is the KV
+   * blocks of a prompt up to its last full-block boundary plus a copy of the GDN state there; a
+   * new request whose prompt starts with a cached prefix skips recomputing it. Prefill chunks are
+   * cut at that boundary, which changes batch shapes (llama-exact parity assumes it off).
+   */
+  prefixCacheSnapshots?: number;
   /** Called while tensors are read (bytes done, bytes total). */
   onProgress?: (done: number, total: number) => void;
 }
@@ -59,6 +67,8 @@ export interface GenerationStats {
   /** (generated - 1) / time after the first token */
   decodeTokensPerSecond: number;
   preemptions: number;
+  /** prompt tokens served from the prefix cache */
+  cachedPromptTokens: number;
 }
 
 export interface GenerationResult {
@@ -94,6 +104,8 @@ export interface EngineStats {
   kv: { kvType: KvType; blockSize: number; blocksTotal: number; blocksFree: number };
   states: { slotsTotal: number; slotsFree: number };
   requests: { running: number; waiting: number };
+  /** lookups, hits, hit tokens, entries, evictions (undefined when the prefix cache is off) */
+  prefixCache: PrefixCacheStats | undefined;
   counters: {
     steps: number;
     prefillTokens: number;

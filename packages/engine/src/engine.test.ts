@@ -68,6 +68,51 @@ describe("Engine scheduling", () => {
     expect(batched.stats().kv.blocksFree).toBe(batched.stats().kv.blocksTotal);
   });
 
+  it("prefix cache: a shared prompt prefix is served from the cache with the same tokens", async () => {
+    const options = { provider: "ts" as const, kvType: "f32" as const, flashAttention: false, blockSize: 4 };
+    const plain = await Engine.fromWeights(weights, options);
+    const cached = await Engine.fromWeights(weights, { ...options, prefixCacheSnapshots: 2 });
+    const random = seededRandom(314);
+    const prefix = randomPrompt(random, 21);
+    const prompts = [[...prefix, 1, 2, 3], [...prefix, 7, 8], [...prefix, 9], randomPrompt(random, 9)];
+    for (const [i, prompt] of prompts.entries()) {
+      const expected = await plain.generateToEnd(prompt, { maxTokens: 8 });
+      const got = await cached.generateToEnd(prompt, { maxTokens: 8 });
+      expect(got.tokens).toEqual(expected.tokens);
+      // the first and the unrelated prompt compute everything; the others reuse 20 tokens
+      expect(got.stats.cachedPromptTokens).toBe(i === 1 || i === 2 ? 20 : 0);
+    }
+    const stats = cached.stats();
+    expect(stats.prefixCache).toMatchObject({ lookups: 4, hits: 2, hitTokens: 40 });
+    expect(stats.kv.blocksFree).toBeLessThan(stats.kv.blocksTotal); // the cache holds blocks
+    cached.clearPrefixCache();
+    expect(cached.stats().kv.blocksFree).toBe(stats.kv.blocksTotal);
+    expect(cached.stats().states.slotsFree).toBe(stats.states.slotsTotal);
+  });
+
+  it("prefix cache under pressure: evictions and preemptions still return every block", async () => {
+    const engine = await Engine.fromWeights(weights, {
+      provider: "ts",
+      blockSize: 4,
+      kvCacheTokens: 96,
+      maxSequences: 3,
+      maxBatchTokens: 24,
+      prefixCacheSnapshots: 3,
+    });
+    const random = seededRandom(99);
+    const prefixes = [randomPrompt(random, 12), randomPrompt(random, 17)];
+    const runs = Array.from({ length: 16 }, () => {
+      const prompt = [...prefixes[Math.floor(random() * 2)]!, ...randomPrompt(random, 1 + Math.floor(random() * 10))];
+      return engine.generateToEnd(prompt, { maxTokens: 1 + Math.floor(random() * 10) });
+    });
+    const results = await Promise.all(runs);
+    expect(results.some((r) => r.stats.cachedPromptTokens > 0)).toBe(true);
+    engine.clearPrefixCache();
+    const stats = engine.stats();
+    expect(stats.kv.blocksFree).toBe(stats.kv.blocksTotal);
+    expect(stats.states.slotsFree).toBe(stats.states.slotsTotal);
+  });
+
   it("evaluate returns teacher-forced logits whose argmax is the greedy token", async () => {
     const engine = await Engine.fromWeights(weights, { provider: "ts" });
     const prompt = [5, 9, 13, 2];

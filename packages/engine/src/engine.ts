@@ -10,6 +10,7 @@ import type {
 import { EngineError, EngineLoadError, EngineOptionError } from "./errors.js";
 import { PagedKvCache, type KvType } from "./kv/paged-kv.js";
 import { GdnStatePool } from "./kv/state-pool.js";
+import { PrefixCache } from "./kv/prefix-cache.js";
 import { Qwen35Forward, type StepEntry } from "./model/forward.js";
 import { loadQwen35Weights } from "./model/load.js";
 import type { MatmulProvider, Numerics } from "./model/matmul.js";
@@ -29,6 +30,7 @@ interface ResolvedOptions {
   maxBatchTokens: number;
   provider: "auto" | "ts";
   flashAttention: boolean;
+  prefixCacheSnapshots: number;
 }
 
 function positiveInteger(value: unknown, field: string, fallback: number): number {
@@ -62,6 +64,10 @@ function resolveOptions(options: EngineOptions): ResolvedOptions {
     maxBatchTokens: positiveInteger(options.maxBatchTokens, "maxBatchTokens", 512),
     provider,
     flashAttention: options.flashAttention ?? true,
+    prefixCacheSnapshots:
+      options.prefixCacheSnapshots === undefined || options.prefixCacheSnapshots === 0
+        ? 0
+        : positiveInteger(options.prefixCacheSnapshots, "prefixCacheSnapshots", 0),
   };
 }
 
@@ -82,6 +88,7 @@ async function nativeProviders(
 
 class Request implements ScheduledSequence {
   numComputed = 0;
+  cachedTokens = 0;
   blockTable: number[] = [];
   stateSlot = -1;
   finished = false;
@@ -172,11 +179,13 @@ export class Engine {
   private readonly kv: PagedKvCache;
   private readonly states: GdnStatePool;
   private readonly scheduler: Scheduler;
+  private readonly prefixCache: PrefixCache | undefined;
   private readonly requests = new Set<Request>();
   private nextId = 1;
   private loopScheduled = false;
   private disposed = false;
   private readonly counters = { steps: 0, prefillTokens: 0, decodeTokens: 0, forwardMs: 0 };
+  private snapshotBytes = 0;
 
   private constructor(
     readonly weights: ModelWeights,
@@ -217,7 +226,20 @@ export class Engine {
       options.maxBatchTokens,
       options.flashAttention,
     );
-    this.scheduler = new Scheduler(this.kv, this.states, options.maxBatchTokens, options.maxBatchTokens);
+    if (options.prefixCacheSnapshots > 0) {
+      const snapshots = new GdnStatePool(
+        this.states.numLayers,
+        options.prefixCacheSnapshots,
+        convDim,
+        c.convKernel,
+        c.ssmTimeStepRank,
+        c.ssmInnerSize / c.ssmTimeStepRank,
+        c.ssmStateSize,
+      );
+      this.prefixCache = new PrefixCache(this.kv, this.states, snapshots);
+      this.snapshotBytes = snapshots.bytes;
+    }
+    this.scheduler = new Scheduler(this.kv, this.states, options.maxBatchTokens, options.maxBatchTokens, this.prefixCache);
     this.opProviders.embedding = weights.tokenEmbdTwin ? "ts-bf16-twin-gather" : "ts-exact-row-decode";
     this.opProviders.attention = options.flashAttention ? "ts-flash-attn-llama" : "ts-attn-llama-no-fa";
     this.opProviders.gdn = "ts-fused-gdn";
@@ -437,6 +459,7 @@ export class Engine {
       if (chunk.numTokens === 1 && request.numComputed >= request.promptLength) this.counters.decodeTokens++;
       else this.counters.prefillTokens += chunk.numTokens;
       request.numComputed += chunk.numTokens;
+      this.scheduler.afterStep(request);
       if (!chunk.needsLogits) continue;
       const rowLogits = logits.subarray(row * vocab, (row + 1) * vocab);
       row++;
@@ -495,6 +518,7 @@ export class Engine {
         prefillTokensPerSecond: ttft > 0 ? (request.promptLength / ttft) * 1000 : 0,
         decodeTokensPerSecond: generated > 1 && now > first ? ((generated - 1) / (now - first)) * 1000 : 0,
         preemptions: request.preemptions,
+        cachedPromptTokens: request.cachedTokens,
       },
     });
   }
@@ -532,7 +556,7 @@ export class Engine {
         twin: this.weights.tokenEmbdTwin?.byteLength ?? 0,
         f32,
         kvCache: this.kv.bytes,
-        gdnState: this.states.bytes,
+        gdnState: this.states.bytes + this.snapshotBytes,
         scratch: this.forwardPass.scratchBytes,
       },
       providers: { ...this.opProviders },
@@ -546,7 +570,13 @@ export class Engine {
       states: { slotsTotal: this.states.numSlots, slotsFree: this.states.pool.freeCount },
       requests: { running: this.scheduler.running.length, waiting: this.scheduler.waiting.length },
       counters: { ...this.counters, preemptions: this.scheduler.preemptionCount },
+      prefixCache: this.prefixCache ? { ...this.prefixCache.stats } : undefined,
     };
+  }
+
+  /** Drops every prefix-cache entry (their KV blocks and snapshots go back to the pools). */
+  clearPrefixCache(): void {
+    this.prefixCache?.clear();
   }
 
   /** Aborts every request and releases the engine. */

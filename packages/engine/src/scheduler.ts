@@ -1,5 +1,6 @@
 import type { PagedKvCache } from "./kv/paged-kv.js";
 import type { GdnStatePool } from "./kv/state-pool.js";
+import type { PrefixCache } from "./kv/prefix-cache.js";
 
 /** Scheduler view of one request: its tokens so far, progress, and the resources it holds. */
 export interface ScheduledSequence {
@@ -13,6 +14,10 @@ export interface ScheduledSequence {
   finished: boolean;
   /** times this sequence was preempted (its work dropped, to be recomputed) */
   preemptions: number;
+  /** prompt length (the prefix cache snapshots at the prompt's last full-block boundary) */
+  readonly promptLength: number;
+  /** prompt tokens served from the prefix cache */
+  cachedTokens: number;
 }
 
 export interface ScheduledChunk {
@@ -39,7 +44,28 @@ export class Scheduler {
     private readonly states: GdnStatePool,
     private readonly maxBatchTokens: number,
     private readonly maxChunkTokens: number,
+    private readonly prefixCache?: PrefixCache,
   ) {}
+
+  /** Tokens of the next chunk: cut at the prefix-cache snapshot boundary when the chunk would cross it. */
+  private chunkLength(sequence: ScheduledSequence, budget: number): number {
+    const remaining = sequence.tokens.length - sequence.numComputed;
+    let n = Math.min(remaining, budget, this.maxChunkTokens);
+    if (this.prefixCache) {
+      const boundary = this.prefixCache.snapshotBoundary(sequence.promptLength);
+      if (boundary > sequence.numComputed && sequence.numComputed + n > boundary) n = boundary - sequence.numComputed;
+    }
+    return n;
+  }
+
+  /** After a step: registers the prefix when the sequence just reached its snapshot boundary. */
+  afterStep(sequence: ScheduledSequence): void {
+    if (!this.prefixCache) return;
+    const boundary = this.prefixCache.snapshotBoundary(sequence.promptLength);
+    if (boundary > 0 && sequence.numComputed === boundary) {
+      this.prefixCache.insert(sequence.tokens, boundary, sequence.blockTable, sequence.stateSlot);
+    }
+  }
 
   add(sequence: ScheduledSequence): void {
     this.waiting.push(sequence);
@@ -70,6 +96,8 @@ export class Scheduler {
   private ensureBlocks(sequence: ScheduledSequence, upTo: number): boolean {
     const need = this.kv.blocksFor(upTo) - sequence.blockTable.length;
     if (need <= 0) return true;
+    // cached prefixes give their blocks back before anyone is preempted
+    while (this.kv.pool.freeCount < need && this.prefixCache?.evictOne());
     if (this.kv.pool.freeCount < need) return false;
     for (let i = 0; i < need; i++) sequence.blockTable.push(this.kv.pool.allocate());
     return true;
@@ -80,6 +108,7 @@ export class Scheduler {
     if (r >= 0) this.running.splice(r, 1);
     this.releaseResources(sequence);
     sequence.numComputed = 0;
+    sequence.cachedTokens = 0;
     sequence.preemptions++;
     this.preemptionCount++;
     this.waiting.unshift(sequence);
@@ -93,8 +122,7 @@ export class Scheduler {
     // running: decodes and continuing prefills in arrival order
     for (let i = 0; i < this.running.length && budget > 0; ) {
       const sequence = this.running[i]!;
-      const remaining = sequence.tokens.length - sequence.numComputed;
-      const n = Math.min(remaining, budget, this.maxChunkTokens);
+      const n = this.chunkLength(sequence, budget);
       if (n <= 0) {
         i++;
         continue;
@@ -127,13 +155,22 @@ export class Scheduler {
     // waiting: admit FCFS while budget, a state slot and blocks are available
     while (budget > 0 && this.waiting.length > 0) {
       const sequence = this.waiting[0]!;
-      const remaining = sequence.tokens.length - sequence.numComputed;
-      const n = Math.min(remaining, budget, this.maxChunkTokens);
       if (this.states.pool.freeCount === 0) break;
-      if (this.kv.pool.freeCount < this.kv.blocksFor(sequence.numComputed + n) - sequence.blockTable.length) break;
-      this.waiting.shift();
       sequence.stateSlot = this.states.allocate();
-      this.ensureBlocks(sequence, sequence.numComputed + n);
+      if (sequence.numComputed === 0 && this.prefixCache && sequence.blockTable.length === 0) {
+        const hit = this.prefixCache.acquire(sequence.tokens, sequence.promptLength, sequence.blockTable, sequence.stateSlot);
+        sequence.numComputed = hit;
+        sequence.cachedTokens = hit;
+      }
+      const n = this.chunkLength(sequence, budget);
+      if (!this.ensureBlocks(sequence, sequence.numComputed + n)) {
+        // not now: give back what was taken (the next attempt repeats the lookup)
+        this.releaseResources(sequence);
+        sequence.numComputed = 0;
+        sequence.cachedTokens = 0;
+        break;
+      }
+      this.waiting.shift();
       this.running.push(sequence);
       chunks.push({ sequence, numTokens: n, needsLogits: sequence.numComputed + n === sequence.tokens.length });
       scheduled.add(sequence);
