@@ -171,6 +171,22 @@ describe.skipIf(ORACLE_REASON)("matmulLlama", () => {
     setNativeThreads(0);
   });
 
+  it("a row of a batch gets the same bits as that row alone (multi-row kernels), every type and level", () => {
+    const m = 6;
+    const xs = randomFloats(m * K, 21);
+    for (const type of NATIVE_LLAMA_TYPES) {
+      const weight = makeWeight(type, 9, K, 400 + type);
+      for (const isa of availableNativeIsas()) {
+        setNativeIsa(isa);
+        const batch = matmulLlama(weight, xs, m);
+        for (let mi = 0; mi < m; mi++) {
+          const alone = matmulLlama(weight, xs.slice(mi * K, (mi + 1) * K), 1);
+          expect(firstBitMismatch(batch.subarray(mi * 9, (mi + 1) * 9), alone), `${GGML_TYPE_TRAITS[type].name} ${isa} row ${mi}`).toBe(-1);
+        }
+      }
+    }
+  });
+
   it("async: same bits as sync, and the event loop keeps running while it computes", async () => {
     setNativeIsa("best");
     const weight = makeWeight(GgmlType.Q4_K, 1024, 2048, 77);
