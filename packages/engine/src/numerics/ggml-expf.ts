@@ -105,45 +105,44 @@ export function ggmlVecDotF32(x: Float32Array, xOffset: number, y: Float32Array,
   return sum;
 }
 
-/**
- * Builds a function with the 32 accumulator lanes of ggml_vec_dot_f32 in local variables (V8 keeps
- * them in registers; a typed-array accumulator is several times slower). `pre` is the per-element
- * statement that produces `s` (the x value, possibly updated in place) before it is accumulated.
- */
-function laneDotKernel(params: string, pre: string): (...args: never[]) => number {
-  const lanes = Array.from({ length: 32 }, (_, l) => l);
-  const body = [
-    "const fround = Math.fround;",
-    `let ${lanes.map((l) => `a${l} = 0`).join(", ")};`,
-    "let s;",
-    "const np = n & ~31;",
-    "for (let i = 0; i < np; i += 32) {",
-    ...lanes.map((l) => `  { const e = i + ${l}; ${pre} a${l} = fround(a${l} + s * y[yo + e]); }`),
-    "}",
-    ...[0, 1, 2, 3, 4, 5, 6, 7].map((l) => `a${l} = fround(a${l} + a${16 + l}); a${8 + l} = fround(a${8 + l} + a${24 + l});`),
-    ...[0, 1, 2, 3, 4, 5, 6, 7].map((l) => `a${l} = fround(a${l} + a${8 + l});`),
-    "let sum = fround(fround(fround(a0 + a4) + fround(a1 + a5)) + fround(fround(a2 + a6) + fround(a3 + a7)));",
-    "for (let e = np; e < n; e++) { " + pre + " sum = fround(sum + fround(s * y[yo + e])); }",
-    "return sum;",
-  ].join("\n");
-  return new Function(...params.split(","), body) as (...args: never[]) => number;
+const laneSums = new Float32Array(32);
+
+/** The final reduction of ggml_vec_dot_f32's four 8-lane accumulators held in `lanes[0..32)`. */
+function reduceLanes(lanes: Float32Array): number {
+  for (let l = 0; l < 8; l++) {
+    lanes[l] = lanes[l]! + lanes[16 + l]!;
+    lanes[8 + l] = lanes[8 + l]! + lanes[24 + l]!;
+  }
+  for (let l = 0; l < 8; l++) lanes[l] = lanes[l]! + lanes[8 + l]!;
+  return fround(fround(fround(lanes[0]! + lanes[4]!) + fround(lanes[1]! + lanes[5]!)) + fround(fround(lanes[2]! + lanes[6]!) + fround(lanes[3]! + lanes[7]!)));
 }
 
 /**
- * Fused GDN row kernels with ggml_vec_dot_f32's exact lane order:
- * `decayDot`: x[i] *= decay (stored), returns dot(x, y);
- * `madDot`: x[i] += k[i] * delta (one rounding, ggml_vec_mad_f32), returns dot(x, y).
+ * Fused GDN row kernels with ggml_vec_dot_f32's exact lane order (lane l of a 32-wide block
+ * accumulates elements l, l+32, l+64, ... with one rounding per fused multiply-add). Each lane is
+ * summed in its own strided pass, which keeps one accumulator live: several times faster in V8
+ * than 32 live accumulators. `n` must be a multiple of 32 (GDN head sizes are).
+ * `ggmlDecayDot`: x[i] *= decay (stored), returns dot(x, y).
+ * `ggmlMadDot`: x[i] += k[i] * delta (one rounding, ggml_vec_mad_f32), returns dot(x, y).
  */
-export const ggmlDecayDot = laneDotKernel("x,xo,y,yo,n,decay", "s = fround(x[xo + e] * decay); x[xo + e] = s;") as (
-  x: Float32Array,
-  xOffset: number,
-  y: Float32Array,
-  yOffset: number,
-  n: number,
-  decay: number,
-) => number;
+export function ggmlDecayDot(x: Float32Array, xOffset: number, y: Float32Array, yOffset: number, n: number, decay: number): number {
+  if (n % 32 !== 0) {
+    for (let i = 0; i < n; i++) x[xOffset + i] = x[xOffset + i]! * decay;
+    return ggmlVecDotF32(x, xOffset, y, yOffset, n);
+  }
+  for (let l = 0; l < 32; l++) {
+    let acc = 0;
+    for (let e = l; e < n; e += 32) {
+      const s = fround(x[xOffset + e]! * decay);
+      x[xOffset + e] = s;
+      acc = fround(acc + s * y[yOffset + e]!);
+    }
+    laneSums[l] = acc;
+  }
+  return reduceLanes(laneSums);
+}
 
-export const ggmlMadDot = laneDotKernel("x,xo,y,yo,n,k,ko,delta", "s = fround(x[xo + e] + k[ko + e] * delta); x[xo + e] = s;") as (
+export function ggmlMadDot(
   x: Float32Array,
   xOffset: number,
   y: Float32Array,
@@ -152,4 +151,19 @@ export const ggmlMadDot = laneDotKernel("x,xo,y,yo,n,k,ko,delta", "s = fround(x[
   k: Float32Array,
   kOffset: number,
   delta: number,
-) => number;
+): number {
+  if (n % 32 !== 0) {
+    for (let i = 0; i < n; i++) x[xOffset + i] = x[xOffset + i]! + k[kOffset + i]! * delta;
+    return ggmlVecDotF32(x, xOffset, y, yOffset, n);
+  }
+  for (let l = 0; l < 32; l++) {
+    let acc = 0;
+    for (let e = l; e < n; e += 32) {
+      const s = fround(x[xOffset + e]! + k[kOffset + e]! * delta);
+      x[xOffset + e] = s;
+      acc = fround(acc + s * y[yOffset + e]!);
+    }
+    laneSums[l] = acc;
+  }
+  return reduceLanes(laneSums);
+}
