@@ -118,6 +118,7 @@ export class Qwen35Forward {
   private readonly ffnGate: Float32Array; // [T, n_ff]
   private readonly ffnUp: Float32Array; // [T, n_ff]
   private readonly headDimScratch: Float32Array; // [Dh] query as seen by the kernel
+  private readonly qBits: Uint32Array; // bit view of q
   private readonly accScratch: Float32Array; // [Dh] V accumulator
   private readonly vLanes: Float32Array; // [Dh, 8] V accumulator lanes (non-flash path)
   private readonly ropeCos: Float32Array; // [nRot/2]
@@ -170,6 +171,7 @@ export class Qwen35Forward {
     this.ffnGate = new Float32Array(T * c.nFf);
     this.ffnUp = new Float32Array(T * c.nFf);
     this.headDimScratch = new Float32Array(c.headDim);
+    this.qBits = new Uint32Array(this.q.buffer, this.q.byteOffset, this.q.length);
     this.accScratch = new Float32Array(c.headDim);
     this.vLanes = new Float32Array(c.headDim * 8);
     this.ropeCos = new Float32Array(c.nRot / 2);
@@ -393,8 +395,8 @@ export class Qwen35Forward {
     const Dh = this.config.headDim;
     const q = this.headDimScratch;
     const acc = this.accScratch;
-    const qBits = new Uint32Array(this.q.buffer, this.q.byteOffset + outOffset * 4, Dh);
-    if (f16) for (let i = 0; i < Dh; i++) q[i] = F16_TO_F32[f32BitsToF16Bits(qBits[i]!)]!;
+    const qBits = this.qBits;
+    if (f16) for (let i = 0; i < Dh; i++) q[i] = F16_TO_F32[f32BitsToF16Bits(qBits[outOffset + i]!)]!;
     else q.set(this.q.subarray(outOffset, outOffset + Dh));
     acc.fill(0);
     let M = -Infinity;
@@ -453,8 +455,8 @@ export class Qwen35Forward {
     const Dh = this.config.headDim;
     const q = this.headDimScratch;
     const kRow = this.accScratch;
-    const qBits = new Uint32Array(this.q.buffer, this.q.byteOffset + outOffset * 4, Dh);
-    if (f16) for (let i = 0; i < Dh; i++) q[i] = F16_TO_F32[f32BitsToF16Bits(qBits[i]!)]!;
+    const qBits = this.qBits;
+    if (f16) for (let i = 0; i < Dh; i++) q[i] = F16_TO_F32[f32BitsToF16Bits(qBits[outOffset + i]!)]!;
     else q.set(this.q.subarray(outOffset, outOffset + Dh));
     const n = pos + 1;
     if (this.scoreScratch.length < n) this.scoreScratch = new Float32Array(Math.max(n, 2 * this.scoreScratch.length));

@@ -25,7 +25,6 @@ const C2 = fround(hexFloat("1.fffdb6", -2));
 const C3 = fround(hexFloat("1.555e66", -3));
 const C4 = fround(hexFloat("1.573e2e", -5));
 const C5 = fround(hexFloat("1.0e4020", -7));
-const ONE_BITS = 0x3f800000;
 
 function bitsOf(x: number): number {
   f32[0] = x;
@@ -36,22 +35,28 @@ function fromBits(bits: number): number {
   return f32[0]!;
 }
 
+/** 2^n for n in [-126, 126] (the reconstruction scale `k` of the normal path). */
+const POW2 = Float64Array.from({ length: 253 }, (_, i) => 2 ** (i - 126));
+
 /** ggml_v_expf for one lane. */
 export function ggmlVExpf(x: number): number {
   const z = fround(x * LOG2E + SHIFT);
   const n = fround(z - SHIFT);
   const b = fround(-n * LN2_LO + fround(-n * LN2_HI + x));
-  const e = (bitsOf(z) << 23) >>> 0;
-  const k = fromBits((e + ONE_BITS) >>> 0);
   const u = fround(b * b);
   const j = fround(fround(fround(C5 * b + C4) * u + fround(C3 * b + C2)) * u + fround(C1 * b));
-  const absN = Math.abs(n);
-  if (!(absN > 126)) return fround(j * k + k);
+  if (n >= -126 && n <= 126) {
+    // bits(z) << 23 puts n in the exponent field: k = 2^n exactly
+    const k = POW2[n + 126]!;
+    return fround(j * k + k);
+  }
+  if (!(Math.abs(n) > 126)) return NaN; // NaN input
   // overflow / underflow lanes
+  const e = (bitsOf(z) << 23) >>> 0;
   const d = n <= 0 ? 0x82000000 : 0;
   const s1 = fromBits((d + 0x7f000000) >>> 0);
   const s2 = fromBits((e - d) >>> 0);
-  if (absN > 192) return fround(s1 * s1);
+  if (Math.abs(n) > 192) return fround(s1 * s1);
   return fround(fround(s2 * j + s2) * s1);
 }
 
