@@ -181,6 +181,9 @@ export class Qwen35Forward {
     this.rowPos = new Int32Array(T);
   }
 
+  /** Debug tap: called with intermediate activations (llama.cpp's callback names) when set. */
+  tap: ((name: string, data: Float32Array, rows: number, width: number) => void) | undefined;
+
   /** Bytes of preallocated activation scratch. */
   get scratchBytes(): number {
     const arrays = [
@@ -242,8 +245,10 @@ export class Qwen35Forward {
     for (let il = 0; il < c.nLayer; il++) {
       const layer = this.weights.layers[il]!;
       for (let r = 0; r < T; r++) rmsNorm(this.hidden, r * D, layer.attnNorm, this.normed, r * D, D, this.eps);
+      this.tap?.(`attn_norm-${il}`, this.normed, T, D);
       if (layer.kind === "attention") this.attention(il, layer, entries, T);
       else this.gatedDeltaNet(il, layer, entries, T);
+      this.tap?.(`mixer_out-${il}`, this.branch, T, D);
       let rows = T;
       if (il === c.nLayer - 1) {
         // as llama.cpp: after the last mixer only the output rows go on (its FFN matmuls then see
@@ -262,6 +267,7 @@ export class Qwen35Forward {
       for (let r = 0; r < rows; r++) rmsNorm(this.hidden, r * D, layer.postAttnNorm, this.normed, r * D, D, this.eps);
       this.ffn(layer, rows);
       for (let i = 0; i < rows * D; i++) this.hidden[i] = this.hidden[i]! + this.branch[i]!;
+      this.tap?.(`l_out-${il}`, this.hidden, rows, D);
     }
 
     // 3. output norm and head over the output rows (now rows 0 .. nOut-1)
@@ -594,6 +600,7 @@ export class Qwen35Forward {
     const K = c.convKernel;
     const eps = this.eps;
     this.matmul(w.qkv, this.normed, T, this.mixed);
+    this.tap?.(`linear_attn_qkv_mixed-${il}`, this.mixed, T, convDim);
     this.matmul(w.gate, this.normed, T, this.zRows);
     this.matmul(w.beta, this.normed, T, this.betaRows);
     this.matmul(w.alpha, this.normed, T, this.alphaRows);
@@ -659,6 +666,8 @@ export class Qwen35Forward {
         }
       }
     }
+    this.tap?.(`conv_output_silu-${il}`, this.convOut, T, convDim);
+    this.tap?.(`gdn_gated_out-${il}`, o, T, valueDim);
     this.matmul(w.out, o, T, this.branch);
   }
 }
