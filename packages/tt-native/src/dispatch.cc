@@ -1,10 +1,27 @@
 #include "dispatch.h"
 
 #include <atomic>
+#include <cstring>
 #include <mutex>
 
 namespace kq {
 namespace {
+
+uint64_t sumWordsGeneric(const uint8_t* p, size_t words) {
+  uint64_t a[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  size_t i = 0;
+  for (; i + 8 <= words; i += 8) {
+    uint64_t v[8];
+    std::memcpy(v, p + 8 * i, 64);
+    for (int j = 0; j < 8; ++j) a[j] += v[j];
+  }
+  for (; i < words; ++i) {
+    uint64_t v;
+    std::memcpy(&v, p + 8 * i, 8);
+    a[0] += v;
+  }
+  return a[0] + a[1] + a[2] + a[3] + a[4] + a[5] + a[6] + a[7];
+}
 
 float dotF32Generic(int n, const float* x, const float* w) {
   float s = 0;
@@ -43,6 +60,7 @@ void initSets() {
     }
     gSets[l].dotF32 = dotF32Generic;
     gSets[l].dequant = dequantizeRow;
+    gSets[l].sumWords = sumWordsGeneric;
   }
 #if defined(KEEPQUANT_X86)
   // Only enter an ISA's translation unit on a CPU that runs it: even its table-filling code may be
@@ -52,12 +70,14 @@ void initSets() {
     fillAvx2VecDot(k.vecDot, k.vecDotMulti);
     k.dotF32 = avx2DotF32();
     k.dequant = avx2Dequant();
+    k.sumWords = avx2SumWords();
   }
   if (cpuHasAvx512()) {
     KernelSet& k = gSets[(int)IsaLevel::Avx512];
     fillAvx512VecDot(k.vecDot, k.vecDotMulti);
     k.dotF32 = avx512DotF32();
     k.dequant = avx512Dequant();
+    k.sumWords = avx2SumWords();
   }
 #endif
 #if defined(KEEPQUANT_ARM64)

@@ -23,6 +23,7 @@ struct KernelSet {
   VecDotMultiFn vecDotMulti[kTypeCount];  // null: loop over vecDot
   DotF32Fn dotF32;
   DequantFn dequant;
+  SumWordsFn sumWords;
 };
 const KernelSet& kernels();
 

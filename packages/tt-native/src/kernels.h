@@ -37,6 +37,9 @@ typedef bool (*DequantFn)(int type, const void* src, float* dst, int64_t k);
 void fillAvx2VecDot(VecDotFn* table, VecDotMultiFn* multi);
 void fillAvx512VecDot(VecDotFn* table, VecDotMultiFn* multi);
 DequantFn avx2Dequant();
+// Wrapping sum of `words` 8-byte words (the memory-bandwidth probe's inner loop).
+typedef uint64_t (*SumWordsFn)(const uint8_t* p, size_t words);
+SumWordsFn avx2SumWords();
 DequantFn avx512Dequant();
 void fillNeonVecDot(VecDotFn* table);
 // bf16 contract dot: x (f32) . w (f32 values already rounded to bf16), f32 accumulation.

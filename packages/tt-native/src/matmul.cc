@@ -108,25 +108,14 @@ bool dequantizeRows(int type, const uint8_t* src, int64_t rows, int64_t k, float
 }
 
 uint64_t sumWords(const uint8_t* buf, size_t bytes) {
+  const SumWordsFn sum = kernels().sumWords;
   const size_t words = bytes / 8;
   const size_t chunk = 1 << 16;  // words per task (512 KiB)
   const int tasks = (int)((words + chunk - 1) / chunk);
   std::vector<uint64_t> partial((size_t)tasks, 0);
   parallelFor(tasks, [&](int t) {
     const size_t w0 = (size_t)t * chunk, w1 = std::min(words, w0 + chunk);
-    uint64_t a[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    size_t i = w0;
-    for (; i + 8 <= w1; i += 8) {
-      uint64_t v[8];
-      std::memcpy(v, buf + i * 8, 64);
-      for (int j = 0; j < 8; ++j) a[j] += v[j];
-    }
-    for (; i < w1; ++i) {
-      uint64_t v;
-      std::memcpy(&v, buf + i * 8, 8);
-      a[0] += v;
-    }
-    partial[(size_t)t] = a[0] + a[1] + a[2] + a[3] + a[4] + a[5] + a[6] + a[7];
+    partial[(size_t)t] = sum(buf + w0 * 8, w1 - w0);
   });
   uint64_t s = 0;
   for (uint64_t p : partial) s += p;

@@ -15,5 +15,6 @@ static bool avx2DequantRow(int type, const void* src, float* dst, int64_t k) {
   return avx2::dequantSimd(type, src, dst, k, avx2gen::dequantizeRowImpl);
 }
 DequantFn avx2Dequant() { return avx2DequantRow; }
+SumWordsFn avx2SumWords() { return avx2::sumWordsSimd; }
 DotF32Fn avx2DotF32() { return avx2::dotContract; }
 }  // namespace kq
