@@ -610,6 +610,17 @@ export class Qwen35Forward {
     const readoutScale = fround(1 / fround(Math.sqrt(Dv)));
     const y = this.convOut;
     const o = this.gdnOut;
+    const debug = this.tap
+      ? {
+          convRaw: new Float32Array(T * convDim),
+          convSilu: new Float32Array(T * convDim),
+          beta: new Float32Array(T * Hv),
+          g: new Float32Array(T * Hv),
+          alpha: new Float32Array(T * Hv),
+          softplus: new Float32Array(T * Hv),
+          o: new Float32Array(T * valueDim),
+        }
+      : undefined;
     let row = 0;
     for (const e of entries) {
       const convBase = e.stateSlot * this.states.convStride;
@@ -629,7 +640,9 @@ export class Qwen35Forward {
           if (K > 1) convPlane[sOff + K - 2] = current;
           y[xOff + ch] = acc;
         }
+        if (debug) debug.convRaw.set(y.subarray(xOff, xOff + convDim), row * convDim);
         siluRow(y, xOff, convDim);
+        if (debug) debug.convSilu.set(y.subarray(xOff, xOff + convDim), row * convDim);
         // L2 norms of q and k per K-head
         for (let kh = 0; kh < 2 * Hk; kh++) {
           const off = xOff + kh * Dk;
@@ -646,6 +659,12 @@ export class Qwen35Forward {
           const vOff = xOff + 2 * keyDim + h * Dv;
           const beta = sigmoid(this.betaRows[row * Hv + h]!);
           const g = fround(softplus(fround(this.alphaRows[row * Hv + h]! + w.dtBias[h]!)) * w.a[h]!);
+          if (debug) {
+            debug.beta[row * Hv + h] = beta;
+            debug.g[row * Hv + h] = g;
+            debug.alpha[row * Hv + h] = fround(this.alphaRows[row * Hv + h]! + w.dtBias[h]!);
+            debug.softplus[row * Hv + h] = softplus(fround(this.alphaRows[row * Hv + h]! + w.dtBias[h]!));
+          }
           const decay = libm.expf(g);
           const sHead = ssmBase + h * Dv * Dk;
           const oOff = row * valueDim + h * Dv;
@@ -658,6 +677,7 @@ export class Qwen35Forward {
             // ggml_vec_mad_f32 (one fused multiply-add per element), then the readout dot
             o[oOff + j] = ggmlMadDot(ssmPlane, sRow, y, qOff, Dk, y, kOff, delta) * readoutScale;
           }
+          if (debug) debug.o.set(o.subarray(oOff, oOff + Dv), oOff);
           // gated RMSNorm: rms(o_h) * ssm_norm (raw), times silu(z_h)
           rmsNorm(o, oOff, w.norm, o, oOff, Dv, eps);
           const zOff = row * valueDim + h * Dv;
@@ -666,8 +686,16 @@ export class Qwen35Forward {
         }
       }
     }
-    this.tap?.(`conv_output_silu-${il}`, this.convOut, T, convDim);
-    this.tap?.(`gdn_gated_out-${il}`, o, T, valueDim);
+    if (debug && this.tap) {
+      this.tap(`conv_output_raw-${il}`, debug.convRaw, T, convDim);
+      this.tap(`conv_output_silu-${il}`, debug.convSilu, T, convDim);
+      this.tap(`beta_sigmoid-${il}`, debug.beta, T, Hv);
+      this.tap(`gate-${il}`, debug.g, T, Hv);
+      this.tap(`alpha-${il}`, debug.alpha, T, Hv);
+      this.tap(`a_softplus-${il}`, debug.softplus, T, Hv);
+      this.tap(`attn_output-${il}`, debug.o, T, valueDim);
+      this.tap(`final_output-${il}`, o, T, valueDim);
+    }
     this.matmul(w.out, o, T, this.branch);
   }
 }
