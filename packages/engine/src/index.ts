@@ -12,7 +12,7 @@ export { EngineError, EngineLoadError, EngineOptionError, EngineAbortError, type
 export type { KvType } from "./kv/paged-kv.js";
 export type { Numerics, MatmulProvider } from "./model/matmul.js";
 export type { ModelConfig } from "./model/config.js";
-export { Qwen35Forward, FLASH_ATTN_TILED_MIN_ROWS, type StepEntry } from "./model/forward.js";
+export { Qwen35Forward, FLASH_ATTN_TILED_MIN_ROWS, setLibm, type StepEntry } from "./model/forward.js";
 export * from "./tokenizer/index.js";
 export * from "./sampling/index.js";
 export * from "./chat/index.js";

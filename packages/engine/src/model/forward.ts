@@ -64,7 +64,12 @@ function siluRow(x: Float32Array, offset: number, n: number): void {
 
 
 
-/** libm entry points (f32); swappable so tests can pin them to the C library's own results. */
+/**
+ * libm entry points (f32) used by sigmoid, softplus, the GDN decay and RoPE. JavaScript's Math is
+ * correctly rounded far more often than glibc: e.g. glibc's logf differs in about 9% of softplus
+ * outputs near 1 on our fixtures. `setLibm` swaps them process-wide (a tool with FFI access can
+ * pin them to the C library's own functions for bit-exact comparisons).
+ */
 export const libm = {
   expf: (x: number): number => fround(Math.exp(x)),
   logf: (x: number): number => fround(Math.log(x)),
@@ -72,6 +77,11 @@ export const libm = {
   cosf: (x: number): number => fround(Math.cos(x)),
   sinf: (x: number): number => fround(Math.sin(x)),
 };
+
+/** Replaces some libm entry points for this process (see `libm`). */
+export function setLibm(overrides: Partial<typeof libm>): void {
+  Object.assign(libm, overrides);
+}
 
 function sigmoid(x: number): number {
   return fround(1 / fround(1 + libm.expf(-x)));
