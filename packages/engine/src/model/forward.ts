@@ -627,6 +627,8 @@ export class Qwen35Forward {
           beta: new Float32Array(T * Hv),
           g: new Float32Array(T * Hv),
           alpha: new Float32Array(T * Hv),
+          q: new Float32Array(T * keyDim),
+          k: new Float32Array(T * keyDim),
           softplus: new Float32Array(T * Hv),
           o: new Float32Array(T * valueDim),
         }
@@ -660,6 +662,10 @@ export class Qwen35Forward {
           for (let i = 0; i < Dk; i++) sum += fround(y[off + i]! * y[off + i]!);
           const scale = fround(1 / Math.max(fround(Math.sqrt(fround(sum))), eps));
           for (let i = 0; i < Dk; i++) y[off + i] = y[off + i]! * scale;
+        }
+        if (debug) {
+          debug.q.set(y.subarray(xOff, xOff + keyDim), row * keyDim);
+          debug.k.set(y.subarray(xOff + keyDim, xOff + 2 * keyDim), row * keyDim);
         }
         // gated delta rule per V-head; V-head h uses Q/K head h mod Hk (tiled order)
         for (let h = 0; h < Hv; h++) {
@@ -702,6 +708,8 @@ export class Qwen35Forward {
       this.tap(`beta_sigmoid-${il}`, debug.beta, T, Hv);
       this.tap(`gate-${il}`, debug.g, T, Hv);
       this.tap(`alpha-${il}`, debug.alpha, T, Hv);
+      this.tap(`q_conv_predelta-${il}`, debug.q, T, keyDim);
+      this.tap(`k_conv_predelta-${il}`, debug.k, T, keyDim);
       this.tap(`a_softplus-${il}`, debug.softplus, T, Hv);
       this.tap(`attn_output-${il}`, debug.o, T, valueDim);
       this.tap(`final_output-${il}`, o, T, valueDim);
