@@ -655,12 +655,14 @@ export class Qwen35Forward {
         if (debug) debug.convRaw.set(y.subarray(xOff, xOff + convDim), row * convDim);
         siluRow(y, xOff, convDim);
         if (debug) debug.convSilu.set(y.subarray(xOff, xOff + convDim), row * convDim);
-        // L2 norms of q and k per K-head
+        // L2 norms of q and k per K-head (f64 sum of f32 squares)
         for (let kh = 0; kh < 2 * Hk; kh++) {
           const off = xOff + kh * Dk;
           let sum = 0;
           for (let i = 0; i < Dk; i++) sum += fround(y[off + i]! * y[off + i]!);
-          const scale = fround(1 / Math.max(fround(Math.sqrt(fround(sum))), eps));
+          // this llama.cpp build's ggml_l2_norm: x / sqrt(sum + eps) (verified bit-exact against its
+          // q_conv_predelta / k_conv_predelta; not x / max(||x||, eps))
+          const scale = fround(1 / fround(Math.sqrt(fround(fround(sum) + eps))));
           for (let i = 0; i < Dk; i++) y[off + i] = y[off + i]! * scale;
         }
         if (debug) {
