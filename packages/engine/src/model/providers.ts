@@ -1,8 +1,12 @@
 import type { GgmlType } from "@keepquant/gguf";
-import { DEQUANTIZE_TYPES, LLAMA_WEIGHT_TYPES, dequantizeRow, matmulLlamaReference } from "@keepquant/quant";
+import { DEQUANTIZE_TYPES, LLAMA_WEIGHT_TYPES, dequantizeRow, matmulLlamaReference, quantizeActivationRow } from "@keepquant/quant";
+import { matmulQ4KLlama } from "../numerics/q4k-llama.js";
 import { EngineLoadError } from "../errors.js";
 import { TsMatmulProvider, type DequantizeRow, type MatmulProvider, type Numerics } from "./matmul.js";
 import type { ModelWeights, PackedMatrix } from "./weights.js";
+
+const Q4_K = 12;
+const Q8_K = 15;
 
 export const quantDequantizeRow: DequantizeRow = (type, src, dst) => {
   dequantizeRow(type as GgmlType, src, dst);
@@ -72,6 +76,11 @@ export function typescriptProviders(numerics: Numerics, diagnostics: string[]): 
   if (numerics === "llama") {
     const quantized = new Set<number>(LLAMA_WEIGHT_TYPES.filter((t) => t !== 0 && t !== 1 && t !== 30));
     const llamaReference = (weight: PackedMatrix, x: Float32Array, m: number, y: Float32Array): void => {
+      if (weight.type === Q4_K) {
+        // llama.cpp's AVX2 Q4_K order (bit-exact with the oracle; the quant reference is not)
+        matmulQ4KLlama(weight.data, weight.rows, weight.cols, x, m, y, (row, dst) => quantizeActivationRow(Q8_K as GgmlType, row, dst));
+        return;
+      }
       const out = matmulLlamaReference(
         { type: weight.type as GgmlType, rows: weight.rows, cols: weight.cols, data: weight.data },
         x.length === m * weight.cols ? x : x.subarray(0, m * weight.cols),
