@@ -32,6 +32,12 @@ export interface EngineOptions {
    * cut at that boundary, which changes batch shapes (llama-exact parity assumes it off).
    */
   prefixCacheSnapshots?: number;
+  /**
+   * `llama` numerics: probe the native kernels at load against the TypeScript kernels known to be
+   * bit-exact with llama.cpp (today Q4_K) and use the TypeScript kernel for a type whose native
+   * kernel differs (slow; for parity checks on small models). Default false.
+   */
+  exactKernels?: boolean;
   /** Called while tensors are read (bytes done, bytes total). */
   onProgress?: (done: number, total: number) => void;
 }

@@ -15,7 +15,7 @@ import { Qwen35Forward, type StepEntry } from "./model/forward.js";
 import { loadQwen35Weights } from "./model/load.js";
 import type { MatmulProvider, Numerics } from "./model/matmul.js";
 import { quantDequantizeRow, selectProviders, typescriptProviders, allMatrices } from "./model/providers.js";
-import type { ModelWeights } from "./model/weights.js";
+import type { ModelWeights, PackedMatrix } from "./model/weights.js";
 import { Scheduler, type ScheduledSequence } from "./scheduler.js";
 import { Sampler, StopStringMatcher } from "./sampling/index.js";
 import { StreamingDetokenizer, Tokenizer } from "./tokenizer/index.js";
@@ -31,6 +31,7 @@ interface ResolvedOptions {
   provider: "auto" | "ts";
   flashAttention: boolean;
   prefixCacheSnapshots: number;
+  exactKernels: boolean;
 }
 
 function positiveInteger(value: unknown, field: string, fallback: number): number {
@@ -64,6 +65,7 @@ function resolveOptions(options: EngineOptions): ResolvedOptions {
     maxBatchTokens: positiveInteger(options.maxBatchTokens, "maxBatchTokens", 512),
     provider,
     flashAttention: options.flashAttention ?? true,
+    exactKernels: options.exactKernels ?? false,
     prefixCacheSnapshots:
       options.prefixCacheSnapshots === undefined || options.prefixCacheSnapshots === 0
         ? 0
@@ -192,7 +194,7 @@ export class Engine {
     private readonly options: ResolvedOptions,
     private readonly opProviders: Record<string, string>,
     private readonly diagnostics: string[],
-    providersByWeight: Map<import("./model/weights.js").PackedMatrix, MatmulProvider>,
+    providersByWeight: Map<PackedMatrix, MatmulProvider>,
     tokenizer: Tokenizer | undefined,
   ) {
     const c = weights.config;
@@ -288,6 +290,9 @@ export class Engine {
       diagnostics,
       resolved.numerics === "llama" ? '; numerics "bf16" computes every type the quant package dequantizes' : "",
     );
+    if (resolved.exactKernels && resolved.numerics === "llama") {
+      probeExactness(weights, selection.byWeight, selection.opProviders, typescriptProviders("llama", diagnostics), diagnostics);
+    }
     return new Engine(weights, resolved, { ...selection.opProviders }, diagnostics, selection.byWeight, extras.tokenizer);
   }
 
@@ -587,3 +592,40 @@ export class Engine {
   }
 }
 
+
+/** Weight types whose TypeScript llama kernel is bit-exact with llama.cpp's CPU backend (verified in tests). */
+const EXACT_TS_TYPES = new Set([12]); // Q4_K
+
+/**
+ * For each weight type with an exact TypeScript kernel, compares the selected (native) provider on
+ * a few rows of a real weight against it; where they differ, every weight of that type moves to the
+ * TypeScript kernel (slow, exact) and the diagnostics say so.
+ */
+function probeExactness(
+  weights: ModelWeights,
+  byWeight: Map<PackedMatrix, MatmulProvider>,
+  opProviders: Record<string, string>,
+  tsProviders: MatmulProvider[],
+  diagnostics: string[],
+): void {
+  const matrices = allMatrices(weights);
+  for (const type of EXACT_TS_TYPES) {
+    const sample = matrices.find((w) => w.type === type && !byWeight.get(w)?.name.startsWith("ts-"));
+    const ts = tsProviders.find((p) => p.supports(type));
+    if (!sample || !ts) continue;
+    const rows = Math.min(sample.rows, 8);
+    const probe: PackedMatrix = { ...sample, rows, data: sample.data.subarray(0, rows * sample.rowBytes) };
+    const x = new Float32Array(2 * sample.cols);
+    for (let i = 0; i < x.length; i++) x[i] = Math.sin(i * 12.9898) * 3;
+    const fast = new Float32Array(2 * rows);
+    const exact = new Float32Array(2 * rows);
+    byWeight.get(sample)!.matmul(probe, x, 2, fast);
+    ts.matmul(probe, x, 2, exact);
+    if (fast.every((v, i) => v === exact[i])) continue;
+    for (const w of matrices) if (w.type === type) byWeight.set(w, ts);
+    opProviders[`matmul:${sample.typeName}`] = ts.name;
+    diagnostics.push(
+      `exactKernels: the native ${sample.typeName} kernel differs from llama.cpp's in the last bits; ${sample.typeName} weights use the exact TypeScript kernel (slow)`,
+    );
+  }
+}

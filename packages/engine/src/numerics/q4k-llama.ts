@@ -28,10 +28,10 @@ export function vecDotQ4KQ8K(
   a: Uint8Array,
   aOffset: number,
   aView: DataView,
+  aInt8: Int8Array = new Int8Array(a.buffer, a.byteOffset, a.byteLength),
 ): number {
   acc.fill(0);
   accMin.fill(0);
-  const aInt8 = new Int8Array(a.buffer, a.byteOffset, a.byteLength);
   for (let b = 0; b < n / 256; b++) {
     const xb = wOffset + b * Q4_K_BLOCK_BYTES;
     const yb = aOffset + b * Q8_K_BLOCK_BYTES;
@@ -52,8 +52,10 @@ export function vecDotQ4KQ8K(
       mins[4 + i] = (m1 >>> (8 * i)) & 255;
     }
     for (let j = 0; j < 4; j++) {
-      const bsum = (i: number) => aView.getInt16(yb + 260 + 2 * i, true);
-      const s = mins[2 * j]! * (bsum(4 * j) + bsum(4 * j + 1)) + mins[2 * j + 1]! * (bsum(4 * j + 2) + bsum(4 * j + 3));
+      const o = yb + 260 + 8 * j;
+      const s =
+        mins[2 * j]! * (aView.getInt16(o, true) + aView.getInt16(o + 2, true)) +
+        mins[2 * j + 1]! * (aView.getInt16(o + 4, true) + aView.getInt16(o + 6, true));
       accMin[j] = accMin[j]! + dmin * s;
     }
     sumi.fill(0);
@@ -104,8 +106,9 @@ export function matmulQ4KLlama(
   const act = activationScratch;
   for (let t = 0; t < m; t++) quantizeQ8K(x.subarray(t * cols, (t + 1) * cols), act.subarray(t * actBytes, (t + 1) * actBytes));
   const view = new DataView(act.buffer, act.byteOffset, act.byteLength);
+  const int8 = new Int8Array(act.buffer, act.byteOffset, act.byteLength);
   const rowBytes = (cols / 256) * Q4_K_BLOCK_BYTES;
   for (let r = 0; r < rows; r++) {
-    for (let t = 0; t < m; t++) y[t * rows + r] = vecDotQ4KQ8K(cols, data, r * rowBytes, act, t * actBytes, view);
+    for (let t = 0; t < m; t++) y[t * rows + r] = vecDotQ4KQ8K(cols, data, r * rowBytes, act, t * actBytes, view, int8);
   }
 }
