@@ -9,8 +9,9 @@ const REGISTERED_ENCODINGS = new Set([8, 12, 13, 14]); // Q8_0, Q4_K, Q5_K, Q6_K
  * The native CPU arm from @keepquant/tt-native, imported dynamically so the engine runs without it.
  * Throws (the engine catches it and says so once in its diagnostics) when the addon did not load.
  * `llama` numerics: matmulLlama (activations quantized to each type's vec_dot_type, integer dots).
- * `bf16` numerics: the cpu-native keep-quant provider for registered encodings (chunk policy
- * included) and the same bf16 decode kernel, unchunked, for the other dense types.
+ * `bf16` numerics: the cpu-native keep-quant provider for the registered encodings (chunk policy
+ * included); every other type goes through the general dense matmul (llama.cpp numerics), as the
+ * design says (no silent bf16 expansion of unregistered types).
  */
 export async function createNativeMatmulProviders(
   numerics: Numerics,
@@ -42,6 +43,7 @@ export async function createNativeMatmulProviders(
     ];
   }
   const provider = native.createNativeProvider();
+  // registered encodings: the keep-quant contract (decode, round once to bf16, f32 accumulation)
   const contract: MatmulProvider = {
     name: `${provider.name}-${isa}`,
     supports: (type) => REGISTERED_ENCODINGS.has(type),
@@ -56,13 +58,19 @@ export async function createNativeMatmulProviders(
       });
     },
   };
-  const dense: MatmulProvider = {
-    name: `cpu-native-bf16-dense-${isa}`,
-    supports: (type) => addon.dequantSupported(type),
+  // every other type: the general dense matmul (llama.cpp numerics), never a silent bf16 expansion
+  const general: MatmulProvider = {
+    name: `cpu-native-llama-${isa}`,
+    supports: (type) => !REGISTERED_ENCODINGS.has(type) && addon.vecDotType(type) >= 0,
     matmul(weight, x, m, y) {
-      addon.matmulBf16(weight.type, weight.data, weight.cols, 0, weight.rows, x, m, y, weight.rows, 0);
+      native.matmulLlama(
+        weight as unknown as Parameters<TtNative["matmulLlama"]>[0],
+        x.length === m * weight.cols ? x : x.subarray(0, m * weight.cols),
+        m,
+        y.length === m * weight.rows ? y : y.subarray(0, m * weight.rows),
+      );
     },
   };
   void diagnostics;
-  return [contract, dense];
+  return [contract, general];
 }

@@ -1,5 +1,5 @@
 import type { GgmlType } from "@keepquant/gguf";
-import { DEQUANTIZE_TYPES, LLAMA_WEIGHT_TYPES, dequantizeRow, matmulLlamaReference, quantizeActivationRow } from "@keepquant/quant";
+import { LLAMA_WEIGHT_TYPES, dequantizeRow, matmulLlamaReference, quantizeActivationRow } from "@keepquant/quant";
 import { matmulQ4KLlama } from "../numerics/q4k-llama.js";
 import { EngineLoadError } from "../errors.js";
 import { TsMatmulProvider, type DequantizeRow, type MatmulProvider, type Numerics } from "./matmul.js";
@@ -90,6 +90,12 @@ export function typescriptProviders(numerics: Numerics, diagnostics: string[]): 
     };
     return [new TsMatmulProvider("llama", quantDequantizeRow, quantized, llamaReference)];
   }
-  const quantized = new Set<number>(DEQUANTIZE_TYPES.filter((t) => t !== 0 && t !== 1 && t !== 30));
-  return [new TsMatmulProvider("bf16", quantDequantizeRow, quantized)];
+  // bf16: registered encodings under the contract; every other type through the general (llama) matmul
+  const registered = new Set<number>([8, 12, 13, 14]);
+  const contract = new TsMatmulProvider("bf16", quantDequantizeRow, registered);
+  const general = typescriptProviders("llama", diagnostics)[0]!;
+  return [
+    { name: contract.name, supports: (t) => registered.has(t) && contract.supports(t), matmul: (w, x, m, y) => contract.matmul(w, x, m, y) },
+    { name: general.name, supports: (t) => !registered.has(t) && general.supports(t), matmul: (w, x, m, y) => general.matmul(w, x, m, y) },
+  ];
 }
