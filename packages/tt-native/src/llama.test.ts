@@ -60,6 +60,15 @@ function makeWeight(type: GgmlType, n: number, k: number, seed: number): NativeL
   return { type, rows: n, cols: k, data };
 }
 
+/**
+ * Types whose AVX2 / AVX-512 kernels reproduce ggml's AVX2 kernels (libggml-cpu-haswell.so) bit for
+ * bit: same integer lanes, same f32 operation order, and FMA where ggml's compiler contracts.
+ */
+const HASWELL_EXACT: readonly GgmlType[] = [
+  GgmlType.Q4_0, GgmlType.Q4_1, GgmlType.Q5_0, GgmlType.Q5_1, GgmlType.Q8_0, GgmlType.Q4_K, GgmlType.Q5_K,
+  GgmlType.Q6_K, GgmlType.IQ4_NL, GgmlType.IQ4_XS, GgmlType.MXFP4,
+];
+
 const N = 37;
 const K = 768;
 const M = 3;
@@ -124,7 +133,8 @@ describe.skipIf(ORACLE_REASON)("matmulLlama", () => {
       }
     });
 
-    it(`${name}: within f32 reordering of ggml's own CPU vec_dot (${"libggml-cpu"})`, () => {
+    const ggmlLabel = HASWELL_EXACT.includes(type) ? "bit-identical to" : "within f32 reordering of";
+    it(`${name}: ${ggmlLabel} ggml's own CPU vec_dot (libggml-cpu-haswell, SIMD levels)`, () => {
       const ggml = loadGgmlCpuOracle();
       const oracle = loadGgmlOracle();
       const rows = loadGgmlRowOracle();
@@ -136,6 +146,7 @@ describe.skipIf(ORACLE_REASON)("matmulLlama", () => {
       matmulLlamaReference(weight, x, M, { magnitudes });
       setNativeIsa("best");
       const y = matmulLlama(weight, x, M);
+      const exact = getNativeIsa() !== "generic" && ggml.variant === "haswell" && HASWELL_EXACT.includes(type);
       for (let mi = 0; mi < M; mi++) {
         const xr = x.subarray(mi * K, (mi + 1) * K);
         const a = new Uint8Array(actBytes);
@@ -147,12 +158,46 @@ describe.skipIf(ORACLE_REASON)("matmulLlama", () => {
         for (let r = 0; r < N; r++) {
           const g = ggml.vecDot(type, K, weight.data.subarray(r * rowBytes, (r + 1) * rowBytes), a);
           const i = mi * N + r;
+          if (exact) {
+            if (!Object.is(y[i], g)) expect.fail(`${name}: y[${i}] = ${y[i]} is not bit-identical to ggml's haswell kernel (${g})`);
+            continue;
+          }
           const tol = tolerance(type, K, magnitudes[i]!);
           if (!(Math.abs(y[i]! - g) <= tol)) expect.fail(`${name}: y[${i}] = ${y[i]} vs ggml ${g} (tolerance ${tol})`);
         }
       }
     });
   }
+
+  it("odd block counts (K = 800) stay bit-identical to ggml's haswell kernels for the block-32 types", () => {
+    const ggml = loadGgmlCpuOracle();
+    const oracle = loadGgmlOracle();
+    if (ggml.variant !== "haswell") {
+      console.log(`SKIP: odd-block parity: ggml variant is ${ggml.variant}, not haswell`);
+      return;
+    }
+    setNativeIsa("best");
+    if (getNativeIsa() === "generic") {
+      console.log("SKIP: odd-block parity: no SIMD level on this CPU");
+      return;
+    }
+    const k = 800;
+    const xs = randomFloats(2 * k, 31);
+    for (const type of [GgmlType.Q4_0, GgmlType.Q5_0, GgmlType.Q8_0, GgmlType.IQ4_NL, GgmlType.MXFP4, GgmlType.Q4_1, GgmlType.Q5_1]) {
+      const weight = makeWeight(type, 11, k, 500 + type);
+      const y = matmulLlama(weight, xs, 2);
+      const act = llamaVecDotType(type);
+      const rowBytes = (k / 32) * GGML_TYPE_TRAITS[type].typeSize;
+      for (let mi = 0; mi < 2; mi++) {
+        const a = new Uint8Array((k / 32) * GGML_TYPE_TRAITS[act].typeSize);
+        oracle.quantizeRowRef(oracle.typeName(act), xs.subarray(mi * k, (mi + 1) * k), a);
+        for (let r = 0; r < 11; r++) {
+          const g = ggml.vecDot(type, k, weight.data.subarray(r * rowBytes, (r + 1) * rowBytes), a);
+          expect(Object.is(y[mi * 11 + r], g), `${GGML_TYPE_TRAITS[type].name} m=${mi} r=${r}: ${y[mi * 11 + r]} vs ${g}`).toBe(true);
+        }
+      }
+    }
+  });
 
   it("results are bit-identical for 1, 2 and 5 threads (every level)", () => {
     for (const type of [GgmlType.Q4_K, GgmlType.Q6_K, GgmlType.Q8_0, GgmlType.F16, GgmlType.F32]) {
