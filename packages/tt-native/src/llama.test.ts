@@ -67,6 +67,7 @@ function makeWeight(type: GgmlType, n: number, k: number, seed: number): NativeL
 const HASWELL_EXACT: readonly GgmlType[] = [
   GgmlType.Q4_0, GgmlType.Q4_1, GgmlType.Q5_0, GgmlType.Q5_1, GgmlType.Q8_0, GgmlType.Q4_K, GgmlType.Q5_K,
   GgmlType.Q6_K, GgmlType.IQ4_NL, GgmlType.IQ4_XS, GgmlType.MXFP4, GgmlType.F32, GgmlType.F16, GgmlType.BF16,
+  GgmlType.Q2_K, GgmlType.Q3_K,
 ];
 
 const N = 37;
