@@ -33,9 +33,11 @@ export interface EngineOptions {
    */
   prefixCacheSnapshots?: number;
   /**
-   * `llama` numerics: probe the native kernels at load against the TypeScript kernels known to be
-   * bit-exact with llama.cpp (today Q4_K) and use the TypeScript kernel for a type whose native
-   * kernel differs (slow; for parity checks on small models). Default false.
+   * `llama` numerics: probe the native kernels at load (16 rows of one weight, 1 and 4 tokens)
+   * against the TypeScript kernels known to be bit-exact with llama.cpp's CPU backend (today Q4_K)
+   * and run a type whose native kernel differs on the exact TypeScript kernel (slower), said in
+   * `stats().diagnostics` and `stats().providers`. Default true: `llama` numerics mean llama.cpp's
+   * tokens. `false` keeps the native kernel whatever the probe would say (faster).
    */
   exactKernels?: boolean;
   /** Called while tensors are read (bytes done, bytes total). */

@@ -12,6 +12,7 @@ import { PagedKvCache, type KvType } from "./kv/paged-kv.js";
 import { GdnStatePool } from "./kv/state-pool.js";
 import { PrefixCache } from "./kv/prefix-cache.js";
 import { Qwen35Forward, type StepEntry } from "./model/forward.js";
+import { probeExactKernels } from "./model/exact-probe.js";
 import { loadQwen35Weights } from "./model/load.js";
 import type { MatmulProvider, Numerics } from "./model/matmul.js";
 import { quantDequantizeRow, selectProviders, typescriptProviders, allMatrices } from "./model/providers.js";
@@ -65,7 +66,7 @@ function resolveOptions(options: EngineOptions): ResolvedOptions {
     maxBatchTokens: positiveInteger(options.maxBatchTokens, "maxBatchTokens", 512),
     provider,
     flashAttention: options.flashAttention ?? true,
-    exactKernels: options.exactKernels ?? false,
+    exactKernels: options.exactKernels ?? true,
     prefixCacheSnapshots:
       options.prefixCacheSnapshots === undefined || options.prefixCacheSnapshots === 0
         ? 0
@@ -291,7 +292,7 @@ export class Engine {
       resolved.numerics === "llama" ? '; numerics "bf16" computes every type the quant package dequantizes' : "",
     );
     if (resolved.exactKernels && resolved.numerics === "llama") {
-      probeExactness(weights, selection.byWeight, selection.opProviders, typescriptProviders("llama", diagnostics), diagnostics);
+      probeExactKernels(weights, selection.byWeight, selection.opProviders, typescriptProviders("llama", diagnostics), diagnostics);
     }
     return new Engine(weights, resolved, { ...selection.opProviders }, diagnostics, selection.byWeight, extras.tokenizer);
   }
@@ -589,43 +590,5 @@ export class Engine {
     if (this.disposed) return;
     for (const request of [...this.requests]) this.finishRequest(request, "abort");
     this.disposed = true;
-  }
-}
-
-
-/** Weight types whose TypeScript llama kernel is bit-exact with llama.cpp's CPU backend (verified in tests). */
-const EXACT_TS_TYPES = new Set([12]); // Q4_K
-
-/**
- * For each weight type with an exact TypeScript kernel, compares the selected (native) provider on
- * a few rows of a real weight against it; where they differ, every weight of that type moves to the
- * TypeScript kernel (slow, exact) and the diagnostics say so.
- */
-function probeExactness(
-  weights: ModelWeights,
-  byWeight: Map<PackedMatrix, MatmulProvider>,
-  opProviders: Record<string, string>,
-  tsProviders: MatmulProvider[],
-  diagnostics: string[],
-): void {
-  const matrices = allMatrices(weights);
-  for (const type of EXACT_TS_TYPES) {
-    const sample = matrices.find((w) => w.type === type && !byWeight.get(w)?.name.startsWith("ts-"));
-    const ts = tsProviders.find((p) => p.supports(type));
-    if (!sample || !ts) continue;
-    const rows = Math.min(sample.rows, 8);
-    const probe: PackedMatrix = { ...sample, rows, data: sample.data.subarray(0, rows * sample.rowBytes) };
-    const x = new Float32Array(2 * sample.cols);
-    for (let i = 0; i < x.length; i++) x[i] = Math.sin(i * 12.9898) * 3;
-    const fast = new Float32Array(2 * rows);
-    const exact = new Float32Array(2 * rows);
-    byWeight.get(sample)!.matmul(probe, x, 2, fast);
-    ts.matmul(probe, x, 2, exact);
-    if (fast.every((v, i) => v === exact[i])) continue;
-    for (const w of matrices) if (w.type === type) byWeight.set(w, ts);
-    opProviders[`matmul:${sample.typeName}`] = ts.name;
-    diagnostics.push(
-      `exactKernels: the native ${sample.typeName} kernel differs from llama.cpp's in the last bits; ${sample.typeName} weights use the exact TypeScript kernel (slow)`,
-    );
   }
 }
