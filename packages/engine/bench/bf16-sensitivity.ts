@@ -28,6 +28,8 @@ import { decodeRow } from "../src/model/matmul.js";
 import type { PackedMatrix } from "../src/model/weights.js";
 import { parityFixture } from "../src/parity/fixtures.js";
 import { readGoldensFile } from "../src/parity/goldens.js";
+import { engineParityRunner } from "../src/parity/engine-runner.js";
+import { formatParityReport, runParityGate } from "../src/parity/gate.js";
 
 const REPO = path.resolve(path.dirname(new URL(import.meta.url).pathname), "..", "..", "..");
 const args = process.argv.slice(2);
@@ -109,6 +111,7 @@ function argmax(a: Float32Array): number {
 
 const labels = ["llama", "bf16", "ideal", "ideal+twin", "ideal+bf16w", "ideal+noise"];
 const results = new Map<string, Float32Array[][]>();
+const gateLines: string[] = [];
 for (const label of labels) {
   const engine = await variant(label);
   if (label === "ideal+noise") {
@@ -131,6 +134,10 @@ for (const label of labels) {
   const all: Float32Array[][] = [];
   for (const s of sequences) all.push(await engine.evaluate(s));
   results.set(label, all);
+  if (nPrompts === goldens.prompts.length) {
+    const report = await runParityGate(goldens, engineParityRunner(engine), { numerics: label === "llama" ? "llama" : "bf16" });
+    gateLines.push(`${label.padEnd(12)} gate: ${formatParityReport(report).replace(/^\S+\s+\S+\s+/, "")}`);
+  }
   engine.dispose();
 }
 
@@ -157,10 +164,20 @@ for (const label of labels) {
       }
     }),
   );
+  // growth along the sequence (recurrent state / KV carrying errors forward): early vs late positions
+  const early: number[] = [];
+  const late: number[] = [];
+  ours.forEach((seq, i) => seq.forEach((l, pos) => (pos < 8 ? early : pos >= 24 ? late : []).push(maxAbsDiff(l, ideal[i]![pos]!))));
+  const med = (v: number[]): string => (v.length === 0 ? "-" : [...v].sort((a, b) => a - b)[v.length >> 1]!.toExponential(2));
+  console.log(
+    `${label.padEnd(12)} vs ideal by position: median at pos < 8 ${med(early)}, at pos >= 24 ${med(late)}`,
+  );
   console.log(
     `${label.padEnd(12)} vs oracle: ${quantiles(vsOracle)} | vs ideal: ${quantiles(vsIdeal)} | argmax flips ${gaps.length}, max oracle gap ${Math.round(1000 * Math.max(0, ...gaps))} mnats`,
   );
 }
+
+for (const line of gateLines) console.log(line);
 
 // one contract matmul on real activations: layer 0 ffn_up through the bf16 engine's provider
 {
