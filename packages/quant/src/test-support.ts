@@ -1,21 +1,13 @@
 /** Shared helpers for this package's tests (not exported by the package). */
 import { oracleUnavailableReason } from "@keepquant/oracle";
+import { mulberry32 } from "./testing/sweep.js";
 
 /** Why oracle-backed tests cannot run here (printed as a SKIP line), or undefined. */
 export const ORACLE_SKIP_REASON: string | undefined = oracleUnavailableReason();
 if (ORACLE_SKIP_REASON) console.log(`SKIP: ggml oracle tests: ${ORACLE_SKIP_REASON}`);
 
 /** Deterministic PRNG (mulberry32) for fixture bytes and values. */
-export function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+export const prng = mulberry32;
 
 export function randomBytes(length: number, seed: number): Uint8Array {
   const random = prng(seed);

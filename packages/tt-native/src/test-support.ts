@@ -1,17 +1,9 @@
 /** Shared helpers of this package's tests (not exported from the package). */
 import { oracleUnavailableReason } from "@keepquant/oracle";
+import { mulberry32 } from "@keepquant/quant/testing";
 
-/** Deterministic 32-bit PRNG (mulberry32). */
-export function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** Deterministic 32-bit PRNG (mulberry32), the one the quant package's envelope sweep uses. */
+export const rng = mulberry32;
 
 export function randomBytes(count: number, seed: number): Uint8Array {
   const r = rng(seed);
