@@ -7,7 +7,7 @@
  *
  *   llama        our llama numerics (bit-exact replica of the oracle where kernels allow)
  *   bf16         our bf16 numerics (the contract for Q4_K/Q5_K/Q6_K/Q8_0, bf16 embedding twin)
- *   ideal        exact weights, f32 activations, f64 accumulation
+ *   ideal        exact weights, f32 activations, f64 accumulation (the engine's `exact` numerics)
  *   ideal+twin   ideal matmuls, bf16-rounded embedding rows (the twin alone)
  *   ideal+bf16w  every matmul weight rounded once to bf16, exact embedding (the contract alone)
  *   ideal+noise  ideal with each embedding element multiplied by (1 + u * 2^-9), u uniform in [-1, 1]
@@ -48,7 +48,8 @@ const oracleLogits = sequences.map((s, i) => s.map((_, pos) => decodeF32(oracle.
 const ALL_TYPES = new Set<number>(LLAMA_WEIGHT_TYPES.filter((t) => t !== 0 && t !== 1 && t !== 30));
 type Forward = { providers: Map<PackedMatrix, MatmulProvider> };
 
-/** Replaces every matmul provider of `engine` (debug only: reaches into the forward). */
+/** Replaces every matmul provider of `engine` (debug only: reaches into the forward; used only for the
+ * ideal+twin and ideal+bf16w mixes, which no engine numerics mode offers). */
 function setProviders(engine: Engine, provider: MatmulProvider): void {
   const forward = (engine as unknown as { forwardPass: Forward }).forwardPass;
   for (const w of allMatrices(engine.weights)) forward.providers.set(w, provider);
@@ -62,11 +63,8 @@ async function variant(label: string): Promise<Engine> {
     case "bf16":
       return Engine.load(file, { ...base, numerics: "bf16" });
     case "ideal":
-    case "ideal+noise": {
-      const engine = await Engine.load(file, { ...base, numerics: "llama", provider: "ts" });
-      setProviders(engine, new TsMatmulProvider("f32", quantDequantizeRow, ALL_TYPES));
-      return engine;
-    }
+    case "ideal+noise":
+      return Engine.load(file, { ...base, numerics: "exact" });
     case "ideal+twin": {
       const engine = await Engine.load(file, { ...base, numerics: "bf16", provider: "ts" });
       setProviders(engine, new TsMatmulProvider("f32", quantDequantizeRow, ALL_TYPES));
@@ -135,7 +133,7 @@ for (const label of labels) {
   for (const s of sequences) all.push(await engine.evaluate(s));
   results.set(label, all);
   if (nPrompts === goldens.prompts.length) {
-    const report = await runParityGate(goldens, engineParityRunner(engine), { numerics: label === "llama" ? "llama" : "bf16" });
+    const report = await runParityGate(goldens, engineParityRunner(engine), { numerics: label === "llama" ? "llama" : label === "ideal" ? "exact" : "bf16" });
     gateLines.push(`${label.padEnd(12)} gate: ${formatParityReport(report).replace(/^\S+\s+\S+\s+/, "")}`);
   }
   engine.dispose();

@@ -35,4 +35,24 @@ describe("load refusals", () => {
     expect(error).toMatchObject({ code: "ENGINE_UNSUPPORTED_TYPE", field: "blk.0.ffn_up.weight" });
     expect(String((error as Error).message)).toMatch(/IQ2_XXS/);
   });
+
+  it('numerics "exact" (diagnostic reference) runs every matmul on the TypeScript exact provider, even with provider auto', async () => {
+    const weights = randomWeights(TINY_CONFIG, 7);
+    const engine = await Engine.fromWeights(weights, { numerics: "exact" });
+    try {
+      const stats = engine.stats();
+      expect(stats.numerics).toBe("exact");
+      const matmuls = Object.entries(stats.providers).filter(([op]) => op.startsWith("matmul:"));
+      expect(matmuls.length).toBeGreaterThan(0);
+      for (const [, name] of matmuls) expect(name).toBe("ts-reference-exact");
+      expect(stats.providers.embedding).toBe("ts-exact-row-decode");
+      const logits = await engine.evaluate([1, 2, 3]);
+      expect(logits).toHaveLength(3);
+      expect(logits.every((l) => l.every(Number.isFinite))).toBe(true);
+    } finally {
+      engine.dispose();
+    }
+    const error = await Engine.fromWeights(weights, { numerics: "f64" as never }).catch((e: unknown) => e);
+    expect(error).toMatchObject({ code: "ENGINE_BAD_OPTION", field: "numerics" });
+  });
 });

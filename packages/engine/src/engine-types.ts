@@ -4,7 +4,11 @@ import type { PrefixCacheStats } from "./kv/prefix-cache.js";
 import type { SamplingParams as SamplingModuleParams, StopReason } from "./sampling/index.js";
 
 export interface EngineOptions {
-  /** `llama` (default): llama.cpp's CPU numerics; `bf16`: the keep-quant contract. */
+  /**
+   * `llama` (default): llama.cpp's CPU numerics; `bf16`: the keep-quant contract; `exact`: a
+   * test/diagnostic reference (file weights decoded exactly, f32 activations, f64 accumulation,
+   * exact embedding rows; TypeScript provider only, slow).
+   */
   numerics?: Numerics;
   /** Threads for the native matmul provider (default: its own default). */
   threads?: number;

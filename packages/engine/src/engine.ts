@@ -45,8 +45,8 @@ function positiveInteger(value: unknown, field: string, fallback: number): numbe
 
 function resolveOptions(options: EngineOptions): ResolvedOptions {
   const numerics = options.numerics ?? "llama";
-  if (numerics !== "llama" && numerics !== "bf16") {
-    throw new EngineOptionError("ENGINE_BAD_OPTION", `numerics must be "llama" or "bf16", got ${String(numerics)}`, { field: "numerics" });
+  if (numerics !== "llama" && numerics !== "bf16" && numerics !== "exact") {
+    throw new EngineOptionError("ENGINE_BAD_OPTION", `numerics must be "llama", "bf16" or "exact", got ${String(numerics)}`, { field: "numerics" });
   }
   const kvType = options.kvType ?? "f16";
   if (kvType !== "f16" && kvType !== "f32") {
@@ -283,7 +283,8 @@ export class Engine {
     const resolved = resolveOptions(options);
     const diagnostics = extras.diagnostics ?? [];
     const candidates: MatmulProvider[] = [];
-    if (resolved.provider === "auto") candidates.push(...(await nativeProviders(resolved.numerics, resolved.threads, diagnostics)));
+    // `exact` is a TypeScript-only reference: no native arm computes it
+    if (resolved.provider === "auto" && resolved.numerics !== "exact") candidates.push(...(await nativeProviders(resolved.numerics, resolved.threads, diagnostics)));
     candidates.push(...typescriptProviders(resolved.numerics, diagnostics));
     const selection = selectProviders(
       weights,

@@ -54,7 +54,7 @@ export interface LoadedModel {
 /**
  * Reads the trunk tensors of a qwen35 file. `tensors` is the list of tensors to read (the load
  * plan's used set); matmul weights stay packed, 1-D tensors are decoded to f32, the token
- * embedding gets a bf16 twin in `bf16` numerics only (in `llama` numerics rows are decoded exactly
+ * embedding gets a bf16 twin in `bf16` numerics only (in `llama` and `exact` numerics rows are decoded exactly
  * from the packed words at gather time, as llama.cpp's get_rows).
  */
 export async function loadQwen35Weights(

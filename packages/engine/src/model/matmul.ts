@@ -2,8 +2,10 @@ import { F16_TO_F32, roundRowBf16, roundRowF16 } from "../numerics/half.js";
 import type { PackedMatrix } from "./weights.js";
 
 /** Numerics of the engine: `llama` converts activations to each weight type's vec_dot_type
- * (as llama.cpp's CPU backend); `bf16` is the keep-quant contract (weights rounded once to bf16). */
-export type Numerics = "llama" | "bf16";
+ * (as llama.cpp's CPU backend); `bf16` is the keep-quant contract (weights rounded once to bf16);
+ * `exact` is a test/diagnostic reference (weights decoded exactly, f32 activations, f64
+ * accumulation, exact embedding rows; TypeScript only, slow). */
+export type Numerics = "llama" | "bf16" | "exact";
 
 /**
  * Computes `y[t, n] = sum_k W[n, k] * x[t, k]` for `t < m` with `W` kept packed. `x` is `[m, cols]`
@@ -69,6 +71,7 @@ function dotRows(w: Float32Array, wOffset: number, x: Float32Array, xOffset: num
  * activations, BF16 weights bf16-rounded activations (the vec_dot_type rule); quantized weights are
  * computed by `quantizedLlama` when given (integer dots against Q8_0/Q8_1/Q8_K activations), else
  * refused. `bf16` numerics: every weight row decoded and rounded once to bf16, f32 activations.
+ * `exact` (or `f32`): every weight row decoded exactly, f32 activations, no rounding anywhere.
  * Products accumulate in f64 and round to f32 once per output.
  */
 export class TsMatmulProvider implements MatmulProvider {

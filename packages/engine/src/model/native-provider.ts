@@ -18,6 +18,7 @@ export async function createNativeMatmulProviders(
   threads: number | undefined,
   diagnostics: string[],
 ): Promise<MatmulProvider[]> {
+  if (numerics === "exact") throw new Error('numerics "exact" is TypeScript-only');
   const moduleName = "@keepquant/tt-native";
   const native = (await import(moduleName)) as TtNative;
   const status = native.nativeStatus();

@@ -69,10 +69,15 @@ export function selectProviders(
 /**
  * The TypeScript tier (last priority). `llama`: F32/F16/BF16 inline, quantized types through the
  * quant package's llama.cpp-numerics reference (activations quantized to Q8_0/Q8_1/Q8_K, integer
- * dots). `bf16`: every type the quant package dequantizes, rounded once to bf16.
+ * dots). `bf16`: every type the quant package dequantizes, rounded once to bf16. `exact`: every
+ * type the quant package dequantizes, decoded exactly (no activation quantization, no rounding).
  */
 export function typescriptProviders(numerics: Numerics, diagnostics: string[]): MatmulProvider[] {
   void diagnostics;
+  if (numerics === "exact") {
+    const all = new Set<number>(LLAMA_WEIGHT_TYPES.filter((t) => t !== 0 && t !== 1 && t !== 30));
+    return [new TsMatmulProvider("exact", quantDequantizeRow, all)];
+  }
   if (numerics === "llama") {
     const quantized = new Set<number>(LLAMA_WEIGHT_TYPES.filter((t) => t !== 0 && t !== 1 && t !== 30));
     const llamaReference = (weight: PackedMatrix, x: Float32Array, m: number, y: Float32Array): void => {

@@ -12,15 +12,15 @@
  *     then at least top1 - topK, reported with `gapIsLowerBound`).
  *
  * Pass rule (`parityRules`): 0 forward-divergent always; in `llama` numerics F32 fixtures must be
- * all STRICT and quantized fixtures at least 14/16 STRICT; `bf16` numerics only requires
- * 0 forward-divergent (it reports its own strict / near-tie counts).
+ * all STRICT and quantized fixtures at least 14/16 STRICT; `bf16` (and the diagnostic `exact`)
+ * numerics only require 0 forward-divergent (they report their own strict / near-tie counts).
  */
 import type { ParityGoldens } from "./goldens.js";
 
 /** Largest gap (nats) that still counts as a near tie: 500 mnats. */
 export const NEAR_TIE_NATS = 0.5;
 
-export type ParityNumerics = "llama" | "bf16";
+export type ParityNumerics = "llama" | "bf16" | "exact";
 export type ParityStatus = "strict" | "near-tie" | "forward-divergent";
 
 /** Our side of the comparison: greedy generation from token ids. */
@@ -72,7 +72,7 @@ export interface ParityReport {
 
 /** The pass rule for a fixture's weight type and our numerics mode. */
 export function parityRules(weightType: string, numerics: ParityNumerics, total: number): ParityRules {
-  if (numerics === "bf16") return { minStrict: 0, maxForwardDivergent: 0 };
+  if (numerics !== "llama") return { minStrict: 0, maxForwardDivergent: 0 };
   if (weightType.toUpperCase() === "F32") return { minStrict: total, maxForwardDivergent: 0 };
   return { minStrict: Math.ceil((total * 14) / 16), maxForwardDivergent: 0 };
 }

@@ -4,3 +4,4 @@ export * from "./gate.js";
 export * from "./fixtures.js";
 export * from "./manifest.js";
 export * from "./engine-runner.js";
+export * from "./teacher-forced.js";

@@ -14,6 +14,7 @@ import { ensureFixture, fixtureTokenizerFromJson, parityFixture, type FixtureQua
 import { formatParityReport, runParityGate, type ParityNumerics, type ParityReport } from "./gate.js";
 import { readGoldensFile } from "./goldens.js";
 import { readParityManifest } from "./manifest.js";
+import { medianAndMax, teacherForced, teacherForcedGate, topKDistances, type TeacherForcedPrompt } from "./teacher-forced.js";
 
 const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..", "..", "..");
 const GOLDENS_DIR = path.join(REPO_ROOT, "goldens", "parity");
@@ -43,9 +44,12 @@ function describeFailures(report: ParityReport): string {
   return [formatParityReport(report), ...lines].join("\n");
 }
 
+async function fixtureFile(name: string): Promise<string> {
+  return ensureFixture(parityFixture(name), { cacheDir: CACHE_DIR, tokenizer, ...(quantize ? { quantize } : {}), expectedSha256 });
+}
+
 async function gate(name: string, numerics: ParityNumerics): Promise<ParityReport> {
-  const file = await ensureFixture(parityFixture(name), { cacheDir: CACHE_DIR, tokenizer, ...(quantize ? { quantize } : {}), expectedSha256 });
-  const engine = await Engine.load(file, { ...PARITY_ENGINE_OPTIONS, numerics });
+  const engine = await Engine.load(await fixtureFile(name), { ...PARITY_ENGINE_OPTIONS, numerics });
   try {
     const report = await runParityGate(readGoldensFile(path.join(GOLDENS_DIR, `${name}.json`)), engineParityRunner(engine), { numerics });
     console.log(formatParityReport(report));
@@ -55,6 +59,34 @@ async function gate(name: string, numerics: ParityNumerics): Promise<ParityRepor
   }
 }
 
+async function teacherForcedOn(name: string, numerics: ParityNumerics, provider: "auto" | "ts" = "auto"): Promise<TeacherForcedPrompt[]> {
+  const engine = await Engine.load(await fixtureFile(name), { ...PARITY_ENGINE_OPTIONS, numerics, provider });
+  try {
+    console.log(`${name}: teacher forcing in ${numerics} numerics, matmul providers ${JSON.stringify(engine.stats().providers)}`);
+    return await teacherForced(readGoldensFile(path.join(GOLDENS_DIR, `${name}.json`)), engine);
+  } finally {
+    engine.dispose();
+  }
+}
+
+/**
+ * Weight types where bf16 numerics must pass the gate's own requirement (0 forward-divergent).
+ * On Q4_K_M the requirement is out of reach for any arithmetic that is not llama.cpp's (exact
+ * arithmetic itself is forward-divergent there: llama.cpp's activation quantization, not our
+ * rounding, decides those near ties; docs/usage/parity.md), so there the test asserts instead that
+ * our bf16 logits are closer to exact arithmetic than llama.cpp's are.
+ */
+const BF16_GATE_WEIGHT_TYPES = new Set(["F32", "Q8_0"]);
+
+/**
+ * Largest |dlogit| allowed between the engine's bf16 kernels and the TypeScript reference of the
+ * same contract: 1e-3 nats, ~100x below the median effect of the bf16 rounding itself on these
+ * fixtures (0.11-0.15 nats), so a real kernel error (a 1% scaled matmul gives ~0.1) cannot hide.
+ */
+const BF16_KERNEL_TOLERANCE_NATS = 1e-3;
+
+const fmt = (v: { median: number; max: number }): string => `median ${v.median.toFixed(3)}  max ${v.max.toFixed(3)}`;
+
 describe("parity gate vs llama.cpp goldens", () => {
   for (const entry of manifest.fixtures) {
     const reason = skipReason(entry.name);
@@ -63,9 +95,37 @@ describe("parity gate vs llama.cpp goldens", () => {
       const report = await gate(entry.name, "llama");
       expect(report.passed, describeFailures(report)).toBe(true);
     });
-    it.skipIf(reason !== undefined)(`${entry.name}: bf16 numerics have 0 forward-divergent prompts`, async () => {
-      const report = await gate(entry.name, "bf16");
-      expect(report.forwardDivergent, describeFailures(report)).toBe(0);
-    });
+    if (BF16_GATE_WEIGHT_TYPES.has(entry.weightType.toUpperCase())) {
+      it.skipIf(reason !== undefined)(`${entry.name}: bf16 numerics have 0 forward-divergent prompts`, async () => {
+        const report = await gate(entry.name, "bf16");
+        expect(report.forwardDivergent, describeFailures(report)).toBe(0);
+      });
+      continue;
+    }
+    it.skipIf(reason !== undefined)(
+      `${entry.name}: bf16 logits are closer to exact arithmetic than llama.cpp's (median and max over steps of max |dlogit| on the top-64)`,
+      async () => {
+        // the gate itself, reported (its 0 forward-divergent requirement is not asserted on this weight type)
+        const report = await gate(entry.name, "bf16");
+        console.log(describeFailures(report).split("\n").slice(1).join("\n"));
+        expect(report.total).toBe(manifest.prompts.length);
+        const goldens = readGoldensFile(path.join(GOLDENS_DIR, `${entry.name}.json`));
+        const exact = await teacherForcedOn(entry.name, "exact");
+        const bf16 = await teacherForcedOn(entry.name, "bf16");
+        const exactGate = teacherForcedGate(goldens, exact, "exact");
+        console.log(`exact arithmetic (teacher-forced first divergence): ${formatParityReport(exactGate)}`);
+        const ours = medianAndMax(topKDistances(goldens, exact, bf16));
+        const llama = medianAndMax(topKDistances(goldens, exact, "oracle"));
+        console.log(`${entry.name}: |bf16 - exact| ${fmt(ours)} nats; |llama.cpp - exact| ${fmt(llama)} nats (${goldens.prompts.length * goldens.nTokens} steps)`);
+        expect(ours.median, `median: bf16 ${ours.median} vs llama.cpp ${llama.median}`).toBeLessThan(llama.median);
+        expect(ours.max, `max: bf16 ${ours.max} vs llama.cpp ${llama.max}`).toBeLessThan(llama.max);
+        // the engine's bf16 kernels (native when built) against the TypeScript reference of the same
+        // contract (f64 accumulation): only accumulation order may differ, far below the rounding's effect
+        const reference = await teacherForcedOn(entry.name, "bf16", "ts");
+        const kernel = medianAndMax(topKDistances(goldens, reference, bf16));
+        console.log(`${entry.name}: |bf16 - bf16 TypeScript reference| median ${kernel.median.toExponential(2)}  max ${kernel.max.toExponential(2)} nats`);
+        expect(kernel.max, "bf16 kernels vs the TypeScript reference of the contract").toBeLessThan(BF16_KERNEL_TOLERANCE_NATS);
+      },
+    );
   }
 });
