@@ -1,18 +1,10 @@
+import { mulberry32 } from "@keepquant/quant/testing";
 import type { ModelConfig } from "../model/config.js";
 import { deriveDims } from "../model/config.js";
 import { alignedCopy, type LayerWeights, type ModelWeights, type PackedMatrix } from "../model/weights.js";
 
-/** mulberry32: small deterministic PRNG for test data. */
-export function seededRandom(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** mulberry32 (the quant package's test PRNG): small deterministic PRNG for test data. */
+export const seededRandom: (seed: number) => () => number = mulberry32;
 
 export const TINY_CONFIG: ModelConfig = {
   nLayer: 4,
