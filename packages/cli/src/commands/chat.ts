@@ -2,7 +2,7 @@ import fs from "node:fs";
 import readline from "node:readline";
 import { Engine, renderChatFor, type ChatMessage, type GenerateParams } from "@keepquant/engine";
 import { CliUsageError, defineCommand, write, type CommandIo } from "../command.js";
-import { DEFAULT_MODEL_FIXTURE, ensureDefaultModel, parseNumber } from "./run.js";
+import { DEFAULT_MODEL_FIXTURE, ensureDefaultModel, GENERATION_OPTIONS, parseNumber } from "./run.js";
 
 /** Lines that end the session. */
 const EXIT_COMMANDS = new Set(["/exit", "/quit"]);
@@ -20,13 +20,7 @@ export const command = defineCommand({
   ],
   options: {
     system: { type: "string" },
-    "max-tokens": { type: "string" },
-    temperature: { type: "string" },
-    "top-k": { type: "string" },
-    "top-p": { type: "string" },
-    seed: { type: "string" },
-    threads: { type: "string" },
-    numerics: { type: "string" },
+    ...GENERATION_OPTIONS,
   },
   async run(values, positionals, io: CommandIo): Promise<number> {
     if (positionals.length > 1) throw new CliUsageError(`expected at most one model file, got ${positionals.length}`);

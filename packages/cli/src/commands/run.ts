@@ -72,6 +72,17 @@ function progressReporter(io: CommandIo, label: string): { onProgress: (done: nu
   };
 }
 
+/** Generation options shared by `run` and `chat` (parsed by the same code in both). */
+export const GENERATION_OPTIONS = {
+  "max-tokens": { type: "string" },
+  temperature: { type: "string" },
+  "top-k": { type: "string" },
+  "top-p": { type: "string" },
+  seed: { type: "string" },
+  threads: { type: "string" },
+  numerics: { type: "string" },
+} as const;
+
 export const command = defineCommand({
   name: "run",
   summary: "generate text with a qwen35 GGUF model (default: the embedded synthetic model)",
@@ -93,13 +104,7 @@ export const command = defineCommand({
   options: {
     prompt: { type: "string" },
     "prompt-ids": { type: "string" },
-    "max-tokens": { type: "string" },
-    temperature: { type: "string" },
-    "top-k": { type: "string" },
-    "top-p": { type: "string" },
-    seed: { type: "string" },
-    threads: { type: "string" },
-    numerics: { type: "string" },
+    ...GENERATION_OPTIONS,
     json: { type: "boolean" },
   },
   async run(values, positionals, io: CommandIo): Promise<number> {
