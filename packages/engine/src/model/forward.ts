@@ -394,6 +394,20 @@ export class Qwen35Forward {
     this.matmul(w.o, this.attnOut, T, this.branch);
   }
 
+  /** Offset of position `j`'s row for `kvHead` in a layer's K or V plane, through the block table. */
+  private kvRowOffset(blockTable: readonly number[], j: number, kvHead: number): number {
+    const bs = this.kv.blockSize;
+    return (blockTable[(j / bs) | 0]! * bs + (j % bs)) * this.kv.rowStride + kvHead * this.config.headDim;
+  }
+
+  /** Query head at `outOffset` into `headDimScratch`, rounded to f16 (K's vec_dot_type) for an f16 cache. */
+  private loadQuery(f16: boolean, outOffset: number): void {
+    const Dh = this.config.headDim;
+    const q = this.headDimScratch;
+    if (f16) for (let i = 0; i < Dh; i++) q[i] = F16_TO_F32[f32BitsToF16Bits(this.qBits[outOffset + i]!)]!;
+    else q.set(this.q.subarray(outOffset, outOffset + Dh));
+  }
+
   /**
    * llama.cpp's CPU flash attention for < 64 query rows: Q converted to K's vec_dot_type (f16 for
    * an f16 cache), online softmax with expf, V accumulated in an f16 buffer for an f16 cache.
@@ -411,16 +425,12 @@ export class Qwen35Forward {
     const Dh = this.config.headDim;
     const q = this.headDimScratch;
     const acc = this.accScratch;
-    const qBits = this.qBits;
-    if (f16) for (let i = 0; i < Dh; i++) q[i] = F16_TO_F32[f32BitsToF16Bits(qBits[outOffset + i]!)]!;
-    else q.set(this.q.subarray(outOffset, outOffset + Dh));
+    this.loadQuery(f16, outOffset);
     acc.fill(0);
     let M = -Infinity;
     let S = 0;
-    const bs = this.kv.blockSize;
-    const stride = this.kv.rowStride;
     for (let j = 0; j <= pos; j++) {
-      const base = (blockTable[(j / bs) | 0]! * bs + (j % bs)) * stride + kvHead * Dh;
+      const base = this.kvRowOffset(blockTable, j, kvHead);
       let dot = 0;
       if (f16) {
         const kp = kPlane as Uint16Array;
@@ -471,18 +481,14 @@ export class Qwen35Forward {
     const Dh = this.config.headDim;
     const q = this.headDimScratch;
     const kRow = this.accScratch;
-    const qBits = this.qBits;
-    if (f16) for (let i = 0; i < Dh; i++) q[i] = F16_TO_F32[f32BitsToF16Bits(qBits[outOffset + i]!)]!;
-    else q.set(this.q.subarray(outOffset, outOffset + Dh));
+    this.loadQuery(f16, outOffset);
     const n = pos + 1;
     if (this.scoreScratch.length < n) this.scoreScratch = new Float32Array(Math.max(n, 2 * this.scoreScratch.length));
     const scores = this.scoreScratch;
-    const bs = this.kv.blockSize;
-    const stride = this.kv.rowStride;
     // KQ = mul_mat(K, Q): Q is a permuted (non-contiguous) view, so ggml runs ggml_vec_dot_f32 per element
     let max = -Infinity;
     for (let j = 0; j < n; j++) {
-      const base = (blockTable[(j / bs) | 0]! * bs + (j % bs)) * stride + kvHead * Dh;
+      const base = this.kvRowOffset(blockTable, j, kvHead);
       let dot: number;
       if (f16) {
         const kp = kPlane as Uint16Array;
@@ -513,7 +519,7 @@ export class Qwen35Forward {
     lanes.fill(0);
     for (let j = 0; j < n; j++) {
       const p = scores[j]!;
-      const base = (blockTable[(j / bs) | 0]! * bs + (j % bs)) * stride + kvHead * Dh;
+      const base = this.kvRowOffset(blockTable, j, kvHead);
       const lane = j & 7;
       if (f16) {
         const vp = vPlane as Uint16Array;
@@ -551,14 +557,12 @@ export class Qwen35Forward {
     acc.fill(0);
     let M = -Infinity;
     let S = 0;
-    const bs = this.kv.blockSize;
-    const stride = this.kv.rowStride;
     const n = pos + 1;
     for (let t0 = 0; t0 < n; t0 += FLASH_ATTN_KV_TILE) {
       const t1 = Math.min(n, t0 + FLASH_ATTN_KV_TILE);
       let tileMax = -Infinity;
       for (let j = t0; j < t1; j++) {
-        const base = (blockTable[(j / bs) | 0]! * bs + (j % bs)) * stride + kvHead * Dh;
+        const base = this.kvRowOffset(blockTable, j, kvHead);
         let dot = 0;
         if (f16) {
           const kp = kPlane as Uint16Array;
@@ -587,7 +591,7 @@ export class Qwen35Forward {
       S = fround(S + tileSum);
       for (let j = t0; j < t1; j++) {
         const p = scores[j - t0]!;
-        const base = (blockTable[(j / bs) | 0]! * bs + (j % bs)) * stride + kvHead * Dh;
+        const base = this.kvRowOffset(blockTable, j, kvHead);
         if (f16) {
           const vp = vPlane as Uint16Array;
           for (let i = 0; i < Dh; i++) acc[i] = acc[i]! + F16_TO_F32[vp[base + i]!]! * p;
