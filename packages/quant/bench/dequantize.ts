@@ -9,26 +9,12 @@
 import { GgmlType, GGML_TYPE_TRAITS } from "@keepquant/gguf";
 import { loadGgmlOracle, loadGgmlRowOracle, ORACLE_VERSION, oracleUnavailableReason } from "@keepquant/oracle";
 import { dequantizeTensor, DEQUANTIZE_TYPES } from "../src/index.js";
+import { F16_SCALE_FIELDS } from "../src/testing/block-layout.js";
 
 const TARGET_BYTES = 8 * 1024 * 1024; // packed input per call: larger than L2, like a weight slice
 const MIN_SECONDS = 0.4;
 const ROUNDS = 5;
 
-/** f16 scale fields per block (set to ordinary values so neither side decodes NaN/inf/subnormal scales). */
-const F16_SCALE_FIELDS: Partial<Record<GgmlType, number[]>> = {
-  [GgmlType.Q4_0]: [0],
-  [GgmlType.Q4_1]: [0, 2],
-  [GgmlType.Q5_0]: [0],
-  [GgmlType.Q5_1]: [0, 2],
-  [GgmlType.Q8_0]: [0],
-  [GgmlType.Q2_K]: [80, 82],
-  [GgmlType.Q3_K]: [108],
-  [GgmlType.Q4_K]: [0, 2],
-  [GgmlType.Q5_K]: [0, 2],
-  [GgmlType.Q6_K]: [208],
-  [GgmlType.IQ4_NL]: [0],
-  [GgmlType.IQ4_XS]: [0],
-};
 
 const reason = oracleUnavailableReason();
 if (reason) {

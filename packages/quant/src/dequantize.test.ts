@@ -12,24 +12,10 @@ import {
   KeepQuantError,
 } from "./index.js";
 import { firstBitDifference, ORACLE_SKIP_REASON, randomBytes } from "./test-support.js";
+import { F16_SCALE_FIELDS } from "./testing/block-layout.js";
 
 const RANDOM_BLOCKS = 10_000;
 
-/** Where each type keeps its f16 scales (byte offsets in a block); Q8_K has an f32 d, MXFP4 an E8M0 byte. */
-const F16_SCALE_FIELDS: Partial<Record<GgmlType, number[]>> = {
-  [GgmlType.Q4_0]: [0],
-  [GgmlType.Q4_1]: [0, 2],
-  [GgmlType.Q5_0]: [0],
-  [GgmlType.Q5_1]: [0, 2],
-  [GgmlType.Q8_0]: [0],
-  [GgmlType.Q2_K]: [80, 82],
-  [GgmlType.Q3_K]: [108],
-  [GgmlType.Q4_K]: [0, 2],
-  [GgmlType.Q5_K]: [0, 2],
-  [GgmlType.Q6_K]: [208],
-  [GgmlType.IQ4_NL]: [0],
-  [GgmlType.IQ4_XS]: [0],
-};
 
 /** f16 scales that break naive decoders: zeros, subnormals, negatives, infinities, NaNs, extremes. */
 const SPECIAL_F16 = [
