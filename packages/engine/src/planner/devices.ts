@@ -46,7 +46,7 @@ export function ttDevice(name: TtDeviceName, memoryBytes?: number): PlanDevice {
   const card = TT_DEVICES[name];
   if (!card) throw new PlanError("PLAN_BAD_INPUT", `unknown device ${JSON.stringify(name)} (devices: ${DEVICE_NAMES.join(", ")})`, { field: "device" });
   if (memoryBytes !== undefined) {
-    return { name, kind: "tt", capacityBytes: checkBytes(memoryBytes, "memory"), chips: card.chips, source: `given (--memory); the card has ${card.bytes / 1e9} GB` };
+    return { name, kind: "tt", capacityBytes: checkBytes(memoryBytes, "memory"), chips: card.chips, source: `given with --memory; the card has ${card.bytes / 1e9} GB` };
   }
   return { name, kind: "tt", capacityBytes: card.bytes, chips: card.chips, source: `vendor: ${card.description}` };
 }
@@ -58,7 +58,7 @@ export function cpuDevice(available: CpuMemory): PlanDevice {
 
 /** A memory size given by hand (`--memory SIZE`), planned like host memory: no trace region. */
 export function customDevice(memoryBytes: number): PlanDevice {
-  return { name: "custom", kind: "custom", capacityBytes: checkBytes(memoryBytes, "memory"), chips: 1, source: "given (--memory)" };
+  return { name: "custom", kind: "custom", capacityBytes: checkBytes(memoryBytes, "memory"), chips: 1, source: "given with --memory" };
 }
 
 /** Resolves a device name; `memoryBytes` replaces the capacity (for cpu: the measured available memory). */

@@ -3,7 +3,7 @@ import type { EnvSource } from "@keepquant/quant";
 import type { EngineOptions } from "../engine-types.js";
 import { cpuAvailableMemory, cpuDevice, type CpuMemory, type PlanDevice } from "./devices.js";
 import { PlanError } from "./errors.js";
-import { formatGiB, planResidency, type ResidencyPlan } from "./residency.js";
+import { planResidency, type ResidencyPlan } from "./residency.js";
 
 /**
  * The Engine's defaults for the options that size memory (engine.ts `resolveOptions`); the planner
@@ -59,17 +59,16 @@ export async function checkCpuLoad(
   const file = await readGguf(path);
   const memory = machine.memory ?? cpuAvailableMemory();
   const plan = planEngineResidency(file, options, cpuDevice(memory), machine.env);
-  const lines = [
-    `${path} ${plan.fits ? "fits" : "does not fit"} in this machine's available memory (${memory.source}): ${plan.verdict}`,
-  ];
-  if (plan.suggestions.length > 0) lines.push(`would fit with: ${plan.suggestions.map((s) => s.message).join("; ")}`);
-  lines.push(`(${plan.notes.join("; ")})`);
-  return { plan, explanation: lines.join(". ") };
+  const capitalized = (text: string): string => text.charAt(0).toUpperCase() + text.slice(1);
+  const sentences = [`${path} on this machine: ${plan.verdict}`, `Available memory from ${memory.source}`];
+  if (plan.suggestions.length > 0) sentences.push(`Would fit with: ${plan.suggestions.map((s) => s.message).join("; ")}`);
+  sentences.push(...plan.notes.map(capitalized));
+  return { plan, explanation: sentences.join(". ") };
 }
 
 /**
  * Refuses a cpu load that does not fit: throws PlanError `PLAN_DOES_NOT_FIT` with the planner's
- * explanation (what run, chat and serve call before `Engine.load`). Returns the check when it fits.
+ * explanation (for applications that call `Engine.load` themselves). Returns the check when it fits.
  */
 export async function assertCpuFits(
   path: string,
@@ -78,7 +77,7 @@ export async function assertCpuFits(
 ): Promise<CpuLoadCheck> {
   const check = await checkCpuLoad(path, options, machine);
   if (!check.plan.fits) {
-    throw new PlanError("PLAN_DOES_NOT_FIT", `${check.explanation}. Needs ${formatGiB(check.plan.totalBytes)}; pass --force to load anyway`, { field: "model" });
+    throw new PlanError("PLAN_DOES_NOT_FIT", check.explanation, { field: "model" });
   }
   return check;
 }

@@ -513,30 +513,33 @@ function suggestions(facts: ModelFacts, settings: ResolvedPlanSettings, device: 
   if (settings.kvCacheTokensGiven) {
     const blocks = largestFitting(1, settings.kvCacheTokens / block - 1, (b) => fitsWith({ kvCacheTokens: b * block }));
     if (blocks !== undefined) {
-      out.push({ kind: "context", value: blocks * block, message: `a KV cache of at most ${blocks * block} tokens fits (now ${settings.kvCacheTokens})` });
+      out.push({ kind: "context", value: blocks * block, message: `a KV cache of at most ${blocks * block} tokens (kvCacheTokens, now ${settings.kvCacheTokens})` });
     }
   } else {
     const perSequenceBlocks = Math.ceil(settings.contextLength / block);
     const blocks = largestFitting(1, perSequenceBlocks - 1, (b) => fitsWith({ contextLength: b * block, kvCacheTokens: settings.sequences * b * block }));
     if (blocks !== undefined) {
-      out.push({ kind: "context", value: blocks * block, message: `a context of at most ${blocks * block} tokens fits (--ctx ${blocks * block})` });
+      out.push({ kind: "context", value: blocks * block, message: `a context of at most ${blocks * block} tokens (--ctx ${blocks * block})` });
     }
   }
   if (settings.sequences > 1) {
     const sequences = largestFitting(1, settings.sequences - 1, (s) =>
       fitsWith(settings.kvCacheTokensGiven ? { sequences: s } : { sequences: s, kvCacheTokens: s * roundUp(settings.contextLength, block) }),
     );
-    if (sequences !== undefined) out.push({ kind: "sequences", value: sequences, message: `at most ${plural(sequences, "sequence")} fit (--seqs ${sequences})` });
+    if (sequences !== undefined) {
+      const how = settings.kvCacheTokensGiven ? "maxSequences" : `--seqs ${sequences}`;
+      out.push({ kind: "sequences", value: sequences, message: `at most ${plural(sequences, "sequence")} (${how})` });
+    }
   }
   if (settings.policy !== "packed" && fitsWith({ policy: "packed" })) {
-    out.push({ kind: "policy", value: "packed", message: "the packed policy fits (--policy packed)" });
+    out.push({ kind: "policy", value: "packed", message: "the packed policy (--policy packed)" });
   }
   if (device.kind === "tt") {
     const larger = (Object.keys(TT_DEVICES) as TtDeviceName[])
       .filter((name) => name !== device.name)
       .sort((a, b) => TT_DEVICES[a].bytes - TT_DEVICES[b].bytes)
       .find((name) => fitsWith({}, ttDevice(name)));
-    if (larger) out.push({ kind: "device", value: larger, message: `${larger} (${TT_DEVICES[larger].bytes / 1e9} GB) fits (--device ${larger})` });
+    if (larger) out.push({ kind: "device", value: larger, message: `another device: ${larger}, ${TT_DEVICES[larger].bytes / 1e9} GB (--device ${larger})` });
   } else {
     const missing = computed.totalBytes - capacity;
     out.push({
@@ -556,7 +559,7 @@ function suggestions(facts: ModelFacts, settings: ResolvedPlanSettings, device: 
         kind: "quantization",
         value: Math.floor(bits * 100) / 100,
         message:
-          `matrices at <= ${(Math.floor(bits * 100) / 100).toFixed(2)} bits per weight would fit (now ${now.toFixed(2)})` +
+          `a smaller quantization: matrices at <= ${(Math.floor(bits * 100) / 100).toFixed(2)} bits per weight (now ${now.toFixed(2)})` +
           (type !== undefined ? `, e.g. ${GGML_TYPE_TRAITS[type].name} (${bitsPerWeight(type).toFixed(2)})` : ", below every registered encoding"),
       });
     }
