@@ -88,6 +88,22 @@ describe("keepquant plan", () => {
     expect(plan([small, "--device", "tt-n150"]).code).toBe(0);
   });
 
+  it("--policy all: the three policies side by side, exit 0 when any fits and 3 when none does", () => {
+    const r = plan([big, "--device", "tt-p150", "--policy", "all"]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/^\s+class \(GiB\)\s+packed\s+twin-for-all\s+packed-head-twin$/m);
+    expect(r.stdout).toMatch(/^\s+bf16 twins\s+2\.37\s+50\.09\s+4\.74$/m);
+    expect(r.stdout).toMatch(/^packed: fits with /m);
+    expect(r.stdout).toMatch(/^twin-for-all: does not fit: /m);
+    const doc = JSON.parse(plan([big, "--device", "tt-p150", "--policy", "all", "--json"]).stdout) as { plans: PlanDocument[] };
+    expect(doc.plans.map((p) => [p.settings.policy, p.fits])).toEqual([
+      ["packed", true],
+      ["twin-for-all", false],
+      ["packed-head-twin", true],
+    ]);
+    expect(plan([big, "--device", "tt-n150", "--policy", "all"]).code).toBe(3);
+  });
+
   it("--memory SIZE plans any memory; --seqs and --ctx scale the KV cache and GDN state", () => {
     const one = JSON.parse(plan([big, "--memory", "1TB", "--json"]).stdout) as PlanDocument;
     const four = JSON.parse(plan([big, "--memory", "1TB", "--ctx", "8192", "--seqs", "4", "--json"]).stdout) as PlanDocument;
@@ -117,7 +133,7 @@ describe("keepquant plan", () => {
       [[big, "--device", "tt-x1"], /^error: USAGE: --device "tt-x1": expected cpu, tt-n150, tt-n300, tt-p100a, tt-p150/],
       [[big, "--ctx", "0"], /^error: USAGE: --ctx "0": expected an integer >= 1/],
       [[big, "--memory", "lots"], /^error: USAGE: --memory "lots": expected a size/],
-      [[big, "--policy", "twins"], /^error: USAGE: --policy "twins": expected packed, twin-for-all, packed-head-twin/],
+      [[big, "--policy", "twins"], /^error: USAGE: --policy "twins": expected packed, twin-for-all, packed-head-twin, all/],
       [[big, "--device", "tt-n150", "--numerics", "llama"], /^error: PLAN_BAD_INPUT: numerics "llama" has no Tenstorrent arm/],
       [[big, "--bogus"], /^error: USAGE: Unknown option '--bogus'/],
     ];

@@ -78,7 +78,8 @@ function planDocument(file: string, plan: ResidencyPlan): Record<string, unknown
 
 const gib = (bytes: number): string => (bytes / 1024 ** 3).toFixed(2);
 
-function planTable(file: string, plan: ResidencyPlan): string {
+/** The lines above the table: file, model, matrices, device, settings (`policy` unless several are compared). */
+function planHeader(file: string, plan: ResidencyPlan, comparing: boolean): string[] {
   const { model, device, settings } = plan;
   const lines: string[] = [];
   const row = (label: string, value: string) => lines.push(`${label.padEnd(10)}${value}`);
@@ -99,19 +100,43 @@ function planTable(file: string, plan: ResidencyPlan): string {
     : `ctx ${settings.contextLength} x ${settings.sequences} sequence${settings.sequences === 1 ? "" : "s"}`;
   row(
     "settings",
-    `${context}, KV ${settings.kvType}, ${settings.numerics} numerics, policy ${settings.policy}, batch ${settings.batchTokens} tokens` +
+    `${context}, KV ${settings.kvType}, ${settings.numerics} numerics${comparing ? "" : `, policy ${settings.policy}`}, batch ${settings.batchTokens} tokens` +
       `${settings.speculative ? `, speculative ${settings.speculative}` : ""}`,
   );
-  lines.push("");
+  return lines;
+}
+
+function verdictLines(plan: ResidencyPlan, prefix = ""): string[] {
+  return [`${prefix}${plan.verdict}`, ...plan.suggestions.map((s) => `  would fit with ${s.message}`)];
+}
+
+function planTable(file: string, plan: ResidencyPlan): string {
+  const lines = [...planHeader(file, plan, false), ""];
   const width = Math.max("total".length, ...plan.classes.map((c) => c.label.length));
   const numbers = Math.max(6, gib(plan.totalBytes).length);
   lines.push(`  ${"class".padEnd(width)}  ${"GiB".padStart(numbers)}  detail`);
   for (const c of plan.classes) lines.push(`  ${c.label.padEnd(width)}  ${gib(c.bytes).padStart(numbers)}  ${c.detail}`);
-  lines.push(`  ${"total".padEnd(width)}  ${gib(plan.totalBytes).padStart(numbers)}`);
-  lines.push("");
+  lines.push(`  ${"total".padEnd(width)}  ${gib(plan.totalBytes).padStart(numbers)}`, "");
   for (const note of plan.notes) lines.push(`note: ${note}`);
-  lines.push(plan.verdict);
-  for (const s of plan.suggestions) lines.push(`  would fit with ${s.message}`);
+  lines.push(...verdictLines(plan));
+  return lines.join("\n");
+}
+
+/** The policies side by side: one GiB column each, classes in the first plan's order, then each verdict. */
+function comparisonTable(file: string, plans: ResidencyPlan[]): string {
+  const first = plans[0]!;
+  const lines = [...planHeader(file, first, true), ""];
+  const labels = [...first.classes.map((c) => c.label), "total", "headroom"];
+  const width = Math.max("class (GiB)".length, ...labels.map((l) => l.length));
+  const columns = plans.map((p) => Math.max(p.settings.policy.length, 6));
+  const row = (label: string, cells: string[]) => lines.push(`  ${label.padEnd(width)}${cells.map((c, i) => `  ${c.padStart(columns[i]!)}`).join("")}`);
+  row("class (GiB)", plans.map((p) => p.settings.policy));
+  for (const c of first.classes) row(c.label, plans.map((p) => gib(p.classes.find((k) => k.id === c.id)!.bytes)));
+  row("total", plans.map((p) => gib(p.totalBytes)));
+  row("headroom", plans.map((p) => gib(p.headroomBytes)));
+  lines.push("");
+  for (const note of first.notes) lines.push(`note: ${note}`);
+  for (const plan of plans) lines.push(...verdictLines(plan, `${plan.settings.policy}: `));
   return lines.join("\n");
 }
 
@@ -120,14 +145,14 @@ export const command = defineCommand({
   summary: "plan a qwen35 model's memory on a device from its GGUF header alone (exit 0 fits, 3 does not)",
   usage:
     "plan [model.gguf] [--device cpu|tt-n150|tt-n300|tt-p100a|tt-p150] [--memory SIZE] [--ctx N] [--seqs N] [--kv-type f16|f32] " +
-    "[--policy packed|twin-for-all|packed-head-twin] [--speculative mtp] [--numerics llama|bf16|exact] [--batch-tokens N] [--json]",
+    "[--policy packed|twin-for-all|packed-head-twin|all] [--speculative mtp] [--numerics llama|bf16|exact] [--batch-tokens N] [--json]",
   help: [
     "--device NAME       cpu (default: this machine's available memory), tt-n150 (12 GB), tt-n300 (24 GB), tt-p100a (28 GB), tt-p150 (32 GB)",
     "--memory SIZE       plan against SIZE instead (32GB, 24G, 29.8GiB, bytes); without --device: any memory",
     "--ctx N             tokens per sequence (default 4096)",
     "--seqs N            concurrent sequences (default 1)",
     "--kv-type T         f16 (default) or f32 KV cache",
-    "--policy P          packed (default), twin-for-all (a bf16 twin of every matrix), packed-head-twin",
+    "--policy P          packed (default), twin-for-all (a bf16 twin of every matrix), packed-head-twin; all: the three side by side",
     "--speculative mtp   keep the MTP drafter block",
     "--numerics MODE     default: bf16 on Tenstorrent devices (the keep-quant contract), llama elsewhere",
     "--batch-tokens N    rows of one forward step, for the activation scratch (default 512)",
@@ -156,7 +181,7 @@ export const command = defineCommand({
     const sequences = integer("seqs", values.seqs);
     const batchTokens = integer("batch-tokens", values["batch-tokens"]);
     const kvType = choice<KvType>("kv-type", values["kv-type"], ["f16", "f32"]);
-    const policy = choice<ResidencyPolicy>("policy", values.policy, RESIDENCY_POLICIES);
+    const policy = choice<ResidencyPolicy | "all">("policy", values.policy, [...RESIDENCY_POLICIES, "all"]);
     const speculative = choice("speculative", values.speculative, ["mtp"] as const);
     const numerics = choice<Numerics>("numerics", values.numerics, ["llama", "bf16", "exact"]);
 
@@ -169,19 +194,28 @@ export const command = defineCommand({
       if (!fs.existsSync(modelPath)) throw Object.assign(new Error(`model file not found: ${modelPath}`), { code: "MODEL_NOT_FOUND" });
     }
     const header = await readGguf(modelPath);
-    const plan = planResidency(header, {
-      device: resolveDevice(device, memoryBytes === undefined ? {} : { memoryBytes }),
-      env: io.env,
-      ...(contextLength === undefined ? {} : { contextLength }),
-      ...(sequences === undefined ? {} : { sequences }),
-      ...(batchTokens === undefined ? {} : { batchTokens }),
-      ...(kvType === undefined ? {} : { kvType }),
-      ...(policy === undefined ? {} : { policy }),
-      ...(speculative === undefined ? {} : { speculative }),
-      ...(numerics === undefined ? {} : { numerics }),
-    });
-    for (const warning of plan.warnings) write(io.stderr, `warning: ${warning.code}: ${warning.message}`);
-    write(io.stdout, values.json ? toJson(planDocument(modelPath, plan)) : planTable(modelPath, plan));
-    return plan.fits ? 0 : PLAN_DOES_NOT_FIT_EXIT;
+    const target = resolveDevice(device, memoryBytes === undefined ? {} : { memoryBytes });
+    const plans = (policy === "all" ? RESIDENCY_POLICIES : [policy ?? "packed"]).map((each) =>
+      planResidency(header, {
+        device: target,
+        env: io.env,
+        policy: each,
+        ...(contextLength === undefined ? {} : { contextLength }),
+        ...(sequences === undefined ? {} : { sequences }),
+        ...(batchTokens === undefined ? {} : { batchTokens }),
+        ...(kvType === undefined ? {} : { kvType }),
+        ...(speculative === undefined ? {} : { speculative }),
+        ...(numerics === undefined ? {} : { numerics }),
+      }),
+    );
+    const warnings = new Set(plans.flatMap((p) => p.warnings.map((w) => `warning: ${w.code}: ${w.message}`)));
+    for (const warning of warnings) write(io.stderr, warning);
+    if (policy === "all") {
+      write(io.stdout, values.json ? toJson({ file: modelPath, plans: plans.map((p) => planDocument(modelPath, p)) }) : comparisonTable(modelPath, plans));
+    } else {
+      write(io.stdout, values.json ? toJson(planDocument(modelPath, plans[0]!)) : planTable(modelPath, plans[0]!));
+    }
+    // With several policies: 0 when any of them fits.
+    return plans.some((p) => p.fits) ? 0 : PLAN_DOES_NOT_FIT_EXIT;
   },
 });

@@ -33,6 +33,7 @@ import {
   ttDevice,
   type ResidencyClassId,
   type ResidencyPlan,
+  type ResidencyPlanInput,
 } from "./index.js";
 
 const MiB = 1024 * 1024;
@@ -57,6 +58,9 @@ beforeAll(async () => {
 });
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
+/** planResidency without the process environment (KEEPQUANT_CHUNK_BYTES and the trace variable), unless given. */
+const planWith = (file: GgufFile, input: ResidencyPlanInput): ResidencyPlan => planResidency(file, { env: {}, ...input });
+
 const bytesOf = (plan: ResidencyPlan, id: ResidencyClassId): number => {
   const found = plan.classes.find((c) => c.id === id);
   if (!found) throw new Error(`plan has no class ${id}`);
@@ -70,7 +74,7 @@ describe("the seed's 27B arithmetic (header-only Q4_K_M-class file)", () => {
   });
 
   it("the bf16 twin of token_embd [248320, 5120] is 2,542,796,800 B and the head's chunk plane is 635,699,200 B", () => {
-    const plan = planResidency(big, { device: ttDevice("tt-p150"), contextLength: 4096 });
+    const plan = planWith(big, { device: ttDevice("tt-p150"), contextLength: 4096 });
     expect(plan.settings.policy).toBe("packed");
     expect(plan.settings.numerics).toBe("bf16");
     expect(bytesOf(plan, "twins")).toBe(2_542_796_800);
@@ -79,7 +83,7 @@ describe("the seed's 27B arithmetic (header-only Q4_K_M-class file)", () => {
   });
 
   it("counts every class from the header: packed words as stored, KV of the 16 attention layers, GDN state of the 48 others", () => {
-    const plan = planResidency(big, { device: ttDevice("tt-p150"), contextLength: 4096 });
+    const plan = planWith(big, { device: ttDevice("tt-p150"), contextLength: 4096 });
     // Every matrix as stored except token_embd, whose gathers read the twin (the head is untied).
     const matrices = big.tensors.filter((t) => t.ne.length === 2 && !t.name.endsWith("ssm_conv1d.weight"));
     expect(matrices).toHaveLength(16 * 7 + 48 * 8 + 2);
@@ -99,11 +103,11 @@ describe("the seed's 27B arithmetic (header-only Q4_K_M-class file)", () => {
   });
 
   it("packed fits a tt-p150 at context 4096; twin-for-all does not, and the plan says packed would", () => {
-    const packed = planResidency(big, { device: ttDevice("tt-p150"), contextLength: 4096, policy: "packed" });
+    const packed = planWith(big, { device: ttDevice("tt-p150"), contextLength: 4096, policy: "packed" });
     expect(packed.fits).toBe(true);
     expect(packed.verdict).toMatch(/^fits with \d+\.\d\d GiB headroom \(needs \d+\.\d\d GiB, tt-p150 has 29\.80 GiB\)$/);
     expect(packed.suggestions).toEqual([]);
-    const twins = planResidency(big, { device: ttDevice("tt-p150"), contextLength: 4096, policy: "twin-for-all" });
+    const twins = planWith(big, { device: ttDevice("tt-p150"), contextLength: 4096, policy: "twin-for-all" });
     expect(twins.fits).toBe(false);
     // A bf16 twin of every matrix: 2 bytes per parameter, no packed words left.
     const parameters = big.tensors.filter((t) => t.ne.length === 2 && !t.name.endsWith("ssm_conv1d.weight")).reduce((s, t) => s + t.elements, 0);
@@ -116,17 +120,17 @@ describe("the seed's 27B arithmetic (header-only Q4_K_M-class file)", () => {
 
   it("does not fit a tt-n150 in any policy, naming the largest items and what would make it fit", () => {
     for (const policy of RESIDENCY_POLICIES) {
-      const plan = planResidency(big, { device: ttDevice("tt-n150"), contextLength: 4096, policy });
+      const plan = planWith(big, { device: ttDevice("tt-n150"), contextLength: 4096, policy });
       expect(plan.fits, policy).toBe(false);
       expect(plan.headroomBytes).toBeLessThan(0);
       expect(plan.largest.length).toBe(3);
       expect(plan.verdict).toContain(`largest items: ${plan.largest[0]!.label}`);
     }
-    const plan = planResidency(big, { device: ttDevice("tt-n150"), contextLength: 4096 });
+    const plan = planWith(big, { device: ttDevice("tt-n150"), contextLength: 4096 });
     // No context or sequence count helps: the packed weights alone exceed 12 GB.
     expect(plan.suggestions.map((s) => s.kind)).toEqual(["device", "quantization"]);
     expect(plan.suggestions[0]).toMatchObject({ value: "tt-n300" });
-    expect(planResidency(big, { device: ttDevice("tt-n300"), contextLength: 4096 }).fits).toBe(true);
+    expect(planWith(big, { device: ttDevice("tt-n300"), contextLength: 4096 }).fits).toBe(true);
     const bits = plan.suggestions[1]!.value as number;
     expect(bits).toBeGreaterThan(2);
     expect(bits).toBeLessThan(4.5);
@@ -134,22 +138,22 @@ describe("the seed's 27B arithmetic (header-only Q4_K_M-class file)", () => {
 
   it("suggests the longest context and the most sequences that fit, and they do fit", () => {
     const device = ttDevice("tt-p150");
-    const plan = planResidency(big, { device, contextLength: 65_536, sequences: 4 });
+    const plan = planWith(big, { device, contextLength: 65_536, sequences: 4 });
     expect(plan.fits).toBe(false);
     const context = plan.suggestions.find((s) => s.kind === "context")!.value as number;
     expect(context % 16).toBe(0);
-    expect(planResidency(big, { device, contextLength: context, sequences: 4 }).fits).toBe(true);
-    expect(planResidency(big, { device, contextLength: context + 16, sequences: 4 }).fits).toBe(false);
+    expect(planWith(big, { device, contextLength: context, sequences: 4 }).fits).toBe(true);
+    expect(planWith(big, { device, contextLength: context + 16, sequences: 4 }).fits).toBe(false);
     const sequences = plan.suggestions.find((s) => s.kind === "sequences")!.value as number;
-    expect(planResidency(big, { device, contextLength: 65_536, sequences }).fits).toBe(true);
-    expect(planResidency(big, { device, contextLength: 65_536, sequences: sequences + 1 }).fits).toBe(false);
+    expect(planWith(big, { device, contextLength: 65_536, sequences }).fits).toBe(true);
+    expect(planWith(big, { device, contextLength: 65_536, sequences: sequences + 1 }).fits).toBe(false);
   });
 
   it("the MTP block is resident only with speculative mtp: its weights and its attention layer's KV", () => {
-    const without = planResidency(bigMtp, { device: ttDevice("tt-p150") });
+    const without = planWith(bigMtp, { device: ttDevice("tt-p150") });
     expect(bytesOf(without, "mtp")).toBe(0);
     expect(without.model.skippedBytes).toBeGreaterThan(0);
-    const withMtp = planResidency(bigMtp, { device: ttDevice("tt-p150"), speculative: "mtp" });
+    const withMtp = planWith(bigMtp, { device: ttDevice("tt-p150"), speculative: "mtp" });
     const mtpTensors = bigMtp.tensors.filter((t) => t.name.startsWith("blk.64."));
     const weights = mtpTensors.reduce((sum, t) => sum + (t.ne.length === 1 ? t.elements * 4 : t.byteLength), 0);
     expect(bytesOf(withMtp, "mtp")).toBe(weights + 4096 * 4 * 1024); // one attention layer: 4 KiB of f16 KV per token
@@ -160,12 +164,12 @@ describe("the seed's 27B arithmetic (header-only Q4_K_M-class file)", () => {
 
 describe("the 0.8B shape", () => {
   it("its tied head [248320, 1024] decodes in 4 chunks of 65,536 rows", () => {
-    const plan = planResidency(small, { device: ttDevice("tt-n150") });
+    const plan = planWith(small, { device: ttDevice("tt-n150") });
     expect(plan.chunkPlane).toEqual({ tensor: "token_embd.weight", rows: 248_320, cols: 1024, chunkRows: 65_536, chunks: 4, bytes: 65_536 * 1024 * 4 });
   });
 
   it("fits a tt-n150, with its numbers", () => {
-    const plan = planResidency(small, { device: ttDevice("tt-n150"), contextLength: 4096 });
+    const plan = planWith(small, { device: ttDevice("tt-n150"), contextLength: 4096 });
     expect(plan.fits).toBe(true);
     expect(plan.capacityBytes).toBe(12e9);
     // Tied head: token_embd is read packed by the head matmul and through its twin by the gathers.
@@ -182,8 +186,8 @@ describe("the 0.8B shape", () => {
   });
 
   it("packed-head-twin reuses the gather twin for a tied head: no packed token_embd and no head plane", () => {
-    const packed = planResidency(small, { device: ttDevice("tt-n150") });
-    const headTwin = planResidency(small, { device: ttDevice("tt-n150"), policy: "packed-head-twin" });
+    const packed = planWith(small, { device: ttDevice("tt-n150") });
+    const headTwin = planWith(small, { device: ttDevice("tt-n150"), policy: "packed-head-twin" });
     const embd = small.tensors.find((t) => t.name === "token_embd.weight")!;
     expect(bytesOf(headTwin, "packed")).toBe(bytesOf(packed, "packed") - embd.byteLength);
     expect(bytesOf(headTwin, "twins")).toBe(bytesOf(packed, "twins"));
@@ -193,14 +197,14 @@ describe("the 0.8B shape", () => {
 
 describe("chunk policy and trace region", () => {
   it("honours KEEPQUANT_CHUNK_BYTES through the quant package's chunk policy, and rejects a bad value by name", () => {
-    const plan = planResidency(big, { device: ttDevice("tt-p150"), env: { KEEPQUANT_CHUNK_BYTES: String(100 * MiB) } });
+    const plan = planWith(big, { device: ttDevice("tt-p150"), env: { KEEPQUANT_CHUNK_BYTES: String(100 * MiB) } });
     // floor(100 MiB / (4 x 5120)) = 5120 rows of the head, 49 chunks
     expect(plan.chunkPlane).toMatchObject({ tensor: "output.weight", chunkRows: 5120, chunks: 49, bytes: 5120 * 5120 * 4 });
-    expect(() => planResidency(big, { device: ttDevice("tt-p150"), env: { KEEPQUANT_CHUNK_BYTES: "lots" } })).toThrow(/KEEPQUANT_CHUNK_BYTES/);
+    expect(() => planWith(big, { device: ttDevice("tt-p150"), env: { KEEPQUANT_CHUNK_BYTES: "lots" } })).toThrow(/KEEPQUANT_CHUNK_BYTES/);
   });
 
   it("llama numerics (the cpu default) decode no plane: matmuls dot packed rows", () => {
-    const plan = planResidency(big, { device: customDevice(64e9) });
+    const plan = planWith(big, { device: customDevice(64e9) });
     expect(plan.settings.numerics).toBe("llama");
     expect(plan.chunkPlane).toBeNull();
     expect(bytesOf(plan, "twins")).toBe(0);
@@ -208,7 +212,7 @@ describe("chunk policy and trace region", () => {
   });
 
   it("dynamic by default: programs of the captured decode step x TRACE_BYTES_PER_PROGRAM, whole MiB per chip", () => {
-    const plan = planResidency(big, { device: ttDevice("tt-p150") });
+    const plan = planWith(big, { device: ttDevice("tt-p150") });
     const region = plan.traceRegion;
     expect(region.policy).toBe("dynamic");
     // 16 attention + 48 GDN layers of non-matmul programs, plus one program per matmul chunk.
@@ -217,17 +221,17 @@ describe("chunk policy and trace region", () => {
     expect(region.bytes).toBe(Math.ceil((region.programs * TRACE_BYTES_PER_PROGRAM) / MiB) * MiB);
     expect(bytesOf(plan, "traceRegion")).toBe(region.bytes);
     // tt-n300: one region per chip.
-    const n300 = planResidency(big, { device: ttDevice("tt-n300") }).traceRegion;
+    const n300 = planWith(big, { device: ttDevice("tt-n300") }).traceRegion;
     expect(n300.bytes).toBe(2 * n300.bytesPerChip);
   });
 
   it("KEEPQUANT_TT_TRACE_REGION_MB opts into a fixed region counted against the device", () => {
-    const dynamic = planResidency(small, { device: ttDevice("tt-n150") });
-    const fixed = planResidency(small, { device: ttDevice("tt-n150"), env: { KEEPQUANT_TT_TRACE_REGION_MB: "64" } });
+    const dynamic = planWith(small, { device: ttDevice("tt-n150") });
+    const fixed = planWith(small, { device: ttDevice("tt-n150"), env: { KEEPQUANT_TT_TRACE_REGION_MB: "64" } });
     expect(fixed.traceRegion).toMatchObject({ policy: "fixed", bytes: 64 * MiB });
     expect(fixed.totalBytes - dynamic.totalBytes).toBe(64 * MiB - dynamic.traceRegion.bytes);
     expect(fixed.warnings).toEqual([]);
-    expect(planResidency(small, { device: ttDevice("tt-n150"), env: { KEEPQUANT_TT_TRACE_REGION_MB: "0.5" } }).traceRegion.bytes).toBe(MiB / 2);
+    expect(planWith(small, { device: ttDevice("tt-n150"), env: { KEEPQUANT_TT_TRACE_REGION_MB: "0.5" } }).traceRegion.bytes).toBe(MiB / 2);
   });
 
   it.each([
@@ -235,7 +239,7 @@ describe("chunk policy and trace region", () => {
     ["-8", "it is negative"],
     ["20000", "larger than the device"],
   ])("an unusable KEEPQUANT_TT_TRACE_REGION_MB=%s falls back to dynamic with a warning naming it", (value, problem) => {
-    const plan = planResidency(small, { device: ttDevice("tt-n150"), env: { KEEPQUANT_TT_TRACE_REGION_MB: value } });
+    const plan = planWith(small, { device: ttDevice("tt-n150"), env: { KEEPQUANT_TT_TRACE_REGION_MB: value } });
     expect(plan.traceRegion.policy).toBe("dynamic");
     expect(plan.warnings).toHaveLength(1);
     expect(plan.warnings[0]).toMatchObject({ code: "TRACE_REGION_FALLBACK", variable: "KEEPQUANT_TT_TRACE_REGION_MB", value });
@@ -249,7 +253,7 @@ describe("input and devices", () => {
     const bad = (input: Record<string, unknown>, field: string) => {
       let error: unknown;
       try {
-        planResidency(small, { device: ttDevice("tt-n150"), ...input });
+        planWith(small, { device: ttDevice("tt-n150"), ...input });
       } catch (e) {
         error = e;
       }
@@ -269,7 +273,7 @@ describe("input and devices", () => {
     const { metadata, tensors } = qwen35SpecLayout(QWEN35_TEST_SHAPE);
     const list = tensors.filter((t) => t.name !== "blk.0.ssm_a").map((t) => ({ name: t.name, type: 0, ne: [...t.ne] }));
     const file = await readGguf(writeGguf({ metadata, tensors: list.map((t) => ({ ...t, data: new Uint8Array(tensorByteLength(t)) })) }));
-    expect(() => planResidency(file, { device: customDevice(1e9) })).toThrow(/blk\.0\.ssm_a: missing required tensor/);
+    expect(() => planWith(file, { device: customDevice(1e9) })).toThrow(/blk\.0\.ssm_a: missing required tensor/);
   });
 
   it("devices: vendor decimal GB, --memory replaces the capacity", () => {
