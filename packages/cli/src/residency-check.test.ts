@@ -1,11 +1,20 @@
 import { spawnSync } from "node:child_process";
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { cpuAvailableMemory } from "@keepquant/engine";
-import { GgmlType, QWEN35_27B_SHAPE, qwen35SpecLayout, writeQwen35HeaderOnly, type Qwen35Spec } from "@keepquant/gguf";
+import {
+  GgmlType,
+  QWEN35_27B_SHAPE,
+  QWEN35_TEST_SHAPE,
+  qwen35SpecLayout,
+  tensorByteLength,
+  writeGguf,
+  writeQwen35HeaderOnly,
+  type Qwen35Spec,
+} from "@keepquant/gguf";
 
 const bin = fileURLToPath(new URL("../dist/keepquant.js", import.meta.url));
 const dir = mkdtempSync(path.join(tmpdir(), "kq-residency-"));
@@ -52,5 +61,15 @@ describe("run and chat consult the planner for cpu before loading", () => {
     expect(r.stderr).toMatch(/^warning: PLAN_DOES_NOT_FIT: .*Loading anyway \(--force\)$/m);
     expect(r.code).toBe(1);
     expect(r.stderr).toMatch(/^error: KEEPQUANT_UNSUPPORTED_GGML_TYPE: .*IQ2_XXS/m);
+  });
+
+  it("a file the load plan refuses is left to Engine.load, which names the tensor", () => {
+    const { metadata, tensors } = qwen35SpecLayout(QWEN35_TEST_SHAPE);
+    const list = tensors.filter((t) => t.name !== "blk.0.ssm_a").map((t) => ({ name: t.name, type: GgmlType.F32, ne: [...t.ne] }));
+    const refused = path.join(dir, "missing-ssm-a.gguf");
+    writeFileSync(refused, writeGguf({ metadata, tensors: list.map((t) => ({ ...t, data: new Uint8Array(tensorByteLength(t)) })) }));
+    const r = cli(["run", refused, "--prompt-ids", "1,2,3"]);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/^error: ENGINE_LOAD_REFUSED: .*blk\.0\.ssm_a/);
   });
 });
