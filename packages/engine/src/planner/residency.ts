@@ -421,7 +421,7 @@ function compute(facts: ModelFacts, settings: ResolvedPlanSettings, device: Plan
         ? `every matrix decoded to bf16 (${twinNames.length} tensors)`
         : twinNames.map((name) => `${name.replace(/\.weight$/, "")} ${name === "token_embd.weight" ? (facts.plan.tiedHead && policy !== "packed" ? "(gathers + head)" : "(gathers)") : "(head)"}`).join(" + ");
   let planeDetail: string;
-  const plane = chunkPlane as ChunkPlaneInfo | null;
+  const plane: ChunkPlaneInfo | null = chunkPlane;
   if (plane) {
     planeDetail = `${plane.tensor}: ${plane.chunkRows} of ${plane.rows} rows x ${plane.cols} f32, ${plural(plane.chunks, "chunk")}`;
   } else if (numerics !== "bf16") {
