@@ -421,46 +421,16 @@ struct AttentionContext {
   size_t offset(const int32_t* blockTable, int j, int kvHead) const {
     return ((size_t)blockTable[j / blockSize] * blockSize + (size_t)(j % blockSize)) * rowStride + (size_t)kvHead * Dh;
   }
-  float kAt(size_t base, int i) const {
-    return f16 ? halfToF32(static_cast<const uint16_t*>(kPlane)[base + i]) : static_cast<const float*>(kPlane)[base + i];
-  }
-  // f64 dot of K rows at positions [j0, j1) against q, four independent chains (each in order)
+  // f64 dots of the K rows at positions [j0, j1) against q (each in element order), f32 scores
   void scores(const int32_t* blockTable, int j0, int j1, int kvHead, const float* q, float* out) const {
-    int j = j0;
-    for (; j + 4 <= j1; j += 4) {
-      const size_t b0 = offset(blockTable, j, kvHead), b1 = offset(blockTable, j + 1, kvHead);
-      const size_t b2 = offset(blockTable, j + 2, kvHead), b3 = offset(blockTable, j + 3, kvHead);
-      double d0 = 0, d1 = 0, d2 = 0, d3 = 0;
-      if (f16) {
-        const uint16_t* k = static_cast<const uint16_t*>(kPlane);
-        for (int i = 0; i < Dh; ++i) {
-          const double qi = q[i];
-          d0 += (double)halfToF32(k[b0 + i]) * qi;
-          d1 += (double)halfToF32(k[b1 + i]) * qi;
-          d2 += (double)halfToF32(k[b2 + i]) * qi;
-          d3 += (double)halfToF32(k[b3 + i]) * qi;
-        }
-      } else {
-        const float* k = static_cast<const float*>(kPlane);
-        for (int i = 0; i < Dh; ++i) {
-          const double qi = q[i];
-          d0 += (double)k[b0 + i] * qi;
-          d1 += (double)k[b1 + i] * qi;
-          d2 += (double)k[b2 + i] * qi;
-          d3 += (double)k[b3 + i] * qi;
-        }
-      }
-      out[j - j0] = (float)d0 * scale;
-      out[j + 1 - j0] = (float)d1 * scale;
-      out[j + 2 - j0] = (float)d2 * scale;
-      out[j + 3 - j0] = (float)d3 * scale;
+    thread_local std::vector<const void*> rows;
+    if (rows.size() < (size_t)(j1 - j0)) rows.resize((size_t)(j1 - j0));
+    for (int j = j0; j < j1; ++j) {
+      const size_t base = offset(blockTable, j, kvHead);
+      rows[j - j0] = f16 ? (const void*)(static_cast<const uint16_t*>(kPlane) + base) : (const void*)(static_cast<const float*>(kPlane) + base);
     }
-    for (; j < j1; ++j) {
-      const size_t b = offset(blockTable, j, kvHead);
-      double d = 0;
-      for (int i = 0; i < Dh; ++i) d += (double)kAt(b, i) * (double)q[i];
-      out[j - j0] = (float)d * scale;
-    }
+    if (f16) ops->scoresF16(reinterpret_cast<const uint16_t* const*>(rows.data()), j1 - j0, q, Dh, scale, out);
+    else ops->scoresF32(reinterpret_cast<const float* const*>(rows.data()), j1 - j0, q, Dh, scale, out);
   }
   void madV(float* acc, size_t base, float p) const {
     if (f16) ops->madF16(acc, static_cast<const uint16_t*>(vPlane) + base, p, Dh);
