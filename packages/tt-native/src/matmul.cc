@@ -36,6 +36,7 @@ namespace {
 void rowBlock(const LlamaRowsJob& job, int64_t r0, int64_t r1) {
   const VecDotFn dot = kernels().vecDot[job.type];
   const VecDotMultiFn multi = kernels().vecDotMulti[job.type];
+  const int multiRows = kernels().multiRows[job.type];
   const size_t wBytes = weightRowBytes(job.type, job.k);
   const int64_t m = job.m, n = job.n;
   const int64_t mTile = 32;
@@ -44,8 +45,8 @@ void rowBlock(const LlamaRowsJob& job, int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const uint8_t* wr = job.w + (size_t)r * wBytes;
       if (multi) {
-        for (int64_t mi = m0; mi < m1; mi += kMultiRows) {
-          const int rows = (int)std::min<int64_t>(kMultiRows, m1 - mi);
+        for (int64_t mi = m0; mi < m1; mi += multiRows) {
+          const int rows = (int)std::min<int64_t>(multiRows, m1 - mi);
           multi((int)job.k, wr, job.act + (size_t)mi * job.actBytes, job.actBytes, rows, job.y + (size_t)mi * n + r, (size_t)n);
         }
       } else {
