@@ -229,6 +229,31 @@ describe.skipIf(reason !== undefined)("native step", () => {
     step.dispose();
   });
 
+  it("Engine: timers and I/O callbacks keep running while a long prefill is in flight", async () => {
+    const { Engine } = await import("../engine.js");
+    const engine = await Engine.load(await fixtureFile(PARITY_FIXTURES[0]!), { maxBatchTokens: 512 });
+    const step = (engine as unknown as { nativeStep: NativeStep | undefined }).nativeStep;
+    expect(step, "the engine runs the native step").toBeDefined();
+    step!.holdNextStep();
+    let settled = false;
+    const result = engine.generateToEnd(Array.from({ length: 400 }, (_, i) => (i * 31) % 1000), { maxTokens: 2 }).then((r) => {
+      settled = true;
+      return r;
+    });
+    // a counter driven by the event loop: it can only advance while the step runs off this thread
+    let turns = 0;
+    while (turns < 5) {
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      turns++;
+    }
+    expect(settled).toBe(false);
+    step!.releaseHold();
+    const done = await result;
+    expect(step!.lastHold).toBe("released");
+    expect(done.tokens.length).toBe(2);
+    engine.dispose();
+  });
+
   it("refuses a bad step with a typed error and stays usable", async () => {
     const weights = await loadWeights(await fixtureFile(PARITY_FIXTURES[0]!), "llama");
     const p = pools(weights, "f16");
