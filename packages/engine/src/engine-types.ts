@@ -57,7 +57,10 @@ export interface EngineOptions {
 export interface GenerateParams extends SamplingModuleParams {
   /** Aborts the request; the stream then ends with stopReason "abort". */
   signal?: AbortSignal;
-  /** Recognize special-token texts in a string prompt (default true). */
+  /**
+   * Recognize special-token texts (e.g. "<|im_start|>") in a string prompt. Default false: the
+   * prompt is plain text. Opt in only for trusted prompts; chats go through `encodeChat`.
+   */
   parseSpecial?: boolean;
   /** Same as `ignoreEog: !stopAtEog` (default true). */
   stopAtEog?: boolean;

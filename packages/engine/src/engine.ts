@@ -298,8 +298,12 @@ export class Engine {
     return new Engine(weights, resolved, { ...selection.opProviders }, diagnostics, selection.byWeight, extras.tokenizer);
   }
 
-  /** Encodes a prompt with the file's tokenizer. */
-  tokenize(text: string, parseSpecial = true): number[] {
+  /**
+   * Encodes a prompt with the file's tokenizer. Plain text by default: "<|im_start|>" in `text`
+   * stays text; `parseSpecial: true` (an explicit opt-in, for trusted prompts) turns special-token
+   * texts into their tokens.
+   */
+  tokenize(text: string, parseSpecial = false): number[] {
     if (!this.tokenizer) throw new EngineError("ENGINE_NO_TOKENIZER", "this model has no usable tokenizer: pass token ids");
     return this.tokenizer.encode(text, { parseSpecial });
   }
@@ -321,7 +325,7 @@ export class Engine {
    */
   generate(prompt: string | readonly number[], params: GenerateParams = {}): GenerationStream {
     if (this.disposed) throw new EngineError("ENGINE_DISPOSED", "engine is disposed");
-    const ids = typeof prompt === "string" ? this.tokenize(prompt, params.parseSpecial ?? true) : [...prompt];
+    const ids = typeof prompt === "string" ? this.tokenize(prompt, params.parseSpecial ?? false) : [...prompt];
     if (ids.length === 0) throw new EngineOptionError("ENGINE_BAD_REQUEST", "prompt is empty", { field: "prompt" });
     this.checkIds(ids, "prompt");
     const { signal, parseSpecial, stopAtEog, ...samplingParams } = params;
