@@ -1,7 +1,7 @@
 import type { KvType } from "./kv/paged-kv.js";
 import type { Numerics } from "./model/matmul.js";
 import type { PrefixCacheStats } from "./kv/prefix-cache.js";
-import type { SamplingParams as SamplingModuleParams, StopReason } from "./sampling/index.js";
+import type { SamplingParams as SamplingModuleParams, StopReason, TokenLogprob } from "./sampling/index.js";
 
 export interface EngineOptions {
   /**
@@ -64,6 +64,11 @@ export interface GenerateParams extends SamplingModuleParams {
   parseSpecial?: boolean;
   /** Same as `ignoreEog: !stopAtEog` (default true). */
   stopAtEog?: boolean;
+  /**
+   * When set, each token event carries `logprob` (of the raw model distribution, before penalties
+   * and temperature) and `topLogprobs`: this many most likely tokens (0 to MAX_TOP_LOGPROBS).
+   */
+  logprobs?: number;
 }
 
 /** @deprecated use GenerateParams */
@@ -94,7 +99,7 @@ export interface GenerationResult {
 }
 
 export type GenerationEvent =
-  | { type: "token"; token: number; text: string }
+  | { type: "token"; token: number; text: string; logprob?: number; topLogprobs?: TokenLogprob[] }
   | { type: "done"; result: GenerationResult };
 
 export interface ResidentBytes {

@@ -18,7 +18,7 @@ import type { MatmulProvider, Numerics } from "./model/matmul.js";
 import { quantDequantizeRow, selectProviders, typescriptProviders, allMatrices } from "./model/providers.js";
 import type { ModelWeights, PackedMatrix } from "./model/weights.js";
 import { Scheduler, type ScheduledSequence } from "./scheduler.js";
-import { Sampler, StopStringMatcher } from "./sampling/index.js";
+import { logprobsOf, MAX_TOP_LOGPROBS, Sampler, StopStringMatcher, type SampledLogprobs } from "./sampling/index.js";
 import { StreamingDetokenizer, Tokenizer } from "./tokenizer/index.js";
 
 interface ResolvedOptions {
@@ -328,8 +328,11 @@ export class Engine {
     const ids = typeof prompt === "string" ? this.tokenize(prompt, params.parseSpecial ?? false) : [...prompt];
     if (ids.length === 0) throw new EngineOptionError("ENGINE_BAD_REQUEST", "prompt is empty", { field: "prompt" });
     this.checkIds(ids, "prompt");
-    const { signal, parseSpecial, stopAtEog, ...samplingParams } = params;
+    const { signal, parseSpecial, stopAtEog, logprobs, ...samplingParams } = params;
     void parseSpecial;
+    if (logprobs !== undefined && (!Number.isInteger(logprobs) || logprobs < 0 || logprobs > MAX_TOP_LOGPROBS)) {
+      throw new EngineOptionError("ENGINE_BAD_REQUEST", `logprobs must be an integer in [0, ${MAX_TOP_LOGPROBS}], got ${String(logprobs)}`, { field: "logprobs" });
+    }
     let sampler: Sampler;
     try {
       sampler = new Sampler({ ...samplingParams, temperature: samplingParams.temperature ?? 0 });
@@ -474,11 +477,13 @@ export class Engine {
       if (!chunk.needsLogits) continue;
       const rowLogits = logits.subarray(row * vocab, (row + 1) * vocab);
       row++;
-      this.acceptToken(request, request.sampler.sample(rowLogits, request.tokens));
+      const token = request.sampler.sample(rowLogits, request.tokens);
+      const n = request.params.logprobs;
+      this.acceptToken(request, token, n === undefined ? undefined : logprobsOf(rowLogits, token, n));
     }
   }
 
-  private acceptToken(request: Request, token: number): void {
+  private acceptToken(request: Request, token: number, logprobs?: SampledLogprobs): void {
     if (request.finished) return;
     if (request.generated.length === 0) request.firstTokenAt = performance.now();
     if (!request.ignoreEog && this.tokenizer?.isEog(token) === true) {
@@ -495,7 +500,7 @@ export class Engine {
       stopped = match.stop !== undefined;
       request.text += text;
     }
-    request.push({ type: "token", token, text });
+    request.push(logprobs ? { type: "token", token, text, logprob: logprobs.logprob, topLogprobs: logprobs.top } : { type: "token", token, text });
     if (stopped) this.finishRequest(request, "stop_string");
     else if (request.generated.length >= request.maxTokens) this.finishRequest(request, "max_tokens");
     else if (request.tokens.length >= request.maxLength) this.finishRequest(request, "context");
