@@ -12,5 +12,6 @@ export const COMMANDS: readonly CommandEntry[] = [
   { name: "inspect", summary: "show a GGUF file: architecture, hyperparameters, tensors, load plan", load: async () => (await import("./inspect.js")).command as CliCommand },
   { name: "run", summary: "generate text with a qwen35 GGUF model (default: the embedded synthetic model)", load: async () => (await import("./run.js")).command as CliCommand },
   { name: "chat", summary: "chat with a qwen35 GGUF model through its chat template (default: the embedded synthetic model)", load: async () => (await import("./chat.js")).command as CliCommand },
+  { name: "serve", summary: "serve a model over an OpenAI-compatible HTTP API with metrics and a web chat page", load: async () => (await import("./serve.js")).command as CliCommand },
   { name: "parity", summary: "run the parity gate against llama.cpp goldens (exit 0 pass, 1 fail, 77 skip)", load: async () => (await import("./parity.js")).command as CliCommand },
 ];
