@@ -69,6 +69,12 @@ export interface GenerateParams extends SamplingModuleParams {
    * and temperature) and `topLogprobs`: this many most likely tokens (0 to MAX_TOP_LOGPROBS).
    */
   logprobs?: number;
+  /**
+   * With the prefix cache on: further prompt lengths (in tokens) where this prompt's prefix is
+   * cached, rounded down to a KV block, besides its last full block. A server passes the end of a
+   * shared system prompt so that other conversations starting with it skip recomputing it.
+   */
+  prefixCachePoints?: readonly number[];
 }
 
 /** @deprecated use GenerateParams */

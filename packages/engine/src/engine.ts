@@ -95,6 +95,7 @@ class Request implements ScheduledSequence {
   blockTable: number[] = [];
   stateSlot = -1;
   finished = false;
+  snapshotPoints: readonly number[] | undefined;
   preemptions = 0;
   readonly generated: number[] = [];
   text = "";
@@ -328,7 +329,7 @@ export class Engine {
     const ids = typeof prompt === "string" ? this.tokenize(prompt, params.parseSpecial ?? false) : [...prompt];
     if (ids.length === 0) throw new EngineOptionError("ENGINE_BAD_REQUEST", "prompt is empty", { field: "prompt" });
     this.checkIds(ids, "prompt");
-    const { signal, parseSpecial, stopAtEog, logprobs, ...samplingParams } = params;
+    const { signal, parseSpecial, stopAtEog, logprobs, prefixCachePoints, ...samplingParams } = params;
     void parseSpecial;
     if (logprobs !== undefined && (!Number.isInteger(logprobs) || logprobs < 0 || logprobs > MAX_TOP_LOGPROBS)) {
       throw new EngineOptionError("ENGINE_BAD_REQUEST", `logprobs must be an integer in [0, ${MAX_TOP_LOGPROBS}], got ${String(logprobs)}`, { field: "logprobs" });
@@ -363,6 +364,10 @@ export class Engine {
       detokenizer,
       new StopStringMatcher(sampler.params.stop),
     );
+    if (prefixCachePoints !== undefined && (!Array.isArray(prefixCachePoints) || prefixCachePoints.some((p) => !Number.isSafeInteger(p) || p < 0))) {
+      throw new EngineOptionError("ENGINE_BAD_REQUEST", "prefixCachePoints must be an array of token counts >= 0", { field: "prefixCachePoints" });
+    }
+    request.snapshotPoints = prefixCachePoints;
     this.requests.add(request);
     if (signal) {
       if (signal.aborted) {

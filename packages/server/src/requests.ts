@@ -28,6 +28,8 @@ export interface SamplingFields {
   includeUsage: boolean;
   /** top alternatives per token; undefined = no logprobs */
   logprobs: number | undefined;
+  /** llama.cpp/vLLM extension: generate past end-of-generation tokens (benchmarks) */
+  ignoreEos: boolean;
 }
 
 export interface ToolDefinition {
@@ -134,6 +136,7 @@ function parseSampling(body: Body, logprobs: number | undefined): SamplingFields
     stream,
     includeUsage,
     logprobs,
+    ignoreEos: optionalBoolean(body, "ignore_eos") ?? false,
   };
 }
 

@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { encodeChat, Engine } from "@keepquant/engine";
-import OpenAI from "openai";
+import OpenAI, { type APIError, type BadRequestError } from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createKeepquantServer } from "./server.js";
 import { defaultModelFile, SCRIPT, scriptedToolEngine, startTestServer, type TestServer } from "./test-support.js";
@@ -41,6 +41,12 @@ function expectPoolsFull(e: Engine): void {
   expect(s.requests).toEqual({ running: 0, waiting: 0 });
 }
 
+/** The fixture template opens <think>: the text up to </think> is reasoning, the rest content. */
+function splitReasoning(text: string): { reasoning: string; content: string } {
+  const cut = text.indexOf("</think>");
+  return cut < 0 ? { reasoning: text, content: "" } : { reasoning: text.slice(0, cut), content: text.slice(cut + "</think>".length).trim() };
+}
+
 async function metricValue(name: string, labels = ""): Promise<number> {
   const text = await (await fetch(`${serving.url}/metrics`, { headers: { Authorization: `Bearer ${API_KEY}` } })).text();
   const line = text.split("\n").find((l) => l.startsWith(`${name}${labels} `) || (labels === "" && l.startsWith(`${name} `)));
@@ -68,12 +74,7 @@ describe("the official openai client against keepquant serve", () => {
     expect(completion.usage?.total_tokens).toBe(ids.length + expected.tokens.length);
     expect(completion.usage?.prompt_tokens_details?.cached_tokens).toBeGreaterThanOrEqual(0);
     const message = completion.choices[0]!.message as { content: string | null; reasoning_content?: string };
-    // the fixture template opens <think>: the text up to </think> is reasoning, the rest content
-    const cut = expected.text.indexOf("</think>");
-    const reasoning = cut >= 0 ? expected.text.slice(0, cut) : expected.text;
-    const content = cut >= 0 ? expected.text.slice(cut + "</think>".length).trim() : "";
-    expect(message.reasoning_content ?? "").toBe(reasoning);
-    expect(message.content ?? "").toBe(content);
+    expect({ reasoning: message.reasoning_content ?? "", content: message.content ?? "" }).toEqual(splitReasoning(expected.text));
     expect(completion.choices[0]!.finish_reason).toBe(expected.stopReason === "eog" ? "stop" : "length");
   });
 
@@ -192,16 +193,16 @@ describe("errors surface as the client's typed errors", () => {
         (e: unknown) => e,
       );
       expect(error, JSON.stringify(body)).toBeInstanceOf(OpenAI.BadRequestError);
-      expect((error as OpenAI.BadRequestError).param).toBe(param);
-      expect((error as OpenAI.BadRequestError).type).toBe("invalid_request_error");
+      expect((error as BadRequestError).param).toBe(param);
+      expect((error as BadRequestError).type).toBe("invalid_request_error");
     }
   });
 
   it("400 when prompt plus max_tokens exceeds the context", async () => {
     const error = await client.completions.create({ model: "x", prompt: "hello", max_tokens: 5000 }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(OpenAI.BadRequestError);
-    expect((error as OpenAI.BadRequestError).code).toBe("context_length_exceeded");
-    expect((error as OpenAI.BadRequestError).message).toMatch(/maximum context length is 2048 tokens/);
+    expect((error as BadRequestError).code).toBe("context_length_exceeded");
+    expect((error as BadRequestError).message).toMatch(/maximum context length is 2048 tokens/);
   });
 
   it("401 for a wrong or missing key, 404 for an unknown route", async () => {
@@ -240,7 +241,7 @@ describe("errors surface as the client's typed errors", () => {
       expect((await fetch(`${url}/health`)).status).toBe(503);
       const early = await local.completions.create({ model: "x", prompt: "hi", max_tokens: 1 }).catch((e: unknown) => e);
       expect(early).toBeInstanceOf(OpenAI.InternalServerError);
-      expect((early as OpenAI.APIError).status).toBe(503);
+      expect((early as APIError).status).toBe(503);
       const oneSlot = await Engine.load(modelFile, { maxSequences: 1 });
       release(oneSlot);
       await new Promise((resolve) => setImmediate(resolve));
@@ -380,6 +381,29 @@ describe("serving behaviour", () => {
     expect(afterSecond - afterFirst).toBe(promptB.length - cached);
     expect(second.choices[0]!.text).toBe((await reference.generateToEnd(b, { maxTokens: 6 })).text);
     expect(await metricValue("keepquant_prefix_cache_hit_tokens_total")).toBeGreaterThanOrEqual(cached);
+  });
+
+  it("prefix cache: conversations sharing a long system prompt compute it once", async () => {
+    engine.clearPrefixCache();
+    const system = { role: "system" as const, content: `You answer questions about keepquant. ${"Rules: be brief, be right. ".repeat(10)}` };
+    const first = await client.chat.completions.create({ model: "x", messages: [system, { role: "user", content: "What is GGUF?" }], max_tokens: 4, temperature: 0 });
+    const before = engine.stats().counters.prefillTokens;
+    const messages = [system, { role: "user" as const, content: "And what is a KV cache, in short?" }];
+    const second = await client.chat.completions.create({ model: "x", messages, max_tokens: 4, temperature: 0 });
+    const head = encodeChat(reference.tokenizer!, [system], { addGenerationPrompt: false }).ids.length;
+    const cached = second.usage!.prompt_tokens_details!.cached_tokens!;
+    expect(first.usage!.prompt_tokens_details!.cached_tokens).toBe(0);
+    expect(cached).toBe(Math.floor(head / 16) * 16);
+    expect(cached).toBeGreaterThan(64);
+    expect(engine.stats().counters.prefillTokens - before).toBe(second.usage!.prompt_tokens - cached);
+    const { ids } = encodeChat(reference.tokenizer!, messages);
+    expect(second.choices[0]!.message).toEqual(
+      (await client.chat.completions.create({ model: "x", messages, max_tokens: 4, temperature: 0 })).choices[0]!.message,
+    );
+    const plain = await reference.generateToEnd(ids, { maxTokens: 4 });
+    expect(second.usage!.completion_tokens).toBe(plain.tokens.length);
+    const message = second.choices[0]!.message as { content: string | null; reasoning_content?: string };
+    expect({ reasoning: message.reasoning_content ?? "", content: message.content ?? "" }).toEqual(splitReasoning(plain.text));
   });
 
   it("a client that disconnects mid-stream aborts its request: blocks and slot go back", async () => {

@@ -10,6 +10,7 @@ import { randomBytes, randomInt, timingSafeEqual } from "node:crypto";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import {
+  type ChatMessage,
   type Engine,
   type EngineStats,
   EngineError,
@@ -18,6 +19,7 @@ import {
   type GenerationResult,
   type StopReason,
   type TokenLogprob,
+  type Tokenizer,
 } from "@keepquant/engine";
 import { ApiError, invalidRequest } from "./errors.js";
 import { type FinishLabel, ServerMetrics } from "./metrics.js";
@@ -214,7 +216,8 @@ export class KeepquantServer {
   private async handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
     const path = (req.url ?? "/").split("?")[0]!;
     const route = this.routes.get(path);
-    res.on("finish", () => this.metrics.httpResponses.inc({ route: route?.name ?? "unknown", status: String(res.statusCode) }));
+    // "close" comes for finished responses and for clients that went away mid-stream alike
+    res.once("close", () => this.metrics.httpResponses.inc({ route: route?.name ?? "unknown", status: String(res.statusCode) }));
     if (this.draining) res.setHeader("Connection", "close");
     try {
       if (!route) throw new ApiError(404, "not_found_error", `no route for ${req.method} ${path}`, null, "not_found");
@@ -404,6 +407,7 @@ export class KeepquantServer {
       frequencyPenalty: request.frequencyPenalty,
       seed: request.seed ?? randomInt(0, 2 ** 31),
       stop: request.stop,
+      ignoreEog: request.ignoreEos,
       signal,
       ...(request.logprobs === undefined ? {} : { logprobs: request.logprobs }),
     };
@@ -516,6 +520,8 @@ export class KeepquantServer {
       throw invalidRequest("messages", `the chat template failed: ${(error as Error).message}`, "template_error");
     }
     const maxTokens = this.fitContext(encoded.ids.length, request.maxTokens, "messages");
+    const params = this.engineParams(request, maxTokens, new AbortController().signal);
+    const head = sharedHeadLength(tokenizer, request.messages, useTools ? request.tools : undefined, encoded.ids);
     this.admit(engine);
     await this.track(res, async (controller) => {
       const id = newId("chatcmpl-");
@@ -560,7 +566,7 @@ export class KeepquantServer {
         engine,
         "chat",
         encoded.ids,
-        this.engineParams(request, maxTokens, controller.signal),
+        { ...params, signal: controller.signal, ...(head > 0 ? { prefixCachePoints: [head] } : {}) },
         arrival,
         (text, token, logprob, top) => {
           let entries: unknown[] | undefined;
@@ -675,6 +681,25 @@ export class KeepquantServer {
   /** Engine stats, or undefined while loading (for embedding applications and tests). */
   engineStats(): EngineStats | undefined {
     return this.engine?.stats();
+  }
+}
+
+/**
+ * Tokens of the conversation's leading system turn(s) (tools included) when the prompt starts with
+ * exactly them, else 0: the prefix cache also snapshots there, so other conversations with the same
+ * system prompt skip recomputing it.
+ */
+function sharedHeadLength(tokenizer: Tokenizer, messages: readonly ChatMessage[], tools: readonly unknown[] | undefined, ids: readonly number[]): number {
+  let count = 0;
+  while (count < messages.length && messages[count]!.role === "system") count++;
+  if (count === 0 || count === messages.length) return 0;
+  try {
+    const head = encodeChat(tokenizer, messages.slice(0, count), { addGenerationPrompt: false, ...(tools ? { tools } : {}) }).ids;
+    if (head.length === 0 || head.length >= ids.length) return 0;
+    for (let i = 0; i < head.length; i++) if (head[i] !== ids[i]) return 0;
+    return head.length;
+  } catch {
+    return 0;
   }
 }
 

@@ -86,7 +86,7 @@ export async function scriptedToolEngine(options: EngineOptions = {}): Promise<E
   const byteLevel = (text: string): string => bytesToByteLevel(new TextEncoder().encode(text));
   const call = `\n${JSON.stringify({ name: SCRIPT.toolName, arguments: SCRIPT.toolArguments })}\n`;
   const extra = [byteLevel(SCRIPT.reasoning), byteLevel(call), byteLevel(SCRIPT.answer)];
-  const vocab = { ...base, tokens: [...base.tokens, ...extra], tokenTypes: [...(base.tokenTypes ?? base.tokens.map(() => 1)), 1, 1, 1] };
+  const vocab = { ...base, tokens: [...base.tokens, ...extra], tokenTypes: [...Array.from(base.tokenTypes ?? base.tokens.map(() => 1)), 1, 1, 1] };
   const tokenizer = Tokenizer.fromVocab(vocab);
   const id = (text: string): number => {
     const found = tokenizer.tokenId(text);
