@@ -81,11 +81,11 @@ type PackedMatrix = ModelWeights["tokenEmbd"];
  * (first turn) or a text answer (after the tool result). The vocabulary is the fixture vocabulary
  * plus three tokens whose texts are the reasoning, the call body and the answer.
  */
-export async function scriptedToolEngine(options: EngineOptions = {}): Promise<Engine> {
+export async function scriptedToolEngine(options: EngineOptions = {}, script: { answer?: string } = {}): Promise<Engine> {
   const base = vocabFromJson(vocabJson());
   const byteLevel = (text: string): string => bytesToByteLevel(new TextEncoder().encode(text));
   const call = `\n${JSON.stringify({ name: SCRIPT.toolName, arguments: SCRIPT.toolArguments })}\n`;
-  const extra = [byteLevel(SCRIPT.reasoning), byteLevel(call), byteLevel(SCRIPT.answer)];
+  const extra = [byteLevel(SCRIPT.reasoning), byteLevel(call), byteLevel(script.answer ?? SCRIPT.answer)];
   const vocab = { ...base, tokens: [...base.tokens, ...extra], tokenTypes: [...Array.from(base.tokenTypes ?? base.tokens.map(() => 1)), 1, 1, 1] };
   const tokenizer = Tokenizer.fromVocab(vocab);
   const id = (text: string): number => {

@@ -1,0 +1,179 @@
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { Engine } from "@keepquant/engine";
+import { type Browser, chromium, type Page } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { defaultModelFile, scriptedToolEngine, startTestServer, type TestServer } from "./test-support.js";
+
+/** Debian's chromium (CHROMIUM overrides): nothing is downloaded at run time. */
+const chromiumPath = [process.env.CHROMIUM, "/usr/bin/chromium", "/usr/bin/chromium-browser"].find((p) => p !== undefined && existsSync(p));
+const SKIP = chromiumPath ? "" : " (skipped: no Chromium installed; Debian: apt-get install chromium)";
+const API_KEY = "webui-key";
+/** What the scripted model answers: markup that must stay text. */
+const HOSTILE = '<script>window.__xss = 1</script><img src="x" onerror="window.__xss = 2"> **bold** and `code`';
+
+const workDir = mkdtempSync(path.join(tmpdir(), "kq-webui-"));
+let browser: Browser;
+let engine: Engine;
+let serving: TestServer;
+
+beforeAll(async () => {
+  if (!chromiumPath) return;
+  engine = await Engine.load(await defaultModelFile(path.join(workDir, "cache")), { prefixCacheSnapshots: 8 });
+  serving = await startTestServer(engine, { apiKey: API_KEY, modelName: "tied-4l-f32", synthetic: true, contextTokens: 4096 });
+  browser = await chromium.launch({ executablePath: chromiumPath, args: ["--no-sandbox", "--disable-gpu"] });
+});
+
+afterAll(async () => {
+  await browser?.close();
+  await serving?.close();
+  engine?.dispose();
+  rmSync(workDir, { recursive: true, force: true });
+});
+
+/** Saves a screenshot in the test's folder, and into KEEPQUANT_SCREENSHOT_DIR when set (docs/images). */
+async function screenshot(page: Page, name: string): Promise<string> {
+  const file = path.join(workDir, name);
+  await page.screenshot({ path: file });
+  const target = process.env.KEEPQUANT_SCREENSHOT_DIR;
+  if (target) {
+    mkdirSync(target, { recursive: true });
+    copyFileSync(file, path.join(target, name));
+  }
+  return file;
+}
+
+async function metric(url: string, name: string, labels: string[] = []): Promise<number> {
+  const text = await (await fetch(`${url}/metrics`, { headers: { Authorization: `Bearer ${API_KEY}` } })).text();
+  let sum = 0;
+  for (const line of text.split("\n")) {
+    if ((line.startsWith(`${name}{`) || line.startsWith(`${name} `)) && labels.every((l) => line.includes(l))) sum += Number(line.split(" ").pop());
+  }
+  return sum;
+}
+
+describe("the web chat page in headless Chromium", () => {
+  it.skipIf(!chromiumPath)(`asks for the key, streams an answer, stops a long one, and reads well at phone width${SKIP}`, async () => {
+    const context = await browser.newContext({ viewport: { width: 1100, height: 760 } });
+    const page = await context.newPage();
+    const requested = new Set<string>();
+    page.on("request", (request) => requested.add(new URL(request.url()).origin));
+    const errors: string[] = [];
+    page.on("pageerror", (error) => errors.push(error.message));
+
+    await page.goto(serving.url, { waitUntil: "load" });
+    const loadMs = await page.evaluate(() => (performance.getEntriesByType("navigation")[0] as PerformanceNavigationTiming).loadEventEnd);
+    console.log(`measured: the page loaded in ${loadMs.toFixed(0)} ms on loopback`);
+    // the server asks for a key: the page shows its dialog, keeps the key for the tab
+    await page.locator("#key-dialog[open]").waitFor();
+    await page.fill("#key", API_KEY);
+    await page.keyboard.press("Enter");
+    await page.locator('#model[data-ready="true"]').waitFor();
+    expect(await page.textContent("#model")).toContain("tied-4l-f32");
+    expect(await page.textContent("#model .badge")).toBe("synthetic");
+    expect(await page.evaluate(() => sessionStorage.getItem("keepquant-api-key"))).toBe(API_KEY);
+
+    // keyboard: Shift+Enter is a new line, Enter sends
+    await page.click("#settings summary");
+    await page.fill("#max-tokens", "40");
+    await page.focus("#input");
+    await page.keyboard.type("Hello there");
+    await page.keyboard.press("Shift+Enter");
+    await page.keyboard.type("second line");
+    expect(await page.inputValue("#input")).toBe("Hello there\nsecond line");
+    // count how often the answer grows while it streams
+    await page.evaluate(() => {
+      (window as unknown as { __growth: number }).__growth = 0;
+      new MutationObserver(() => (window as unknown as { __growth: number }).__growth++).observe(document.getElementById("messages")!, {
+        subtree: true,
+        childList: true,
+        characterData: true,
+      });
+    });
+    await page.keyboard.press("Enter");
+    const answer = page.locator('li.message.assistant[data-state="done"]');
+    await answer.waitFor({ timeout: 60_000 });
+    expect(await page.textContent("li.message.user .content")).toBe("Hello there\nsecond line");
+    const growth = await page.evaluate(() => (window as unknown as { __growth: number }).__growth);
+    expect(growth).toBeGreaterThan(3);
+    const stats = (await answer.locator(".stats").textContent()) ?? "";
+    expect(stats).toMatch(/^\d+ tokens · TTFT \d+ ms · [\d.]+ tok\/s/);
+    const tokens = Number(/^(\d+) tokens/.exec(stats)![1]);
+    expect(tokens).toBeGreaterThan(0);
+    expect(tokens).toBeLessThanOrEqual(40);
+    const shown = ((await answer.locator(".thinking-text").textContent()) ?? "") + ((await answer.locator(".content").textContent()) ?? "");
+    expect(shown.length).toBeGreaterThan(0);
+    await screenshot(page, "webui-chat.png");
+
+    // a long answer, stopped with Esc: the server's request ends (aborted) and frees its blocks
+    const abortsBefore = await metric(serving.url, "keepquant_requests_total", ['finish_reason="abort"']);
+    await page.fill("#max-tokens", "3000");
+    await page.fill("#input", "Tell me a very long story");
+    await page.click("#send");
+    await page.locator('li.message.assistant[data-state="streaming"] .thinking-text').filter({ hasText: /\S{8,}/ }).waitFor({ state: "attached", timeout: 60_000 });
+    expect(await page.isEnabled("#stop")).toBe(true);
+    await page.keyboard.press("Escape");
+    await page.locator('li.message.assistant[data-state="stopped"]').waitFor();
+    while (serving.server.inFlight > 0) await new Promise((resolve) => setTimeout(resolve, 10));
+    expect(await metric(serving.url, "keepquant_requests_total", ['finish_reason="abort"'])).toBe(abortsBefore + 1);
+    expect(await metric(serving.url, "keepquant_requests_running")).toBe(0);
+    expect(await metric(serving.url, "keepquant_gdn_state_slots_used")).toBe(0);
+    expect(await page.isEnabled("#send")).toBe(true);
+
+    // the stop button does the same
+    await page.fill("#input", "Another long one");
+    await page.click("#send");
+    await page.locator('li.message.assistant[data-state="streaming"] .thinking-text').filter({ hasText: /\S{8,}/ }).waitFor({ state: "attached", timeout: 60_000 });
+    await page.click("#stop");
+    await page.locator('li.message.assistant[data-state="stopped"]').nth(1).waitFor();
+    while (serving.server.inFlight > 0) await new Promise((resolve) => setTimeout(resolve, 10));
+    expect(await metric(serving.url, "keepquant_requests_total", ['finish_reason="abort"'])).toBe(abortsBefore + 2);
+
+    // new chat clears the conversation
+    await page.click("#new-chat");
+    expect(await page.locator("li.message").count()).toBe(0);
+    expect(await page.isVisible("#empty")).toBe(true);
+
+    // phone width: nothing wider than the screen
+    await page.setViewportSize({ width: 375, height: 740 });
+    await page.fill("#input", "Short one");
+    await page.keyboard.press("Enter");
+    await page.locator('li.message.assistant[data-state="done"]').waitFor({ timeout: 60_000 });
+    expect(await page.evaluate(() => document.documentElement.scrollWidth <= window.innerWidth)).toBe(true);
+    await screenshot(page, "webui-phone.png");
+
+    // everything came from the server itself (no CDN), and the page is small
+    expect([...requested]).toEqual([serving.url]);
+    const bytes = await Promise.all(["/", "/app.js", "/markdown.js", "/style.css"].map(async (p) => (await (await fetch(serving.url + p)).arrayBuffer()).byteLength));
+    expect(bytes.reduce((s, b) => s + b, 0)).toBeLessThan(64 * 1024);
+    expect(errors).toEqual([]);
+    await context.close();
+  });
+
+  it.skipIf(!chromiumPath)(`shows a model answer with <script> and <img onerror> as text${SKIP}`, async () => {
+    const hostile = await startTestServer(await scriptedToolEngine({}, { answer: HOSTILE }), { modelName: "scripted" });
+    try {
+      const page = await browser.newPage();
+      await page.goto(hostile.url);
+      await page.locator('#model[data-ready="true"]').waitFor();
+      // the scripted model answers with its scripted text once a <tool_response> token is in the context
+      await page.fill("#input", "<tool_response>");
+      await page.keyboard.press("Enter");
+      const answer = page.locator('li.message.assistant[data-state="done"]');
+      await answer.waitFor({ timeout: 60_000 });
+      const content = answer.locator(".content");
+      expect(await content.textContent()).toContain('<script>window.__xss = 1</script><img src="x" onerror="window.__xss = 2">');
+      expect(await content.locator("script, img").count()).toBe(0);
+      expect(await page.locator("li.message img, li.message script").count()).toBe(0);
+      // the Markdown around it still renders
+      expect(await content.locator("strong").textContent()).toBe("bold");
+      expect(await content.locator("code").textContent()).toBe("code");
+      expect(await page.evaluate(() => (window as unknown as { __xss?: number }).__xss)).toBeUndefined();
+      await page.close();
+    } finally {
+      await hostile.close();
+      hostile.engine.dispose();
+    }
+  });
+});
