@@ -44,6 +44,19 @@ async function screenshot(page: Page, name: string): Promise<string> {
   return file;
 }
 
+/** Waits until the streaming answer shows some text (thinking or answer). */
+async function answerStarted(page: Page): Promise<void> {
+  await page.waitForFunction(
+    () => {
+      const items = document.querySelectorAll('li.message.assistant[data-state="streaming"]');
+      const item = items[items.length - 1];
+      return item !== undefined && `${item.querySelector(".thinking-text")?.textContent ?? ""}${item.querySelector(".content")?.textContent ?? ""}`.length >= 8;
+    },
+    undefined,
+    { timeout: 60_000 },
+  );
+}
+
 async function metric(url: string, name: string, labels: string[] = []): Promise<number> {
   const text = await (await fetch(`${url}/metrics`, { headers: { Authorization: `Bearer ${API_KEY}` } })).text();
   let sum = 0;
@@ -77,6 +90,12 @@ describe("the web chat page in headless Chromium", () => {
     // keyboard: Shift+Enter is a new line, Enter sends
     await page.click("#settings summary");
     await page.fill("#max-tokens", "40");
+    // greedy: the answers (and so their lengths) are the same on every run
+    await page.$eval("#temperature", (input) => {
+      (input as HTMLInputElement).value = "0";
+      input.dispatchEvent(new Event("input"));
+    });
+    expect(await page.textContent("#temperature-value")).toBe("0.00");
     await page.focus("#input");
     await page.keyboard.type("Hello there");
     await page.keyboard.press("Shift+Enter");
@@ -111,7 +130,7 @@ describe("the web chat page in headless Chromium", () => {
     await page.fill("#max-tokens", "3000");
     await page.fill("#input", "Tell me a very long story");
     await page.click("#send");
-    await page.locator('li.message.assistant[data-state="streaming"] .thinking-text').filter({ hasText: /\S{8,}/ }).waitFor({ state: "attached", timeout: 60_000 });
+    await answerStarted(page);
     expect(await page.isEnabled("#stop")).toBe(true);
     await page.keyboard.press("Escape");
     await page.locator('li.message.assistant[data-state="stopped"]').waitFor();
@@ -124,7 +143,7 @@ describe("the web chat page in headless Chromium", () => {
     // the stop button does the same
     await page.fill("#input", "Another long one");
     await page.click("#send");
-    await page.locator('li.message.assistant[data-state="streaming"] .thinking-text').filter({ hasText: /\S{8,}/ }).waitFor({ state: "attached", timeout: 60_000 });
+    await answerStarted(page);
     await page.click("#stop");
     await page.locator('li.message.assistant[data-state="stopped"]').nth(1).waitFor();
     while (serving.server.inFlight > 0) await new Promise((resolve) => setTimeout(resolve, 10));
