@@ -520,7 +520,6 @@ export class KeepquantServer {
       throw invalidRequest("messages", `the chat template failed: ${(error as Error).message}`, "template_error");
     }
     const maxTokens = this.fitContext(encoded.ids.length, request.maxTokens, "messages");
-    const params = this.engineParams(request, maxTokens, new AbortController().signal);
     const head = sharedHeadLength(tokenizer, request.messages, useTools ? request.tools : undefined, encoded.ids);
     this.admit(engine);
     await this.track(res, async (controller) => {
@@ -566,7 +565,7 @@ export class KeepquantServer {
         engine,
         "chat",
         encoded.ids,
-        { ...params, signal: controller.signal, ...(head > 0 ? { prefixCachePoints: [head] } : {}) },
+        { ...this.engineParams(request, maxTokens, controller.signal), ...(head > 0 ? { prefixCachePoints: [head] } : {}) },
         arrival,
         (text, token, logprob, top) => {
           let entries: unknown[] | undefined;

@@ -130,10 +130,16 @@ describe("the web chat page in headless Chromium", () => {
     await page.fill("#max-tokens", "3000");
     await page.fill("#input", "Tell me a very long story");
     await page.click("#send");
+    const composerBefore = await page.locator("#composer").boundingBox();
     await answerStarted(page);
     expect(await page.isEnabled("#stop")).toBe(true);
+    // no layout jump: the composer stays put, and the stats line has its height before its numbers arrive
+    const streamingStats = await page.locator('li.message.assistant[data-state="streaming"] .stats').boundingBox();
+    expect(streamingStats!.height).toBeGreaterThan(0);
+    expect(await page.locator("#composer").boundingBox()).toEqual(composerBefore);
     await page.keyboard.press("Escape");
     await page.locator('li.message.assistant[data-state="stopped"]').waitFor();
+    expect((await page.locator('li.message.assistant[data-state="stopped"] .stats').boundingBox())!.height).toBe(streamingStats!.height);
     while (serving.server.inFlight > 0) await new Promise((resolve) => setTimeout(resolve, 10));
     expect(await metric(serving.url, "keepquant_requests_total", ['finish_reason="abort"'])).toBe(abortsBefore + 1);
     expect(await metric(serving.url, "keepquant_requests_running")).toBe(0);
