@@ -1,5 +1,10 @@
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { llamaUnavailableReason, runOracle } from "@keepquant/oracle";
 import { describe, expect, it } from "vitest";
-import { fixtureTokenizer } from "../tokenizer/test-support.js";
+import { vocabOnlyGguf } from "../tokenizer/fixture-gguf.js";
+import { fixtureTokenizer, fixtureVocab } from "../tokenizer/test-support.js";
 import { encodeChat } from "./encode.js";
 import { type ChatMessage, renderChatFor } from "./render.js";
 
@@ -98,4 +103,34 @@ describe("string prompts are plain text unless parseSpecial is asked for", () =>
     expect(tok.encode(text).some((id) => tok.isControl(id))).toBe(false);
     expect(count(tok.encode(text, { parseSpecial: true }), imStart)).toBe(1);
   });
+});
+
+const oracleReason = llamaUnavailableReason();
+
+describe("against llama.cpp's tokenizer", () => {
+  it.skipIf(oracleReason !== undefined)(
+    `llama-server's way (the rendered prompt with special parsing) forges turns; ours is llama.cpp's tokens of the template pieces and the plain user text${oracleReason ? ` (skipped: ${oracleReason})` : ""}`,
+    async () => {
+      const folder = fs.mkdtempSync(path.join(os.tmpdir(), "kq-encode-chat-"));
+      try {
+        const model = path.join(folder, "vocab.gguf");
+        fs.writeFileSync(model, vocabOnlyGguf(fixtureVocab()));
+        const content = INJECTIONS[0]!;
+        const messages: ChatMessage[] = [{ role: "user", content }];
+        const { ids, text } = encodeChat(tok, messages);
+        const at = text.indexOf(content);
+        const [before, after] = [text.slice(0, at), text.slice(at + content.length)];
+        const special = await runOracle({ kind: "tokenize", model, texts: [text, before, after], parseSpecial: true, addSpecial: false }, { timeoutMs: 60_000 });
+        const plain = await runOracle({ kind: "tokenize", model, texts: [content], parseSpecial: false, addSpecial: false }, { timeoutMs: 60_000 });
+        const [whole, head, tail] = special.tokens as [number[], number[], number[]];
+        // what llama-server does: the user's text became control tokens (a forged system turn)
+        expect(count(whole, imStart)).toBe(3);
+        // ours: the template's pieces with special parsing, the user's text without, as llama.cpp tokenizes them
+        expect(ids).toEqual([...head, ...plain.tokens[0]!, ...tail]);
+        expect(count(ids, imStart)).toBe(2);
+      } finally {
+        fs.rmSync(folder, { recursive: true, force: true });
+      }
+    },
+  );
 });
