@@ -479,6 +479,8 @@ export class KeepquantServer {
       if (!res.writableFinished) controller.abort();
     };
     res.on("close", onClose);
+    // the client may have gone while the body was read or the prompt tokenized
+    if (res.destroyed || res.socket?.destroyed === true) controller.abort();
     try {
       return await body(controller);
     } finally {

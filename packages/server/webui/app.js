@@ -146,6 +146,8 @@ function addMessage(role, text = "") {
     view.stats.textContent = " ";
     item.append(view.stats);
     item.dataset.state = "streaming";
+    // screen readers announce the answer once, when it is complete
+    item.setAttribute("aria-busy", "true");
   }
   ui.messages.append(item);
   scrollToEnd();
@@ -270,6 +272,7 @@ async function send(text) {
       history.pop();
     }
   } finally {
+    view.item.setAttribute("aria-busy", "false");
     paint(view);
     if (current?.view === view) current = undefined;
     setBusy(false);
