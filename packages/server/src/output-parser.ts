@@ -46,6 +46,7 @@ export class OutputParser {
   private toolCalls = 0;
   /** at the start of content after </think> or a tool call: leading whitespace there is dropped */
   private atContentStart: boolean;
+  private beforeTool = "";
 
   constructor(private readonly options: { reasoning: boolean; tools: boolean }) {
     this.state = options.reasoning ? "reasoning" : "content";
@@ -86,16 +87,23 @@ export class OutputParser {
       if (this.state === "content") {
         const at = this.options.tools ? this.pending.indexOf(TOOL_START) : -1;
         if (at >= 0) {
-          this.emitContent(out, this.pending.slice(0, at), true);
+          const before = this.pending.slice(0, at);
+          // the whitespace before a call is dropped, unless the block turns out not to be a call
+          this.beforeTool = before.slice(before.trimEnd().length);
+          this.emitContent(out, before, true);
           this.pending = this.pending.slice(at + TOOL_START.length);
           this.state = "tool";
           continue;
         }
-        let keep = final || !this.options.tools ? 0 : partialTagLength(this.pending, TOOL_START);
-        // trailing whitespace waits: it is dropped when a tool call or the end follows
-        if (!final && this.options.tools) keep = Math.max(keep, this.pending.length - this.pending.trimEnd().length);
-        this.emitContent(out, this.pending.slice(0, this.pending.length - keep), final);
-        this.pending = this.pending.slice(this.pending.length - keep);
+        let end = this.pending.length;
+        if (!final && this.options.tools) {
+          // a possible tag start waits, and so does the whitespace before it: it is dropped when a
+          // tool call or the end follows
+          end -= partialTagLength(this.pending, TOOL_START);
+          while (end > 0 && /\s/.test(this.pending[end - 1]!)) end--;
+        }
+        this.emitContent(out, this.pending.slice(0, end), final);
+        this.pending = this.pending.slice(end);
         return out;
       }
       // inside <tool_call>
@@ -108,7 +116,7 @@ export class OutputParser {
         out.push({ kind: "tool_call", ...call });
         this.atContentStart = true;
       } else {
-        this.emit(out, "content", TOOL_START + body + (at >= 0 ? TOOL_END : ""));
+        this.emit(out, "content", this.beforeTool + TOOL_START + body + (at >= 0 ? TOOL_END : ""));
         this.atContentStart = false;
       }
       this.pending = at >= 0 ? this.pending.slice(at + TOOL_END.length) : "";
