@@ -195,6 +195,24 @@ describe("the web chat page in headless Chromium", () => {
       expect(await content.locator("strong").textContent()).toBe("bold");
       expect(await content.locator("code").textContent()).toBe("code");
       expect(await page.evaluate(() => (window as unknown as { __xss?: number }).__xss)).toBeUndefined();
+      // the page's Markdown module on its own: structure renders, unsafe links and markup do not
+      const markdown = "## Title\n\n- one\n- **two**\n\n1. first\n\n> quoted <b>x</b>\n\n[bad](javascript:alert(1)) [good](https://example.com/a)\n\n```html\n<img src=x onerror=alert(1)>\n```";
+      const rendered = (await page.evaluate(`(async () => {
+        const { renderMarkdown } = await import("/markdown.js");
+        const box = document.createElement("div");
+        box.append(renderMarkdown(${JSON.stringify(markdown)}));
+        return {
+          tags: [...box.querySelectorAll("*")].map((e) => e.tagName.toLowerCase()),
+          links: [...box.querySelectorAll("a")].map((a) => a.getAttribute("href")),
+          code: box.querySelector("pre code").textContent,
+          text: box.textContent,
+        };
+      })()`)) as { tags: string[]; links: string[]; code: string; text: string };
+      expect(rendered.tags).toEqual(["h4", "ul", "li", "li", "strong", "ol", "li", "blockquote", "p", "p", "a", "pre", "code"]);
+      expect(rendered.links).toEqual(["https://example.com/a"]);
+      expect(rendered.code).toBe("<img src=x onerror=alert(1)>");
+      expect(rendered.text).toContain("[bad](javascript:alert(1))");
+      expect(rendered.text).toContain("quoted <b>x</b>");
       await page.close();
     } finally {
       await hostile.close();
