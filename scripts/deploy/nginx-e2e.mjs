@@ -48,7 +48,7 @@ function check(condition, message) {
 
 /** Starts a replica and resolves when it says ready. */
 function startReplica(name, port, cacheDir) {
-  const child = spawn(process.execPath, [bin, "serve", "--port", String(port), "--model-name", name, "--drain-timeout", "5"], {
+  const child = spawn(process.execPath, [bin, "serve", "--port", String(port), "--model-name", name, "--drain-timeout", "5", "--threads", "1"], {
     env: { ...process.env, KEEPQUANT_CACHE_DIR: cacheDir, CI: "1" },
     stdio: ["ignore", "ignore", "pipe"],
   });

@@ -4,7 +4,7 @@ import path from "node:path";
 import { encodeChat, Engine } from "@keepquant/engine";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { runLoad } from "./load.js";
-import { defaultModelFile, startTestServer, type TestServer } from "./test-support.js";
+import { defaultModelFile, startTestServer, type TestServer, TEST_ENGINE_OPTIONS } from "./test-support.js";
 
 const cacheDir = mkdtempSync(path.join(tmpdir(), "kq-load-"));
 let engine: Engine;
@@ -12,7 +12,7 @@ let serving: TestServer;
 
 beforeAll(async () => {
   // a small KV pool (4 sequences x 512 tokens) so that blocks run short under load
-  engine = await Engine.load(await defaultModelFile(cacheDir), { maxSequences: 4, kvCacheTokens: 2048, prefixCacheSnapshots: 8 });
+  engine = await Engine.load(await defaultModelFile(cacheDir), { ...TEST_ENGINE_OPTIONS, maxSequences: 4, kvCacheTokens: 2048, prefixCacheSnapshots: 8 });
   serving = await startTestServer(engine, { contextTokens: 1024 });
 });
 

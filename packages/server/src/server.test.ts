@@ -5,7 +5,7 @@ import { encodeChat, Engine } from "@keepquant/engine";
 import OpenAI, { type APIError, type BadRequestError } from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createKeepquantServer } from "./server.js";
-import { defaultModelFile, SCRIPT, scriptedToolEngine, startTestServer, type TestServer } from "./test-support.js";
+import { defaultModelFile, SCRIPT, scriptedToolEngine, startTestServer, type TestServer, TEST_ENGINE_OPTIONS } from "./test-support.js";
 
 const cacheDir = mkdtempSync(path.join(tmpdir(), "kq-server-"));
 let modelFile: string;
@@ -17,9 +17,9 @@ const API_KEY = "test-key-123";
 
 beforeAll(async () => {
   modelFile = await defaultModelFile(cacheDir);
-  engine = await Engine.load(modelFile, { prefixCacheSnapshots: 8 });
+  engine = await Engine.load(modelFile, { ...TEST_ENGINE_OPTIONS, prefixCacheSnapshots: 8 });
   // the reference: the same model on a plain engine (no prefix cache, one request at a time)
-  reference = await Engine.load(modelFile, { maxSequences: 1 });
+  reference = await Engine.load(modelFile, { ...TEST_ENGINE_OPTIONS, maxSequences: 1 });
   serving = await startTestServer(engine, { apiKey: API_KEY, modelName: "tied-4l-f32", synthetic: true, contextTokens: 2048 });
   client = new OpenAI({ baseURL: `${serving.url}/v1`, apiKey: API_KEY, maxRetries: 0 });
 });
@@ -242,7 +242,7 @@ describe("errors surface as the client's typed errors", () => {
       const early = await local.completions.create({ model: "x", prompt: "hi", max_tokens: 1 }).catch((e: unknown) => e);
       expect(early).toBeInstanceOf(OpenAI.InternalServerError);
       expect((early as APIError).status).toBe(503);
-      const oneSlot = await Engine.load(modelFile, { maxSequences: 1 });
+      const oneSlot = await Engine.load(modelFile, { ...TEST_ENGINE_OPTIONS, maxSequences: 1 });
       release(oneSlot);
       await new Promise((resolve) => setImmediate(resolve));
       expect((await fetch(`${url}/health`)).status).toBe(200);
@@ -278,7 +278,7 @@ describe("tool calling (a scripted model that calls a tool, then answers from it
   };
 
   beforeAll(async () => {
-    tools = await startTestServer(await scriptedToolEngine(), { modelName: "scripted" });
+    tools = await startTestServer(await scriptedToolEngine(TEST_ENGINE_OPTIONS), { modelName: "scripted" });
     toolClient = new OpenAI({ baseURL: `${tools.url}/v1`, apiKey: "none", maxRetries: 0 });
   });
   afterAll(async () => {
@@ -427,7 +427,7 @@ describe("serving behaviour", () => {
 
   it("/health answers during a long prefill (counted: answers seen while the prompt was part-way computed)", async () => {
     // 16-token steps: a ~400-token prompt takes dozens of scheduler steps to prefill
-    const slow = await Engine.load(modelFile, { maxBatchTokens: 16, maxSequences: 1 });
+    const slow = await Engine.load(modelFile, { ...TEST_ENGINE_OPTIONS, maxBatchTokens: 16, maxSequences: 1 });
     const local = await startTestServer(slow, { contextTokens: 2048 });
     try {
       const prompt = "word ".repeat(400);

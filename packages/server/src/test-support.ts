@@ -18,6 +18,12 @@ import {
 } from "@keepquant/engine";
 import { createKeepquantServer, type KeepquantServer, type KeepquantServerOptions } from "./server.js";
 
+/**
+ * Engines in tests use one native thread: package test suites run in parallel on small CI machines,
+ * and every engine's thread pool competes for the same cores.
+ */
+export const TEST_ENGINE_OPTIONS: EngineOptions = { threads: 1 };
+
 export const REPO_ROOT = fileURLToPath(new URL("../../../", import.meta.url));
 const vocabJson = (): unknown => JSON.parse(fs.readFileSync(path.join(REPO_ROOT, "goldens", "tokenizer", "vocab.json"), "utf8"));
 

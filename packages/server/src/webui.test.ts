@@ -4,7 +4,7 @@ import path from "node:path";
 import { Engine } from "@keepquant/engine";
 import { type Browser, chromium, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { defaultModelFile, scriptedToolEngine, startTestServer, type TestServer } from "./test-support.js";
+import { defaultModelFile, scriptedToolEngine, startTestServer, type TestServer, TEST_ENGINE_OPTIONS } from "./test-support.js";
 
 /** Debian's chromium (CHROMIUM overrides): nothing is downloaded at run time. */
 const chromiumPath = [process.env.CHROMIUM, "/usr/bin/chromium", "/usr/bin/chromium-browser"].find((p) => p !== undefined && existsSync(p));
@@ -20,7 +20,7 @@ let serving: TestServer;
 
 beforeAll(async () => {
   if (!chromiumPath) return;
-  engine = await Engine.load(await defaultModelFile(path.join(workDir, "cache")), { prefixCacheSnapshots: 8 });
+  engine = await Engine.load(await defaultModelFile(path.join(workDir, "cache")), { ...TEST_ENGINE_OPTIONS, prefixCacheSnapshots: 8 });
   serving = await startTestServer(engine, { apiKey: API_KEY, modelName: "tied-4l-f32", synthetic: true, contextTokens: 4096 });
   browser = await chromium.launch({ executablePath: chromiumPath, args: ["--no-sandbox", "--disable-gpu"] });
 });
@@ -53,7 +53,7 @@ async function answerStarted(page: Page): Promise<void> {
       return item !== undefined && `${item.querySelector(".thinking-text")?.textContent ?? ""}${item.querySelector(".content")?.textContent ?? ""}`.length >= 8;
     },
     undefined,
-    { timeout: 60_000 },
+    { timeout: 90_000 },
   );
 }
 
@@ -69,6 +69,8 @@ async function metric(url: string, name: string, labels: string[] = []): Promise
 describe("the web chat page in headless Chromium", () => {
   it.skipIf(!chromiumPath)(`asks for the key, streams an answer, stops a long one, and reads well at phone width${SKIP}`, async () => {
     const context = await browser.newContext({ viewport: { width: 1100, height: 760 } });
+    // generous waits: CI runs the package suites side by side on two cores
+    context.setDefaultTimeout(90_000);
     const page = await context.newPage();
     const requested = new Set<string>();
     page.on("request", (request) => requested.add(new URL(request.url()).origin));
@@ -112,7 +114,7 @@ describe("the web chat page in headless Chromium", () => {
     });
     await page.keyboard.press("Enter");
     const answer = page.locator('li.message.assistant[data-state="done"]');
-    await answer.waitFor({ timeout: 60_000 });
+    await answer.waitFor({ timeout: 90_000 });
     expect(await page.textContent("li.message.user .content")).toBe("Hello there\nsecond line");
     const growth = await page.evaluate(() => (window as unknown as { __growth: number }).__growth);
     expect(growth).toBeGreaterThan(3);
@@ -125,7 +127,9 @@ describe("the web chat page in headless Chromium", () => {
     expect(shown.length).toBeGreaterThan(0);
     await screenshot(page, "webui-chat.png");
 
-    // a long answer, stopped with Esc: the server's request ends (aborted) and frees its blocks
+    // a long answer, stopped with Esc: the server's request ends (aborted) and frees its blocks.
+    // Each long request starts a new chat, so its prompt (and its greedy answer) is the same every run.
+    await page.click("#new-chat");
     const abortsBefore = await metric(serving.url, "keepquant_requests_total", ['finish_reason="abort"']);
     await page.fill("#max-tokens", "3000");
     await page.fill("#input", "Tell me a very long story");
@@ -147,11 +151,12 @@ describe("the web chat page in headless Chromium", () => {
     expect(await page.isEnabled("#send")).toBe(true);
 
     // the stop button does the same
+    await page.click("#new-chat");
     await page.fill("#input", "Another long one");
     await page.click("#send");
     await answerStarted(page);
     await page.click("#stop");
-    await page.locator('li.message.assistant[data-state="stopped"]').nth(1).waitFor();
+    await page.locator('li.message.assistant[data-state="stopped"]').waitFor();
     while (serving.server.inFlight > 0) await new Promise((resolve) => setTimeout(resolve, 10));
     expect(await metric(serving.url, "keepquant_requests_total", ['finish_reason="abort"'])).toBe(abortsBefore + 2);
 
@@ -162,9 +167,10 @@ describe("the web chat page in headless Chromium", () => {
 
     // phone width: nothing wider than the screen
     await page.setViewportSize({ width: 375, height: 740 });
+    await page.fill("#max-tokens", "24");
     await page.fill("#input", "Short one");
     await page.keyboard.press("Enter");
-    await page.locator('li.message.assistant[data-state="done"]').waitFor({ timeout: 60_000 });
+    await page.locator('li.message.assistant[data-state="done"]').waitFor({ timeout: 90_000 });
     expect(await page.evaluate(() => document.documentElement.scrollWidth <= window.innerWidth)).toBe(true);
     await screenshot(page, "webui-phone.png");
 
@@ -174,10 +180,10 @@ describe("the web chat page in headless Chromium", () => {
     expect(bytes.reduce((s, b) => s + b, 0)).toBeLessThan(64 * 1024);
     expect(errors).toEqual([]);
     await context.close();
-  });
+  }, 300_000);
 
   it.skipIf(!chromiumPath)(`shows a model answer with <script> and <img onerror> as text${SKIP}`, async () => {
-    const hostile = await startTestServer(await scriptedToolEngine({}, { answer: HOSTILE }), { modelName: "scripted" });
+    const hostile = await startTestServer(await scriptedToolEngine(TEST_ENGINE_OPTIONS, { answer: HOSTILE }), { modelName: "scripted" });
     try {
       const page = await browser.newPage();
       await page.goto(hostile.url);
@@ -186,7 +192,7 @@ describe("the web chat page in headless Chromium", () => {
       await page.fill("#input", "<tool_response>");
       await page.keyboard.press("Enter");
       const answer = page.locator('li.message.assistant[data-state="done"]');
-      await answer.waitFor({ timeout: 60_000 });
+      await answer.waitFor({ timeout: 90_000 });
       const content = answer.locator(".content");
       expect(await content.textContent()).toContain('<script>window.__xss = 1</script><img src="x" onerror="window.__xss = 2">');
       expect(await content.locator("script, img").count()).toBe(0);

@@ -23,7 +23,7 @@ interface Serving {
 
 /** Starts `keepquant serve --port 0 ...` and resolves once it says ready. */
 function serve(args: string[], extraEnv: Record<string, string> = {}): Promise<Serving> {
-  const child = spawn(process.execPath, [bin, "serve", "--port", "0", ...args], { env: { ...env, ...extraEnv }, stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(process.execPath, [bin, "serve", "--port", "0", "--threads", "1", ...args], { env: { ...env, ...extraEnv }, stdio: ["ignore", "pipe", "pipe"] });
   let stderr = "";
   const exit = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)));
   return new Promise((resolve, reject) => {
@@ -51,7 +51,7 @@ describe("keepquant serve", () => {
       const response = await fetch(`${server.url}/v1/completions`, {
         method: "POST",
         headers: auth,
-        body: JSON.stringify({ prompt: "Once upon a time", max_tokens: 300, temperature: 0, stream: true, stream_options: { include_usage: true } }),
+        body: JSON.stringify({ prompt: "Once upon a time", max_tokens: 96, temperature: 0, stream: true, stream_options: { include_usage: true } }),
       });
       const reader = response.body!.getReader();
       const first = await reader.read();
@@ -69,7 +69,7 @@ describe("keepquant serve", () => {
         .filter((line) => line.startsWith("data: {"))
         .map((line) => JSON.parse(line.slice(6)) as { usage?: { completion_tokens: number } | null })
         .find((chunk) => chunk.usage)?.usage;
-      expect(usage?.completion_tokens).toBe(300);
+      expect(usage?.completion_tokens).toBe(96);
       expect(await server.exit).toBe(0);
       expect(server.stderr()).toMatch(/SIGTERM, draining 1 request/);
       expect(server.stderr()).toMatch(/stopped/);
