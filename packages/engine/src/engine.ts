@@ -260,6 +260,7 @@ export class Engine {
       this.opProviders.gdn = `${name}-fused-gdn`;
       this.opProviders.norms = `${name}-f32`;
     } else {
+      this.tsForward(); // its scratch is allocated up front, as the native step's is
       this.opProviders.step = "ts-forward";
       this.opProviders.embedding = weights.tokenEmbdTwin ? "ts-bf16-twin-gather" : "ts-exact-row-decode";
       this.opProviders.attention = options.flashAttention ? "ts-flash-attn-llama" : "ts-attn-llama-no-fa";

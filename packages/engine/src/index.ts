@@ -33,3 +33,4 @@ export {
   type ParityPromptGolden,
   type ParityGoldens,
 } from "./parity/goldens.js";
+export * from "./planner/index.js";

@@ -43,9 +43,10 @@ struct Pool {
     for (int t = next.fetch_add(1, std::memory_order_relaxed); t < n; t = next.fetch_add(1, std::memory_order_relaxed)) fn(t);
   }
 
-  void workerLoop() {
+  // `seen`: the generation when the worker was created (read before the thread starts, so a job
+  // published while it is starting is not missed)
+  void workerLoop(unsigned long seen) {
     tInsideTask = true;
-    unsigned long seen = generation.load(std::memory_order_acquire);
     for (;;) {
       // spin, then sleep, until a new job (or stop) is published
       auto start = std::chrono::steady_clock::now();
@@ -70,7 +71,8 @@ struct Pool {
   void start(int n) {
     total.store(n < 1 ? 1 : n);
     stop.store(false);
-    for (int i = 0; i < total.load() - 1; ++i) workers.emplace_back([this] { workerLoop(); });
+    const unsigned long now = generation.load(std::memory_order_acquire);
+    for (int i = 0; i < total.load() - 1; ++i) workers.emplace_back([this, now] { workerLoop(now); });
   }
 
   void shutdown() {

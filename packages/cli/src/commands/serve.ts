@@ -4,6 +4,7 @@ import { Engine, type EngineOptions, type KvType } from "@keepquant/engine";
 import { parseQwen35Config, readGguf } from "@keepquant/gguf";
 import { createKeepquantServer, DEFAULT_CONTEXT_TOKENS, DEFAULT_DRAIN_TIMEOUT_MS, DEFAULT_MAX_QUEUE } from "@keepquant/server";
 import { CliUsageError, defineCommand, write, type CommandIo } from "../command.js";
+import { refuseUnlessFitsCpu } from "../residency-check.js";
 import { DEFAULT_MODEL_FIXTURE, ensureDefaultModel, parseNumber } from "./run.js";
 
 /** Prefix-cache snapshots `serve` keeps by default (each one: KV blocks of a prompt prefix plus a GDN state copy). */
@@ -14,7 +15,7 @@ export const command = defineCommand({
   name: "serve",
   summary: "serve a qwen35 GGUF model over an OpenAI-compatible HTTP API, with metrics and a web chat page",
   usage:
-    "serve [model.gguf] [--host 127.0.0.1] [--port 8080] [--api-key K] [--ctx N] [--max-seqs N] [--max-queue N] [--numerics llama|bf16] [--threads N] [--kv-type f16|f32] [--flash-attn on|off] [--no-prefix-cache] [--no-webui]",
+    "serve [model.gguf] [--host 127.0.0.1] [--port 8080] [--api-key K] [--ctx N] [--max-seqs N] [--max-queue N] [--numerics llama|bf16] [--threads N] [--kv-type f16|f32] [--flash-attn on|off] [--no-prefix-cache] [--no-webui] [--force]",
   help: [
     "--host H               address to listen on (default 127.0.0.1, loopback only)",
     "--port P               port (default 8080; 0 = any free port)",
@@ -30,6 +31,7 @@ export const command = defineCommand({
     "--no-webui             do not serve the web chat page on /",
     "--model-name NAME      model id in /v1/models (default: the file name)",
     `--drain-timeout S      seconds SIGINT/SIGTERM wait for in-flight requests (default ${DEFAULT_DRAIN_TIMEOUT_MS / 1000})`,
+    "--force                serve even when the planner says the model does not fit in available memory",
     "without model.gguf: the embedded default, a small SYNTHETIC qwen35 (random weights, gibberish output)",
   ],
   options: {
@@ -48,6 +50,7 @@ export const command = defineCommand({
     "no-webui": { type: "boolean" },
     "model-name": { type: "string" },
     "drain-timeout": { type: "string" },
+    force: { type: "boolean" },
   },
   async run(values, positionals, io: CommandIo): Promise<number> {
     if (positionals.length > 1) throw new CliUsageError(`expected at most one model file, got ${positionals.length}`);
@@ -96,6 +99,8 @@ export const command = defineCommand({
       prefixCacheSnapshots: snapshots,
       ...(threads === undefined ? {} : { threads }),
     };
+    // the planner first (header only): a model that cannot fit is refused before the port opens
+    await refuseUnlessFitsCpu(modelPath, options, { force: values.force === true, io });
     const loading = Engine.load(modelPath, options);
     loading.catch(() => undefined);
     const server = createKeepquantServer({
