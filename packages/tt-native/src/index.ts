@@ -10,13 +10,19 @@
  */
 import { GgmlType, GGML_TYPE_TRAITS } from "@keepquant/gguf";
 import {
+  checkGroupedMatmulShape,
   checkMatmulBTQuantGroupedArgs,
   chunkRows,
+  isKeepQuantEncoding,
+  MATMUL_BT_QUANT_GROUPED,
   QuantArgumentError,
+  runDenseGroups,
   UnsupportedGgmlTypeError,
   type EnvSource,
   type KeepQuantProvider,
   type MatmulBTQuantGroupedArgs,
+  type MatmulProvider,
+  type PackedWeight,
 } from "@keepquant/quant";
 import { NativeArgumentError, NativeIsaError, NativeUnavailableError } from "./errors.js";
 import { loadNativeAddon, type LoadResult, type NativeStatus } from "./loader.js";
@@ -172,11 +178,11 @@ export const NATIVE_LLAMA_TYPES: readonly GgmlType[] = [
 function checkLlama(op: string, addon: NativeAddon, weight: NativeLlamaWeight, x: Float32Array, m: number, out?: Float32Array) {
   if (typeof weight !== "object" || weight === null) throw new QuantArgumentError(op, "weight", "missing");
   const act = addon.vecDotType(weight.type);
-  if (act < 0) throw new UnsupportedGgmlTypeError(label(weight.type), op, NATIVE_LLAMA_TYPES.map(label));
+  if (act === -1) throw new UnsupportedGgmlTypeError(label(weight.type), op, NATIVE_LLAMA_TYPES.map(label));
   const { rows: n, cols: k } = weight;
   if (!Number.isSafeInteger(n) || n < 1) throw new QuantArgumentError(op, "weight.rows", `expected a positive integer, got ${n}`);
   const rowBytes = rowBytesOf(weight.type, k, op, "weight.cols");
-  rowBytesOf(act as GgmlType, k, op, "weight.cols");
+  rowBytesOf(act, k, op, "weight.cols");
   if (!(weight.data instanceof Uint8Array) || weight.data.length < n * rowBytes) {
     throw new QuantArgumentError(op, "weight.data", `[${n}, ${k}] ${label(weight.type)} needs ${n * rowBytes} bytes`);
   }
@@ -219,16 +225,18 @@ export async function matmulLlamaAsync(
 /** The activation encoding matmulLlama uses for `type` (undefined when there is no kernel). */
 export function nativeVecDotType(type: GgmlType): GgmlType | undefined {
   const act = requireAddon("nativeVecDotType").vecDotType(type);
-  return act < 0 ? undefined : (act as GgmlType);
+  return act === -1 ? undefined : act;
 }
 
 // ---------------------------------------------------------------- keep-quant contract provider
 
 export const CPU_NATIVE_PROVIDER_NAME = "cpu-native";
-/** Above the TS reference (priority 0). */
+/** Above the TS reference (priority 0) and @keepquant/quant's wasm-simd (10). */
 export const CPU_NATIVE_PROVIDER_PRIORITY = 100;
 
 export interface NativeProviderOptions {
+  /** the provider's name (default `cpu-native`; the engine adds the kernel level, e.g. `cpu-native-avx2`) */
+  name?: string;
   /** where KEEPQUANT_CHUNK_BYTES is read from at each call (default process.env) */
   env?: EnvSource;
   /** called with every chunk's [rowStart, rowEnd) */
@@ -241,7 +249,7 @@ export interface NativeKeepQuantProvider extends KeepQuantProvider {
 }
 
 type Bf16Call = (
-  type: number, weight: Uint8Array, k: number, rowStart: number, rowCount: number,
+  type: GgmlType, weight: Uint8Array, k: number, rowStart: number, rowCount: number,
   x: Float32Array, m: number, y: Float32Array, ldy: number, yOffset: number,
 ) => unknown;
 
@@ -273,10 +281,12 @@ function planCalls(args: MatmulBTQuantGroupedArgs, options: NativeProviderOption
  * across the thread pool. Refuses unregistered encodings with the contract's message.
  */
 export function createNativeProvider(options: NativeProviderOptions = {}): NativeKeepQuantProvider {
-  const op = "MatmulBTQuantGrouped";
+  const op = MATMUL_BT_QUANT_GROUPED;
   return {
-    name: CPU_NATIVE_PROVIDER_NAME,
+    name: options.name ?? CPU_NATIVE_PROVIDER_NAME,
     priority: CPU_NATIVE_PROVIDER_PRIORITY,
+    numerics: "bf16",
+    supports: isKeepQuantEncoding,
     matmulBTQuantGrouped(args: MatmulBTQuantGroupedArgs): Float32Array {
       checkMatmulBTQuantGroupedArgs(args);
       const addon = requireAddon(op);
@@ -300,6 +310,61 @@ export function createNativeProvider(options: NativeProviderOptions = {}): Nativ
 /** The cpu-native provider when the CPU arm loaded, else undefined (see nativeStatus() for why). */
 export function nativeProvider(options: NativeProviderOptions = {}): NativeKeepQuantProvider | undefined {
   return load().addon ? createNativeProvider(options) : undefined;
+}
+
+// ---------------------------------------------------------------- llama.cpp numerics provider
+
+export const CPU_NATIVE_LLAMA_PROVIDER_NAME = "cpu-native-llama";
+
+export interface NativeLlamaProviderOptions {
+  /** the provider's name (default `cpu-native-llama`; the engine adds the kernel level) */
+  name?: string;
+}
+
+export interface NativeMatmulProvider extends MatmulProvider {
+  /** the same operation on worker threads (one group after another); the event loop keeps running */
+  matmulBTQuantGroupedAsync(args: MatmulBTQuantGroupedArgs): Promise<Float32Array>;
+}
+
+/**
+ * The `cpu-native-llama` provider: MatmulBTQuantGrouped in llama.cpp's CPU numerics (`matmulLlama`
+ * per selected group) for every type of NATIVE_LLAMA_TYPES, priority 100. Any other type is refused
+ * with UnsupportedGgmlTypeError naming it.
+ */
+export function createNativeLlamaProvider(options: NativeLlamaProviderOptions = {}): NativeMatmulProvider {
+  const op = MATMUL_BT_QUANT_GROUPED;
+  const checked = (args: MatmulBTQuantGroupedArgs): { addon: NativeAddon; shape: ReturnType<typeof checkGroupedMatmulShape> } => {
+    const shape = checkGroupedMatmulShape(args, op);
+    const addon = requireAddon(op);
+    if (addon.vecDotType(args.weight.type) < 0) throw new UnsupportedGgmlTypeError(label(args.weight.type), op, NATIVE_LLAMA_TYPES.map(label));
+    return { addon, shape };
+  };
+  return {
+    name: options.name ?? CPU_NATIVE_LLAMA_PROVIDER_NAME,
+    priority: CPU_NATIVE_PROVIDER_PRIORITY,
+    numerics: "llama",
+    supports(type: GgmlType): boolean {
+      const addon = load().addon;
+      return addon !== undefined && addon.vecDotType(type) >= 0;
+    },
+    matmulBTQuantGrouped(args: MatmulBTQuantGroupedArgs): Float32Array {
+      const { addon, shape } = checked(args);
+      return runDenseGroups(args, shape, (weight: PackedWeight, x: Float32Array, y: Float32Array) => {
+        checkLlama(op, addon, weight, x, shape.m, y);
+        addon.matmulLlama(weight.type, weight.data, weight.rows, weight.cols, x, shape.m, y);
+      });
+    },
+    async matmulBTQuantGroupedAsync(args: MatmulBTQuantGroupedArgs): Promise<Float32Array> {
+      const { addon, shape } = checked(args);
+      const calls: (() => Promise<void>)[] = [];
+      const out = runDenseGroups(args, shape, (weight: PackedWeight, x: Float32Array, y: Float32Array) => {
+        checkLlama(op, addon, weight, x, shape.m, y);
+        calls.push(() => addon.matmulLlamaAsync(weight.type, weight.data, weight.rows, weight.cols, x, shape.m, y));
+      });
+      for (const run of calls) await run();
+      return out;
+    },
+  };
 }
 
 // ---------------------------------------------------------------- the native model (forward step)
