@@ -361,7 +361,7 @@ export class Engine {
     const selection = selectProviders(
       weights,
       candidates,
-      diagnostics,
+      resolved.numerics,
       resolved.numerics === "llama" ? '; numerics "bf16" computes every type the quant package dequantizes' : "",
     );
     let exactFallback = false;

@@ -19,7 +19,7 @@ function setup(kvType: KvType, tied = true) {
     dims.headVDim,
     TINY_CONFIG.ssmStateSize,
   );
-  const selection = selectProviders(weights, typescriptProviders("llama", []), []);
+  const selection = selectProviders(weights, typescriptProviders("llama", []), "llama");
   const forward = new Qwen35Forward(weights, kv, states, selection.byWeight, "llama", quantDequantizeRow, 64);
   const vocab = TINY_CONFIG.nVocab;
   const newSequence = (length: number) => {

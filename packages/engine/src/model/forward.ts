@@ -1,3 +1,4 @@
+import { matmulDense } from "@keepquant/quant";
 import { F16_TO_F32, f32BitsToF16Bits } from "../numerics/half.js";
 import { GGML_F32_LANES, ggmlDecayDot, ggmlMadDot, ggmlSiluScalar, ggmlVExpf, ggmlVSilu, ggmlVecDotF32, setScalarExpf } from "../numerics/ggml-expf.js";
 import { fmaf } from "../numerics/fma.js";
@@ -211,7 +212,7 @@ export class Qwen35Forward {
   private matmul(weight: PackedMatrix, x: Float32Array, m: number, y: Float32Array): void {
     const provider = this.providers.get(weight);
     if (!provider) throw new Error(`no provider selected for ${weight.name}`);
-    provider.matmul(weight, x, m, y);
+    matmulDense(provider, weight, x, m, y);
   }
 
   /**

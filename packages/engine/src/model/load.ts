@@ -162,7 +162,7 @@ export async function loadQwen35Weights(
     const row = new Float32Array(D);
     const rowBits = new Uint32Array(row.buffer);
     for (let t = 0; t < config.nVocab; t++) {
-      decodeRow(tokenEmbd, t, row, (type, src, dst) => dequantizeRow(type as GgmlType, src, dst));
+      decodeRow(tokenEmbd, t, row, dequantizeRow);
       for (let d = 0; d < D; d++) tokenEmbdTwin[t * D + d] = f32BitsToBf16Bits(rowBits[d]!);
     }
   }
@@ -179,7 +179,7 @@ function packed(tensor: PlannedTensor, data: Uint8Array): PackedMatrix {
       field: tensor.name,
     });
   }
-  return { name: tensor.name, type: tensor.type, typeName: GGML_TYPE_TRAITS[tensor.type].name, rows, cols, rowBytes, data };
+  return { name: tensor.name, type: tensor.type, typeName: GGML_TYPE_TRAITS[tensor.type].name, groups: 1, rows, cols, rowBytes, data };
 }
 
 /** A small tensor as f32: a view of F32 bytes, else decoded bit-exactly. */
@@ -187,6 +187,6 @@ function vector(tensor: PlannedTensor, data: Uint8Array): Float32Array {
   if (tensor.type === GgmlType.F32) return new Float32Array(data.buffer, data.byteOffset, tensor.elements);
   const matrix = { ...packed(tensor, data), rows: 1, cols: tensor.elements, rowBytes: tensor.byteLength };
   const out = new Float32Array(tensor.elements);
-  decodeRow(matrix, 0, out, (type, src, dst) => dequantizeRow(type as GgmlType, src, dst));
+  decodeRow(matrix, 0, out, dequantizeRow);
   return out;
 }

@@ -137,7 +137,7 @@ describe.skipIf(reason !== undefined)("native step == TypeScript forward, bit fo
       for (const { numerics, kvType, flashAttention } of CASES) {
         const weights = await loadWeights(file, numerics);
         const providers = [...(await createNativeMatmulProviders(numerics, undefined, [])), ...typescriptProviders(numerics, [])];
-        const selection = selectProviders(weights, providers, []);
+        const selection = selectProviders(weights, providers, numerics);
         const spec = pools(weights, kvType);
         const ts = new Qwen35Forward(weights, spec.kv, spec.states, selection.byWeight, numerics, quantDequantizeRow, 128, flashAttention);
         const expected = await runSchedule((e) => ts.forward(e), spec, weights.config.nVocab);

@@ -1,14 +1,17 @@
+import type { GgmlType } from "@keepquant/gguf";
+import type { PackedWeight } from "@keepquant/quant";
 import type { ModelConfig } from "./config.js";
 
 /**
  * A matmul weight kept in its file encoding: `rows` output features of `cols` inputs each,
- * `rowBytes` per row, exactly as stored in the GGUF (never transposed).
+ * `rowBytes` per row, exactly as stored in the GGUF (never transposed). It is the dense (E = 1)
+ * weight of @keepquant/quant's MatmulBTQuantGrouped, so every provider takes it as it is.
  */
-export interface PackedMatrix {
+export interface PackedMatrix extends PackedWeight {
   readonly name: string;
-  /** ggml type id */
-  readonly type: number;
+  readonly type: GgmlType;
   readonly typeName: string;
+  readonly groups: 1;
   /** N (output features) */
   readonly rows: number;
   /** K (inputs) */
@@ -16,8 +19,6 @@ export interface PackedMatrix {
   readonly rowBytes: number;
   /** The packed words: a view of the memory-mapped file (or a copy read from it). */
   readonly data: Uint8Array;
-  /** Scratch slot for providers to cache a handle (e.g. a native weight object). */
-  providerHandle?: unknown;
 }
 
 export interface AttentionWeights {

@@ -1,3 +1,4 @@
+import { GgmlType } from "@keepquant/gguf";
 import { mulberry32 } from "@keepquant/quant/testing";
 import type { ModelConfig } from "../model/config.js";
 import { deriveDims } from "../model/config.js";
@@ -39,8 +40,9 @@ export function randomWeights(config: ModelConfig, seed: number, tied = true): M
     const values = vec(rows * cols, 0, spread);
     return {
       name,
-      type: 0,
+      type: GgmlType.F32,
       typeName: "F32",
+      groups: 1,
       rows,
       cols,
       rowBytes: cols * 4,
