@@ -10,6 +10,7 @@
  */
 import { createRequire } from "node:module";
 import path from "node:path";
+import { GgmlType } from "@keepquant/gguf";
 import { oracleLibDir } from "@keepquant/oracle";
 import { Engine } from "../src/index.js";
 
@@ -60,7 +61,7 @@ const callback = koffi.register((tensor: unknown, ask: boolean) => {
   const nb = [0, 1, 2, 3].map((i) => Number(view.getBigUint64(48 + 8 * i, true)));
   const data = koffi.decode(tensor, 248, "void *");
   const contiguous = nb[0] === 4 && nb[1] === 4 * ne[0]! && nb[2] === nb[1]! * ne[1]!;
-  if (view.getInt32(0, true) === 0 && data && contiguous) {
+  if (view.getInt32(0, true) === GgmlType.F32 && data && contiguous) {
     captured.set(name, new Float32Array(koffi.view(data, ne[0]! * ne[1]! * ne[2]! * ne[3]! * 4)).slice());
   }
   return true;
@@ -70,7 +71,7 @@ Object.assign(modelParams, { n_gpu_layers: 0, use_extra_bufts: false, load_mode:
 const model = lib.func("void *llama_model_load_from_file(const char *path, kq_cmp_mp params)")(file, modelParams);
 const contextParams = lib.func("kq_cmp_cp llama_context_default_params(void)")();
 Object.assign(contextParams, {
-  n_ctx: 512, n_batch: 512, n_ubatch: 512, n_threads: 2, n_threads_batch: 2, type_k: 0, type_v: 0,
+  n_ctx: 512, n_batch: 512, n_ubatch: 512, n_threads: 2, n_threads_batch: 2, type_k: GgmlType.F32, type_v: GgmlType.F32,
   flash_attn_type: 0, cb_eval: callback, no_perf: true,
 });
 const context = lib.func("void *llama_init_from_model(void *model, kq_cmp_cp params)")(model, contextParams);

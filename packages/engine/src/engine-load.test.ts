@@ -1,7 +1,7 @@
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { QWEN35_TEST_SHAPE, readGguf, readTensorBytes, synthesizeQwen35, writeGguf } from "@keepquant/gguf";
+import { GgmlType, QWEN35_TEST_SHAPE, readGguf, readTensorBytes, synthesizeQwen35, writeGguf } from "@keepquant/gguf";
 import { describe, expect, it } from "vitest";
 import { Engine } from "./engine.js";
 import { randomWeights, TINY_CONFIG } from "./testing/random-weights.js";
@@ -29,7 +29,7 @@ describe("load refusals", () => {
     const layer = weights.layers[0]!;
     const ffnUp = layer.ffnUp;
     // pretend ffn_up is IQ2_XXS (66-byte blocks of 256): no llama-numerics kernel in the TS tier
-    const fake: PackedMatrix = { ...ffnUp, type: 16, typeName: "IQ2_XXS", cols: 256, rowBytes: 66, data: new Uint8Array(ffnUp.rows * 66) };
+    const fake: PackedMatrix = { ...ffnUp, type: GgmlType.IQ2_XXS, typeName: "IQ2_XXS", cols: 256, rowBytes: 66, data: new Uint8Array(ffnUp.rows * 66) };
     (layer as { ffnUp: PackedMatrix }).ffnUp = fake;
     const error = await Engine.fromWeights(weights, { provider: "ts" }).catch((e: unknown) => e);
     expect(error).toMatchObject({ code: "ENGINE_UNSUPPORTED_TYPE", field: "blk.0.ffn_up.weight" });
