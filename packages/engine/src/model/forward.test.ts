@@ -1,27 +1,20 @@
 import { describe, expect, it } from "vitest";
 import { PagedKvCache, type KvType } from "../kv/paged-kv.js";
 import { GdnStatePool } from "../kv/state-pool.js";
-import { randomWeights, seededRandom, TINY_CONFIG } from "../testing/random-weights.js";
-import { deriveDims } from "./config.js";
+import { seededRandom, syntheticWeights, TINY_SPEC } from "../testing/synthetic-model.js";
 import { Qwen35Forward, type StepEntry } from "./forward.js";
 import { quantDequantizeRow, selectProviders, typescriptProviders } from "./providers.js";
 
+const tiedWeights = await syntheticWeights(TINY_SPEC, { seed: 7 });
+const untiedWeights = await syntheticWeights(TINY_SPEC, { seed: 7, tied: false });
+
 function setup(kvType: KvType, tied = true) {
-  const weights = randomWeights(TINY_CONFIG, 7, tied);
-  const dims = deriveDims(TINY_CONFIG);
-  const kv = new PagedKvCache(dims.attentionLayers.length, 64, 4, TINY_CONFIG.nHeadKv, TINY_CONFIG.headDim, kvType);
-  const states = new GdnStatePool(
-    dims.gdnLayers.length,
-    4,
-    dims.convDim,
-    TINY_CONFIG.convKernel,
-    TINY_CONFIG.ssmTimeStepRank,
-    dims.headVDim,
-    TINY_CONFIG.ssmStateSize,
-  );
+  const weights = tied ? tiedWeights : untiedWeights;
+  const kv = PagedKvCache.forModel(weights.config, 64, 4, kvType);
+  const states = GdnStatePool.forModel(weights.config, 4);
   const selection = selectProviders(weights, typescriptProviders("llama", []), "llama");
   const forward = new Qwen35Forward(weights, kv, states, selection.byWeight, "llama", quantDequantizeRow, 64);
-  const vocab = TINY_CONFIG.nVocab;
+  const vocab = weights.vocab;
   const newSequence = (length: number) => {
     const blockTable: number[] = [];
     for (let i = 0; i < kv.blocksFor(length); i++) blockTable.push(kv.pool.allocate());
@@ -36,7 +29,7 @@ function setup(kvType: KvType, tied = true) {
 
 function randomTokens(seed: number, n: number): number[] {
   const random = seededRandom(seed);
-  return Array.from({ length: n }, () => Math.floor(random() * TINY_CONFIG.nVocab));
+  return Array.from({ length: n }, () => Math.floor(random() * TINY_SPEC.vocab));
 }
 
 function maxAbsDiff(a: Float32Array, b: Float32Array): number {

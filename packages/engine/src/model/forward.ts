@@ -4,7 +4,8 @@ import { GGML_F32_LANES, ggmlDecayDot, ggmlMadDot, ggmlSiluScalar, ggmlVExpf, gg
 import { fmaf } from "../numerics/fma.js";
 import type { PagedKvCache } from "../kv/paged-kv.js";
 import type { GdnStatePool } from "../kv/state-pool.js";
-import { deriveDims, type DerivedDims, type ModelConfig } from "./config.js";
+import type { Qwen35Config } from "@keepquant/gguf";
+import { layerCaches } from "./config.js";
 import { decodeRow, type DequantizeRow, type MatmulProvider, type Numerics } from "./matmul.js";
 import type { AttentionWeights, GdnWeights, ModelWeights, PackedMatrix } from "./weights.js";
 
@@ -107,12 +108,11 @@ export interface OpProviders {
  * Scratch is preallocated for `maxBatchTokens` rows; the logits buffer grows on demand.
  */
 export class Qwen35Forward {
-  readonly config: ModelConfig;
-  readonly dims: DerivedDims;
+  /** the load plan's hyperparameters (ModelWeights.config) */
+  readonly config: Qwen35Config;
   readonly maxBatchTokens: number;
-  /** attention layer index -> KV cache layer; GDN layer index -> state layer */
-  private readonly kvLayer: Int32Array;
-  private readonly stateLayer: Int32Array;
+  /** layer -> its KV cache layer (attention) or state pool layer (GDN) */
+  private readonly cacheIndex: Int32Array;
   private readonly eps: number;
 
   // scratch, [rows, width]
@@ -158,17 +158,13 @@ export class Qwen35Forward {
   ) {
     const c = weights.config;
     this.config = c;
-    this.dims = deriveDims(c);
     this.maxBatchTokens = maxBatchTokens;
-    this.eps = fround(c.eps);
-    this.kvLayer = new Int32Array(c.nLayer).fill(-1);
-    this.stateLayer = new Int32Array(c.nLayer).fill(-1);
-    this.dims.attentionLayers.forEach((il, i) => (this.kvLayer[il] = i));
-    this.dims.gdnLayers.forEach((il, i) => (this.stateLayer[il] = i));
+    this.eps = fround(c.rmsEps);
+    this.cacheIndex = layerCaches(c).cacheIndex;
     const T = maxBatchTokens;
-    const D = c.nEmbd;
-    const hDh = c.nHead * c.headDim;
-    const kvDh = c.nHeadKv * c.headDim;
+    const D = c.embeddingLength;
+    const hDh = c.headCount * c.headDim;
+    const kvDh = c.headCountKv * c.headDim;
     this.hidden = new Float32Array(T * D);
     this.normed = new Float32Array(T * D);
     this.branch = new Float32Array(T * D);
@@ -177,21 +173,21 @@ export class Qwen35Forward {
     this.kRows = new Float32Array(T * kvDh);
     this.vRows = new Float32Array(T * kvDh);
     this.attnOut = new Float32Array(T * hDh);
-    this.mixed = new Float32Array(T * this.dims.convDim);
-    this.convOut = new Float32Array(T * this.dims.convDim);
-    this.zRows = new Float32Array(T * this.dims.valueDim);
+    this.mixed = new Float32Array(T * c.convDim);
+    this.convOut = new Float32Array(T * c.convDim);
+    this.zRows = new Float32Array(T * c.valueDim);
     this.betaRows = new Float32Array(T * c.ssmTimeStepRank);
     this.alphaRows = new Float32Array(T * c.ssmTimeStepRank);
-    this.gdnOut = new Float32Array(T * this.dims.valueDim);
-    this.ffnGate = new Float32Array(T * c.nFf);
-    this.ffnUp = new Float32Array(T * c.nFf);
+    this.gdnOut = new Float32Array(T * c.valueDim);
+    this.ffnGate = new Float32Array(T * c.feedForwardLength);
+    this.ffnUp = new Float32Array(T * c.feedForwardLength);
     this.headDimScratch = new Float32Array(c.headDim);
     this.qBits = new Uint32Array(this.q.buffer, this.q.byteOffset, this.q.length);
     this.accScratch = new Float32Array(c.headDim);
     this.vLanes = new Float32Array(c.headDim * 8);
-    this.ropeCos = new Float32Array(c.nRot / 2);
-    this.ropeSin = new Float32Array(c.nRot / 2);
-    this.ropeThetaScale = libm.powf(fround(c.ropeFreqBase), fround(-2 / c.nRot));
+    this.ropeCos = new Float32Array(c.ropeDimensionCount / 2);
+    this.ropeSin = new Float32Array(c.ropeDimensionCount / 2);
+    this.ropeThetaScale = libm.powf(fround(c.ropeFreqBase), fround(-2 / c.ropeDimensionCount));
     this.rowSeq = new Int32Array(T);
     this.rowPos = new Int32Array(T);
   }
@@ -221,7 +217,8 @@ export class Qwen35Forward {
    */
   forward(entries: readonly StepEntry[]): Float32Array {
     const c = this.config;
-    const D = c.nEmbd;
+    const D = c.embeddingLength;
+    const vocab = this.weights.vocab;
     let T = 0;
     for (const e of entries) T += e.tokens.length;
     if (T > this.maxBatchTokens) throw new Error(`step has ${T} tokens, more than maxBatchTokens ${this.maxBatchTokens}`);
@@ -235,7 +232,7 @@ export class Qwen35Forward {
       const e = entries[ei]!;
       for (let i = 0; i < e.tokens.length; i++, row++) {
         const token = e.tokens[i]!;
-        if (!(token >= 0 && token < c.nVocab)) throw new Error(`token id ${token} out of range [0, ${c.nVocab})`);
+        if (!(token >= 0 && token < vocab)) throw new Error(`token id ${token} out of range [0, ${vocab})`);
         this.rowSeq[row] = ei;
         this.rowPos[row] = e.startPos + i;
         if (twin) {
@@ -288,7 +285,6 @@ export class Qwen35Forward {
     // 3. output norm and head over the output rows (now rows 0 .. nOut-1)
     if (this.outHidden.length < nOut * D) this.outHidden = new Float32Array(nOut * D);
     for (let k = 0; k < nOut; k++) rmsNorm(this.hidden, k * D, this.weights.outputNorm, this.outHidden, k * D, D, this.eps);
-    const vocab = this.weights.output.rows;
     if (this.logitsBuffer.length < nOut * vocab) this.logitsBuffer = new Float32Array(nOut * vocab);
     const logits = this.logitsBuffer.subarray(0, nOut * vocab);
     this.matmul(this.weights.output, this.outHidden, nOut, logits);
@@ -296,7 +292,7 @@ export class Qwen35Forward {
   }
 
   private ffn(layer: AttentionWeights | GdnWeights, T: number): void {
-    const nFf = this.config.nFf;
+    const nFf = this.config.feedForwardLength;
     this.matmul(layer.ffnGate, this.normed, T, this.ffnGate);
     this.matmul(layer.ffnUp, this.normed, T, this.ffnUp);
     const g = this.ffnGate;
@@ -312,7 +308,7 @@ export class Qwen35Forward {
   }
 
   private rope(x: Float32Array, offset: number): void {
-    const half = this.config.nRot / 2;
+    const half = this.config.ropeDimensionCount / 2;
     for (let i = 0; i < half; i++) {
       const x0 = x[offset + i]!;
       const x1 = x[offset + i + half]!;
@@ -325,7 +321,7 @@ export class Qwen35Forward {
 
   private ropeTables(position: number): void {
     let theta = fround(position);
-    for (let i = 0; i < this.config.nRot / 2; i++) {
+    for (let i = 0; i < this.config.ropeDimensionCount / 2; i++) {
       this.ropeCos[i] = libm.cosf(theta);
       this.ropeSin[i] = libm.sinf(theta);
       theta = fround(theta * this.ropeThetaScale);
@@ -334,14 +330,14 @@ export class Qwen35Forward {
 
   private attention(il: number, w: AttentionWeights, entries: readonly StepEntry[], T: number): void {
     const c = this.config;
-    const H = c.nHead;
-    const Hkv = c.nHeadKv;
+    const H = c.headCount;
+    const Hkv = c.headCountKv;
     const Dh = c.headDim;
     const eps = this.eps;
     this.matmul(w.q, this.normed, T, this.qg);
     this.matmul(w.k, this.normed, T, this.kRows);
     this.matmul(w.v, this.normed, T, this.vRows);
-    const layer = this.kvLayer[il]!;
+    const layer = this.cacheIndex[il]!;
     const kPlane = this.kv.k[layer]!;
     const vPlane = this.kv.v[layer]!;
     const f16 = this.kv.kvType === "f16";
@@ -613,18 +609,18 @@ export class Qwen35Forward {
 
   private gatedDeltaNet(il: number, w: GdnWeights, entries: readonly StepEntry[], T: number): void {
     const c = this.config;
-    const { convDim, keyDim, valueDim, headVDim: Dv } = this.dims;
+    const { convDim, keyDim, valueDim, headVDim: Dv } = c;
     const Hk = c.ssmGroupCount;
     const Hv = c.ssmTimeStepRank;
     const Dk = c.ssmStateSize;
-    const K = c.convKernel;
+    const K = c.ssmConvKernel;
     const eps = this.eps;
     this.matmul(w.qkv, this.normed, T, this.mixed);
     this.tap?.(`linear_attn_qkv_mixed-${il}`, this.mixed, T, convDim);
     this.matmul(w.gate, this.normed, T, this.zRows);
     this.matmul(w.beta, this.normed, T, this.betaRows);
     this.matmul(w.alpha, this.normed, T, this.alphaRows);
-    const layer = this.stateLayer[il]!;
+    const layer = this.cacheIndex[il]!;
     const convPlane = this.states.conv[layer]!;
     const ssmPlane = this.states.ssm[layer]!;
     const readoutScale = fround(1 / fround(Math.sqrt(Dv)));

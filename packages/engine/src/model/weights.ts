@@ -1,6 +1,5 @@
-import type { GgmlType } from "@keepquant/gguf";
+import type { GgmlType, Qwen35Config } from "@keepquant/gguf";
 import type { PackedWeight } from "@keepquant/quant";
-import type { ModelConfig } from "./config.js";
 
 /**
  * A matmul weight kept in its file encoding: `rows` output features of `cols` inputs each,
@@ -57,7 +56,10 @@ export interface GdnWeights {
 export type LayerWeights = AttentionWeights | GdnWeights;
 
 export interface ModelWeights {
-  readonly config: ModelConfig;
+  /** The load plan's hyperparameters, as the gguf package typed and validated them (no second parse). */
+  readonly config: Qwen35Config;
+  /** The load plan's vocabulary: rows of token_embd and of the head. */
+  readonly vocab: number;
   /** token_embd [n_vocab, D], packed */
   readonly tokenEmbd: PackedMatrix;
   /** bf16 twin of token_embd for gathers (bf16 numerics only); undefined in llama numerics. */
