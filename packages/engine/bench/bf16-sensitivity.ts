@@ -22,7 +22,7 @@ import path from "node:path";
 import { decodeF32, runOracle } from "@keepquant/oracle";
 import { GgmlType } from "@keepquant/gguf";
 import { LLAMA_WEIGHT_TYPES, matmulDense } from "@keepquant/quant";
-import { Engine } from "../src/index.js";
+import { Engine, type ActivationTap } from "../src/index.js";
 import { TsMatmulProvider, type MatmulProvider } from "../src/model/matmul.js";
 import { quantDequantizeRow, allMatrices } from "../src/model/providers.js";
 import { decodeRow } from "../src/model/matmul.js";
@@ -180,11 +180,12 @@ for (const line of gateLines) console.log(line);
 
 // one contract matmul on real activations: layer 0 ffn_up through the bf16 engine's provider
 {
-  const engine = await Engine.load(file, { kvType: "f32", flashAttention: false, numerics: "bf16" });
-  const forward = (engine as unknown as { forwardPass: Forward & { tap: unknown } }).forwardPass;
+  // the TypeScript forward (taps), with the engine's bf16 providers
+  const engine = await Engine.load(file, { kvType: "f32", flashAttention: false, numerics: "bf16", nativeStep: false });
+  const forward = (engine as unknown as { forwardPass: Forward & { tap: ActivationTap | undefined } }).forwardPass;
   let x: Float32Array | undefined;
   let rows = 0;
-  forward.tap = (tapName: string, data: Float32Array, r: number, width: number) => {
+  forward.tap = (tapName, data, r, width) => {
     if (tapName === "attn_norm-0" && !x) {
       x = data.slice(0, r * width);
       rows = r;

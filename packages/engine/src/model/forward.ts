@@ -6,6 +6,7 @@ import type { PagedKvCache } from "../kv/paged-kv.js";
 import type { GdnStatePool } from "../kv/state-pool.js";
 import type { Qwen35Config } from "@keepquant/gguf";
 import { layerCaches } from "./config.js";
+import { allocateForwardScratch, forwardScratchWidths, type ForwardScratch, type ForwardScratchName } from "./scratch.js";
 import { decodeRow, type DequantizeRow, type MatmulProvider, type Numerics } from "./matmul.js";
 import type { AttentionWeights, GdnWeights, ModelWeights, PackedMatrix } from "./weights.js";
 
@@ -97,6 +98,13 @@ function softplus(x: number): number {
   return x > 20 ? x : libm.logf(fround(1 + libm.expf(x)));
 }
 
+/**
+ * A debug tap: receives an op's result right after the op wrote it into its scratch buffer,
+ * named as llama.cpp's eval callback names the same tensor (`attn_norm-3`, `conv_output_silu-0`,
+ * ...). `data` is `[rows, width]` row-major, valid only during the call (copy what you keep).
+ */
+export type ActivationTap = (name: string, data: Float32Array, rows: number, width: number) => void;
+
 /** Op classes reported by Engine.stats(): which provider ran each. */
 export interface OpProviders {
   [opClass: string]: string;
@@ -115,7 +123,9 @@ export class Qwen35Forward {
   private readonly cacheIndex: Int32Array;
   private readonly eps: number;
 
-  // scratch, [rows, width]
+  // activation scratch, [rows, width]: views of the named buffers of scratch.ts
+  private readonly scratch: ForwardScratch;
+  private readonly scratchWidths: Readonly<Record<ForwardScratchName, number>>;
   private readonly hidden: Float32Array; // [T, D]
   private readonly normed: Float32Array; // [T, D]
   private readonly branch: Float32Array; // [T, D]
@@ -162,25 +172,25 @@ export class Qwen35Forward {
     this.eps = fround(c.rmsEps);
     this.cacheIndex = layerCaches(c).cacheIndex;
     const T = maxBatchTokens;
-    const D = c.embeddingLength;
-    const hDh = c.headCount * c.headDim;
-    const kvDh = c.headCountKv * c.headDim;
-    this.hidden = new Float32Array(T * D);
-    this.normed = new Float32Array(T * D);
-    this.branch = new Float32Array(T * D);
-    this.qg = new Float32Array(T * 2 * hDh);
-    this.q = new Float32Array(T * hDh);
-    this.kRows = new Float32Array(T * kvDh);
-    this.vRows = new Float32Array(T * kvDh);
-    this.attnOut = new Float32Array(T * hDh);
-    this.mixed = new Float32Array(T * c.convDim);
-    this.convOut = new Float32Array(T * c.convDim);
-    this.zRows = new Float32Array(T * c.valueDim);
-    this.betaRows = new Float32Array(T * c.ssmTimeStepRank);
-    this.alphaRows = new Float32Array(T * c.ssmTimeStepRank);
-    this.gdnOut = new Float32Array(T * c.valueDim);
-    this.ffnGate = new Float32Array(T * c.feedForwardLength);
-    this.ffnUp = new Float32Array(T * c.feedForwardLength);
+    this.scratchWidths = forwardScratchWidths(c);
+    const scratch = allocateForwardScratch(c, T);
+    this.scratch = scratch;
+    this.hidden = scratch.hidden;
+    this.normed = scratch.normed;
+    this.branch = scratch.branch;
+    this.qg = scratch.qg;
+    this.q = scratch.q;
+    this.kRows = scratch.kRows;
+    this.vRows = scratch.vRows;
+    this.attnOut = scratch.attnOut;
+    this.mixed = scratch.mixed;
+    this.convOut = scratch.convOut;
+    this.zRows = scratch.zRows;
+    this.betaRows = scratch.betaRows;
+    this.alphaRows = scratch.alphaRows;
+    this.gdnOut = scratch.gdnOut;
+    this.ffnGate = scratch.ffnGate;
+    this.ffnUp = scratch.ffnUp;
     this.headDimScratch = new Float32Array(c.headDim);
     this.qBits = new Uint32Array(this.q.buffer, this.q.byteOffset, this.q.length);
     this.accScratch = new Float32Array(c.headDim);
@@ -192,17 +202,35 @@ export class Qwen35Forward {
     this.rowPos = new Int32Array(T);
   }
 
-  /** Debug tap: called with intermediate activations (llama.cpp's callback names) when set. */
-  tap: ((name: string, data: Float32Array, rows: number, width: number) => void) | undefined;
+  /**
+   * Debug tap (see ActivationTap): observes scratch buffers after the ops that wrote them. The
+   * forward computes the same values whether or not a tap is set; a tap only reads.
+   */
+  tap: ActivationTap | undefined;
 
   /** Bytes of preallocated activation scratch. */
   get scratchBytes(): number {
-    const arrays = [
-      this.hidden, this.normed, this.branch, this.qg, this.q, this.kRows, this.vRows, this.attnOut, this.mixed,
-      this.convOut, this.zRows, this.betaRows, this.alphaRows, this.gdnOut, this.ffnGate, this.ffnUp,
-      this.outHidden, this.logitsBuffer,
-    ];
+    const arrays = [...Object.values(this.scratch), this.outHidden, this.logitsBuffer];
     return arrays.reduce((sum, a) => sum + a.byteLength, 0);
+  }
+
+  /**
+   * Hands `rows` rows of scratch buffer `buffer` to the tap as `<name>-<il>`: all of each row, or
+   * `width` values from `column` (packed into a copy, since the tap reads [rows, width]).
+   */
+  private observe(name: string, il: number, buffer: ForwardScratchName, rows: number, column = 0, width?: number): void {
+    const tap = this.tap;
+    if (!tap) return;
+    const data = this.scratch[buffer];
+    const stride = this.scratchWidths[buffer];
+    const w = width ?? stride;
+    if (column === 0 && w === stride) {
+      tap(`${name}-${il}`, data.subarray(0, rows * w), rows, w);
+      return;
+    }
+    const packed = new Float32Array(rows * w);
+    for (let r = 0; r < rows; r++) packed.set(data.subarray(r * stride + column, r * stride + column + w), r * w);
+    tap(`${name}-${il}`, packed, rows, w);
   }
 
   private matmul(weight: PackedMatrix, x: Float32Array, m: number, y: Float32Array): void {
@@ -257,10 +285,10 @@ export class Qwen35Forward {
     for (let il = 0; il < c.nLayer; il++) {
       const layer = this.weights.layers[il]!;
       for (let r = 0; r < T; r++) rmsNorm(this.hidden, r * D, layer.attnNorm, this.normed, r * D, D, this.eps);
-      this.tap?.(`attn_norm-${il}`, this.normed, T, D);
+      this.observe("attn_norm", il, "normed", T);
       if (layer.kind === "attention") this.attention(il, layer, entries, T);
       else this.gatedDeltaNet(il, layer, entries, T);
-      this.tap?.(`mixer_out-${il}`, this.branch, T, D);
+      this.observe("mixer_out", il, "branch", T);
       let rows = T;
       if (il === c.nLayer - 1) {
         // as llama.cpp: after the last mixer only the output rows go on (its FFN matmuls then see
@@ -279,7 +307,7 @@ export class Qwen35Forward {
       for (let r = 0; r < rows; r++) rmsNorm(this.hidden, r * D, layer.postAttnNorm, this.normed, r * D, D, this.eps);
       this.ffn(layer, rows);
       for (let i = 0; i < rows * D; i++) this.hidden[i] = this.hidden[i]! + this.branch[i]!;
-      this.tap?.(`l_out-${il}`, this.hidden, rows, D);
+      this.observe("l_out", il, "hidden", rows);
     }
 
     // 3. output norm and head over the output rows (now rows 0 .. nOut-1)
@@ -607,6 +635,11 @@ export class Qwen35Forward {
     for (let i = 0; i < Dh; i++) this.attnOut[outOffset + i] = acc[i]! * inv;
   }
 
+  /**
+   * The Gated DeltaNet mixer (qwen35.md section 7). Each op runs over every row of the step and
+   * leaves its result in a named scratch buffer before the next op starts (taps observe it there);
+   * rows are in entry order, so the conv state and the recurrent state advance token by token.
+   */
   private gatedDeltaNet(il: number, w: GdnWeights, entries: readonly StepEntry[], T: number): void {
     const c = this.config;
     const { convDim, keyDim, valueDim, headVDim: Dv } = c;
@@ -616,35 +649,21 @@ export class Qwen35Forward {
     const K = c.ssmConvKernel;
     const eps = this.eps;
     this.matmul(w.qkv, this.normed, T, this.mixed);
-    this.tap?.(`linear_attn_qkv_mixed-${il}`, this.mixed, T, convDim);
+    this.observe("linear_attn_qkv_mixed", il, "mixed", T);
     this.matmul(w.gate, this.normed, T, this.zRows);
     this.matmul(w.beta, this.normed, T, this.betaRows);
     this.matmul(w.alpha, this.normed, T, this.alphaRows);
     const layer = this.cacheIndex[il]!;
     const convPlane = this.states.conv[layer]!;
     const ssmPlane = this.states.ssm[layer]!;
-    const readoutScale = fround(1 / fround(Math.sqrt(Dv)));
     const y = this.convOut;
     const o = this.gdnOut;
-    const debug = this.tap
-      ? {
-          convRaw: new Float32Array(T * convDim),
-          convSilu: new Float32Array(T * convDim),
-          beta: new Float32Array(T * Hv),
-          g: new Float32Array(T * Hv),
-          alpha: new Float32Array(T * Hv),
-          q: new Float32Array(T * keyDim),
-          k: new Float32Array(T * keyDim),
-          softplus: new Float32Array(T * Hv),
-          o: new Float32Array(T * valueDim),
-        }
-      : undefined;
+
+    // causal depthwise conv over [state (K-1 raw inputs), current]; the state keeps raw inputs
     let row = 0;
     for (const e of entries) {
       const convBase = e.stateSlot * this.states.convStride;
-      const ssmBase = e.stateSlot * this.states.ssmStride;
       for (let t = 0; t < e.tokens.length; t++, row++) {
-        // causal depthwise conv over [state (K-1 raw inputs), current], then SiLU; state keeps raw inputs
         const xOff = row * convDim;
         for (let ch = 0; ch < convDim; ch++) {
           const sOff = convBase + ch * (K - 1);
@@ -658,38 +677,53 @@ export class Qwen35Forward {
           if (K > 1) convPlane[sOff + K - 2] = current;
           y[xOff + ch] = acc;
         }
-        if (debug) debug.convRaw.set(y.subarray(xOff, xOff + convDim), row * convDim);
-        siluRow(y, xOff, convDim);
-        if (debug) debug.convSilu.set(y.subarray(xOff, xOff + convDim), row * convDim);
-        // L2 norms of q and k per K-head (f64 sum of f32 squares)
-        for (let kh = 0; kh < 2 * Hk; kh++) {
-          const off = xOff + kh * Dk;
-          let sum = 0;
-          for (let i = 0; i < Dk; i++) sum += fround(y[off + i]! * y[off + i]!);
-          // this llama.cpp build's ggml_l2_norm: x / sqrt(sum + eps) (verified bit-exact against its
-          // q_conv_predelta / k_conv_predelta; not x / max(||x||, eps))
-          const scale = fround(1 / fround(Math.sqrt(fround(fround(sum) + eps))));
-          for (let i = 0; i < Dk; i++) y[off + i] = y[off + i]! * scale;
-        }
-        if (debug) {
-          debug.q.set(y.subarray(xOff, xOff + keyDim), row * keyDim);
-          debug.k.set(y.subarray(xOff + keyDim, xOff + 2 * keyDim), row * keyDim);
-        }
-        // gated delta rule per V-head; V-head h uses Q/K head h mod Hk (tiled order)
+      }
+    }
+    this.observe("conv_output_raw", il, "convOut", T);
+    for (let r = 0; r < T; r++) siluRow(y, r * convDim, convDim);
+    this.observe("conv_output_silu", il, "convOut", T);
+
+    // L2 norms of q and k per K-head (f64 sum of f32 squares)
+    for (let r = 0; r < T; r++) {
+      for (let kh = 0; kh < 2 * Hk; kh++) {
+        const off = r * convDim + kh * Dk;
+        let sum = 0;
+        for (let i = 0; i < Dk; i++) sum += fround(y[off + i]! * y[off + i]!);
+        // this llama.cpp build's ggml_l2_norm: x / sqrt(sum + eps) (verified bit-exact against its
+        // q_conv_predelta / k_conv_predelta; not x / max(||x||, eps))
+        const scale = fround(1 / fround(Math.sqrt(fround(fround(sum) + eps))));
+        for (let i = 0; i < Dk; i++) y[off + i] = y[off + i]! * scale;
+      }
+    }
+    this.observe("q_conv_predelta", il, "convOut", T, 0, keyDim);
+    this.observe("k_conv_predelta", il, "convOut", T, keyDim, keyDim);
+
+    // beta = sigmoid(ssm_beta x); g = softplus(ssm_alpha x + dt_bias) * a, step by step in place
+    const beta = this.betaRows;
+    const g = this.alphaRows;
+    for (let i = 0; i < T * Hv; i++) beta[i] = sigmoid(beta[i]!);
+    this.observe("beta_sigmoid", il, "betaRows", T);
+    this.observe("alpha", il, "alphaRows", T);
+    for (let i = 0; i < T * Hv; i++) g[i] = fround(g[i]! + w.dtBias[i % Hv]!);
+    for (let i = 0; i < T * Hv; i++) g[i] = softplus(g[i]!);
+    this.observe("a_softplus", il, "alphaRows", T);
+    for (let i = 0; i < T * Hv; i++) g[i] = fround(g[i]! * w.a[i % Hv]!);
+    this.observe("gate", il, "alphaRows", T);
+
+    // gated delta rule per V-head; V-head h uses Q/K head h mod Hk (tiled order)
+    const readoutScale = fround(1 / fround(Math.sqrt(Dv)));
+    row = 0;
+    for (const e of entries) {
+      const ssmBase = e.stateSlot * this.states.ssmStride;
+      for (let t = 0; t < e.tokens.length; t++, row++) {
+        const xOff = row * convDim;
         for (let h = 0; h < Hv; h++) {
           const kh = h % Hk;
           const qOff = xOff + kh * Dk;
           const kOff = xOff + keyDim + kh * Dk;
           const vOff = xOff + 2 * keyDim + h * Dv;
-          const beta = sigmoid(this.betaRows[row * Hv + h]!);
-          const g = fround(softplus(fround(this.alphaRows[row * Hv + h]! + w.dtBias[h]!)) * w.a[h]!);
-          if (debug) {
-            debug.beta[row * Hv + h] = beta;
-            debug.g[row * Hv + h] = g;
-            debug.alpha[row * Hv + h] = fround(this.alphaRows[row * Hv + h]! + w.dtBias[h]!);
-            debug.softplus[row * Hv + h] = softplus(fround(this.alphaRows[row * Hv + h]! + w.dtBias[h]!));
-          }
-          const decay = libm.expf(g);
+          const betaH = beta[row * Hv + h]!;
+          const decay = libm.expf(g[row * Hv + h]!);
           const sHead = ssmBase + h * Dv * Dk;
           const oOff = row * valueDim + h * Dv;
           for (let j = 0; j < Dv; j++) {
@@ -697,31 +731,25 @@ export class Qwen35Forward {
             const sRow = sHead + j * Dk;
             // (ggml_vec_scale_f32 then ggml_vec_dot_f32, fused per row; same lanes, same results)
             const kvMem = ggmlDecayDot(ssmPlane, sRow, y, kOff, Dk, decay);
-            const delta = fround(fround(y[vOff + j]! - kvMem) * beta);
+            const delta = fround(fround(y[vOff + j]! - kvMem) * betaH);
             // ggml_vec_mad_f32 (one fused multiply-add per element), then the readout dot
             o[oOff + j] = ggmlMadDot(ssmPlane, sRow, y, qOff, Dk, y, kOff, delta) * readoutScale;
           }
-          if (debug) debug.o.set(o.subarray(oOff, oOff + Dv), oOff);
-          // gated RMSNorm: rms(o_h) * ssm_norm (raw), times silu(z_h)
-          rmsNorm(o, oOff, w.norm, o, oOff, Dv, eps);
-          const zOff = row * valueDim + h * Dv;
-          siluRow(this.zRows, zOff, Dv);
-          for (let j = 0; j < Dv; j++) o[oOff + j] = o[oOff + j]! * this.zRows[zOff + j]!;
         }
       }
     }
-    if (debug && this.tap) {
-      this.tap(`conv_output_raw-${il}`, debug.convRaw, T, convDim);
-      this.tap(`conv_output_silu-${il}`, debug.convSilu, T, convDim);
-      this.tap(`beta_sigmoid-${il}`, debug.beta, T, Hv);
-      this.tap(`gate-${il}`, debug.g, T, Hv);
-      this.tap(`alpha-${il}`, debug.alpha, T, Hv);
-      this.tap(`q_conv_predelta-${il}`, debug.q, T, keyDim);
-      this.tap(`k_conv_predelta-${il}`, debug.k, T, keyDim);
-      this.tap(`a_softplus-${il}`, debug.softplus, T, Hv);
-      this.tap(`attn_output-${il}`, debug.o, T, valueDim);
-      this.tap(`final_output-${il}`, o, T, valueDim);
+    this.observe("attn_output", il, "gdnOut", T);
+
+    // gated RMSNorm per V-head: rms(o_h) * ssm_norm (raw), times silu(z_h)
+    for (let r = 0; r < T; r++) {
+      for (let h = 0; h < Hv; h++) {
+        const oOff = r * valueDim + h * Dv;
+        rmsNorm(o, oOff, w.norm, o, oOff, Dv, eps);
+        siluRow(this.zRows, oOff, Dv);
+        for (let j = 0; j < Dv; j++) o[oOff + j] = o[oOff + j]! * this.zRows[oOff + j]!;
+      }
     }
+    this.observe("final_output", il, "gdnOut", T);
     this.matmul(w.out, o, T, this.branch);
   }
 }

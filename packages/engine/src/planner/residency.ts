@@ -12,6 +12,7 @@ import {
 import { KEEPQUANT_ENCODINGS, chunkPlan, isKeepQuantEncoding, type EnvSource } from "@keepquant/quant";
 import type { KvType } from "../kv/paged-kv.js";
 import { isVectorTensor } from "../model/config.js";
+import { forwardScratchRowWidth } from "../model/scratch.js";
 import type { Numerics } from "../model/matmul.js";
 import { TT_DEVICES, ttDevice, type PlanDevice, type TtDeviceName } from "./devices.js";
 import { PlanError } from "./errors.js";
@@ -375,21 +376,9 @@ function compute(facts: ModelFacts, settings: ResolvedPlanSettings, device: Plan
   const slots = settings.sequences + settings.stateSnapshots;
   const gdnBytes = facts.summary.gdnLayers * slots * (convBytes + recurrentBytes);
 
-  // Activation scratch of the forward (forward.ts): f32 rows of these widths per batch row.
+  // Activation scratch of the forward: its named buffers (model/scratch.ts), f32, per batch row.
   const D = config.embeddingLength;
-  const hDh = config.headCount * config.headDim;
-  const kvDh = config.headCountKv * config.headDim;
-  const rowWidth =
-    3 * D + // hidden, normed, branch
-    2 * hDh + // qg
-    hDh + // q
-    2 * kvDh + // k, v
-    hDh + // attnOut
-    2 * config.convDim + // mixed, convOut
-    config.valueDim + // z
-    2 * config.ssmTimeStepRank + // beta, alpha
-    config.valueDim + // gdnOut
-    2 * config.feedForwardLength; // ffnGate, ffnUp
+  const rowWidth = forwardScratchRowWidth(config);
   const activationBytes = settings.batchTokens * rowWidth * 4;
   // Rows needing logits in one step: one per sequence at most (decode, or the last prefill row).
   const logitRows = Math.min(settings.batchTokens, settings.sequences);
