@@ -8,7 +8,7 @@
  *
  * Importing never throws and does not load the addon; the first call does.
  */
-import { GgmlType, GGML_TYPE_TRAITS } from "@keepquant/gguf";
+import { GgmlType, GGML_TYPE_TRAITS, ggmlTypeLabel } from "@keepquant/gguf";
 import {
   checkGroupedMatmulShape,
   checkMatmulBTQuantGroupedArgs,
@@ -105,10 +105,6 @@ export function getNativeThreads(): number {
 
 // ---------------------------------------------------------------- dequantization
 
-function label(type: number): string {
-  const traits = (GGML_TYPE_TRAITS as Partial<Record<number, { name: string }>>)[type];
-  return traits ? traits.name : `<unknown ggml type id ${type}>`;
-}
 
 const NATIVE_DEQUANT_CANDIDATES: readonly GgmlType[] = [
   GgmlType.F32, GgmlType.F16, GgmlType.BF16, GgmlType.Q4_0, GgmlType.Q4_1, GgmlType.Q5_0, GgmlType.Q5_1,
@@ -122,7 +118,7 @@ export const NATIVE_DEQUANTIZE_TYPES: readonly GgmlType[] = NATIVE_DEQUANT_CANDI
 function rowBytesOf(type: GgmlType, cols: number, operation: string, argument: string): number {
   const { blockSize, typeSize } = GGML_TYPE_TRAITS[type];
   if (!Number.isSafeInteger(cols) || cols < 1 || cols % blockSize !== 0) {
-    throw new QuantArgumentError(operation, argument, `${cols} is not a whole number of ${label(type)} blocks (${blockSize} per block)`);
+    throw new QuantArgumentError(operation, argument, `${cols} is not a whole number of ${ggmlTypeLabel(type)} blocks (${blockSize} per block)`);
   }
   return (cols / blockSize) * typeSize;
 }
@@ -140,7 +136,7 @@ export function nativeDequantizeRows(
 ): Float32Array {
   const op = "nativeDequantizeRows";
   const addon = requireAddon(op);
-  if (!addon.dequantSupported(type)) throw new UnsupportedGgmlTypeError(label(type), op, NATIVE_DEQUANTIZE_TYPES.map(label));
+  if (!addon.dequantSupported(type)) throw new UnsupportedGgmlTypeError(ggmlTypeLabel(type), op, NATIVE_DEQUANTIZE_TYPES.map(ggmlTypeLabel));
   if (!Number.isSafeInteger(rows) || rows < 1 || dst.length % rows !== 0) {
     throw new QuantArgumentError(op, "rows", `${rows} does not divide dst.length ${dst.length}`);
   }
@@ -178,13 +174,13 @@ export const NATIVE_LLAMA_TYPES: readonly GgmlType[] = [
 function checkLlama(op: string, addon: NativeAddon, weight: NativeLlamaWeight, x: Float32Array, m: number, out?: Float32Array) {
   if (typeof weight !== "object" || weight === null) throw new QuantArgumentError(op, "weight", "missing");
   const act = addon.vecDotType(weight.type);
-  if (act === -1) throw new UnsupportedGgmlTypeError(label(weight.type), op, NATIVE_LLAMA_TYPES.map(label));
+  if (act === -1) throw new UnsupportedGgmlTypeError(ggmlTypeLabel(weight.type), op, NATIVE_LLAMA_TYPES.map(ggmlTypeLabel));
   const { rows: n, cols: k } = weight;
   if (!Number.isSafeInteger(n) || n < 1) throw new QuantArgumentError(op, "weight.rows", `expected a positive integer, got ${n}`);
   const rowBytes = rowBytesOf(weight.type, k, op, "weight.cols");
   rowBytesOf(act, k, op, "weight.cols");
   if (!(weight.data instanceof Uint8Array) || weight.data.length < n * rowBytes) {
-    throw new QuantArgumentError(op, "weight.data", `[${n}, ${k}] ${label(weight.type)} needs ${n * rowBytes} bytes`);
+    throw new QuantArgumentError(op, "weight.data", `[${n}, ${k}] ${ggmlTypeLabel(weight.type)} needs ${n * rowBytes} bytes`);
   }
   if (!Number.isSafeInteger(m) || m < 1) throw new QuantArgumentError(op, "m", `expected a positive integer, got ${m}`);
   if (!(x instanceof Float32Array) || x.length !== m * k) {
@@ -336,7 +332,7 @@ export function createNativeLlamaProvider(options: NativeLlamaProviderOptions = 
   const checked = (args: MatmulBTQuantGroupedArgs): { addon: NativeAddon; shape: ReturnType<typeof checkGroupedMatmulShape> } => {
     const shape = checkGroupedMatmulShape(args, op);
     const addon = requireAddon(op);
-    if (addon.vecDotType(args.weight.type) < 0) throw new UnsupportedGgmlTypeError(label(args.weight.type), op, NATIVE_LLAMA_TYPES.map(label));
+    if (addon.vecDotType(args.weight.type) < 0) throw new UnsupportedGgmlTypeError(ggmlTypeLabel(args.weight.type), op, NATIVE_LLAMA_TYPES.map(ggmlTypeLabel));
     return { addon, shape };
   };
   return {
