@@ -239,10 +239,14 @@ export interface NativeProviderOptions {
   onChunk?: (group: number, rowStart: number, rowEnd: number) => void;
 }
 
-export interface NativeKeepQuantProvider extends KeepQuantProvider {
-  /** the same operation on a worker thread (chunks run one after another) */
+/** A native provider (quant's MatmulProvider) that also runs the operation off the event loop. */
+export interface NativeMatmulProvider extends MatmulProvider {
+  /** the same operation on worker threads (chunks or groups one after another); the event loop keeps running */
   matmulBTQuantGroupedAsync(args: MatmulBTQuantGroupedArgs): Promise<Float32Array>;
 }
+
+/** The native provider of the keep-quant contract. */
+export type NativeKeepQuantProvider = NativeMatmulProvider & KeepQuantProvider;
 
 type Bf16Call = (
   type: GgmlType, weight: Uint8Array, k: number, rowStart: number, rowCount: number,
@@ -315,11 +319,6 @@ export const CPU_NATIVE_LLAMA_PROVIDER_NAME = "cpu-native-llama";
 export interface NativeLlamaProviderOptions {
   /** the provider's name (default `cpu-native-llama`; the engine adds the kernel level) */
   name?: string;
-}
-
-export interface NativeMatmulProvider extends MatmulProvider {
-  /** the same operation on worker threads (one group after another); the event loop keeps running */
-  matmulBTQuantGroupedAsync(args: MatmulBTQuantGroupedArgs): Promise<Float32Array>;
 }
 
 /**
