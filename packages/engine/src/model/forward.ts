@@ -1,10 +1,10 @@
+import type { Qwen35Config } from "@keepquant/gguf";
 import { matmulDense } from "@keepquant/quant";
 import { F16_TO_F32, f32BitsToF16Bits } from "../numerics/half.js";
 import { GGML_F32_LANES, ggmlDecayDot, ggmlMadDot, ggmlSiluScalar, ggmlVExpf, ggmlVSilu, ggmlVecDotF32, setScalarExpf } from "../numerics/ggml-expf.js";
 import { fmaf } from "../numerics/fma.js";
 import type { PagedKvCache } from "../kv/paged-kv.js";
 import type { GdnStatePool } from "../kv/state-pool.js";
-import type { Qwen35Config } from "@keepquant/gguf";
 import { layerCaches } from "./config.js";
 import { allocateForwardScratch, forwardScratchWidths, type ForwardScratch, type ForwardScratchName } from "./scratch.js";
 import { decodeRow, type DequantizeRow, type MatmulProvider, type Numerics } from "./matmul.js";
