@@ -13,6 +13,7 @@ export type { KvType } from "./kv/paged-kv.js";
 export type { Numerics, MatmulProvider } from "./model/matmul.js";
 export { Qwen35Forward, FLASH_ATTN_TILED_MIN_ROWS, setLibm, type ActivationTap, type StepEntry } from "./model/forward.js";
 export * from "./tokenizer/index.js";
+export * from "./bench/benchmark.js";
 export * from "./sampling/index.js";
 export * from "./chat/index.js";
 // parity: everything except goldens' `topK` helper, which would shadow the sampling module's topK
