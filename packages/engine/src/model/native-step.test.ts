@@ -165,13 +165,13 @@ describe.skipIf(reason !== undefined)("native step at every ISA level this CPU r
       for (const flashAttention of [true, false]) {
         const weights = await loadWeights(file, "llama");
         const providers = [...(await createNativeMatmulProviders("llama", undefined, [])), ...typescriptProviders("llama", [])];
-        const selection = selectProviders(weights, providers, []);
+        const selection = selectProviders(weights, providers, "llama");
         const spec = pools(weights, "f16");
         const ts = new Qwen35Forward(weights, spec.kv, spec.states, selection.byWeight, "llama", quantDequantizeRow, 128, flashAttention);
-        const expected = await runSchedule((e) => ts.forward(e), spec, weights.config.nVocab);
+        const expected = await runSchedule((e) => ts.forward(e), spec, weights.vocab);
         const mine = pools(weights, "f16");
         const step = NativeStep.create(native, weights, mine.kv, mine.states, { numerics: "llama", flashAttention, maxBatchTokens: 128 });
-        const actual = await runSchedule((e) => step.forward(e), mine, weights.config.nVocab);
+        const actual = await runSchedule((e) => step.forward(e), mine, weights.vocab);
         step.dispose();
         expect(firstDifference(actual, expected), `${isa} flash ${flashAttention}`).toBeUndefined();
       }
