@@ -16,7 +16,7 @@ import {
   Tokenizer,
   vocabFromJson,
 } from "@keepquant/engine";
-import { GgmlType, qwen35SpecLayout, type Qwen35Spec } from "@keepquant/gguf";
+import { GgmlType, QWEN35_TINY_SHAPE, qwen35SpecLayout, type Qwen35Spec } from "@keepquant/gguf";
 import { createKeepquantServer, type KeepquantServer, type KeepquantServerOptions } from "./server.js";
 
 /**
@@ -112,27 +112,9 @@ export async function scriptedToolEngine(options: EngineOptions = {}, script: { 
   const imEnd = id("<|im_end|>");
   const toolResponse = id("<tool_response>");
 
-  // the shape is a Qwen35Spec; hyperparameters and tensor shapes come from the gguf package's layout
-  const spec: Qwen35Spec = {
-    vocab: V,
-    hidden: 64,
-    layers: 4, // attention at layer 3 (full_attention_interval 4)
-    ffn: 96,
-    heads: 4,
-    headsKv: 2,
-    headDim: 32,
-    ssmGroups: 2,
-    ssmHeads: 4,
-    ssmStateSize: 16,
-    convKernel: 4,
-    ropeDims: 16,
-    ropeSections: [3, 3, 2, 0],
-    ropeTheta: 10_000,
-    eps: 1e-6,
-    contextLength: 4096,
-    tied: false,
-    tokenizer: { tokens: [...vocab.tokens] },
-  };
+  // the gguf package's tiny shape (attention at layer 3) with this vocabulary; hyperparameters and
+  // tensor shapes come from its layout
+  const spec: Qwen35Spec = { ...QWEN35_TINY_SHAPE, vocab: V, tokenizer: { tokens: [...vocab.tokens] }, tied: false };
   const layout = qwen35SpecLayout(spec);
   const config = layout.config;
   const neOf = new Map(layout.tensors.map((t) => [t.name, t.ne]));

@@ -3,7 +3,7 @@
  * (its calm initialisation, F32), builds the load plan, and the loader binds the plan. No second
  * table of tensor names, shapes or hyperparameters lives here.
  */
-import { assertLoadable, buildLoadPlan, readGguf, synthesizeQwen35, type Qwen35Spec } from "@keepquant/gguf";
+import { assertLoadable, buildLoadPlan, QWEN35_TINY_SHAPE, readGguf, synthesizeQwen35, type Qwen35Spec } from "@keepquant/gguf";
 import { mulberry32 } from "@keepquant/quant/testing";
 import { loadQwen35Weights, readTensorSource } from "../model/load.js";
 import type { Numerics } from "../model/matmul.js";
@@ -12,29 +12,8 @@ import type { ModelWeights } from "../model/weights.js";
 /** mulberry32 (the quant package's test PRNG): small deterministic PRNG for test data. */
 export const seededRandom: (seed: number) => () => number = mulberry32;
 
-/** A tiny qwen35 for engine unit tests: 4 layers (attention at 3), D 64, Hk 2 < Hv 4, vocab 97. */
-export const TINY_SPEC: Qwen35Spec = Object.freeze({
-  vocab: 97,
-  hidden: 64,
-  layers: 4,
-  ffn: 96,
-  heads: 4,
-  headsKv: 2,
-  headDim: 32,
-  ssmGroups: 2,
-  ssmHeads: 4,
-  ssmStateSize: 16,
-  convKernel: 4,
-  ropeDims: 16,
-  ropeSections: [3, 3, 2, 0],
-  ropeTheta: 10_000,
-  eps: 1e-6,
-  contextLength: 4096,
-  tied: true,
-  // the engine tests pass token ids; the file still carries a (placeholder) vocabulary
-  tokenizer: { tokens: Array.from({ length: 97 }, (_, i) => `<t${i}>`) },
-  name: "synthetic-qwen35-tiny",
-}) as Qwen35Spec;
+/** The tiny qwen35 of the engine's unit tests (the gguf package's preset): 4 layers, D 64, vocab 97. */
+export const TINY_SPEC: Qwen35Spec = QWEN35_TINY_SHAPE;
 
 export interface SyntheticModelOptions {
   /** PRNG seed of the weights (default: the spec's, else 1) */
