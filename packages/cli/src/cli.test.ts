@@ -7,6 +7,7 @@ import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   GgmlType,
+  gguf,
   QWEN35_27B_SHAPE,
   QWEN35_TEST_SHAPE,
   qwen35SpecLayout,
@@ -42,7 +43,7 @@ beforeAll(async () => {
   list.find((t) => t.name === "blk.0.ssm_out.weight")!.ne = [64, 256];
   writeFileSync(files.refused, writeGguf({ metadata, tensors: list.map((t) => ({ ...t, data: new Uint8Array(tensorByteLength(t)) })) }));
   writeFileSync(files.badConfig, writeGguf({ metadata: metadata.filter((e) => e.key !== "qwen35.embedding_length"), tensors: [] }));
-  writeFileSync(files.other, writeGguf({ metadata: [{ key: "general.architecture", type: 8, value: "llama" }], tensors: [{ name: "w", type: GgmlType.F32, ne: [4], data: new Uint8Array(16) }] }));
+  writeFileSync(files.other, writeGguf({ metadata: [gguf.str("general.architecture", "llama")], tensors: [{ name: "w", type: GgmlType.F32, ne: [4], data: new Uint8Array(16) }] }));
 });
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 

@@ -20,8 +20,9 @@
  */
 import path from "node:path";
 import { decodeF32, runOracle } from "@keepquant/oracle";
-import { LLAMA_WEIGHT_TYPES } from "@keepquant/quant";
-import { Engine } from "../src/index.js";
+import { GgmlType } from "@keepquant/gguf";
+import { LLAMA_WEIGHT_TYPES, matmulDense } from "@keepquant/quant";
+import { Engine, type ActivationTap } from "../src/index.js";
 import { TsMatmulProvider, type MatmulProvider } from "../src/model/matmul.js";
 import { quantDequantizeRow, allMatrices } from "../src/model/providers.js";
 import { decodeRow } from "../src/model/matmul.js";
@@ -45,7 +46,7 @@ const sequences = prompts.map((p) => [...p.ids, ...p.tokens]);
 const oracle = await runOracle({ kind: "logits", model: file, sequences, threads: 1, repack: false, kvType: "f32" });
 const oracleLogits = sequences.map((s, i) => s.map((_, pos) => decodeF32(oracle.logits[i]![pos]!)));
 
-const ALL_TYPES = new Set<number>(LLAMA_WEIGHT_TYPES.filter((t) => t !== 0 && t !== 1 && t !== 30));
+const ALL_TYPES = new Set(LLAMA_WEIGHT_TYPES.filter((t) => t !== GgmlType.F32 && t !== GgmlType.F16 && t !== GgmlType.BF16));
 type Forward = { providers: Map<PackedMatrix, MatmulProvider> };
 
 /** Replaces every matmul provider of `engine` (debug only: reaches into the forward; used only for the
@@ -67,7 +68,7 @@ async function variant(label: string): Promise<Engine> {
       return Engine.load(file, { ...base, numerics: "exact" });
     case "ideal+twin": {
       const engine = await Engine.load(file, { ...base, numerics: "bf16", provider: "ts" });
-      setProviders(engine, new TsMatmulProvider("f32", quantDequantizeRow, ALL_TYPES));
+      setProviders(engine, new TsMatmulProvider("exact", quantDequantizeRow, ALL_TYPES));
       return engine;
     }
     case "ideal+bf16w": {
@@ -127,7 +128,7 @@ for (const label of labels) {
       decodeRow(embd, r, row, quantDequantizeRow);
       for (let c = 0; c < cols; c++) noisy[r * cols + c] = row[c]! * (1 + (2 * rand() - 1) * 2 ** -9);
     }
-    (engine.weights as { tokenEmbd: PackedMatrix }).tokenEmbd = { ...embd, type: 0, typeName: "F32", rowBytes: cols * 4, data: new Uint8Array(noisy.buffer) };
+    (engine.weights as { tokenEmbd: PackedMatrix }).tokenEmbd = { ...embd, type: GgmlType.F32, typeName: "F32", rowBytes: cols * 4, data: new Uint8Array(noisy.buffer) };
   }
   const all: Float32Array[][] = [];
   for (const s of sequences) all.push(await engine.evaluate(s));
@@ -179,11 +180,12 @@ for (const line of gateLines) console.log(line);
 
 // one contract matmul on real activations: layer 0 ffn_up through the bf16 engine's provider
 {
-  const engine = await Engine.load(file, { kvType: "f32", flashAttention: false, numerics: "bf16" });
-  const forward = (engine as unknown as { forwardPass: Forward & { tap: unknown } }).forwardPass;
+  // the TypeScript forward (taps), with the engine's bf16 providers
+  const engine = await Engine.load(file, { kvType: "f32", flashAttention: false, numerics: "bf16", nativeStep: false });
+  const forward = (engine as unknown as { forwardPass: Forward & { tap: ActivationTap | undefined } }).forwardPass;
   let x: Float32Array | undefined;
   let rows = 0;
-  forward.tap = (tapName: string, data: Float32Array, r: number, width: number) => {
+  forward.tap = (tapName, data, r, width) => {
     if (tapName === "attn_norm-0" && !x) {
       x = data.slice(0, r * width);
       rows = r;
@@ -194,7 +196,7 @@ for (const line of gateLines) console.log(line);
   for (const w of [layer.ffnUp, layer.ffnGate]) {
     const provider = forward.providers.get(w)!;
     const y = new Float32Array(rows * w.rows);
-    provider.matmul(w, x!, rows, y);
+    matmulDense(provider, w, x!, rows, y);
     const wRow = new Float32Array(w.cols);
     let worstRatio = 0;
     let worstRounded = 0;

@@ -1,6 +1,6 @@
 /**
  * Per-layer comparison with llama.cpp: runs the oracle build in-process with an eval callback
- * (cb_eval) that captures named F32 activations, runs our forward with `Qwen35Forward.tap`, and
+ * (cb_eval) that captures named F32 activations, runs our TypeScript forward with `Qwen35Forward.tap`, and
  * prints how many elements differ bit-wise per tensor. Debug tool, not a test.
  *
  *   pnpm exec tsx bench/compare-layers.ts <model.gguf> [ids=100,200]
@@ -10,8 +10,9 @@
  */
 import { createRequire } from "node:module";
 import path from "node:path";
+import { GgmlType } from "@keepquant/gguf";
 import { oracleLibDir } from "@keepquant/oracle";
-import { Engine } from "../src/index.js";
+import { Engine, setLibm, type ActivationTap, type Qwen35Forward } from "../src/index.js";
 
 const [file, idsArg = "100,200"] = process.argv.slice(2);
 if (!file) throw new Error("usage: compare-layers.ts <model.gguf> [comma-separated ids]");
@@ -60,7 +61,7 @@ const callback = koffi.register((tensor: unknown, ask: boolean) => {
   const nb = [0, 1, 2, 3].map((i) => Number(view.getBigUint64(48 + 8 * i, true)));
   const data = koffi.decode(tensor, 248, "void *");
   const contiguous = nb[0] === 4 && nb[1] === 4 * ne[0]! && nb[2] === nb[1]! * ne[1]!;
-  if (view.getInt32(0, true) === 0 && data && contiguous) {
+  if (view.getInt32(0, true) === GgmlType.F32 && data && contiguous) {
     captured.set(name, new Float32Array(koffi.view(data, ne[0]! * ne[1]! * ne[2]! * ne[3]! * 4)).slice());
   }
   return true;
@@ -70,7 +71,7 @@ Object.assign(modelParams, { n_gpu_layers: 0, use_extra_bufts: false, load_mode:
 const model = lib.func("void *llama_model_load_from_file(const char *path, kq_cmp_mp params)")(file, modelParams);
 const contextParams = lib.func("kq_cmp_cp llama_context_default_params(void)")();
 Object.assign(contextParams, {
-  n_ctx: 512, n_batch: 512, n_ubatch: 512, n_threads: 2, n_threads_batch: 2, type_k: 0, type_v: 0,
+  n_ctx: 512, n_batch: 512, n_ubatch: 512, n_threads: 2, n_threads_batch: 2, type_k: GgmlType.F32, type_v: GgmlType.F32,
   flash_attn_type: 0, cb_eval: callback, no_perf: true,
 });
 const context = lib.func("void *llama_init_from_model(void *model, kq_cmp_cp params)")(model, contextParams);
@@ -78,21 +79,28 @@ const batch = lib.func("kq_cmp_batch llama_batch_get_one(int32_t *tokens, int32_
 const status = lib.func("int32_t llama_decode(void *ctx, kq_cmp_batch batch)")(context, batch);
 if (status !== 0) throw new Error(`llama_decode returned ${status}`);
 
-const engine = await Engine.load(file, { kvType: "f32", flashAttention: false });
+// the TypeScript forward (the native step has no taps), with the native matmul kernels and, as
+// llama.cpp, the C library's libm (JavaScript's Math rounds some logf/expf results differently)
+const native = await import("@keepquant/tt-native");
+if (native.nativeAddon()) setLibm(native.nativeLibm());
+const engine = await Engine.load(file, { kvType: "f32", flashAttention: false, nativeStep: false });
 const ours = new Map<string, Float32Array>();
-(engine as unknown as { forwardPass: { tap: unknown } }).forwardPass.tap = (
-  name: string,
-  data: Float32Array,
-  rows: number,
-  width: number,
-) => ours.set(name, data.slice(0, rows * width));
+const tap: ActivationTap = (name, data, rows, width) => ours.set(name, data.slice(0, rows * width));
+(engine as unknown as { forwardPass: Qwen35Forward }).forwardPass.tap = tap;
 await engine.evaluate(ids, { positions: [ids.length - 1] });
-const pairs: [string, string][] = [["attn_norm", "attn_norm"], ["linear_attn_qkv_mixed", "linear_attn_qkv_mixed"], ["linear_attn_out", "mixer_out"], ["l_out", "l_out"]];
+// every tap shares llama.cpp's callback name, except the GDN mixer's output (its linear_attn_out)
+const theirName = (mine: string): string => (mine === "mixer_out" ? "linear_attn_out" : mine);
+const skipped: string[] = [];
 for (let il = 0; il < engine.weights.config.nLayer; il++) {
-  for (const [theirs, mine] of pairs) {
+  for (const [key, b] of ours) {
+    const match = /^(.*)-(\d+)$/.exec(key)!;
+    if (Number(match[2]) !== il) continue;
+    const theirs = theirName(match[1]!);
     const a = captured.get(`${theirs}-${il}`);
-    const b = ours.get(`${mine}-${il}`);
-    if (!a || !b || a.length !== b.length) continue;
+    if (!a || a.length !== b.length) {
+      skipped.push(`${key} (${a ? `${a.length} vs our ${b.length} values` : "not captured"})`);
+      continue;
+    }
     let differ = 0;
     let max = 0;
     for (let i = 0; i < a.length; i++) {
@@ -104,4 +112,5 @@ for (let il = 0; il < engine.weights.config.nLayer; il++) {
     console.log(`layer ${il} ${theirs}: ${differ}/${a.length} differ (max ${max.toExponential(1)})`);
   }
 }
+if (skipped.length > 0) console.log(`not compared: ${skipped.join(", ")}`);
 engine.dispose();

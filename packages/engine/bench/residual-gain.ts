@@ -13,7 +13,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { decodeF32, runOracle } from "@keepquant/oracle";
 import { LLAMA_WEIGHT_TYPES } from "@keepquant/quant";
-import { synthesizeQwen35 } from "@keepquant/gguf";
+import { GgmlType, synthesizeQwen35 } from "@keepquant/gguf";
 import { Engine } from "../src/index.js";
 import { TsMatmulProvider, type MatmulProvider } from "../src/model/matmul.js";
 import { quantDequantizeRow, allMatrices } from "../src/model/providers.js";
@@ -30,7 +30,7 @@ const gains = (process.argv[3] ?? "4,2,1").split(",").map(Number);
 const wt = (process.argv[4] ?? "Q4_K_M") as "Q4_K_M";
 const ref = readGoldensFile(path.join(REPO, "goldens/parity", `${model}-f32.json`));
 const prompts = ref.prompts.map((p) => p.ids);
-const ALL = new Set<number>(LLAMA_WEIGHT_TYPES.filter((t) => t !== 0 && t !== 1 && t !== 30));
+const ALL = new Set(LLAMA_WEIGHT_TYPES.filter((t) => t !== GgmlType.F32 && t !== GgmlType.F16 && t !== GgmlType.BF16));
 fs.mkdirSync("/tmp/gainfx", { recursive: true });
 for (const gain of gains) {
   const f32 = `/tmp/gainfx/${model}-g${gain}-f32.gguf`;
@@ -52,7 +52,7 @@ for (const gain of gains) {
   const lo = await runOracle({ kind: "logits", model: q, sequences: seqs, threads: 1, repack: false, kvType: "f32" });
   const ideal = await Engine.load(q, { kvType: "f32", flashAttention: false, numerics: "llama", provider: "ts" });
   const fw = (ideal as unknown as { forwardPass: unknown }).forwardPass as { providers: Map<PackedMatrix, MatmulProvider> };
-  for (const w of allMatrices(ideal.weights)) fw.providers.set(w, new TsMatmulProvider("f32", quantDequantizeRow, ALL));
+  for (const w of allMatrices(ideal.weights)) fw.providers.set(w, new TsMatmulProvider("exact", quantDequantizeRow, ALL));
   const bf = await Engine.load(q, { kvType: "f32", flashAttention: false, numerics: "bf16" });
   const dO: number[] = [], dB: number[] = [];
   for (let p = 0; p < seqs.length; p++) {

@@ -1,11 +1,14 @@
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { QWEN35_TEST_SHAPE, readGguf, readTensorBytes, synthesizeQwen35, writeGguf } from "@keepquant/gguf";
-import { describe, expect, it } from "vitest";
+import { GgmlType, QWEN35_TEST_SHAPE, readGguf, readTensorBytes, synthesizeQwen35, writeGguf } from "@keepquant/gguf";
+import { afterAll, describe, expect, it } from "vitest";
 import { Engine } from "./engine.js";
-import { randomWeights, TINY_CONFIG } from "./testing/random-weights.js";
+import { syntheticWeights, TINY_SPEC } from "./testing/synthetic-model.js";
 import type { PackedMatrix } from "./model/weights.js";
+
+const folder = mkdtempSync(path.join(tmpdir(), "keepquant-engine-load-"));
+afterAll(() => rmSync(folder, { recursive: true, force: true }));
 
 describe("load refusals", () => {
   it("a file the load plan refuses fails with ENGINE_LOAD_REFUSED before reading weights", async () => {
@@ -16,7 +19,6 @@ describe("load refusals", () => {
       if (t.name === "blk.0.ssm_a") continue; // a required GDN tensor goes missing
       tensors.push({ name: t.name, type: t.type, ne: t.ne, data: await readTensorBytes(bytes, t) });
     }
-    const folder = mkdtempSync(path.join(tmpdir(), "keepquant-engine-load-"));
     const broken = path.join(folder, "missing-ssm-a.gguf");
     writeFileSync(broken, writeGguf({ metadata: [...file.metadata.values()], tensors }));
     const error = await Engine.load(broken).catch((e: unknown) => e);
@@ -25,11 +27,11 @@ describe("load refusals", () => {
   });
 
   it("a weight type no provider computes is refused by name at load", async () => {
-    const weights = randomWeights(TINY_CONFIG, 5);
+    const weights = await syntheticWeights(TINY_SPEC, { seed: 5 });
     const layer = weights.layers[0]!;
     const ffnUp = layer.ffnUp;
     // pretend ffn_up is IQ2_XXS (66-byte blocks of 256): no llama-numerics kernel in the TS tier
-    const fake: PackedMatrix = { ...ffnUp, type: 16, typeName: "IQ2_XXS", cols: 256, rowBytes: 66, data: new Uint8Array(ffnUp.rows * 66) };
+    const fake: PackedMatrix = { ...ffnUp, type: GgmlType.IQ2_XXS, typeName: "IQ2_XXS", cols: 256, rowBytes: 66, data: new Uint8Array(ffnUp.rows * 66) };
     (layer as { ffnUp: PackedMatrix }).ffnUp = fake;
     const error = await Engine.fromWeights(weights, { provider: "ts" }).catch((e: unknown) => e);
     expect(error).toMatchObject({ code: "ENGINE_UNSUPPORTED_TYPE", field: "blk.0.ffn_up.weight" });
@@ -37,7 +39,7 @@ describe("load refusals", () => {
   });
 
   it('numerics "exact" (diagnostic reference) runs every matmul on the TypeScript exact provider, even with provider auto', async () => {
-    const weights = randomWeights(TINY_CONFIG, 7);
+    const weights = await syntheticWeights(TINY_SPEC, { seed: 7 });
     const engine = await Engine.fromWeights(weights, { numerics: "exact" });
     try {
       const stats = engine.stats();

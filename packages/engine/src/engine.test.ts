@@ -1,11 +1,11 @@
 import { describe, expect, it } from "vitest";
 import { Engine } from "./engine.js";
-import { randomWeights, seededRandom, TINY_CONFIG } from "./testing/random-weights.js";
+import { seededRandom, syntheticWeights, TINY_SPEC } from "./testing/synthetic-model.js";
 
-const weights = randomWeights(TINY_CONFIG, 3);
+const weights = await syntheticWeights(TINY_SPEC, { seed: 3 });
 
 function randomPrompt(random: () => number, length: number): number[] {
-  return Array.from({ length }, () => Math.floor(random() * TINY_CONFIG.nVocab));
+  return Array.from({ length }, () => Math.floor(random() * TINY_SPEC.vocab));
 }
 
 describe("Engine scheduling", () => {
@@ -146,7 +146,7 @@ describe("Engine scheduling", () => {
 
   it("refuses bad requests with typed errors", async () => {
     const engine = await Engine.fromWeights(weights, { provider: "ts" });
-    expect(() => engine.generate([TINY_CONFIG.nVocab], {})).toThrow(/not a token id/);
+    expect(() => engine.generate([TINY_SPEC.vocab], {})).toThrow(/not a token id/);
     expect(() => engine.generate([], {})).toThrow(/empty/);
     expect(() => engine.generate("text", {})).toThrow(expect.objectContaining({ code: "ENGINE_NO_TOKENIZER" }));
     await expect(Engine.fromWeights(weights, { blockSize: 0 })).rejects.toMatchObject({ code: "ENGINE_BAD_OPTION" });

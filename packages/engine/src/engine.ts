@@ -227,7 +227,6 @@ export class Engine {
     this.numerics = options.numerics;
     this.tokenizer = tokenizer;
     const numBlocks = Math.ceil(options.kvCacheTokens / options.blockSize);
-    const attentionLayers = c.recurrent.filter((r) => !r).length;
     // llama.cpp casts an F32 K/V cache to F16 for flash attention: same numbers, so store f16.
     const kvType: KvType = options.flashAttention ? "f16" : options.kvType;
     if (kvType !== options.kvType) {
@@ -235,10 +234,8 @@ export class Engine {
     }
     // storage of the pools: natively allocated when the native step owns the compute
     const allocate: AllocateStorage = native ? (bytes) => native.allocNativeBuffer(bytes) : allocateJsStorage;
-    this.kv = new PagedKvCache(attentionLayers, numBlocks, options.blockSize, c.nHeadKv, c.headDim, kvType, allocate);
-    const convDim = 2 * c.ssmGroupCount * c.ssmStateSize + c.ssmInnerSize;
-    const statePool = (slots: number, storage: AllocateStorage) =>
-      new GdnStatePool(c.nLayer - attentionLayers, slots, convDim, c.convKernel, c.ssmTimeStepRank, c.ssmInnerSize / c.ssmTimeStepRank, c.ssmStateSize, storage);
+    this.kv = PagedKvCache.forModel(c, numBlocks, options.blockSize, kvType, allocate);
+    const statePool = (slots: number, storage: AllocateStorage) => GdnStatePool.forModel(c, slots, storage);
     this.states = statePool(options.maxSequences, allocate);
     if (options.prefixCacheSnapshots > 0) {
       const snapshots = statePool(options.prefixCacheSnapshots, allocateJsStorage);
@@ -362,7 +359,7 @@ export class Engine {
     const selection = selectProviders(
       weights,
       candidates,
-      diagnostics,
+      resolved.numerics,
       resolved.numerics === "llama" ? '; numerics "bf16" computes every type the quant package dequantizes' : "",
     );
     let exactFallback = false;
@@ -392,7 +389,7 @@ export class Engine {
   }
 
   private checkIds(ids: readonly number[], field: string): void {
-    const n = this.weights.config.nVocab;
+    const n = this.weights.vocab;
     for (let i = 0; i < ids.length; i++) {
       const id = ids[i]!;
       if (!Number.isInteger(id) || id < 0 || id >= n) {

@@ -11,8 +11,7 @@ export type {
 export { EngineError, EngineLoadError, EngineOptionError, EngineAbortError, type EngineErrorCode } from "./errors.js";
 export type { KvType } from "./kv/paged-kv.js";
 export type { Numerics, MatmulProvider } from "./model/matmul.js";
-export type { ModelConfig } from "./model/config.js";
-export { Qwen35Forward, FLASH_ATTN_TILED_MIN_ROWS, setLibm, type StepEntry } from "./model/forward.js";
+export { Qwen35Forward, FLASH_ATTN_TILED_MIN_ROWS, setLibm, type ActivationTap, type StepEntry } from "./model/forward.js";
 export * from "./tokenizer/index.js";
 export * from "./bench/benchmark.js";
 export * from "./sampling/index.js";

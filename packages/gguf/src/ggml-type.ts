@@ -115,6 +115,11 @@ export function ggmlTypeName(type: GgmlType): string {
   return GGML_TYPE_TRAITS[type].name;
 }
 
+/** ggml's name of a type id from outside (a caller's argument): `Q4_K`, or `<unknown ggml type id 4>`. */
+export function ggmlTypeLabel(id: number): string {
+  return isGgmlType(id) ? GGML_TYPE_TRAITS[id].name : `<unknown ggml type id ${id}>`;
+}
+
 export function ggmlTypeFromName(name: string): GgmlType | undefined {
   return TYPE_BY_NAME.get(name);
 }

@@ -36,6 +36,7 @@ export {
   QWEN35_0_8B_SHAPE,
   QWEN35_27B_SHAPE,
   QWEN35_TEST_SHAPE,
+  QWEN35_TINY_SHAPE,
   type Qwen35Spec,
   type Qwen35HeaderOptions,
 } from "./synthetic/qwen35.js";

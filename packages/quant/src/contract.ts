@@ -3,7 +3,7 @@
  * their GGUF block encoding, the registered encoding set, the refusal, the chunk policy and the
  * slice decoder every provider is checked against.
  */
-import { GgmlType, GGML_TYPE_TRAITS } from "@keepquant/gguf";
+import { GgmlType, GGML_TYPE_TRAITS, isGgmlType, ggmlTypeLabel } from "@keepquant/gguf";
 import { InvalidEnvironmentError, QuantArgumentError, UnregisteredEncodingError } from "./errors.js";
 import { dequantizeKernel } from "./dequantize.js";
 
@@ -21,15 +21,11 @@ export function isKeepQuantEncoding(type: number): boolean {
   return (KEEPQUANT_ENCODINGS as readonly number[]).includes(type);
 }
 
-function typeLabel(type: number): string {
-  const traits = (GGML_TYPE_TRAITS as Partial<Record<number, { name: string }>>)[type];
-  return traits ? traits.name : `<unknown ggml type id ${type}>`;
-}
 
 /** Throws UnregisteredEncodingError unless `type` is one of KEEPQUANT_ENCODINGS. */
 export function assertKeepQuantEncoding(type: number, op: string = MATMUL_BT_QUANT_GROUPED): asserts type is GgmlType {
   if (!isKeepQuantEncoding(type)) {
-    throw new UnregisteredEncodingError(op, typeLabel(type), KEEPQUANT_ENCODINGS.map((t) => typeLabel(t)));
+    throw new UnregisteredEncodingError(op, ggmlTypeLabel(type), KEEPQUANT_ENCODINGS.map((t) => ggmlTypeLabel(t)));
   }
 }
 
@@ -110,7 +106,7 @@ export function checkPackedWeight(weight: PackedWeight, op: string): number {
     throw new QuantArgumentError(
       op,
       "weight.data",
-      `[${e}, ${n}, ${k}] ${typeLabel(weight.type)} is ${expected} bytes, data has ${weight.data.length}`,
+      `[${e}, ${n}, ${k}] ${ggmlTypeLabel(weight.type)} is ${expected} bytes, data has ${weight.data.length}`,
     );
   }
   return rowBytes;
@@ -123,6 +119,19 @@ export function checkMatmulBTQuantGroupedArgs(args: MatmulBTQuantGroupedArgs): M
   const { weight } = args;
   if (typeof weight !== "object" || weight === null) throw new QuantArgumentError(op, "weight", "missing");
   assertKeepQuantEncoding(weight.type, op);
+  return checkGroupedMatmulShape(args, op);
+}
+
+/**
+ * The shape part of the contract for a weight of any ggml type with a block geometry (providers in
+ * other numerics, e.g. llama.cpp's, compute the same operation on more encodings): geometry of W,
+ * x, ids and out, checked once. Does not check the encoding: the provider refuses what it lacks.
+ */
+export function checkGroupedMatmulShape(args: MatmulBTQuantGroupedArgs, op: string = MATMUL_BT_QUANT_GROUPED): MatmulBTQuantGroupedShape {
+  if (typeof args !== "object" || args === null) throw new QuantArgumentError(op, "args", "missing");
+  const { weight } = args;
+  if (typeof weight !== "object" || weight === null) throw new QuantArgumentError(op, "weight", "missing");
+  if (!isGgmlType(weight.type)) throw new QuantArgumentError(op, "weight.type", `${ggmlTypeLabel(weight.type)} is not a ggml type`);
   const rowBytes = checkPackedWeight(weight, op);
   const e = weight.groups;
   const n = weight.rows;
@@ -153,14 +162,6 @@ export function checkMatmulBTQuantGroupedArgs(args: MatmulBTQuantGroupedArgs): M
     }
   }
   return { e, n, k, m, p, pa, rowBytes, groupBytes: n * rowBytes, groupOf };
-}
-
-/** A provider of the contract. Providers are selected by priority (highest first), ties by name. */
-export interface KeepQuantProvider {
-  readonly name: string;
-  readonly priority: number;
-  /** y [P, M, N]; writes into args.out when given and returns it */
-  matmulBTQuantGrouped(args: MatmulBTQuantGroupedArgs): Float32Array;
 }
 
 // ---------------------------------------------------------------- chunk policy

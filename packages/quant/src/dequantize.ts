@@ -5,7 +5,7 @@
  * single store into a Float32Array is the one rounding C does). Kernels assume valid input; the
  * exported functions check the whole contract once at the boundary.
  */
-import { GgmlType, GGML_TYPE_TRAITS } from "@keepquant/gguf";
+import { GgmlType, GGML_TYPE_TRAITS, ggmlTypeLabel } from "@keepquant/gguf";
 import { QuantArgumentError, UnsupportedGgmlTypeError } from "./errors.js";
 import { FP16_TO_FP32 } from "./fp.js";
 import { wasmKernel } from "./wasm-dequantize.js";
@@ -378,16 +378,12 @@ export const DEQUANTIZE_TYPES: readonly GgmlType[] = (Object.keys(DEQUANTIZE_KER
   (id) => Number(id) as GgmlType,
 );
 
-function typeLabel(type: number): string {
-  const traits = (GGML_TYPE_TRAITS as Partial<Record<number, { name: string }>>)[type];
-  return traits ? traits.name : `<unknown ggml type id ${type}>`;
-}
 
 /** The kernel for `type`, or a typed refusal naming the type. */
 export function dequantizeKernel(type: GgmlType, operation = "dequantizeRow"): DequantizeKernel {
   const kernel = DEQUANTIZE_KERNELS[type];
   if (!kernel) {
-    throw new UnsupportedGgmlTypeError(typeLabel(type), operation, DEQUANTIZE_TYPES.map((t) => typeLabel(t)));
+    throw new UnsupportedGgmlTypeError(ggmlTypeLabel(type), operation, DEQUANTIZE_TYPES.map((t) => ggmlTypeLabel(t)));
   }
   return kernel;
 }
@@ -420,7 +416,7 @@ export function dequantizeRow(type: GgmlType, src: Uint8Array, dst: Float32Array
     throw new QuantArgumentError(
       "dequantizeRow",
       "src",
-      `${dst.length} ${typeLabel(type)} values need ${bytes} bytes, src has ${src.length}`,
+      `${dst.length} ${ggmlTypeLabel(type)} values need ${bytes} bytes, src has ${src.length}`,
     );
   }
   kernel(src, 0, dst, 0, blocks);
@@ -438,7 +434,7 @@ export function dequantizeTensor(type: GgmlType, src: Uint8Array, elements: numb
     throw new QuantArgumentError(
       "dequantizeTensor",
       "src",
-      `${elements} ${typeLabel(type)} values are ${bytes} bytes, src has ${src.length}`,
+      `${elements} ${ggmlTypeLabel(type)} values are ${bytes} bytes, src has ${src.length}`,
     );
   }
   const out = dst ?? new Float32Array(elements);

@@ -2,6 +2,7 @@ export * from "./errors.js";
 export * from "./fp.js";
 export * from "./dequantize.js";
 export * from "./contract.js";
+export * from "./provider.js";
 export * from "./reference-provider.js";
 export * from "./quantize.js";
 export * from "./llama-numerics/index.js";

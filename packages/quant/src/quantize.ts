@@ -5,7 +5,7 @@
  * helper reproduced through the f32 bit pattern. Q8_K and Q8_0 are the activation formats of
  * llama.cpp's CPU dots, so the engine relies on these being exact.
  */
-import { GgmlType, GGML_TYPE_TRAITS } from "@keepquant/gguf";
+import { GgmlType, GGML_TYPE_TRAITS, ggmlTypeLabel } from "@keepquant/gguf";
 import { QuantArgumentError, UnsupportedGgmlTypeError } from "./errors.js";
 import { FP16_TO_FP32, fp32BitsToFp16Bits } from "./fp.js";
 
@@ -748,10 +748,6 @@ export const QUANTIZE_TYPES: readonly GgmlType[] = (Object.keys(QUANTIZE_KERNELS
   (id) => Number(id) as GgmlType,
 );
 
-function typeLabel(type: number): string {
-  const traits = (GGML_TYPE_TRAITS as Partial<Record<number, { name: string }>>)[type];
-  return traits ? traits.name : `<unknown ggml type id ${type}>`;
-}
 
 /**
  * Quantizes `src` (a whole number of blocks) into `dst` as ggml's quantize_row_<type>_ref would,
@@ -759,7 +755,7 @@ function typeLabel(type: number): string {
  */
 export function quantizeRow(type: GgmlType, src: Float32Array, dst: Uint8Array): Uint8Array {
   const kernel = QUANTIZE_KERNELS[type];
-  if (!kernel) throw new UnsupportedGgmlTypeError(typeLabel(type), "quantizeRow", QUANTIZE_TYPES.map((t) => typeLabel(t)));
+  if (!kernel) throw new UnsupportedGgmlTypeError(ggmlTypeLabel(type), "quantizeRow", QUANTIZE_TYPES.map((t) => ggmlTypeLabel(t)));
   const { blockSize, typeSize, name } = GGML_TYPE_TRAITS[type];
   if (src.length % blockSize !== 0) {
     throw new QuantArgumentError("quantizeRow", "src.length", `${src.length} is not a whole number of ${name} blocks (${blockSize} per block)`);

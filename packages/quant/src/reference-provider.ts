@@ -8,12 +8,13 @@ import { GGML_TYPE_TRAITS } from "@keepquant/gguf";
 import {
   chunkRows,
   checkMatmulBTQuantGroupedArgs,
+  isKeepQuantEncoding,
   type EnvSource,
-  type KeepQuantProvider,
   type MatmulBTQuantGroupedArgs,
 } from "./contract.js";
 import { dequantizeKernel } from "./dequantize.js";
 import { roundToBf16InPlace } from "./fp.js";
+import type { KeepQuantProvider } from "./provider.js";
 
 export const REFERENCE_PROVIDER_NAME = "ts-reference";
 
@@ -28,6 +29,8 @@ export function createReferenceProvider(options: ReferenceProviderOptions = {}):
   return {
     name: REFERENCE_PROVIDER_NAME,
     priority: 0,
+    numerics: "bf16",
+    supports: isKeepQuantEncoding,
     matmulBTQuantGrouped(args: MatmulBTQuantGroupedArgs): Float32Array {
       const shape = checkMatmulBTQuantGroupedArgs(args);
       const { n, k, m, p, pa, rowBytes, groupOf } = shape;

@@ -6,7 +6,8 @@
  * provider. Rows are processed in tiles of at most one chunk (chunk policy of the contract).
  */
 import { GGML_TYPE_TRAITS } from "@keepquant/gguf";
-import { chunkRows, checkMatmulBTQuantGroupedArgs, type EnvSource, type KeepQuantProvider, type MatmulBTQuantGroupedArgs } from "./contract.js";
+import { chunkRows, checkMatmulBTQuantGroupedArgs, isKeepQuantEncoding, type EnvSource, type MatmulBTQuantGroupedArgs } from "./contract.js";
+import type { KeepQuantProvider } from "./provider.js";
 import { dequantizeKernel } from "./dequantize.js";
 import { Code, section, uleb, wasmName } from "./wasm-dequantize.js";
 
@@ -169,6 +170,9 @@ export function createWasmSimdProvider(options: WasmSimdProviderOptions = {}): K
   return {
     name: WASM_SIMD_PROVIDER_NAME,
     priority: 10,
+    numerics: "bf16",
+    /** the registered encodings, where WebAssembly SIMD runs */
+    supports: (type) => isKeepQuantEncoding(type) && loadDot() !== null,
     matmulBTQuantGrouped(args: MatmulBTQuantGroupedArgs): Float32Array {
       const shape = checkMatmulBTQuantGroupedArgs(args);
       const module = loadDot();

@@ -292,7 +292,7 @@ export class KeepquantServer {
           meta: {
             synthetic: this.synthetic,
             context_tokens: this.contextTokens,
-            vocab_size: engine.weights.config.nVocab,
+            vocab_size: engine.weights.vocab,
             numerics: stats.numerics,
             max_sequences: stats.states.slotsTotal,
             kv_blocks: stats.kv.blocksTotal,
@@ -611,7 +611,7 @@ export class KeepquantServer {
   private async completions(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
     const arrival = performance.now();
     const engine = this.requireEngine();
-    const request: CompletionRequest = parseCompletionRequest(await this.readJson(req), engine.weights.config.nVocab);
+    const request: CompletionRequest = parseCompletionRequest(await this.readJson(req), engine.weights.vocab);
     let ids: number[];
     if (typeof request.prompt === "string") {
       if (!engine.tokenizer) throw invalidRequest("prompt", "this model has no usable tokenizer: send the prompt as token ids");

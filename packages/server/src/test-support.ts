@@ -16,6 +16,7 @@ import {
   Tokenizer,
   vocabFromJson,
 } from "@keepquant/engine";
+import { GgmlType, QWEN35_TINY_SHAPE, qwen35SpecLayout, type Qwen35Spec } from "@keepquant/gguf";
 import { createKeepquantServer, type KeepquantServer, type KeepquantServerOptions } from "./server.js";
 
 /**
@@ -74,7 +75,8 @@ type ModelWeights = Parameters<typeof Engine.fromWeights>[0];
 type PackedMatrix = ModelWeights["tokenEmbd"];
 
 /**
- * A qwen35 model built by hand so that greedy decoding follows a script: every layer's output
+ * A qwen35 model whose weights are set by hand (in the shapes of the gguf package's qwen35 layout)
+ * so that greedy decoding follows a script: every layer's output
  * projection is zero (the residual stream is the token's embedding), except one attention head
  * that looks for a `<tool_response>` token anywhere in the context and adds a flag direction.
  * Embeddings are one-hot "slots" (plus a constant bias dimension the query reads), and the
@@ -110,47 +112,38 @@ export async function scriptedToolEngine(options: EngineOptions = {}, script: { 
   const imEnd = id("<|im_end|>");
   const toolResponse = id("<tool_response>");
 
-  const D = 64;
-  const headDim = 32;
-  const config = {
-    nLayer: 4,
-    nEmbd: D,
-    nFf: 96,
-    nHead: 4,
-    nHeadKv: 2,
-    headDim,
-    eps: 1e-6,
-    nRot: 16,
-    ropeFreqBase: 10000,
-    convKernel: 4,
-    ssmStateSize: 16,
-    ssmGroupCount: 2,
-    ssmTimeStepRank: 4,
-    ssmInnerSize: 64,
-    recurrent: [true, true, true, false],
-    nVocab: V,
-  };
+  // the gguf package's tiny shape (attention at layer 3) with this vocabulary; hyperparameters and
+  // tensor shapes come from its layout
+  const spec: Qwen35Spec = { ...QWEN35_TINY_SHAPE, vocab: V, tokenizer: { tokens: [...vocab.tokens] }, tied: false };
+  const layout = qwen35SpecLayout(spec);
+  const config = layout.config;
+  const neOf = new Map(layout.tensors.map((t) => [t.name, t.ne]));
+  const D = config.embeddingLength;
+  const headDim = config.headDim;
   const DEFAULT_SLOT = 0;
   const BIAS = 1;
   const FLAG = D - 1;
   const slotted = [nl, reasoning, thinkEnd, toolStart, callBody, toolEnd, answer, imEnd, toolResponse];
   const slotOf = new Map(slotted.map((token, i) => [token, 2 + i]));
 
-  const matrix = (name: string, rows: number, cols: number, fill?: (values: Float32Array) => void): PackedMatrix => {
-    const values = new Float32Array(rows * cols);
+  /** an F32 matmul weight of the layout's shape for `name`: [ne[1] rows, ne[0] columns] */
+  const matrix = (name: string, fill?: (values: Float32Array) => void): PackedMatrix => {
+    const [cols, rows] = neOf.get(name)!;
+    const values = new Float32Array(rows! * cols!);
     fill?.(values);
-    return { name, type: 0, typeName: "F32", rows, cols, rowBytes: cols * 4, data: new Uint8Array(values.buffer) };
+    return { name, type: GgmlType.F32, typeName: "F32", groups: 1, rows: rows!, cols: cols!, rowBytes: cols! * 4, data: new Uint8Array(values.buffer) };
   };
-  const ones = (n: number): Float32Array => new Float32Array(n).fill(1);
+  /** an f32 vector of the layout's length for `name` */
+  const vector = (name: string, value: number): Float32Array => new Float32Array(neOf.get(name)!.reduce((a, b) => a * b, 1)).fill(value);
 
-  const tokenEmbd = matrix("token_embd.weight", V, D, (w) => {
+  const tokenEmbd = matrix("token_embd.weight", (w) => {
     for (let t = 0; t < V; t++) {
       w[t * D + BIAS] = 1;
       w[t * D + (slotOf.get(t) ?? DEFAULT_SLOT)] = 1;
     }
   });
   // logits: next token after each slot (10), the answer also rides the flag
-  const output = matrix("output.weight", V, D, (w) => {
+  const output = matrix("output.weight", (w) => {
     const next = (from: number, to: number, weight = 10): void => {
       w[to * D + slotOf.get(from)!] = weight;
     };
@@ -166,68 +159,67 @@ export async function scriptedToolEngine(options: EngineOptions = {}, script: { 
     w[imEnd * D + DEFAULT_SLOT] = 10;
   });
 
-  const convDim = 2 * config.ssmGroupCount * config.ssmStateSize + config.ssmInnerSize;
-  const hDh = config.nHead * headDim;
-  const kvDim = config.nHeadKv * headDim;
-  const NOT_ROTATED = 20; // >= nRot: RoPE leaves it alone
+  const hDh = config.headCount * headDim;
+  const NOT_ROTATED = 20; // >= ropeDimensionCount: RoPE leaves it alone
   const normScale = Math.sqrt(D / 2); // RMSNorm of a two-hot embedding
-  const layers = config.recurrent.map((recurrent, il) => {
+  const layers = config.layerKinds.map((kind, il) => {
     const p = `blk.${il}.`;
     const ffn = {
-      ffnGate: matrix(`${p}ffn_gate.weight`, config.nFf, D),
-      ffnUp: matrix(`${p}ffn_up.weight`, config.nFf, D),
-      ffnDown: matrix(`${p}ffn_down.weight`, D, config.nFf),
+      ffnGate: matrix(`${p}ffn_gate.weight`),
+      ffnUp: matrix(`${p}ffn_up.weight`),
+      ffnDown: matrix(`${p}ffn_down.weight`),
     };
-    if (recurrent) {
+    if (kind === "gdn") {
       return {
-        kind: "gdn" as const,
-        attnNorm: ones(D),
-        postAttnNorm: ones(D),
-        qkv: matrix(`${p}attn_qkv.weight`, convDim, D),
-        gate: matrix(`${p}attn_gate.weight`, config.ssmInnerSize, D),
-        beta: matrix(`${p}ssm_beta.weight`, config.ssmTimeStepRank, D),
-        alpha: matrix(`${p}ssm_alpha.weight`, config.ssmTimeStepRank, D),
-        conv: new Float32Array(convDim * config.convKernel),
-        dtBias: new Float32Array(config.ssmTimeStepRank),
-        a: new Float32Array(config.ssmTimeStepRank).fill(-1),
-        norm: ones(config.ssmInnerSize / config.ssmTimeStepRank),
-        out: matrix(`${p}ssm_out.weight`, D, config.ssmInnerSize),
+        kind,
+        attnNorm: vector(`${p}attn_norm.weight`, 1),
+        postAttnNorm: vector(`${p}post_attention_norm.weight`, 1),
+        qkv: matrix(`${p}attn_qkv.weight`),
+        gate: matrix(`${p}attn_gate.weight`),
+        beta: matrix(`${p}ssm_beta.weight`),
+        alpha: matrix(`${p}ssm_alpha.weight`),
+        conv: vector(`${p}ssm_conv1d.weight`, 0),
+        dtBias: vector(`${p}ssm_dt.bias`, 0),
+        a: vector(`${p}ssm_a`, -1),
+        norm: vector(`${p}ssm_norm.weight`, 1),
+        out: matrix(`${p}ssm_out.weight`),
         ...ffn,
       };
     }
     return {
-      kind: "attention" as const,
-      attnNorm: ones(D),
-      postAttnNorm: ones(D),
+      kind,
+      attnNorm: vector(`${p}attn_norm.weight`, 1),
+      postAttnNorm: vector(`${p}post_attention_norm.weight`, 1),
       // head 0's query reads the bias dimension: the same query at every position
-      q: matrix(`${p}attn_q.weight`, 2 * hDh, D, (w) => {
+      q: matrix(`${p}attn_q.weight`, (w) => {
         w[NOT_ROTATED * D + BIAS] = 1;
       }),
       // kv head 0's key is non-zero only for <tool_response>: attention lands there when it exists
-      k: matrix(`${p}attn_k.weight`, kvDim, D, (w) => {
+      k: matrix(`${p}attn_k.weight`, (w) => {
         w[NOT_ROTATED * D + slotOf.get(toolResponse)!] = 1;
       }),
       // its value is 1 there (0 elsewhere)
-      v: matrix(`${p}attn_v.weight`, kvDim, D, (w) => {
+      v: matrix(`${p}attn_v.weight`, (w) => {
         w[0 * D + slotOf.get(toolResponse)!] = 1 / normScale;
       }),
       // sigmoid(0) = 0.5 gate, so the flag direction gets 2 * 0.5 = 1
-      o: matrix(`${p}attn_output.weight`, D, hDh, (w) => {
+      o: matrix(`${p}attn_output.weight`, (w) => {
         w[FLAG * hDh + 0] = 2;
       }),
-      qNorm: ones(headDim).fill(4),
-      kNorm: ones(headDim).fill(4),
+      qNorm: vector(`${p}attn_q_norm.weight`, 4),
+      kNorm: vector(`${p}attn_k_norm.weight`, 4),
       ...ffn,
     };
   });
   const weights: ModelWeights = {
     config,
+    vocab: V,
     tokenEmbd,
     tokenEmbdTwin: undefined,
-    outputNorm: ones(D),
+    outputNorm: vector("output_norm.weight", 1),
     output,
     tied: false,
     layers,
-  } as ModelWeights;
+  };
   return Engine.fromWeights(weights, options, { tokenizer });
 }

@@ -12,7 +12,7 @@
  * Prints a markdown report (and `--json` for the raw numbers). Threads: the pool default (all
  * cores) for keepquant and the same count for ggml.
  */
-import { GgmlType, GGML_TYPE_TRAITS } from "@keepquant/gguf";
+import { GgmlType, GGML_TYPE_TRAITS, QWEN35_0_8B_SHAPE, qwen35SpecLayout } from "@keepquant/gguf";
 import { loadGgmlCpuOracle, loadGgmlOracle, loadGgmlRowOracle, oracleUnavailableReason, ORACLE_VERSION } from "@keepquant/oracle";
 import { dequantizeTensor, referenceProvider } from "@keepquant/quant";
 import { randomPackedWeight } from "@keepquant/quant/testing";
@@ -95,12 +95,11 @@ log();
 
 // ------------------------------------------------------------- 2. matmul
 interface Shape { name: string; n: number; k: number }
-const SHAPES: Shape[] = [
-  { name: "attn_qkv", n: 6144, k: 1024 },
-  { name: "ffn_up", n: 3584, k: 1024 },
-  { name: "ffn_down", n: 1024, k: 3584 },
-  { name: "ssm_out", n: 1024, k: 2048 },
-];
+// Qwen3.5-0.8B layer shapes, from the gguf package's tensor table (layer 0 is a GDN layer)
+const SHAPES: Shape[] = ["attn_qkv", "ffn_up", "ffn_down", "ssm_out"].map((slot) => {
+  const tensor = qwen35SpecLayout(QWEN35_0_8B_SHAPE).tensors.find((t) => t.layer === 0 && t.slot === slot)!;
+  return { name: slot, n: tensor.ne[1]!, k: tensor.ne[0]! };
+});
 const typeFilter = process.argv.find((a) => a.startsWith("--types="))?.slice(8).split(",");
 const ALL_TYPES: GgmlType[] = [
   GgmlType.Q4_K, GgmlType.Q5_K, GgmlType.Q6_K, GgmlType.Q8_0, GgmlType.Q4_0, GgmlType.Q4_1, GgmlType.Q5_0,

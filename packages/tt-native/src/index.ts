@@ -8,15 +8,21 @@
  *
  * Importing never throws and does not load the addon; the first call does.
  */
-import { GgmlType, GGML_TYPE_TRAITS } from "@keepquant/gguf";
+import { GgmlType, GGML_TYPE_TRAITS, ggmlTypeLabel } from "@keepquant/gguf";
 import {
+  checkGroupedMatmulShape,
   checkMatmulBTQuantGroupedArgs,
   chunkRows,
+  isKeepQuantEncoding,
+  MATMUL_BT_QUANT_GROUPED,
   QuantArgumentError,
+  runDenseGroups,
   UnsupportedGgmlTypeError,
   type EnvSource,
   type KeepQuantProvider,
   type MatmulBTQuantGroupedArgs,
+  type MatmulProvider,
+  type PackedWeight,
 } from "@keepquant/quant";
 import { NativeArgumentError, NativeIsaError, NativeUnavailableError } from "./errors.js";
 import { loadNativeAddon, type LoadResult, type NativeStatus } from "./loader.js";
@@ -99,10 +105,6 @@ export function getNativeThreads(): number {
 
 // ---------------------------------------------------------------- dequantization
 
-function label(type: number): string {
-  const traits = (GGML_TYPE_TRAITS as Partial<Record<number, { name: string }>>)[type];
-  return traits ? traits.name : `<unknown ggml type id ${type}>`;
-}
 
 const NATIVE_DEQUANT_CANDIDATES: readonly GgmlType[] = [
   GgmlType.F32, GgmlType.F16, GgmlType.BF16, GgmlType.Q4_0, GgmlType.Q4_1, GgmlType.Q5_0, GgmlType.Q5_1,
@@ -116,7 +118,7 @@ export const NATIVE_DEQUANTIZE_TYPES: readonly GgmlType[] = NATIVE_DEQUANT_CANDI
 function rowBytesOf(type: GgmlType, cols: number, operation: string, argument: string): number {
   const { blockSize, typeSize } = GGML_TYPE_TRAITS[type];
   if (!Number.isSafeInteger(cols) || cols < 1 || cols % blockSize !== 0) {
-    throw new QuantArgumentError(operation, argument, `${cols} is not a whole number of ${label(type)} blocks (${blockSize} per block)`);
+    throw new QuantArgumentError(operation, argument, `${cols} is not a whole number of ${ggmlTypeLabel(type)} blocks (${blockSize} per block)`);
   }
   return (cols / blockSize) * typeSize;
 }
@@ -134,7 +136,7 @@ export function nativeDequantizeRows(
 ): Float32Array {
   const op = "nativeDequantizeRows";
   const addon = requireAddon(op);
-  if (!addon.dequantSupported(type)) throw new UnsupportedGgmlTypeError(label(type), op, NATIVE_DEQUANTIZE_TYPES.map(label));
+  if (!addon.dequantSupported(type)) throw new UnsupportedGgmlTypeError(ggmlTypeLabel(type), op, NATIVE_DEQUANTIZE_TYPES.map(ggmlTypeLabel));
   if (!Number.isSafeInteger(rows) || rows < 1 || dst.length % rows !== 0) {
     throw new QuantArgumentError(op, "rows", `${rows} does not divide dst.length ${dst.length}`);
   }
@@ -172,13 +174,13 @@ export const NATIVE_LLAMA_TYPES: readonly GgmlType[] = [
 function checkLlama(op: string, addon: NativeAddon, weight: NativeLlamaWeight, x: Float32Array, m: number, out?: Float32Array) {
   if (typeof weight !== "object" || weight === null) throw new QuantArgumentError(op, "weight", "missing");
   const act = addon.vecDotType(weight.type);
-  if (act < 0) throw new UnsupportedGgmlTypeError(label(weight.type), op, NATIVE_LLAMA_TYPES.map(label));
+  if (act === -1) throw new UnsupportedGgmlTypeError(ggmlTypeLabel(weight.type), op, NATIVE_LLAMA_TYPES.map(ggmlTypeLabel));
   const { rows: n, cols: k } = weight;
   if (!Number.isSafeInteger(n) || n < 1) throw new QuantArgumentError(op, "weight.rows", `expected a positive integer, got ${n}`);
   const rowBytes = rowBytesOf(weight.type, k, op, "weight.cols");
-  rowBytesOf(act as GgmlType, k, op, "weight.cols");
+  rowBytesOf(act, k, op, "weight.cols");
   if (!(weight.data instanceof Uint8Array) || weight.data.length < n * rowBytes) {
-    throw new QuantArgumentError(op, "weight.data", `[${n}, ${k}] ${label(weight.type)} needs ${n * rowBytes} bytes`);
+    throw new QuantArgumentError(op, "weight.data", `[${n}, ${k}] ${ggmlTypeLabel(weight.type)} needs ${n * rowBytes} bytes`);
   }
   if (!Number.isSafeInteger(m) || m < 1) throw new QuantArgumentError(op, "m", `expected a positive integer, got ${m}`);
   if (!(x instanceof Float32Array) || x.length !== m * k) {
@@ -219,29 +221,35 @@ export async function matmulLlamaAsync(
 /** The activation encoding matmulLlama uses for `type` (undefined when there is no kernel). */
 export function nativeVecDotType(type: GgmlType): GgmlType | undefined {
   const act = requireAddon("nativeVecDotType").vecDotType(type);
-  return act < 0 ? undefined : (act as GgmlType);
+  return act === -1 ? undefined : act;
 }
 
 // ---------------------------------------------------------------- keep-quant contract provider
 
 export const CPU_NATIVE_PROVIDER_NAME = "cpu-native";
-/** Above the TS reference (priority 0). */
+/** Above the TS reference (priority 0) and @keepquant/quant's wasm-simd (10). */
 export const CPU_NATIVE_PROVIDER_PRIORITY = 100;
 
 export interface NativeProviderOptions {
+  /** the provider's name (default `cpu-native`; the engine adds the kernel level, e.g. `cpu-native-avx2`) */
+  name?: string;
   /** where KEEPQUANT_CHUNK_BYTES is read from at each call (default process.env) */
   env?: EnvSource;
   /** called with every chunk's [rowStart, rowEnd) */
   onChunk?: (group: number, rowStart: number, rowEnd: number) => void;
 }
 
-export interface NativeKeepQuantProvider extends KeepQuantProvider {
-  /** the same operation on a worker thread (chunks run one after another) */
+/** A native provider (quant's MatmulProvider) that also runs the operation off the event loop. */
+export interface NativeMatmulProvider extends MatmulProvider {
+  /** the same operation on worker threads (chunks or groups one after another); the event loop keeps running */
   matmulBTQuantGroupedAsync(args: MatmulBTQuantGroupedArgs): Promise<Float32Array>;
 }
 
+/** The native provider of the keep-quant contract. */
+export type NativeKeepQuantProvider = NativeMatmulProvider & KeepQuantProvider;
+
 type Bf16Call = (
-  type: number, weight: Uint8Array, k: number, rowStart: number, rowCount: number,
+  type: GgmlType, weight: Uint8Array, k: number, rowStart: number, rowCount: number,
   x: Float32Array, m: number, y: Float32Array, ldy: number, yOffset: number,
 ) => unknown;
 
@@ -273,10 +281,12 @@ function planCalls(args: MatmulBTQuantGroupedArgs, options: NativeProviderOption
  * across the thread pool. Refuses unregistered encodings with the contract's message.
  */
 export function createNativeProvider(options: NativeProviderOptions = {}): NativeKeepQuantProvider {
-  const op = "MatmulBTQuantGrouped";
+  const op = MATMUL_BT_QUANT_GROUPED;
   return {
-    name: CPU_NATIVE_PROVIDER_NAME,
+    name: options.name ?? CPU_NATIVE_PROVIDER_NAME,
     priority: CPU_NATIVE_PROVIDER_PRIORITY,
+    numerics: "bf16",
+    supports: isKeepQuantEncoding,
     matmulBTQuantGrouped(args: MatmulBTQuantGroupedArgs): Float32Array {
       checkMatmulBTQuantGroupedArgs(args);
       const addon = requireAddon(op);
@@ -300,6 +310,56 @@ export function createNativeProvider(options: NativeProviderOptions = {}): Nativ
 /** The cpu-native provider when the CPU arm loaded, else undefined (see nativeStatus() for why). */
 export function nativeProvider(options: NativeProviderOptions = {}): NativeKeepQuantProvider | undefined {
   return load().addon ? createNativeProvider(options) : undefined;
+}
+
+// ---------------------------------------------------------------- llama.cpp numerics provider
+
+export const CPU_NATIVE_LLAMA_PROVIDER_NAME = "cpu-native-llama";
+
+export interface NativeLlamaProviderOptions {
+  /** the provider's name (default `cpu-native-llama`; the engine adds the kernel level) */
+  name?: string;
+}
+
+/**
+ * The `cpu-native-llama` provider: MatmulBTQuantGrouped in llama.cpp's CPU numerics (`matmulLlama`
+ * per selected group) for every type of NATIVE_LLAMA_TYPES, priority 100. Any other type is refused
+ * with UnsupportedGgmlTypeError naming it.
+ */
+export function createNativeLlamaProvider(options: NativeLlamaProviderOptions = {}): NativeMatmulProvider {
+  const op = MATMUL_BT_QUANT_GROUPED;
+  const checked = (args: MatmulBTQuantGroupedArgs): { addon: NativeAddon; shape: ReturnType<typeof checkGroupedMatmulShape> } => {
+    const shape = checkGroupedMatmulShape(args, op);
+    const addon = requireAddon(op);
+    if (addon.vecDotType(args.weight.type) < 0) throw new UnsupportedGgmlTypeError(ggmlTypeLabel(args.weight.type), op, NATIVE_LLAMA_TYPES.map(ggmlTypeLabel));
+    return { addon, shape };
+  };
+  return {
+    name: options.name ?? CPU_NATIVE_LLAMA_PROVIDER_NAME,
+    priority: CPU_NATIVE_PROVIDER_PRIORITY,
+    numerics: "llama",
+    supports(type: GgmlType): boolean {
+      const addon = load().addon;
+      return addon !== undefined && addon.vecDotType(type) >= 0;
+    },
+    matmulBTQuantGrouped(args: MatmulBTQuantGroupedArgs): Float32Array {
+      const { addon, shape } = checked(args);
+      return runDenseGroups(args, shape, (weight: PackedWeight, x: Float32Array, y: Float32Array) => {
+        checkLlama(op, addon, weight, x, shape.m, y);
+        addon.matmulLlama(weight.type, weight.data, weight.rows, weight.cols, x, shape.m, y);
+      });
+    },
+    async matmulBTQuantGroupedAsync(args: MatmulBTQuantGroupedArgs): Promise<Float32Array> {
+      const { addon, shape } = checked(args);
+      const calls: (() => Promise<void>)[] = [];
+      const out = runDenseGroups(args, shape, (weight: PackedWeight, x: Float32Array, y: Float32Array) => {
+        checkLlama(op, addon, weight, x, shape.m, y);
+        calls.push(() => addon.matmulLlamaAsync(weight.type, weight.data, weight.rows, weight.cols, x, shape.m, y));
+      });
+      for (const run of calls) await run();
+      return out;
+    },
+  };
 }
 
 // ---------------------------------------------------------------- the native model (forward step)

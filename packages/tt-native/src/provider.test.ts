@@ -1,9 +1,13 @@
 import { GgmlType, GGML_TYPE_TRAITS } from "@keepquant/gguf";
 import {
   KEEPQUANT_CHUNK_BYTES,
+  KEEPQUANT_ENCODINGS,
   UnregisteredEncodingError,
+  UnsupportedGgmlTypeError,
   decodeSlice,
+  matmulDense,
   referenceProvider,
+  selectProvider,
   type MatmulBTQuantGroupedArgs,
 } from "@keepquant/quant";
 import {
@@ -15,16 +19,20 @@ import {
 } from "@keepquant/quant/testing";
 import { afterAll, describe, expect, it } from "vitest";
 import {
+  CPU_NATIVE_LLAMA_PROVIDER_NAME,
   CPU_NATIVE_PROVIDER_NAME,
+  NATIVE_LLAMA_TYPES,
   availableNativeIsas,
+  createNativeLlamaProvider,
   createNativeProvider,
+  matmulLlama,
   getNativeIsa,
   nativeDequantizeRows,
   nativeProvider,
   setNativeIsa,
   setNativeThreads,
 } from "./index.js";
-import { firstBitMismatch } from "./test-support.js";
+import { firstBitMismatch, randomFloats } from "./test-support.js";
 
 const initialIsa = getNativeIsa();
 afterAll(() => {
@@ -115,6 +123,70 @@ describe("cpu-native KeepQuantProvider (bf16 contract)", () => {
     const out = new Float32Array(c.p * c.m * c.n);
     const y = createNativeProvider().matmulBTQuantGrouped({ ...args, out });
     expect(y).toBe(out);
+  });
+});
+
+describe("one provider interface (@keepquant/quant's MatmulProvider)", () => {
+  const allTypes = (Object.keys(GGML_TYPE_TRAITS).map(Number) as GgmlType[]).sort((a, b) => a - b);
+
+  it("cpu-native is a bf16 provider of the registered encodings; cpu-native-llama a llama provider of NATIVE_LLAMA_TYPES", () => {
+    const contract = createNativeProvider();
+    const llama = createNativeLlamaProvider();
+    expect([contract.numerics, contract.name]).toEqual(["bf16", CPU_NATIVE_PROVIDER_NAME]);
+    expect([llama.numerics, llama.name]).toEqual(["llama", CPU_NATIVE_LLAMA_PROVIDER_NAME]);
+    expect(llama.priority).toBe(contract.priority);
+    expect(allTypes.filter((t) => contract.supports(t))).toEqual([...KEEPQUANT_ENCODINGS].sort((a, b) => a - b));
+    expect(allTypes.filter((t) => llama.supports(t))).toEqual([...NATIVE_LLAMA_TYPES].sort((a, b) => a - b));
+    expect(createNativeProvider({ name: "cpu-native-x" }).name).toBe("cpu-native-x");
+    expect(createNativeLlamaProvider({ name: "cpu-native-llama-x" }).name).toBe("cpu-native-llama-x");
+    // selection: the native contract provider outranks the TS reference; llama types go to the llama provider
+    const offered = [referenceProvider, llama, contract];
+    expect(selectProvider(offered, "bf16", GgmlType.Q4_K)).toBe(contract);
+    expect(selectProvider(offered, "llama", GgmlType.Q4_K)).toBe(llama);
+    expect(selectProvider(offered, "bf16", GgmlType.Q4_0)).toBeUndefined();
+  });
+
+  it("cpu-native-llama computes the grouped operation as matmulLlama per selected group (ids, broadcast, async), bit for bit", async () => {
+    setNativeIsa("best");
+    const llama = createNativeLlamaProvider();
+    for (const type of [GgmlType.Q4_K, GgmlType.Q8_0, GgmlType.F32]) {
+      const k = 256;
+      const n = 9;
+      const weight =
+        type === GgmlType.F32
+          ? { type, groups: 3, rows: n, cols: k, data: new Uint8Array(randomFloats(3 * n * k, 71).buffer) }
+          : randomPackedWeight(type, 3, n, k, 70 + type);
+      const rowBytes = weight.data.length / (3 * n);
+      const ids = Int32Array.from([2, 0, 2]);
+      const x = randomFloats(3 * 2 * k, 5 + type);
+      for (const xGroups of [1, 3]) {
+        const args: MatmulBTQuantGroupedArgs = { x: x.subarray(0, xGroups * 2 * k), xGroups, m: 2, weight, ids, p: 3 };
+        const expected = new Float32Array(3 * 2 * n);
+        for (let p = 0; p < 3; p++) {
+          const group = { type, rows: n, cols: k, data: weight.data.subarray(ids[p]! * n * rowBytes, (ids[p]! + 1) * n * rowBytes) };
+          const xp = xGroups === 1 ? x.subarray(0, 2 * k) : x.subarray(p * 2 * k, (p + 1) * 2 * k);
+          expected.set(matmulLlama(group, xp, 2), p * 2 * n);
+        }
+        const name = `${GGML_TYPE_TRAITS[type].name} Pa=${xGroups}`;
+        expect(firstBitMismatch(llama.matmulBTQuantGrouped(args), expected), name).toBe(-1);
+        expect(firstBitMismatch(await llama.matmulBTQuantGroupedAsync(args), expected), name).toBe(-1);
+      }
+      // the dense call writes the leading rows of a longer output
+      const dense = { ...weight, groups: 1, rows: n, data: weight.data.subarray(0, n * rowBytes) };
+      const out = new Float32Array(4 * n).fill(3);
+      matmulDense(llama, dense, x, 2, out);
+      expect(firstBitMismatch(out.subarray(0, 2 * n), matmulLlama(dense, x.subarray(0, 2 * k), 2))).toBe(-1);
+      expect(Array.from(out.subarray(2 * n))).toEqual(new Array(2 * n).fill(3));
+    }
+  });
+
+  it("cpu-native-llama refuses a type without a kernel by name (sync and async)", async () => {
+    const llama = createNativeLlamaProvider();
+    const weight = { type: GgmlType.IQ2_XXS, groups: 1, rows: 1, cols: 256, data: new Uint8Array(66) };
+    const args: MatmulBTQuantGroupedArgs = { x: new Float32Array(256), xGroups: 1, m: 1, weight, p: 1 };
+    expect(() => llama.matmulBTQuantGrouped(args)).toThrow(UnsupportedGgmlTypeError);
+    expect(() => llama.matmulBTQuantGrouped(args)).toThrow(/IQ2_XXS is not supported/);
+    await expect(llama.matmulBTQuantGroupedAsync(args)).rejects.toThrow(/IQ2_XXS/);
   });
 });
 

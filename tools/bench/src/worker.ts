@@ -64,7 +64,7 @@ async function keepquant(file: string, o: WorkerOptions): Promise<WorkerResult> 
   const t0 = performance.now();
   const engine = await Engine.load(file, { threads: o.threads, kvCacheTokens: o.context, maxSequences: Math.max(1, o.seqs), maxBatchTokens: 512 });
   const loadMs = performance.now() - t0;
-  const vocab = engine.weights.config.nVocab;
+  const vocab = engine.weights.vocab;
   const run = async (ids: number[], maxTokens: number): Promise<number[]> => {
     const times: number[] = [];
     for await (const event of engine.generate(ids, { maxTokens, temperature: 0, ignoreEog: true })) if (event.type === "token") times.push(performance.now());

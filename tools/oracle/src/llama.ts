@@ -95,9 +95,12 @@ export const LLAMA_FTYPE = {
 } as const;
 export type LlamaFtypeName = keyof typeof LLAMA_FTYPE;
 
-/** ggml_type ids used for the K/V cache. */
-const GGML_TYPE_F32 = 0;
-const GGML_TYPE_F16 = 1;
+/**
+ * ggml_type ids used for the K/V cache. The oracle names the two it needs itself: it cannot import
+ * @keepquant/gguf's GgmlType (the gguf package's tests depend on this package).
+ */
+export const GGML_TYPE_F32 = 0;
+export const GGML_TYPE_F16 = 1;
 
 // ---------------------------------------------------------------------------------------------
 // Struct layouts of this build

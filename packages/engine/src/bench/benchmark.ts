@@ -111,7 +111,7 @@ export async function runBenchmark(options: BenchmarkOptions): Promise<Benchmark
   progress("load", `${loadMs.toFixed(0)} ms`);
   try {
     const stats = engine.stats();
-    const vocab = engine.weights.config.nVocab;
+    const vocab = engine.weights.vocab;
     const prompt = benchmarkPrompt(promptTokens, vocab);
     const runs = { prefill: [] as number[], ttft: [] as number[], decode: [] as number[] };
     for (let r = 0; r < repeat; r++) {

@@ -1,3 +1,4 @@
+import type { Qwen35Config } from "@keepquant/gguf";
 import { RefCountedPool } from "./block-pool.js";
 
 export type KvType = "f16" | "f32";
@@ -17,6 +18,12 @@ export class PagedKvCache {
   readonly rowStride: number; // Hkv * Dh
   readonly k: (Uint16Array | Float32Array)[];
   readonly v: (Uint16Array | Float32Array)[];
+
+  /** The cache of a model's attention layers: [numBlocks, blockSize, Hkv, Dh] per layer and plane. */
+  static forModel(config: Qwen35Config, numBlocks: number, blockSize: number, kvType: KvType, allocate?: AllocateStorage): PagedKvCache {
+    const layers = config.layerKinds.filter((kind) => kind === "attention").length;
+    return new PagedKvCache(layers, numBlocks, blockSize, config.headCountKv, config.headDim, kvType, allocate);
+  }
 
   constructor(
     readonly numLayers: number,

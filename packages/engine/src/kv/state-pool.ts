@@ -1,3 +1,4 @@
+import type { Qwen35Config } from "@keepquant/gguf";
 import { RefCountedPool } from "./block-pool.js";
 import { allocateJsStorage, type AllocateStorage } from "./paged-kv.js";
 
@@ -12,6 +13,12 @@ export class GdnStatePool {
   readonly ssmStride: number;
   readonly conv: Float32Array[];
   readonly ssm: Float32Array[];
+
+  /** The state of a model's GDN layers: conv [slots, conv_dim, K-1] and recurrent [slots, Hv, Dv, Dk] per layer. */
+  static forModel(config: Qwen35Config, numSlots: number, allocate?: AllocateStorage): GdnStatePool {
+    const layers = config.layerKinds.filter((kind) => kind === "gdn").length;
+    return new GdnStatePool(layers, numSlots, config.convDim, config.ssmConvKernel, config.ssmTimeStepRank, config.headVDim, config.ssmStateSize, allocate);
+  }
 
   constructor(
     readonly numLayers: number,

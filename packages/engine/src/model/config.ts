@@ -1,56 +1,37 @@
-/** Hyperparameters of the qwen35 trunk as the forward needs them (qwen35.md section 2). */
-export interface ModelConfig {
-  /** Trunk layers (block_count - nextn_predict_layers). */
-  readonly nLayer: number;
-  /** D */
-  readonly nEmbd: number;
-  readonly nFf: number;
-  /** H (query heads) */
-  readonly nHead: number;
-  /** Hkv */
-  readonly nHeadKv: number;
-  /** Dh (key_length = value_length) */
-  readonly headDim: number;
-  readonly eps: number;
-  /** rope.dimension_count: NEOX rotation on the first nRot dims of each head */
-  readonly nRot: number;
-  readonly ropeFreqBase: number;
-  /** ssm.conv_kernel */
-  readonly convKernel: number;
-  /** ssm.state_size: Dk = Dv */
-  readonly ssmStateSize: number;
-  /** ssm.group_count: Hk */
-  readonly ssmGroupCount: number;
-  /** ssm.time_step_rank: Hv */
-  readonly ssmTimeStepRank: number;
-  /** ssm.inner_size: Hv * Dv */
-  readonly ssmInnerSize: number;
-  /** is_recurrent(il) for il < nLayer */
-  readonly recurrent: readonly boolean[];
-  readonly nVocab: number;
+import type { PlannedTensor, Qwen35Config } from "@keepquant/gguf";
+
+/**
+ * The engine has one model description: the load plan's `Qwen35Config` (the gguf package parsed and
+ * validated it; qwen35.md section 2) and the plan's vocabulary. What follows only indexes it.
+ */
+
+/** Trunk layers by kind, and each layer's index in its cache (KV cache for attention, state pool for GDN). */
+export interface LayerCaches {
+  /** attention layers, in layer order */
+  readonly attentionLayers: readonly number[];
+  /** GDN layers, in layer order */
+  readonly gdnLayers: readonly number[];
+  /** layer -> its index among the layers of its kind */
+  readonly cacheIndex: Int32Array;
 }
 
-export interface DerivedDims {
-  readonly keyDim: number; // Hk * Dk
-  readonly valueDim: number; // Hv * Dv
-  readonly convDim: number; // 2 keyDim + valueDim
-  readonly headVDim: number; // Dv
-  readonly attentionLayers: number[];
-  readonly gdnLayers: number[];
-}
-
-export function deriveDims(config: ModelConfig): DerivedDims {
-  const keyDim = config.ssmGroupCount * config.ssmStateSize;
-  const valueDim = config.ssmInnerSize;
+export function layerCaches(config: Qwen35Config): LayerCaches {
   const attentionLayers: number[] = [];
   const gdnLayers: number[] = [];
-  for (let il = 0; il < config.nLayer; il++) (config.recurrent[il] ? gdnLayers : attentionLayers).push(il);
-  return {
-    keyDim,
-    valueDim,
-    convDim: 2 * keyDim + valueDim,
-    headVDim: valueDim / config.ssmTimeStepRank,
-    attentionLayers,
-    gdnLayers,
-  };
+  const cacheIndex = new Int32Array(config.nLayer);
+  config.layerKinds.forEach((kind, il) => {
+    const list = kind === "gdn" ? gdnLayers : attentionLayers;
+    cacheIndex[il] = list.length;
+    list.push(il);
+  });
+  return { attentionLayers, gdnLayers, cacheIndex };
+}
+
+/**
+ * Tensors read as f32 vectors rather than kept packed for a matmul: every 1-D tensor (norms,
+ * ssm_a, ssm_dt) and those the plan marks `requiresF32` (ssm_conv1d). The loader and the residency
+ * planner both classify by this rule.
+ */
+export function isVectorTensor(tensor: Pick<PlannedTensor, "ne" | "requiresF32">): boolean {
+  return tensor.ne.length < 2 || tensor.requiresF32 === true;
 }

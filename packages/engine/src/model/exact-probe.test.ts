@@ -42,14 +42,23 @@ describe("exact-kernel probe (llama numerics)", () => {
     const exact = typescriptProviders("llama", [])[0]!;
     const oneUlpOff: MatmulProvider = {
       name: "fake-native-off",
+      priority: 100,
+      numerics: "llama",
       supports: (t) => exact.supports(t),
-      matmul(w, x, m, y) {
-        exact.matmul(w, x, m, y);
+      matmulBTQuantGrouped(args) {
+        const y = exact.matmulBTQuantGrouped(args);
         const bits = new Uint32Array(y.buffer, y.byteOffset, 1);
         bits[0] = bits[0]! + 1; // one ulp on one output
+        return y;
       },
     };
-    const sameBits: MatmulProvider = { name: "fake-native-exact", supports: (t) => exact.supports(t), matmul: (w, x, m, y) => exact.matmul(w, x, m, y) };
+    const sameBits: MatmulProvider = {
+      name: "fake-native-exact",
+      priority: 100,
+      numerics: "llama",
+      supports: (t) => exact.supports(t),
+      matmulBTQuantGrouped: (args) => exact.matmulBTQuantGrouped(args),
+    };
     const q4k = allMatrices(weights).filter((w) => w.typeName === "Q4_K");
     expect(q4k.length).toBeGreaterThan(0);
     for (const [fake, moved] of [[oneUlpOff, true], [sameBits, false]] as const) {

@@ -1,10 +1,12 @@
 /** Load-time check that the native `llama` kernels are bit-exact with llama.cpp (see EngineOptions.exactKernels). */
+import { GgmlType } from "@keepquant/gguf";
+import { matmulDense } from "@keepquant/quant";
 import type { MatmulProvider } from "./matmul.js";
 import { allMatrices } from "./providers.js";
 import type { ModelWeights, PackedMatrix } from "./weights.js";
 
 /** Weight types whose TypeScript llama kernel is bit-exact with llama.cpp's CPU backend (verified in tests). */
-const EXACT_TS_TYPES = new Set([12]); // Q4_K
+const EXACT_TS_TYPES: ReadonlySet<GgmlType> = new Set([GgmlType.Q4_K]);
 /** Probe size: rows of the sampled weight, and tokens of the multi-token call. */
 const PROBE_ROWS = 16;
 const PROBE_TOKENS = 4;
@@ -23,9 +25,11 @@ export function probeExactKernels(
 ): void {
   const matrices = allMatrices(weights);
   for (const type of EXACT_TS_TYPES) {
-    const sample = matrices.find((w) => w.type === type && !byWeight.get(w)?.name.startsWith("ts-"));
-    const ts = tsProviders.find((p) => p.supports(type));
-    if (!sample || !ts) continue;
+    const ts = tsProviders.find((p) => p.numerics === "llama" && p.supports(type));
+    if (!ts) continue;
+    // weights already on the exact kernel (provider "ts") need no probe
+    const sample = matrices.find((w) => w.type === type && byWeight.get(w)?.name !== ts.name);
+    if (!sample) continue;
     // bounded cost: PROBE_ROWS rows, one single-token and one multi-token call (kernels may take
     // different paths for m = 1 and m > 1), activations of mixed sign and magnitude
     const rows = Math.min(sample.rows, PROBE_ROWS);
@@ -36,8 +40,8 @@ export function probeExactKernels(
       for (let i = 0; i < x.length; i++) x[i] = Math.sin(i * 12.9898 + m) * (1 + (i % 7)) * 0.75;
       const fast = new Float32Array(m * rows);
       const exact = new Float32Array(m * rows);
-      byWeight.get(sample)!.matmul(probe, x, m, fast);
-      ts.matmul(probe, x, m, exact);
+      matmulDense(byWeight.get(sample)!, probe, x, m, fast);
+      matmulDense(ts, probe, x, m, exact);
       if (!fast.every((v, i) => Object.is(v, exact[i]))) differs = true;
     }
     if (!differs) continue;

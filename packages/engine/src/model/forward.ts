@@ -1,9 +1,12 @@
+import type { Qwen35Config } from "@keepquant/gguf";
+import { matmulDense } from "@keepquant/quant";
 import { F16_TO_F32, f32BitsToF16Bits } from "../numerics/half.js";
 import { GGML_F32_LANES, ggmlDecayDot, ggmlMadDot, ggmlSiluScalar, ggmlVExpf, ggmlVSilu, ggmlVecDotF32, setScalarExpf } from "../numerics/ggml-expf.js";
 import { fmaf } from "../numerics/fma.js";
 import type { PagedKvCache } from "../kv/paged-kv.js";
 import type { GdnStatePool } from "../kv/state-pool.js";
-import { deriveDims, type DerivedDims, type ModelConfig } from "./config.js";
+import { layerCaches } from "./config.js";
+import { allocateForwardScratch, forwardScratchWidths, type ForwardScratch, type ForwardScratchName } from "./scratch.js";
 import { decodeRow, type DequantizeRow, type MatmulProvider, type Numerics } from "./matmul.js";
 import type { AttentionWeights, GdnWeights, ModelWeights, PackedMatrix } from "./weights.js";
 
@@ -95,6 +98,13 @@ function softplus(x: number): number {
   return x > 20 ? x : libm.logf(fround(1 + libm.expf(x)));
 }
 
+/**
+ * A debug tap: receives an op's result right after the op wrote it into its scratch buffer,
+ * named as llama.cpp's eval callback names the same tensor (`attn_norm-3`, `conv_output_silu-0`,
+ * ...). `data` is `[rows, width]` row-major, valid only during the call (copy what you keep).
+ */
+export type ActivationTap = (name: string, data: Float32Array, rows: number, width: number) => void;
+
 /** Op classes reported by Engine.stats(): which provider ran each. */
 export interface OpProviders {
   [opClass: string]: string;
@@ -106,15 +116,16 @@ export interface OpProviders {
  * Scratch is preallocated for `maxBatchTokens` rows; the logits buffer grows on demand.
  */
 export class Qwen35Forward {
-  readonly config: ModelConfig;
-  readonly dims: DerivedDims;
+  /** the load plan's hyperparameters (ModelWeights.config) */
+  readonly config: Qwen35Config;
   readonly maxBatchTokens: number;
-  /** attention layer index -> KV cache layer; GDN layer index -> state layer */
-  private readonly kvLayer: Int32Array;
-  private readonly stateLayer: Int32Array;
+  /** layer -> its KV cache layer (attention) or state pool layer (GDN) */
+  private readonly cacheIndex: Int32Array;
   private readonly eps: number;
 
-  // scratch, [rows, width]
+  // activation scratch, [rows, width]: views of the named buffers of scratch.ts
+  private readonly scratch: ForwardScratch;
+  private readonly scratchWidths: Readonly<Record<ForwardScratchName, number>>;
   private readonly hidden: Float32Array; // [T, D]
   private readonly normed: Float32Array; // [T, D]
   private readonly branch: Float32Array; // [T, D]
@@ -157,61 +168,75 @@ export class Qwen35Forward {
   ) {
     const c = weights.config;
     this.config = c;
-    this.dims = deriveDims(c);
     this.maxBatchTokens = maxBatchTokens;
-    this.eps = fround(c.eps);
-    this.kvLayer = new Int32Array(c.nLayer).fill(-1);
-    this.stateLayer = new Int32Array(c.nLayer).fill(-1);
-    this.dims.attentionLayers.forEach((il, i) => (this.kvLayer[il] = i));
-    this.dims.gdnLayers.forEach((il, i) => (this.stateLayer[il] = i));
+    this.eps = fround(c.rmsEps);
+    this.cacheIndex = layerCaches(c).cacheIndex;
     const T = maxBatchTokens;
-    const D = c.nEmbd;
-    const hDh = c.nHead * c.headDim;
-    const kvDh = c.nHeadKv * c.headDim;
-    this.hidden = new Float32Array(T * D);
-    this.normed = new Float32Array(T * D);
-    this.branch = new Float32Array(T * D);
-    this.qg = new Float32Array(T * 2 * hDh);
-    this.q = new Float32Array(T * hDh);
-    this.kRows = new Float32Array(T * kvDh);
-    this.vRows = new Float32Array(T * kvDh);
-    this.attnOut = new Float32Array(T * hDh);
-    this.mixed = new Float32Array(T * this.dims.convDim);
-    this.convOut = new Float32Array(T * this.dims.convDim);
-    this.zRows = new Float32Array(T * this.dims.valueDim);
-    this.betaRows = new Float32Array(T * c.ssmTimeStepRank);
-    this.alphaRows = new Float32Array(T * c.ssmTimeStepRank);
-    this.gdnOut = new Float32Array(T * this.dims.valueDim);
-    this.ffnGate = new Float32Array(T * c.nFf);
-    this.ffnUp = new Float32Array(T * c.nFf);
+    this.scratchWidths = forwardScratchWidths(c);
+    const scratch = allocateForwardScratch(c, T);
+    this.scratch = scratch;
+    this.hidden = scratch.hidden;
+    this.normed = scratch.normed;
+    this.branch = scratch.branch;
+    this.qg = scratch.qg;
+    this.q = scratch.q;
+    this.kRows = scratch.kRows;
+    this.vRows = scratch.vRows;
+    this.attnOut = scratch.attnOut;
+    this.mixed = scratch.mixed;
+    this.convOut = scratch.convOut;
+    this.zRows = scratch.zRows;
+    this.betaRows = scratch.betaRows;
+    this.alphaRows = scratch.alphaRows;
+    this.gdnOut = scratch.gdnOut;
+    this.ffnGate = scratch.ffnGate;
+    this.ffnUp = scratch.ffnUp;
     this.headDimScratch = new Float32Array(c.headDim);
     this.qBits = new Uint32Array(this.q.buffer, this.q.byteOffset, this.q.length);
     this.accScratch = new Float32Array(c.headDim);
     this.vLanes = new Float32Array(c.headDim * 8);
-    this.ropeCos = new Float32Array(c.nRot / 2);
-    this.ropeSin = new Float32Array(c.nRot / 2);
-    this.ropeThetaScale = libm.powf(fround(c.ropeFreqBase), fround(-2 / c.nRot));
+    this.ropeCos = new Float32Array(c.ropeDimensionCount / 2);
+    this.ropeSin = new Float32Array(c.ropeDimensionCount / 2);
+    this.ropeThetaScale = libm.powf(fround(c.ropeFreqBase), fround(-2 / c.ropeDimensionCount));
     this.rowSeq = new Int32Array(T);
     this.rowPos = new Int32Array(T);
   }
 
-  /** Debug tap: called with intermediate activations (llama.cpp's callback names) when set. */
-  tap: ((name: string, data: Float32Array, rows: number, width: number) => void) | undefined;
+  /**
+   * Debug tap (see ActivationTap): observes scratch buffers after the ops that wrote them. The
+   * forward computes the same values whether or not a tap is set; a tap only reads.
+   */
+  tap: ActivationTap | undefined;
 
   /** Bytes of preallocated activation scratch. */
   get scratchBytes(): number {
-    const arrays = [
-      this.hidden, this.normed, this.branch, this.qg, this.q, this.kRows, this.vRows, this.attnOut, this.mixed,
-      this.convOut, this.zRows, this.betaRows, this.alphaRows, this.gdnOut, this.ffnGate, this.ffnUp,
-      this.outHidden, this.logitsBuffer,
-    ];
+    const arrays = [...Object.values(this.scratch), this.outHidden, this.logitsBuffer];
     return arrays.reduce((sum, a) => sum + a.byteLength, 0);
+  }
+
+  /**
+   * Hands `rows` rows of scratch buffer `buffer` to the tap as `<name>-<il>`: all of each row, or
+   * `width` values from `column` (packed into a copy, since the tap reads [rows, width]).
+   */
+  private observe(name: string, il: number, buffer: ForwardScratchName, rows: number, column = 0, width?: number): void {
+    const tap = this.tap;
+    if (!tap) return;
+    const data = this.scratch[buffer];
+    const stride = this.scratchWidths[buffer];
+    const w = width ?? stride;
+    if (column === 0 && w === stride) {
+      tap(`${name}-${il}`, data.subarray(0, rows * w), rows, w);
+      return;
+    }
+    const packed = new Float32Array(rows * w);
+    for (let r = 0; r < rows; r++) packed.set(data.subarray(r * stride + column, r * stride + column + w), r * w);
+    tap(`${name}-${il}`, packed, rows, w);
   }
 
   private matmul(weight: PackedMatrix, x: Float32Array, m: number, y: Float32Array): void {
     const provider = this.providers.get(weight);
     if (!provider) throw new Error(`no provider selected for ${weight.name}`);
-    provider.matmul(weight, x, m, y);
+    matmulDense(provider, weight, x, m, y);
   }
 
   /**
@@ -220,7 +245,8 @@ export class Qwen35Forward {
    */
   forward(entries: readonly StepEntry[]): Float32Array {
     const c = this.config;
-    const D = c.nEmbd;
+    const D = c.embeddingLength;
+    const vocab = this.weights.vocab;
     let T = 0;
     for (const e of entries) T += e.tokens.length;
     if (T > this.maxBatchTokens) throw new Error(`step has ${T} tokens, more than maxBatchTokens ${this.maxBatchTokens}`);
@@ -234,7 +260,7 @@ export class Qwen35Forward {
       const e = entries[ei]!;
       for (let i = 0; i < e.tokens.length; i++, row++) {
         const token = e.tokens[i]!;
-        if (!(token >= 0 && token < c.nVocab)) throw new Error(`token id ${token} out of range [0, ${c.nVocab})`);
+        if (!(token >= 0 && token < vocab)) throw new Error(`token id ${token} out of range [0, ${vocab})`);
         this.rowSeq[row] = ei;
         this.rowPos[row] = e.startPos + i;
         if (twin) {
@@ -259,10 +285,10 @@ export class Qwen35Forward {
     for (let il = 0; il < c.nLayer; il++) {
       const layer = this.weights.layers[il]!;
       for (let r = 0; r < T; r++) rmsNorm(this.hidden, r * D, layer.attnNorm, this.normed, r * D, D, this.eps);
-      this.tap?.(`attn_norm-${il}`, this.normed, T, D);
+      this.observe("attn_norm", il, "normed", T);
       if (layer.kind === "attention") this.attention(il, layer, entries, T);
       else this.gatedDeltaNet(il, layer, entries, T);
-      this.tap?.(`mixer_out-${il}`, this.branch, T, D);
+      this.observe("mixer_out", il, "branch", T);
       let rows = T;
       if (il === c.nLayer - 1) {
         // as llama.cpp: after the last mixer only the output rows go on (its FFN matmuls then see
@@ -281,13 +307,12 @@ export class Qwen35Forward {
       for (let r = 0; r < rows; r++) rmsNorm(this.hidden, r * D, layer.postAttnNorm, this.normed, r * D, D, this.eps);
       this.ffn(layer, rows);
       for (let i = 0; i < rows * D; i++) this.hidden[i] = this.hidden[i]! + this.branch[i]!;
-      this.tap?.(`l_out-${il}`, this.hidden, rows, D);
+      this.observe("l_out", il, "hidden", rows);
     }
 
     // 3. output norm and head over the output rows (now rows 0 .. nOut-1)
     if (this.outHidden.length < nOut * D) this.outHidden = new Float32Array(nOut * D);
     for (let k = 0; k < nOut; k++) rmsNorm(this.hidden, k * D, this.weights.outputNorm, this.outHidden, k * D, D, this.eps);
-    const vocab = this.weights.output.rows;
     if (this.logitsBuffer.length < nOut * vocab) this.logitsBuffer = new Float32Array(nOut * vocab);
     const logits = this.logitsBuffer.subarray(0, nOut * vocab);
     this.matmul(this.weights.output, this.outHidden, nOut, logits);
@@ -295,7 +320,7 @@ export class Qwen35Forward {
   }
 
   private ffn(layer: AttentionWeights | GdnWeights, T: number): void {
-    const nFf = this.config.nFf;
+    const nFf = this.config.feedForwardLength;
     this.matmul(layer.ffnGate, this.normed, T, this.ffnGate);
     this.matmul(layer.ffnUp, this.normed, T, this.ffnUp);
     const g = this.ffnGate;
@@ -311,7 +336,7 @@ export class Qwen35Forward {
   }
 
   private rope(x: Float32Array, offset: number): void {
-    const half = this.config.nRot / 2;
+    const half = this.config.ropeDimensionCount / 2;
     for (let i = 0; i < half; i++) {
       const x0 = x[offset + i]!;
       const x1 = x[offset + i + half]!;
@@ -324,7 +349,7 @@ export class Qwen35Forward {
 
   private ropeTables(position: number): void {
     let theta = fround(position);
-    for (let i = 0; i < this.config.nRot / 2; i++) {
+    for (let i = 0; i < this.config.ropeDimensionCount / 2; i++) {
       this.ropeCos[i] = libm.cosf(theta);
       this.ropeSin[i] = libm.sinf(theta);
       theta = fround(theta * this.ropeThetaScale);
@@ -333,14 +358,14 @@ export class Qwen35Forward {
 
   private attention(il: number, w: AttentionWeights, entries: readonly StepEntry[], T: number): void {
     const c = this.config;
-    const H = c.nHead;
-    const Hkv = c.nHeadKv;
+    const H = c.headCount;
+    const Hkv = c.headCountKv;
     const Dh = c.headDim;
     const eps = this.eps;
     this.matmul(w.q, this.normed, T, this.qg);
     this.matmul(w.k, this.normed, T, this.kRows);
     this.matmul(w.v, this.normed, T, this.vRows);
-    const layer = this.kvLayer[il]!;
+    const layer = this.cacheIndex[il]!;
     const kPlane = this.kv.k[layer]!;
     const vPlane = this.kv.v[layer]!;
     const f16 = this.kv.kvType === "f16";
@@ -610,44 +635,35 @@ export class Qwen35Forward {
     for (let i = 0; i < Dh; i++) this.attnOut[outOffset + i] = acc[i]! * inv;
   }
 
+  /**
+   * The Gated DeltaNet mixer (qwen35.md section 7). Each op runs over every row of the step and
+   * leaves its result in a named scratch buffer before the next op starts (taps observe it there);
+   * rows are in entry order, so the conv state and the recurrent state advance token by token.
+   */
   private gatedDeltaNet(il: number, w: GdnWeights, entries: readonly StepEntry[], T: number): void {
     const c = this.config;
-    const { convDim, keyDim, valueDim, headVDim: Dv } = this.dims;
+    const { convDim, keyDim, valueDim, headVDim: Dv } = c;
     const Hk = c.ssmGroupCount;
     const Hv = c.ssmTimeStepRank;
     const Dk = c.ssmStateSize;
-    const K = c.convKernel;
+    const K = c.ssmConvKernel;
     const eps = this.eps;
     this.matmul(w.qkv, this.normed, T, this.mixed);
-    this.tap?.(`linear_attn_qkv_mixed-${il}`, this.mixed, T, convDim);
+    this.observe("linear_attn_qkv_mixed", il, "mixed", T);
     this.matmul(w.gate, this.normed, T, this.zRows);
     this.matmul(w.beta, this.normed, T, this.betaRows);
     this.matmul(w.alpha, this.normed, T, this.alphaRows);
-    const layer = this.stateLayer[il]!;
+    const layer = this.cacheIndex[il]!;
     const convPlane = this.states.conv[layer]!;
     const ssmPlane = this.states.ssm[layer]!;
-    const readoutScale = fround(1 / fround(Math.sqrt(Dv)));
     const y = this.convOut;
     const o = this.gdnOut;
-    const debug = this.tap
-      ? {
-          convRaw: new Float32Array(T * convDim),
-          convSilu: new Float32Array(T * convDim),
-          beta: new Float32Array(T * Hv),
-          g: new Float32Array(T * Hv),
-          alpha: new Float32Array(T * Hv),
-          q: new Float32Array(T * keyDim),
-          k: new Float32Array(T * keyDim),
-          softplus: new Float32Array(T * Hv),
-          o: new Float32Array(T * valueDim),
-        }
-      : undefined;
+
+    // causal depthwise conv over [state (K-1 raw inputs), current]; the state keeps raw inputs
     let row = 0;
     for (const e of entries) {
       const convBase = e.stateSlot * this.states.convStride;
-      const ssmBase = e.stateSlot * this.states.ssmStride;
       for (let t = 0; t < e.tokens.length; t++, row++) {
-        // causal depthwise conv over [state (K-1 raw inputs), current], then SiLU; state keeps raw inputs
         const xOff = row * convDim;
         for (let ch = 0; ch < convDim; ch++) {
           const sOff = convBase + ch * (K - 1);
@@ -661,38 +677,53 @@ export class Qwen35Forward {
           if (K > 1) convPlane[sOff + K - 2] = current;
           y[xOff + ch] = acc;
         }
-        if (debug) debug.convRaw.set(y.subarray(xOff, xOff + convDim), row * convDim);
-        siluRow(y, xOff, convDim);
-        if (debug) debug.convSilu.set(y.subarray(xOff, xOff + convDim), row * convDim);
-        // L2 norms of q and k per K-head (f64 sum of f32 squares)
-        for (let kh = 0; kh < 2 * Hk; kh++) {
-          const off = xOff + kh * Dk;
-          let sum = 0;
-          for (let i = 0; i < Dk; i++) sum += fround(y[off + i]! * y[off + i]!);
-          // this llama.cpp build's ggml_l2_norm: x / sqrt(sum + eps) (verified bit-exact against its
-          // q_conv_predelta / k_conv_predelta; not x / max(||x||, eps))
-          const scale = fround(1 / fround(Math.sqrt(fround(fround(sum) + eps))));
-          for (let i = 0; i < Dk; i++) y[off + i] = y[off + i]! * scale;
-        }
-        if (debug) {
-          debug.q.set(y.subarray(xOff, xOff + keyDim), row * keyDim);
-          debug.k.set(y.subarray(xOff + keyDim, xOff + 2 * keyDim), row * keyDim);
-        }
-        // gated delta rule per V-head; V-head h uses Q/K head h mod Hk (tiled order)
+      }
+    }
+    this.observe("conv_output_raw", il, "convOut", T);
+    for (let r = 0; r < T; r++) siluRow(y, r * convDim, convDim);
+    this.observe("conv_output_silu", il, "convOut", T);
+
+    // L2 norms of q and k per K-head (f64 sum of f32 squares)
+    for (let r = 0; r < T; r++) {
+      for (let kh = 0; kh < 2 * Hk; kh++) {
+        const off = r * convDim + kh * Dk;
+        let sum = 0;
+        for (let i = 0; i < Dk; i++) sum += fround(y[off + i]! * y[off + i]!);
+        // this llama.cpp build's ggml_l2_norm: x / sqrt(sum + eps) (verified bit-exact against its
+        // q_conv_predelta / k_conv_predelta; not x / max(||x||, eps))
+        const scale = fround(1 / fround(Math.sqrt(fround(fround(sum) + eps))));
+        for (let i = 0; i < Dk; i++) y[off + i] = y[off + i]! * scale;
+      }
+    }
+    this.observe("q_conv_predelta", il, "convOut", T, 0, keyDim);
+    this.observe("k_conv_predelta", il, "convOut", T, keyDim, keyDim);
+
+    // beta = sigmoid(ssm_beta x); g = softplus(ssm_alpha x + dt_bias) * a, step by step in place
+    const beta = this.betaRows;
+    const g = this.alphaRows;
+    for (let i = 0; i < T * Hv; i++) beta[i] = sigmoid(beta[i]!);
+    this.observe("beta_sigmoid", il, "betaRows", T);
+    this.observe("alpha", il, "alphaRows", T);
+    for (let i = 0; i < T * Hv; i++) g[i] = fround(g[i]! + w.dtBias[i % Hv]!);
+    for (let i = 0; i < T * Hv; i++) g[i] = softplus(g[i]!);
+    this.observe("a_softplus", il, "alphaRows", T);
+    for (let i = 0; i < T * Hv; i++) g[i] = fround(g[i]! * w.a[i % Hv]!);
+    this.observe("gate", il, "alphaRows", T);
+
+    // gated delta rule per V-head; V-head h uses Q/K head h mod Hk (tiled order)
+    const readoutScale = fround(1 / fround(Math.sqrt(Dv)));
+    row = 0;
+    for (const e of entries) {
+      const ssmBase = e.stateSlot * this.states.ssmStride;
+      for (let t = 0; t < e.tokens.length; t++, row++) {
+        const xOff = row * convDim;
         for (let h = 0; h < Hv; h++) {
           const kh = h % Hk;
           const qOff = xOff + kh * Dk;
           const kOff = xOff + keyDim + kh * Dk;
           const vOff = xOff + 2 * keyDim + h * Dv;
-          const beta = sigmoid(this.betaRows[row * Hv + h]!);
-          const g = fround(softplus(fround(this.alphaRows[row * Hv + h]! + w.dtBias[h]!)) * w.a[h]!);
-          if (debug) {
-            debug.beta[row * Hv + h] = beta;
-            debug.g[row * Hv + h] = g;
-            debug.alpha[row * Hv + h] = fround(this.alphaRows[row * Hv + h]! + w.dtBias[h]!);
-            debug.softplus[row * Hv + h] = softplus(fround(this.alphaRows[row * Hv + h]! + w.dtBias[h]!));
-          }
-          const decay = libm.expf(g);
+          const betaH = beta[row * Hv + h]!;
+          const decay = libm.expf(g[row * Hv + h]!);
           const sHead = ssmBase + h * Dv * Dk;
           const oOff = row * valueDim + h * Dv;
           for (let j = 0; j < Dv; j++) {
@@ -700,31 +731,25 @@ export class Qwen35Forward {
             const sRow = sHead + j * Dk;
             // (ggml_vec_scale_f32 then ggml_vec_dot_f32, fused per row; same lanes, same results)
             const kvMem = ggmlDecayDot(ssmPlane, sRow, y, kOff, Dk, decay);
-            const delta = fround(fround(y[vOff + j]! - kvMem) * beta);
+            const delta = fround(fround(y[vOff + j]! - kvMem) * betaH);
             // ggml_vec_mad_f32 (one fused multiply-add per element), then the readout dot
             o[oOff + j] = ggmlMadDot(ssmPlane, sRow, y, qOff, Dk, y, kOff, delta) * readoutScale;
           }
-          if (debug) debug.o.set(o.subarray(oOff, oOff + Dv), oOff);
-          // gated RMSNorm: rms(o_h) * ssm_norm (raw), times silu(z_h)
-          rmsNorm(o, oOff, w.norm, o, oOff, Dv, eps);
-          const zOff = row * valueDim + h * Dv;
-          siluRow(this.zRows, zOff, Dv);
-          for (let j = 0; j < Dv; j++) o[oOff + j] = o[oOff + j]! * this.zRows[zOff + j]!;
         }
       }
     }
-    if (debug && this.tap) {
-      this.tap(`conv_output_raw-${il}`, debug.convRaw, T, convDim);
-      this.tap(`conv_output_silu-${il}`, debug.convSilu, T, convDim);
-      this.tap(`beta_sigmoid-${il}`, debug.beta, T, Hv);
-      this.tap(`gate-${il}`, debug.g, T, Hv);
-      this.tap(`alpha-${il}`, debug.alpha, T, Hv);
-      this.tap(`q_conv_predelta-${il}`, debug.q, T, keyDim);
-      this.tap(`k_conv_predelta-${il}`, debug.k, T, keyDim);
-      this.tap(`a_softplus-${il}`, debug.softplus, T, Hv);
-      this.tap(`attn_output-${il}`, debug.o, T, valueDim);
-      this.tap(`final_output-${il}`, o, T, valueDim);
+    this.observe("attn_output", il, "gdnOut", T);
+
+    // gated RMSNorm per V-head: rms(o_h) * ssm_norm (raw), times silu(z_h)
+    for (let r = 0; r < T; r++) {
+      for (let h = 0; h < Hv; h++) {
+        const oOff = r * valueDim + h * Dv;
+        rmsNorm(o, oOff, w.norm, o, oOff, Dv, eps);
+        siluRow(this.zRows, oOff, Dv);
+        for (let j = 0; j < Dv; j++) o[oOff + j] = o[oOff + j]! * this.zRows[oOff + j]!;
+      }
     }
+    this.observe("final_output", il, "gdnOut", T);
     this.matmul(w.out, o, T, this.branch);
   }
 }

@@ -6,37 +6,14 @@ import {
   type GgufTensorInfo,
   type LoadPlan,
   type PlannedTensor,
-  type Qwen35Config,
   type Qwen35TensorSlot,
 } from "@keepquant/gguf";
 import { dequantizeRow } from "@keepquant/quant";
 import { EngineLoadError } from "../errors.js";
 import { f32BitsToBf16Bits } from "../numerics/half.js";
-import type { ModelConfig } from "./config.js";
+import { isVectorTensor } from "./config.js";
 import { decodeRow, type Numerics } from "./matmul.js";
 import { alignedCopy, type AttentionWeights, type GdnWeights, type LayerWeights, type ModelWeights, type PackedMatrix } from "./weights.js";
-
-/** The forward's view of the load plan's hyperparameters (no second parse: everything comes from the plan). */
-export function modelConfigFromQwen35(config: Qwen35Config, nVocab: number): ModelConfig {
-  return {
-    nLayer: config.nLayer,
-    nEmbd: config.embeddingLength,
-    nFf: config.feedForwardLength,
-    nHead: config.headCount,
-    nHeadKv: config.headCountKv,
-    headDim: config.headDim,
-    eps: config.rmsEps,
-    nRot: config.ropeDimensionCount,
-    ropeFreqBase: config.ropeFreqBase,
-    convKernel: config.ssmConvKernel,
-    ssmStateSize: config.ssmStateSize,
-    ssmGroupCount: config.ssmGroupCount,
-    ssmTimeStepRank: config.ssmTimeStepRank,
-    ssmInnerSize: config.ssmInnerSize,
-    recurrent: config.layerKinds.map((kind) => kind === "gdn"),
-    nVocab,
-  };
-}
 
 /**
  * Where tensor bytes come from: views of a memory-mapped file (no copy), or reads of a path or a
@@ -66,22 +43,11 @@ export interface LoadedModel {
   readonly diagnostics: string[];
 }
 
-const VECTOR_SLOTS = new Set<Qwen35TensorSlot>([
-  "attn_norm",
-  "post_attention_norm",
-  "attn_q_norm",
-  "attn_k_norm",
-  "ssm_conv1d",
-  "ssm_dt",
-  "ssm_a",
-  "ssm_norm",
-  "output_norm",
-]);
-
 /**
  * Binds the trunk tensors of a load plan (its `used` set; the plan has already checked every name,
- * shape and the F32 rule) by slot: matmul weights stay packed, vectors are f32 (a view when the
- * file stores F32, else decoded), the token embedding gets a bf16 twin in `bf16` numerics only (in
+ * shape and the F32 rule) by slot; the plan is the only description read (its config, vocabulary,
+ * slots, layers and shapes): matmul weights stay packed, vectors (`isVectorTensor`) are f32 (a view
+ * when the file stores F32, else decoded), the token embedding gets a bf16 twin in `bf16` numerics only (in
  * `llama` and `exact` numerics rows are decoded exactly at gather time, as llama.cpp's get_rows).
  */
 export async function loadQwen35Weights(
@@ -90,7 +56,7 @@ export async function loadQwen35Weights(
   numerics: Numerics,
   onProgress?: (done: number, total: number) => void,
 ): Promise<LoadedModel> {
-  const config = modelConfigFromQwen35(plan.config, plan.vocab);
+  const { config, vocab } = plan;
   const diagnostics: string[] = [];
   const trunk = plan.used.filter((t) => t.role !== "mtp");
   const totalBytes = trunk.reduce((sum, t) => sum + t.byteLength, 0);
@@ -104,7 +70,7 @@ export async function loadQwen35Weights(
     if (data.byteOffset % 4 !== 0) data = alignedCopy(data);
     doneBytes += tensor.byteLength;
     onProgress?.(doneBytes, totalBytes);
-    const bound = VECTOR_SLOTS.has(tensor.slot) ? vector(tensor, data) : packed(tensor, data);
+    const bound = isVectorTensor(tensor) ? vector(tensor, data) : packed(tensor, data);
     if (tensor.layer === undefined) globals.set(tensor.slot, bound);
     else perLayer[tensor.layer]!.set(tensor.slot, bound);
   }
@@ -123,7 +89,7 @@ export async function loadQwen35Weights(
       ffnUp: take<PackedMatrix>(slots, "ffn_up", p),
       ffnDown: take<PackedMatrix>(slots, "ffn_down", p),
     };
-    if (config.recurrent[il]) {
+    if (config.layerKinds[il] === "gdn") {
       const gdn: GdnWeights = {
         kind: "gdn",
         ...common,
@@ -157,16 +123,16 @@ export async function loadQwen35Weights(
   const output = tied ? tokenEmbd : take<PackedMatrix>(globals, "output", "");
   let tokenEmbdTwin: Uint16Array | undefined;
   if (numerics === "bf16") {
-    const D = config.nEmbd;
-    tokenEmbdTwin = new Uint16Array(config.nVocab * D);
+    const D = config.embeddingLength;
+    tokenEmbdTwin = new Uint16Array(vocab * D);
     const row = new Float32Array(D);
     const rowBits = new Uint32Array(row.buffer);
-    for (let t = 0; t < config.nVocab; t++) {
-      decodeRow(tokenEmbd, t, row, (type, src, dst) => dequantizeRow(type as GgmlType, src, dst));
+    for (let t = 0; t < vocab; t++) {
+      decodeRow(tokenEmbd, t, row, dequantizeRow);
       for (let d = 0; d < D; d++) tokenEmbdTwin[t * D + d] = f32BitsToBf16Bits(rowBits[d]!);
     }
   }
-  return { weights: { config, tokenEmbd, tokenEmbdTwin, outputNorm, output, tied, layers }, diagnostics };
+  return { weights: { config, vocab, tokenEmbd, tokenEmbdTwin, outputNorm, output, tied, layers }, diagnostics };
 }
 
 /** A matmul weight: rows = ne[1] output features of ne[0] inputs, exactly as stored. */
@@ -179,7 +145,7 @@ function packed(tensor: PlannedTensor, data: Uint8Array): PackedMatrix {
       field: tensor.name,
     });
   }
-  return { name: tensor.name, type: tensor.type, typeName: GGML_TYPE_TRAITS[tensor.type].name, rows, cols, rowBytes, data };
+  return { name: tensor.name, type: tensor.type, typeName: GGML_TYPE_TRAITS[tensor.type].name, groups: 1, rows, cols, rowBytes, data };
 }
 
 /** A small tensor as f32: a view of F32 bytes, else decoded bit-exactly. */
@@ -187,6 +153,6 @@ function vector(tensor: PlannedTensor, data: Uint8Array): Float32Array {
   if (tensor.type === GgmlType.F32) return new Float32Array(data.buffer, data.byteOffset, tensor.elements);
   const matrix = { ...packed(tensor, data), rows: 1, cols: tensor.elements, rowBytes: tensor.byteLength };
   const out = new Float32Array(tensor.elements);
-  decodeRow(matrix, 0, out, (type, src, dst) => dequantizeRow(type as GgmlType, src, dst));
+  decodeRow(matrix, 0, out, dequantizeRow);
   return out;
 }

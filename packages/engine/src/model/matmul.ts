@@ -1,52 +1,61 @@
+import { GgmlType, GGML_TYPE_TRAITS } from "@keepquant/gguf";
+import {
+  checkGroupedMatmulShape,
+  MATMUL_BT_QUANT_GROUPED,
+  runDenseGroups,
+  UnsupportedGgmlTypeError,
+  type MatmulBTQuantGroupedArgs,
+  type MatmulNumerics,
+  type MatmulProvider,
+  type PackedWeight,
+} from "@keepquant/quant";
 import { F16_TO_F32, roundRowBf16, roundRowF16 } from "../numerics/half.js";
-import type { PackedMatrix } from "./weights.js";
+
+/** The engine's matmul providers are @keepquant/quant's (one interface for every numerics). */
+export type { MatmulProvider };
 
 /** Numerics of the engine: `llama` converts activations to each weight type's vec_dot_type
- * (as llama.cpp's CPU backend); `bf16` is the keep-quant contract (weights rounded once to bf16);
- * `exact` is a test/diagnostic reference (weights decoded exactly, f32 activations, f64
- * accumulation, exact embedding rows; TypeScript only, slow). */
-export type Numerics = "llama" | "bf16" | "exact";
-
-/**
- * Computes `y[t, n] = sum_k W[n, k] * x[t, k]` for `t < m` with `W` kept packed. `x` is `[m, cols]`
- * row-major, `y` is `[m, rows]`. Implementations must not keep references to `x` or `y`.
- */
-export interface MatmulProvider {
-  readonly name: string;
-  /** ggml type ids this provider computes in the given numerics. */
-  supports(type: number): boolean;
-  matmul(weight: PackedMatrix, x: Float32Array, m: number, y: Float32Array): void;
-}
+ * (as llama.cpp's CPU backend); `bf16` is the keep-quant contract (weights rounded once to bf16;
+ * other encodings in `llama` numerics); `exact` is a test/diagnostic reference (weights decoded
+ * exactly, f32 activations, f64 accumulation, exact embedding rows; TypeScript only, slow). */
+export type Numerics = MatmulNumerics;
 
 /** Decodes one packed row to f32, bit-exact (the quant package's dequantizeRow). */
-export type DequantizeRow = (type: number, src: Uint8Array, dst: Float32Array) => void;
+export type DequantizeRow = (type: GgmlType, src: Uint8Array, dst: Float32Array) => void;
 
-const F32 = 0;
-const F16 = 1;
-const BF16 = 30;
+/** A dense kernel: y [m, rows] = x [m, cols] W^T for a one-group weight. */
+export type DenseKernel = (weight: PackedWeight, x: Float32Array, m: number, y: Float32Array) => void;
+
+const FLOAT_TYPES: ReadonlySet<GgmlType> = new Set([GgmlType.F32, GgmlType.F16, GgmlType.BF16]);
+
+function rowBytesOf(weight: PackedWeight): number {
+  const { blockSize, typeSize } = GGML_TYPE_TRAITS[weight.type];
+  return (weight.cols / blockSize) * typeSize;
+}
 
 /** Decodes row `row` of `weight` into `dst[0, cols)`. F32/F16/BF16 inline; others through `dequantize`. */
 export function decodeRow(
-  weight: PackedMatrix,
+  weight: PackedWeight,
   row: number,
   dst: Float32Array,
   dequantize: DequantizeRow | undefined,
 ): void {
   const cols = weight.cols;
-  const byteOffset = weight.data.byteOffset + row * weight.rowBytes;
-  if (weight.type === F32) {
+  const rowBytes = rowBytesOf(weight);
+  const byteOffset = weight.data.byteOffset + row * rowBytes;
+  if (weight.type === GgmlType.F32) {
     dst.set(new Float32Array(weight.data.buffer, byteOffset, cols));
-  } else if (weight.type === F16) {
+  } else if (weight.type === GgmlType.F16) {
     const src = new Uint16Array(weight.data.buffer, byteOffset, cols);
     for (let i = 0; i < cols; i++) dst[i] = F16_TO_F32[src[i]!]!;
-  } else if (weight.type === BF16) {
+  } else if (weight.type === GgmlType.BF16) {
     const src = new Uint16Array(weight.data.buffer, byteOffset, cols);
     const out = new Uint32Array(dst.buffer, dst.byteOffset, cols);
     for (let i = 0; i < cols; i++) out[i] = src[i]! << 16;
   } else if (dequantize) {
-    dequantize(weight.type, weight.data.subarray(row * weight.rowBytes, (row + 1) * weight.rowBytes), dst.subarray(0, cols));
+    dequantize(weight.type, weight.data.subarray(row * rowBytes, (row + 1) * rowBytes), dst.subarray(0, cols));
   } else {
-    throw new Error(`no row decoder for ggml type ${weight.typeName} (${weight.name})`);
+    throw new Error(`no row decoder for ggml type ${GGML_TYPE_TRAITS[weight.type].name}`);
   }
 }
 
@@ -67,52 +76,64 @@ function dotRows(w: Float32Array, wOffset: number, x: Float32Array, xOffset: num
 }
 
 /**
- * Pure TypeScript provider. `llama` numerics: F32 weights see f32 activations, F16 weights f16-rounded
- * activations, BF16 weights bf16-rounded activations (the vec_dot_type rule); quantized weights are
- * computed by `quantizedLlama` when given (integer dots against Q8_0/Q8_1/Q8_K activations), else
- * refused. `bf16` numerics: every weight row decoded and rounded once to bf16, f32 activations.
- * `exact` (or `f32`): every weight row decoded exactly, f32 activations, no rounding anywhere.
- * Products accumulate in f64 and round to f32 once per output.
+ * Pure TypeScript provider (the reference tier, priority 0). `llama` numerics: F32 weights see f32
+ * activations, F16 weights f16-rounded activations, BF16 weights bf16-rounded activations (the
+ * vec_dot_type rule); quantized weights are computed by `quantizedLlama` when given (integer dots
+ * against Q8_0/Q8_1/Q8_K activations), else refused. `bf16` numerics: every weight row decoded and
+ * rounded once to bf16, f32 activations. `exact`: every weight row decoded exactly, f32
+ * activations, no rounding anywhere. Products accumulate in f64 and round to f32 once per output.
  */
 export class TsMatmulProvider implements MatmulProvider {
   readonly name: string;
+  readonly priority = 0;
   private rowScratch = new Float32Array(0);
   private xScratch = new Float32Array(0);
 
   constructor(
-    private readonly numerics: Numerics | "f32",
+    readonly numerics: Numerics,
     private readonly dequantize: DequantizeRow | undefined,
-    private readonly supportedQuantized: ReadonlySet<number>,
-    private readonly quantizedLlama?: (weight: PackedMatrix, x: Float32Array, m: number, y: Float32Array) => void,
+    private readonly supportedQuantized: ReadonlySet<GgmlType>,
+    private readonly quantizedLlama?: DenseKernel,
     name?: string,
   ) {
     this.name = name ?? `ts-reference-${numerics}`;
   }
 
-  supports(type: number): boolean {
-    if (type === F32 || type === F16 || type === BF16) return true;
+  supports(type: GgmlType): boolean {
+    if (FLOAT_TYPES.has(type)) return true;
     if (!this.supportedQuantized.has(type)) return false;
     return this.numerics === "llama" ? this.quantizedLlama !== undefined : this.dequantize !== undefined;
   }
 
-  matmul(weight: PackedMatrix, x: Float32Array, m: number, y: Float32Array): void {
+  matmulBTQuantGrouped(args: MatmulBTQuantGroupedArgs): Float32Array {
+    const op = MATMUL_BT_QUANT_GROUPED;
+    const shape = checkGroupedMatmulShape(args, op);
+    if (!this.supports(args.weight.type)) {
+      const supported = [...FLOAT_TYPES, ...this.supportedQuantized].filter((t) => this.supports(t));
+      throw new UnsupportedGgmlTypeError(GGML_TYPE_TRAITS[args.weight.type].name, `${op} (${this.name})`, supported.map((t) => GGML_TYPE_TRAITS[t].name));
+    }
+    return runDenseGroups(args, shape, (weight, x, y) => this.dense(weight, x, shape.m, y));
+  }
+
+  private dense(weight: PackedWeight, x: Float32Array, m: number, y: Float32Array): void {
     const { rows, cols, type } = weight;
-    if (this.numerics === "llama" && type !== F32 && type !== F16 && type !== BF16) {
+    const float = FLOAT_TYPES.has(type);
+    if (this.numerics === "llama" && !float) {
       this.quantizedLlama!(weight, x, m, y);
       return;
     }
     let xs = x;
-    if (this.numerics === "llama" && (type === F16 || type === BF16)) {
+    if (this.numerics === "llama" && (type === GgmlType.F16 || type === GgmlType.BF16)) {
       if (this.xScratch.length < m * cols) this.xScratch = new Float32Array(m * cols);
       xs = this.xScratch;
       for (let t = 0; t < m; t++) {
-        if (type === F16) roundRowF16(x, t * cols, xs, t * cols, cols);
+        if (type === GgmlType.F16) roundRowF16(x, t * cols, xs, t * cols, cols);
         else roundRowBf16(x, t * cols, xs, t * cols, cols);
       }
     }
     if (this.rowScratch.length < cols) this.rowScratch = new Float32Array(cols);
     const row = this.rowScratch;
-    const f32View = type === F32 && this.numerics !== "bf16";
+    const f32View = type === GgmlType.F32 && this.numerics !== "bf16";
     const wAll = f32View ? new Float32Array(weight.data.buffer, weight.data.byteOffset, rows * cols) : undefined;
     for (let n = 0; n < rows; n++) {
       let w: Float32Array;

@@ -16,8 +16,7 @@ import { PagedKvCache, type KvType } from "../kv/paged-kv.js";
 import { GdnStatePool } from "../kv/state-pool.js";
 import { ensureFixture, fixtureTokenizerFromJson, PARITY_FIXTURES, type ParityFixture } from "../parity/fixtures.js";
 import { readParityManifest } from "../parity/manifest.js";
-import { seededRandom } from "../testing/random-weights.js";
-import { deriveDims } from "./config.js";
+import { seededRandom } from "../testing/synthetic-model.js";
 import { libm, Qwen35Forward, setLibm, type StepEntry } from "./forward.js";
 import { loadQwen35Weights, mappedTensorBytes } from "./load.js";
 import { createNativeMatmulProviders } from "./native-provider.js";
@@ -59,12 +58,7 @@ interface Pools {
 }
 
 function pools(weights: ModelWeights, kvType: KvType, storage = (bytes: number) => native.allocNativeBuffer(bytes)): Pools {
-  const c = weights.config;
-  const dims = deriveDims(c);
-  return {
-    kv: new PagedKvCache(dims.attentionLayers.length, 24, 8, c.nHeadKv, c.headDim, kvType, storage),
-    states: new GdnStatePool(dims.gdnLayers.length, 4, dims.convDim, c.convKernel, c.ssmTimeStepRank, dims.headVDim, c.ssmStateSize, storage),
-  };
+  return { kv: PagedKvCache.forModel(weights.config, 24, 8, kvType, storage), states: GdnStatePool.forModel(weights.config, 4, storage) };
 }
 
 /**
@@ -137,13 +131,13 @@ describe.skipIf(reason !== undefined)("native step == TypeScript forward, bit fo
       for (const { numerics, kvType, flashAttention } of CASES) {
         const weights = await loadWeights(file, numerics);
         const providers = [...(await createNativeMatmulProviders(numerics, undefined, [])), ...typescriptProviders(numerics, [])];
-        const selection = selectProviders(weights, providers, []);
+        const selection = selectProviders(weights, providers, numerics);
         const spec = pools(weights, kvType);
         const ts = new Qwen35Forward(weights, spec.kv, spec.states, selection.byWeight, numerics, quantDequantizeRow, 128, flashAttention);
-        const expected = await runSchedule((e) => ts.forward(e), spec, weights.config.nVocab);
+        const expected = await runSchedule((e) => ts.forward(e), spec, weights.vocab);
         const mine = pools(weights, kvType);
         const step = NativeStep.create(native, weights, mine.kv, mine.states, { numerics, flashAttention, maxBatchTokens: 128 });
-        const actual = await runSchedule((e) => step.forward(e), mine, weights.config.nVocab);
+        const actual = await runSchedule((e) => step.forward(e), mine, weights.vocab);
         step.dispose();
         expect(firstDifference(actual, expected), `${numerics} kv ${kvType} flash ${flashAttention}`).toBeUndefined();
         expect(actual.reduce((n, l) => n + l.length, 0)).toBeGreaterThan(0);
@@ -171,13 +165,13 @@ describe.skipIf(reason !== undefined)("native step at every ISA level this CPU r
       for (const flashAttention of [true, false]) {
         const weights = await loadWeights(file, "llama");
         const providers = [...(await createNativeMatmulProviders("llama", undefined, [])), ...typescriptProviders("llama", [])];
-        const selection = selectProviders(weights, providers, []);
+        const selection = selectProviders(weights, providers, "llama");
         const spec = pools(weights, "f16");
         const ts = new Qwen35Forward(weights, spec.kv, spec.states, selection.byWeight, "llama", quantDequantizeRow, 128, flashAttention);
-        const expected = await runSchedule((e) => ts.forward(e), spec, weights.config.nVocab);
+        const expected = await runSchedule((e) => ts.forward(e), spec, weights.vocab);
         const mine = pools(weights, "f16");
         const step = NativeStep.create(native, weights, mine.kv, mine.states, { numerics: "llama", flashAttention, maxBatchTokens: 128 });
-        const actual = await runSchedule((e) => step.forward(e), mine, weights.config.nVocab);
+        const actual = await runSchedule((e) => step.forward(e), mine, weights.vocab);
         step.dispose();
         expect(firstDifference(actual, expected), `${isa} flash ${flashAttention}`).toBeUndefined();
       }
@@ -196,7 +190,7 @@ describe.skipIf(reason !== undefined)("native step", () => {
         native.setNativeThreads(threads);
         const p = pools(weights, "f16");
         const step = NativeStep.create(native, weights, p.kv, p.states, { numerics: "llama", flashAttention: true, maxBatchTokens: 128 });
-        results.push(await runSchedule((e) => step.forward(e), p, weights.config.nVocab));
+        results.push(await runSchedule((e) => step.forward(e), p, weights.vocab));
         step.dispose();
       }
     } finally {
@@ -260,7 +254,7 @@ describe.skipIf(reason !== undefined)("native step", () => {
     const step = NativeStep.create(native, weights, p.kv, p.states, { numerics: "llama", flashAttention: true, maxBatchTokens: 16 });
     const blockTable = [p.kv.pool.allocate()];
     const slot = p.states.allocate();
-    const vocab = weights.config.nVocab;
+    const vocab = weights.vocab;
     const bad: [string, StepEntry[], RegExp][] = [
       ["token out of range", [{ tokens: [vocab], startPos: 0, blockTable, stateSlot: slot, logits: "last" }], /token \d+ at row 0 is outside/],
       ["negative token", [{ tokens: [-1], startPos: 0, blockTable, stateSlot: slot, logits: "last" }], /is outside/],

@@ -1,14 +1,16 @@
-import type { ModelConfig } from "./config.js";
+import type { GgmlType, Qwen35Config } from "@keepquant/gguf";
+import type { PackedWeight } from "@keepquant/quant";
 
 /**
  * A matmul weight kept in its file encoding: `rows` output features of `cols` inputs each,
- * `rowBytes` per row, exactly as stored in the GGUF (never transposed).
+ * `rowBytes` per row, exactly as stored in the GGUF (never transposed). It is the dense (E = 1)
+ * weight of @keepquant/quant's MatmulBTQuantGrouped, so every provider takes it as it is.
  */
-export interface PackedMatrix {
+export interface PackedMatrix extends PackedWeight {
   readonly name: string;
-  /** ggml type id */
-  readonly type: number;
+  readonly type: GgmlType;
   readonly typeName: string;
+  readonly groups: 1;
   /** N (output features) */
   readonly rows: number;
   /** K (inputs) */
@@ -16,8 +18,6 @@ export interface PackedMatrix {
   readonly rowBytes: number;
   /** The packed words: a view of the memory-mapped file (or a copy read from it). */
   readonly data: Uint8Array;
-  /** Scratch slot for providers to cache a handle (e.g. a native weight object). */
-  providerHandle?: unknown;
 }
 
 export interface AttentionWeights {
@@ -56,7 +56,10 @@ export interface GdnWeights {
 export type LayerWeights = AttentionWeights | GdnWeights;
 
 export interface ModelWeights {
-  readonly config: ModelConfig;
+  /** The load plan's hyperparameters, as the gguf package typed and validated them (no second parse). */
+  readonly config: Qwen35Config;
+  /** The load plan's vocabulary: rows of token_embd and of the head. */
+  readonly vocab: number;
   /** token_embd [n_vocab, D], packed */
   readonly tokenEmbd: PackedMatrix;
   /** bf16 twin of token_embd for gathers (bf16 numerics only); undefined in llama numerics. */

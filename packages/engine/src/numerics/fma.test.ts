@@ -1,6 +1,6 @@
 import * as native from "@keepquant/tt-native";
 import { describe, expect, it } from "vitest";
-import { seededRandom } from "../testing/random-weights.js";
+import { seededRandom } from "../testing/synthetic-model.js";
 import { fmaf } from "./fma.js";
 
 const reason = native.nativeAddon() ? undefined : `the native addon did not load: ${native.nativeStatus().cpu.reasons.join("; ")}`;

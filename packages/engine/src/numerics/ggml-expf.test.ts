@@ -4,7 +4,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { oracleLibDir, oracleUnavailableReason } from "@keepquant/oracle";
 import { describe, expect, it } from "vitest";
-import { seededRandom } from "../testing/random-weights.js";
+import { seededRandom } from "../testing/synthetic-model.js";
 import { ggmlDecayDot, ggmlMadDot, ggmlVecDotF32, ggmlVecSilu } from "./ggml-expf.js";
 
 function skipReason(): string | undefined {

@@ -2,7 +2,7 @@ import { GgmlType } from "@keepquant/gguf";
 import { loadGgmlCpuOracle, oracleUnavailableReason } from "@keepquant/oracle";
 import { quantizeActivationRow, quantizeRow } from "@keepquant/quant";
 import { describe, expect, it } from "vitest";
-import { seededRandom } from "../testing/random-weights.js";
+import { seededRandom } from "../testing/synthetic-model.js";
 import { matmulQ4KLlama, vecDotQ4KQ8K } from "./q4k-llama.js";
 
 const reason = oracleUnavailableReason();

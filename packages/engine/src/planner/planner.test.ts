@@ -2,6 +2,7 @@ import { mkdtempSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import {
+  GgmlType,
   QWEN35_0_8B_SHAPE,
   QWEN35_27B_SHAPE,
   QWEN35_TEST_SHAPE,
@@ -90,7 +91,7 @@ describe("the seed's 27B arithmetic (header-only Q4_K_M-class file)", () => {
     const packed = matrices.filter((t) => t.name !== "token_embd.weight").reduce((sum, t) => sum + t.byteLength, 0);
     expect(bytesOf(plan, "packed")).toBe(packed);
     // 353 F32 tensors (norms and ssm_{a,dt,conv1d,norm}), decoded to f32: 4 bytes per element.
-    const small32 = big.tensors.filter((t) => t.type === 0);
+    const small32 = big.tensors.filter((t) => t.type === GgmlType.F32);
     expect(small32).toHaveLength(353);
     expect(bytesOf(plan, "f32")).toBe(small32.reduce((sum, t) => sum + t.elements * 4, 0));
     // qwen35.md 13.2: 64 KiB of f16 KV per token; 120 KiB conv + 3 MiB recurrent per GDN layer.
@@ -271,7 +272,7 @@ describe("input and devices", () => {
 
   it("a file the load plan refuses is refused with the tensor named", async () => {
     const { metadata, tensors } = qwen35SpecLayout(QWEN35_TEST_SHAPE);
-    const list = tensors.filter((t) => t.name !== "blk.0.ssm_a").map((t) => ({ name: t.name, type: 0, ne: [...t.ne] }));
+    const list = tensors.filter((t) => t.name !== "blk.0.ssm_a").map((t) => ({ name: t.name, type: GgmlType.F32, ne: [...t.ne] }));
     const file = await readGguf(writeGguf({ metadata, tensors: list.map((t) => ({ ...t, data: new Uint8Array(tensorByteLength(t)) })) }));
     expect(() => planWith(file, { device: customDevice(1e9) })).toThrow(/blk\.0\.ssm_a: missing required tensor/);
   });

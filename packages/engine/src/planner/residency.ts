@@ -4,7 +4,6 @@ import {
   assertLoadable,
   buildLoadPlan,
   getMetadata,
-  qwen35ExpectedTensors,
   type GgufFile,
   type LoadPlan,
   type PlannedTensor,
@@ -12,6 +11,8 @@ import {
 } from "@keepquant/gguf";
 import { KEEPQUANT_ENCODINGS, chunkPlan, isKeepQuantEncoding, type EnvSource } from "@keepquant/quant";
 import type { KvType } from "../kv/paged-kv.js";
+import { isVectorTensor } from "../model/config.js";
+import { forwardScratchRowWidth } from "../model/scratch.js";
 import type { Numerics } from "../model/matmul.js";
 import { TT_DEVICES, ttDevice, type PlanDevice, type TtDeviceName } from "./devices.js";
 import { PlanError } from "./errors.js";
@@ -224,15 +225,13 @@ interface ModelFacts {
 function modelFacts(file: Pick<GgufFile, "metadata" | "tensors">, speculative: SpeculativeMethod | null): ModelFacts {
   const plan = buildLoadPlan(file, speculative ? { speculative } : {});
   assertLoadable(plan);
-  // The gguf package's table says which tensors must be F32 (the conv kernel): never a matmul.
-  const expected = new Map(qwen35ExpectedTensors(plan.config, plan.vocab).map((t) => [t.name, t]));
+  // what reads each tensor, from the plan's slots; vectors by the loader's rule (the plan marks the conv kernel)
   const uses: TensorUse[] = plan.used.map((tensor) => {
-    const small = tensor.ne.length < 2 || expected.get(tensor.name)?.requiresF32 === true;
     let roles: Role[] = ["matmul"];
-    if (tensor.name === "token_embd.weight") roles = plan.tiedHead ? ["gather", "head"] : ["gather"];
-    else if (tensor.name === "output.weight" || tensor.name.endsWith(".nextn.shared_head_head.weight")) roles = ["head"];
-    else if (tensor.name.endsWith(".nextn.embed_tokens.weight")) roles = ["gather"];
-    return { tensor, mtp: tensor.role === "mtp", small, roles };
+    if (tensor.slot === "token_embd") roles = plan.tiedHead ? ["gather", "head"] : ["gather"];
+    else if (tensor.slot === "output" || tensor.slot === "nextn.shared_head_head") roles = ["head"];
+    else if (tensor.slot === "nextn.embed_tokens") roles = ["gather"];
+    return { tensor, mtp: tensor.role === "mtp", small: isVectorTensor(tensor), roles };
   });
   const matrixTypes: Record<string, number> = {};
   let matrixParameters = 0;
@@ -309,7 +308,7 @@ function compute(facts: ModelFacts, settings: ResolvedPlanSettings, device: Plan
   let matmulPrograms = 0;
   let mtpMatmulPrograms = 0;
   const packedTypes = new Map<string, number>();
-  const twinNames: string[] = [];
+  const twins: PlannedTensor[] = [];
   const outsideContract = new Map<string, number>();
   let smallTensors = 0;
 
@@ -326,7 +325,7 @@ function compute(facts: ModelFacts, settings: ResolvedPlanSettings, device: Plan
     const packed = use.roles.some((role) => !readsTwin(role));
     if (twin) {
       bucket.twins += t.elements * 2;
-      if (!use.mtp) twinNames.push(t.name);
+      if (!use.mtp) twins.push(t);
     }
     const typeName = GGML_TYPE_TRAITS[t.type].name;
     if (packed) {
@@ -377,21 +376,9 @@ function compute(facts: ModelFacts, settings: ResolvedPlanSettings, device: Plan
   const slots = settings.sequences + settings.stateSnapshots;
   const gdnBytes = facts.summary.gdnLayers * slots * (convBytes + recurrentBytes);
 
-  // Activation scratch of the forward (forward.ts): f32 rows of these widths per batch row.
+  // Activation scratch of the forward: its named buffers (model/scratch.ts), f32, per batch row.
   const D = config.embeddingLength;
-  const hDh = config.headCount * config.headDim;
-  const kvDh = config.headCountKv * config.headDim;
-  const rowWidth =
-    3 * D + // hidden, normed, branch
-    2 * hDh + // qg
-    hDh + // q
-    2 * kvDh + // k, v
-    hDh + // attnOut
-    2 * config.convDim + // mixed, convOut
-    config.valueDim + // z
-    2 * config.ssmTimeStepRank + // beta, alpha
-    config.valueDim + // gdnOut
-    2 * config.feedForwardLength; // ffnGate, ffnUp
+  const rowWidth = forwardScratchRowWidth(config);
   const activationBytes = settings.batchTokens * rowWidth * 4;
   // Rows needing logits in one step: one per sequence at most (decode, or the last prefill row).
   const logitRows = Math.min(settings.batchTokens, settings.sequences);
@@ -413,13 +400,13 @@ function compute(facts: ModelFacts, settings: ResolvedPlanSettings, device: Plan
     ? `${settings.kvCacheTokens} tokens shared by ${plural(settings.sequences, "sequence")}`
     : `${settings.contextLength} ctx x ${plural(settings.sequences, "sequence")}`;
   const twinDetail =
-    twinNames.length === 0
+    twins.length === 0
       ? numerics === "bf16"
         ? "none"
         : `none: ${numerics} numerics gather rows from the packed words`
       : policy === "twin-for-all"
-        ? `every matrix decoded to bf16 (${twinNames.length} tensors)`
-        : twinNames.map((name) => `${name.replace(/\.weight$/, "")} ${name === "token_embd.weight" ? (facts.plan.tiedHead && policy !== "packed" ? "(gathers + head)" : "(gathers)") : "(head)"}`).join(" + ");
+        ? `every matrix decoded to bf16 (${twins.length} tensors)`
+        : twins.map((t) => `${t.slot} ${t.slot === "token_embd" ? (facts.plan.tiedHead && policy !== "packed" ? "(gathers + head)" : "(gathers)") : "(head)"}`).join(" + ");
   let planeDetail: string;
   const plane: ChunkPlaneInfo | null = chunkPlane;
   if (plane) {

@@ -17,6 +17,8 @@ export interface PlannedTensor extends GgufTensorInfo {
   /** What the tensor is, independent of its layer (the engine binds weights by slot). */
   slot: Qwen35TensorSlot;
   layer?: number;
+  /** Stored as F32 by rule (the conv kernel): read as an f32 vector, never as a matmul weight. */
+  requiresF32?: boolean;
   /** Why it is skipped (skipped tensors only). */
   reason?: string;
 }
@@ -103,7 +105,13 @@ export function buildLoadPlan(file: Pick<GgufFile, "metadata" | "tensors">, opti
       });
       continue;
     }
-    const planned: PlannedTensor = { ...tensor, role: want.role, slot: want.slot, ...(want.layer !== undefined ? { layer: want.layer } : {}) };
+    const planned: PlannedTensor = {
+      ...tensor,
+      role: want.role,
+      slot: want.slot,
+      ...(want.layer !== undefined ? { layer: want.layer } : {}),
+      ...(want.requiresF32 ? { requiresF32: true } : {}),
+    };
     if (want.role === "mtp" && !useMtp) skipped.push({ ...planned, reason: mtpSkipReason });
     else used.push(planned);
   }

@@ -83,6 +83,11 @@ describe("parseQwen35Config on header-only files of the real shapes (qwen35.md 1
     // the tensor count ORACLE.md reports for llama.cpp's Q4_K_M of this shape (162 + 25 + 133).
     expect(plan.used.length).toBe(18 * 14 + 6 * 11 + 2);
     expect(plan.used.length).toBe(162 + 25 + 133);
+    // the plan carries what the engine binds by: the slot, the layer, and the F32 rule of the conv kernel
+    const conv = plan.used.find((t) => t.name === "blk.0.ssm_conv1d.weight")!;
+    expect(conv).toMatchObject({ slot: "ssm_conv1d", layer: 0, requiresF32: true });
+    expect(plan.used.filter((t) => t.requiresF32).map((t) => t.slot)).toEqual(new Array(18).fill("ssm_conv1d"));
+    expect(plan.used.find((t) => t.name === "token_embd.weight")).toMatchObject({ slot: "token_embd", role: "global" });
   });
 
   it("27B with MTP: block_count 65, nextn 1, Hv 48 > Hk 16, untied, MTP skipped loudly by name and bytes", async () => {

@@ -8,6 +8,8 @@ import {
   QWEN35_0_8B_SHAPE,
   QWEN35_27B_SHAPE,
   QWEN35_TEST_SHAPE,
+  QWEN35_TINY_SHAPE,
+  buildLoadPlan,
   getMetadata,
   gpt2ByteSymbols,
   readGguf,
@@ -134,6 +136,21 @@ describe("synthesizeQwen35", () => {
     // ffn_up: 1/sqrt(256); ffn_down: 4/sqrt(512 * 2 * 4)
     expect(up.std).toBeCloseTo(1 / 16, 2);
     expect(down.std).toBeCloseTo(4 / Math.sqrt(512 * 8), 2);
+  });
+});
+
+describe("QWEN35_TINY_SHAPE", () => {
+  it("is a loadable qwen35 (tied and untied): 4 layers with attention at 3, Hk 2 < Hv 4, its placeholder vocabulary", async () => {
+    for (const tied of [true, false]) {
+      const file = await readGguf(synthesizeQwen35({ ...QWEN35_TINY_SHAPE, tied }));
+      const plan = buildLoadPlan(file);
+      expect(plan.ok).toBe(true);
+      expect(plan.tiedHead).toBe(tied);
+      expect(plan.vocab).toBe(97);
+      expect(plan.config.layerKinds).toEqual(["gdn", "gdn", "gdn", "attention"]);
+      expect([plan.config.embeddingLength, plan.config.ssmGroupCount, plan.config.ssmTimeStepRank]).toEqual([64, 2, 4]);
+      expect((getMetadata(file, "tokenizer.ggml.tokens") as string[])[96]).toBe("<t96>");
+    }
   });
 });
 

@@ -121,6 +121,33 @@ export const QWEN35_TEST_SHAPE: Qwen35Spec = Object.freeze({
   name: "synthetic-qwen35-test",
 }) as Qwen35Spec;
 
+/**
+ * The smallest shape the engine's unit tests run: hidden 64, 4 layers (attention at 3), Hk 2 < Hv 4,
+ * vocab 97 with placeholder tokens `<t0>` .. `<t96>` (tests pass token ids; override `vocab` and
+ * `tokenizer` together for a real vocabulary).
+ */
+export const QWEN35_TINY_SHAPE: Qwen35Spec = Object.freeze({
+  vocab: 97,
+  hidden: 64,
+  layers: 4,
+  ffn: 96,
+  heads: 4,
+  headsKv: 2,
+  headDim: 32,
+  ssmGroups: 2,
+  ssmHeads: 4,
+  ssmStateSize: 16,
+  convKernel: 4,
+  ropeDims: 16,
+  ropeSections: [3, 3, 2, 0],
+  ropeTheta: 10_000,
+  eps: 1e-6,
+  contextLength: 4096,
+  tied: true,
+  tokenizer: { tokens: Array.from({ length: 97 }, (_, i) => `<t${i}>`) },
+  name: "synthetic-qwen35-tiny",
+}) as Qwen35Spec;
+
 const P = "qwen35.";
 
 /** The metadata of a synthetic qwen35 file, every key typed as llama.cpp checks it. */

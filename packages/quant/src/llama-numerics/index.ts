@@ -10,7 +10,7 @@
  *
  * Slow and obvious on purpose: it is what the native `matmulLlama` is checked against.
  */
-import { GgmlType, GGML_TYPE_TRAITS } from "@keepquant/gguf";
+import { GgmlType, GGML_TYPE_TRAITS, ggmlTypeLabel } from "@keepquant/gguf";
 import { QuantArgumentError, UnsupportedGgmlTypeError } from "../errors.js";
 import { bf16ToFp32, f32ToBits, fp16ToFp32, fp32BitsToBf16Bits, fp32BitsToFp16Bits } from "../fp.js";
 import { e8m0ToFp32Half, KVALUES_IQ4NL, KVALUES_MXFP4 } from "../dequantize.js";
@@ -49,16 +49,12 @@ export const LLAMA_WEIGHT_TYPES: readonly GgmlType[] = (Object.keys(LLAMA_VEC_DO
   (id) => Number(id) as GgmlType,
 );
 
-function label(type: number): string {
-  const traits = (GGML_TYPE_TRAITS as Partial<Record<number, { name: string }>>)[type];
-  return traits ? traits.name : `<unknown ggml type id ${type}>`;
-}
 
 /** The activation encoding llama.cpp's CPU backend converts x to for weights of `type`. */
 export function llamaVecDotType(type: GgmlType): GgmlType {
   const act = LLAMA_VEC_DOT_TYPES[type];
   if (act === undefined) {
-    throw new UnsupportedGgmlTypeError(label(type), "llamaVecDotType", LLAMA_WEIGHT_TYPES.map((t) => label(t)));
+    throw new UnsupportedGgmlTypeError(ggmlTypeLabel(type), "llamaVecDotType", LLAMA_WEIGHT_TYPES.map((t) => ggmlTypeLabel(t)));
   }
   return act;
 }
@@ -103,7 +99,7 @@ function roundf(value: number): number {
 export function quantizeActivationRow(act: GgmlType, x: Float32Array, dst: Uint8Array): Uint8Array {
   const op = "quantizeActivationRow";
   const { blockSize } = GGML_TYPE_TRAITS[act];
-  if (x.length % blockSize !== 0) throw new QuantArgumentError(op, "x.length", `${x.length} is not whole ${label(act)} blocks`);
+  if (x.length % blockSize !== 0) throw new QuantArgumentError(op, "x.length", `${x.length} is not whole ${ggmlTypeLabel(act)} blocks`);
   const bytes = activationRowBytes(act, x.length);
   if (dst.length < bytes) throw new QuantArgumentError(op, "dst", `needs ${bytes} bytes, has ${dst.length}`);
   switch (act) {
@@ -128,7 +124,7 @@ export function quantizeActivationRow(act: GgmlType, x: Float32Array, dst: Uint8
       new Uint8Array(dst.buffer, dst.byteOffset, bytes).set(new Uint8Array(x.buffer, x.byteOffset, bytes));
       return dst;
     default:
-      throw new UnsupportedGgmlTypeError(label(act), op, ["Q8_K", "Q8_0", "Q8_1", "F16", "BF16", "F32"]);
+      throw new UnsupportedGgmlTypeError(ggmlTypeLabel(act), op, ["Q8_K", "Q8_0", "Q8_1", "F16", "BF16", "F32"]);
   }
 }
 
@@ -490,7 +486,7 @@ export function vecDotLlamaReference(
   activationOffset: number,
 ): number {
   const dot = DOTS[type];
-  if (!dot) throw new UnsupportedGgmlTypeError(label(type), "vecDotLlamaReference", LLAMA_WEIGHT_TYPES.map((t) => label(t)));
+  if (!dot) throw new UnsupportedGgmlTypeError(ggmlTypeLabel(type), "vecDotLlamaReference", LLAMA_WEIGHT_TYPES.map((t) => ggmlTypeLabel(t)));
   return dot(k, weight, weightOffset, activation, activationOffset);
 }
 
@@ -525,11 +521,11 @@ export function matmulLlamaReference(
   const { rows: n, cols: k, type } = weight;
   for (const t of [type, act]) {
     const bs = GGML_TYPE_TRAITS[t].blockSize;
-    if (k % bs !== 0) throw new QuantArgumentError(op, "weight.cols", `${k} is not whole ${label(t)} blocks`);
+    if (k % bs !== 0) throw new QuantArgumentError(op, "weight.cols", `${k} is not whole ${ggmlTypeLabel(t)} blocks`);
   }
   const rowBytes = (k / GGML_TYPE_TRAITS[type].blockSize) * GGML_TYPE_TRAITS[type].typeSize;
   if (weight.data.length < n * rowBytes) {
-    throw new QuantArgumentError(op, "weight.data", `[${n}, ${k}] ${label(type)} needs ${n * rowBytes} bytes, has ${weight.data.length}`);
+    throw new QuantArgumentError(op, "weight.data", `[${n}, ${k}] ${ggmlTypeLabel(type)} needs ${n * rowBytes} bytes, has ${weight.data.length}`);
   }
   if (x.length < m * k) throw new QuantArgumentError(op, "x", `needs ${m * k} values, has ${x.length}`);
   const actBytes = activationRowBytes(act, k);

@@ -30,13 +30,13 @@ describe("analytic bf16 envelope sweep", () => {
   it("flags providers that break the contract", () => {
     const cases = envelopeSweepCases().filter((c) => c.name.includes("repeated out-of-order ids") || c.name.includes("K=5120"));
     const ignoresIds: KeepQuantProvider = {
+      ...referenceProvider,
       name: "ignores-ids",
-      priority: 0,
       matmulBTQuantGrouped: (args: MatmulBTQuantGroupedArgs) => referenceProvider.matmulBTQuantGrouped({ ...args, ids: new Int32Array(args.p) }),
     };
     const dropsLastBlock: KeepQuantProvider = {
+      ...referenceProvider,
       name: "drops-last-block",
-      priority: 0,
       matmulBTQuantGrouped: (args: MatmulBTQuantGroupedArgs) => {
         const x = args.x.slice();
         const k = args.weight.cols;

@@ -5,7 +5,8 @@
  * Weights are deterministic packed bytes (seeded PRNG) with sane f16 scales.
  */
 import { GgmlType, GGML_TYPE_TRAITS } from "@keepquant/gguf";
-import { KEEPQUANT_ENCODINGS, type KeepQuantProvider, type MatmulBTQuantGroupedArgs, type PackedWeight } from "../contract.js";
+import { KEEPQUANT_ENCODINGS, type MatmulBTQuantGroupedArgs, type PackedWeight } from "../contract.js";
+import type { KeepQuantProvider } from "../provider.js";
 import { dequantizeTensor } from "../dequantize.js";
 import { fp32ToFp16 } from "../fp.js";
 import { envelopeReport, type EnvelopeWorst } from "./envelope.js";
