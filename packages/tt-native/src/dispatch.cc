@@ -58,6 +58,8 @@ void initSets() {
       gSets[l].vecDot[t] = genericVecDot(t);
       gSets[l].vecDotMulti[t] = nullptr;
       gSets[l].multiRows[t] = kMultiRows;
+      gSets[l].vecDotRows[t] = nullptr;
+      gSets[l].weightRows[t] = 1;
     }
     gSets[l].dotF32 = dotF32Generic;
     gSets[l].dequant = dequantizeRow;
@@ -75,7 +77,7 @@ void initSets() {
   }
   if (cpuHasAvx512()) {
     KernelSet& k = gSets[(int)IsaLevel::Avx512];
-    fillAvx512VecDot(k.vecDot, k.vecDotMulti, k.multiRows);
+    fillAvx512VecDot(k.vecDot, k.vecDotMulti, k.multiRows, k.vecDotRows, k.weightRows);
     k.dotF32 = avx512DotF32();
     k.dequant = avx512Dequant();
     k.sumWords = avx2SumWords();

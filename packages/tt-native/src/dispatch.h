@@ -22,6 +22,8 @@ struct KernelSet {
   VecDotFn vecDot[kTypeCount];
   VecDotMultiFn vecDotMulti[kTypeCount];  // null: loop over vecDot
   int multiRows[kTypeCount];              // activation rows one vecDotMulti call takes (at most)
+  VecDotRowsFn vecDotRows[kTypeCount];    // null: one weight row at a time
+  int weightRows[kTypeCount];             // weight rows one vecDotRows call takes (at most)
   DotF32Fn dotF32;
   DequantFn dequant;
   SumWordsFn sumWords;

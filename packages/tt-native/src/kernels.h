@@ -30,12 +30,16 @@ VecDotFn genericVecDot(int weightType);
 typedef void (*VecDotMultiFn)(int n, const void* w, const uint8_t* a, size_t as, int rows, float* out, size_t os);
 constexpr int kMultiRows = 4;  // the default; a level may take more rows per call for some types
 
+// One activation row against `rows` consecutive weight rows `ws` bytes apart: out[0..rows). Gives the
+// same bits per weight row as the VecDotFn of the same level (decode: independent chains per row).
+typedef void (*VecDotRowsFn)(int n, const uint8_t* w, size_t ws, int rows, const uint8_t* a, float* out);
+
 typedef bool (*DequantFn)(int type, const void* src, float* dst, int64_t k);
 
 // ISA-specific tables: fill `table[type]` for every type (the portable kernels recompiled for the
 // ISA, then hand-written ones where they exist).
 void fillAvx2VecDot(VecDotFn* table, VecDotMultiFn* multi);
-void fillAvx512VecDot(VecDotFn* table, VecDotMultiFn* multi, int* multiRows);
+void fillAvx512VecDot(VecDotFn* table, VecDotMultiFn* multi, int* multiRows, VecDotRowsFn* rowsFn, int* weightRows);
 DequantFn avx2Dequant();
 // Wrapping sum of `words` 8-byte words (the memory-bandwidth probe's inner loop).
 typedef uint64_t (*SumWordsFn)(const uint8_t* p, size_t words);

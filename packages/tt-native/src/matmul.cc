@@ -39,6 +39,16 @@ void rowBlock(const LlamaRowsJob& job, int64_t r0, int64_t r1) {
   const int multiRows = kernels().multiRows[job.type];
   const size_t wBytes = weightRowBytes(job.type, job.k);
   const int64_t m = job.m, n = job.n;
+  const VecDotRowsFn rowsFn = kernels().vecDotRows[job.type];
+  if (m == 1 && rowsFn) {
+    // decode: several weight rows per call (independent chains), the activation row loaded once
+    const int step = kernels().weightRows[job.type];
+    for (int64_t r = r0; r < r1; r += step) {
+      const int rows = (int)std::min<int64_t>(step, r1 - r);
+      rowsFn((int)job.k, job.w + (size_t)r * wBytes, wBytes, rows, job.act, job.y + r);
+    }
+    return;
+  }
   const int64_t mTile = 32;
   for (int64_t m0 = 0; m0 < m; m0 += mTile) {
     const int64_t m1 = std::min(m, m0 + mTile);
