@@ -4,6 +4,7 @@ import path from "node:path";
 import { QWEN35_TEST_SHAPE, synthesizeQwen35 } from "@keepquant/gguf";
 import { beforeAll, describe, expect, it } from "vitest";
 import { Engine } from "./engine.js";
+import type { GenerationResult, StopReason } from "./engine-types.js";
 
 let engine: Engine;
 
@@ -19,7 +20,7 @@ describe("generate with the file's tokenizer", () => {
     const stream = engine.generate("The quick brown fox", { maxTokens: 24, ignoreEog: true });
     let streamed = "";
     let tokens = 0;
-    let result;
+    let result: GenerationResult | undefined;
     for await (const event of stream) {
       if (event.type === "token") {
         streamed += event.text;
@@ -60,7 +61,7 @@ describe("generate with the file's tokenizer", () => {
     const controller = new AbortController();
     const stream = engine.generate([5, 6, 7], { maxTokens: 200, ignoreEog: true, signal: controller.signal });
     let count = 0;
-    let reason;
+    let reason: StopReason | undefined;
     for await (const event of stream) {
       if (event.type === "token" && ++count === 3) controller.abort();
       if (event.type === "done") reason = event.result.stopReason;
