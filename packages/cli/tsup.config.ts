@@ -3,7 +3,8 @@ import { defineConfig } from "tsup";
 
 const { version } = JSON.parse(readFileSync(new URL("./package.json", import.meta.url), "utf8")) as { version: string };
 
-// Workspace packages (and the engine's pure-JS jinja) are bundled; the native addon stays external.
+// Workspace packages (and the engine's pure-JS jinja) are bundled; the native addon and the default model
+// (a package file found relative to its own package) stay external.
 export default defineConfig({
   entry: { index: "src/index.ts", keepquant: "src/bin.ts" },
   format: ["esm"],
@@ -11,8 +12,8 @@ export default defineConfig({
   clean: true,
   sourcemap: true,
   target: "node20",
-  noExternal: [/^@keepquant\/(?!tt-native)/, /^@huggingface\/jinja/],
-  external: ["@keepquant/tt-native"],
+  noExternal: [/^@keepquant\/(?!tt-native|default-model)/, /^@huggingface\/jinja/],
+  external: ["@keepquant/tt-native", "@keepquant/default-model"],
   define: { __KEEPQUANT_VERSION__: JSON.stringify(version) },
   banner: { js: "#!/usr/bin/env node" },
 });

@@ -21,8 +21,17 @@ export interface EngineOptions {
   flashAttention?: boolean;
   /** Tokens per KV block (default 16). */
   blockSize?: number;
-  /** Total KV capacity in tokens, shared by all sequences (default 8192). */
+  /**
+   * Total KV capacity in tokens, shared by all sequences (default: contextLength, so that one
+   * sequence can fill the context).
+   */
   kvCacheTokens?: number;
+  /**
+   * The longest sequence, prompt plus generated tokens (default: the file's `context_length` for
+   * `Engine.load`, else kvCacheTokens, else 8192). A longer prompt is refused with
+   * ENGINE_PROMPT_TOO_LONG; a generation that reaches it stops with stopReason "context".
+   */
+  contextLength?: number;
   /** Concurrent sequences = GDN state slots (default 4). */
   maxSequences?: number;
   /** Token budget of one forward step (default 512, llama.cpp's n_ubatch). */

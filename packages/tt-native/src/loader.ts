@@ -4,6 +4,7 @@
  */
 import fs from "node:fs";
 import { createRequire } from "node:module";
+import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { NATIVE_ABI_VERSION, type IsaLevelName, type NativeAddon, type NativeBuildInfo } from "./native-types.js";
@@ -16,6 +17,30 @@ export const KEEPQUANT_NATIVE_ISA = "KEEPQUANT_NATIVE_ISA";
 export const KEEPQUANT_NATIVE_THREADS = "KEEPQUANT_NATIVE_THREADS";
 
 export const BINARY_FILE_NAME = "keepquant_native.node";
+
+/** At most this many pool threads per logical core without `force` (more only oversubscribe the CPU). */
+export const NATIVE_THREADS_PER_CORE = 4;
+/** The pool never has more threads than this, even when forced. */
+export const NATIVE_THREADS_HARD_LIMIT = 1024;
+
+export interface NativeThreadLimits {
+  /** os.availableParallelism(): the logical cores this process may run on */
+  logicalCores: number;
+  /** the largest pool size without `force`: NATIVE_THREADS_PER_CORE x logicalCores */
+  max: number;
+  /** the largest pool size with `force` */
+  forcedMax: number;
+}
+
+/** The thread policy of the pool (the same numbers for setNativeThreads, KEEPQUANT_NATIVE_THREADS and the CLI). */
+export function nativeThreadLimits(): NativeThreadLimits {
+  const logicalCores = Math.max(1, os.availableParallelism());
+  return {
+    logicalCores,
+    max: Math.min(NATIVE_THREADS_HARD_LIMIT, NATIVE_THREADS_PER_CORE * logicalCores),
+    forcedMax: NATIVE_THREADS_HARD_LIMIT,
+  };
+}
 
 export interface CpuArmStatus {
   loaded: boolean;
@@ -123,8 +148,11 @@ export function loadNativeAddon(env: EnvSource = process.env): LoadResult {
   const threads = env[KEEPQUANT_NATIVE_THREADS];
   if (threads !== undefined && threads !== "") {
     const value = /^[0-9]+$/.test(threads) ? Number(threads) : Number.NaN;
-    if (!Number.isSafeInteger(value) || value < 1 || value > 1024) {
-      reasons.push(`${KEEPQUANT_NATIVE_THREADS}=${JSON.stringify(threads)} is invalid: expected an integer in [1, 1024]`);
+    const { max, logicalCores } = nativeThreadLimits();
+    if (!Number.isSafeInteger(value) || value < 1 || value > max) {
+      reasons.push(
+        `${KEEPQUANT_NATIVE_THREADS}=${JSON.stringify(threads)} is invalid: expected an integer in [1, ${max}] (at most ${NATIVE_THREADS_PER_CORE}x the ${logicalCores} logical cores)`,
+      );
     } else {
       addon.setThreads(value);
     }
