@@ -3,6 +3,16 @@ import type { Numerics } from "./model/matmul.js";
 import type { PrefixCacheStats } from "./kv/prefix-cache.js";
 import type { SamplingParams as SamplingModuleParams, StopReason } from "./sampling/index.js";
 
+/**
+ * The part of an AbortSignal the engine uses (declared here so that the type declarations need
+ * neither the DOM library nor @types/node; a real AbortSignal fits it).
+ */
+export interface AbortSignalLike {
+  readonly aborted: boolean;
+  addEventListener(type: "abort", listener: () => void, options?: { once?: boolean }): void;
+  removeEventListener(type: "abort", listener: () => void): void;
+}
+
 export interface EngineOptions {
   /**
    * `llama` (default): llama.cpp's CPU numerics; `bf16`: the keep-quant contract; `exact`: a
@@ -64,8 +74,8 @@ export interface EngineOptions {
  * `generate` is greedy unless `temperature` is given.
  */
 export interface GenerateParams extends SamplingModuleParams {
-  /** Aborts the request; the stream then ends with stopReason "abort". */
-  signal?: AbortSignal;
+  /** Aborts the request; the stream then ends with stopReason "abort". An AbortSignal. */
+  signal?: AbortSignalLike;
   /** Recognize special-token texts in a string prompt (default true). */
   parseSpecial?: boolean;
   /** Same as `ignoreEog: !stopAtEog` (default true). */

@@ -73,8 +73,19 @@ export function packageRoot(): string {
   return path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 }
 
+/** The addon built from source (`pnpm build`, or the install step on a platform without a prebuilt binary). */
 export function defaultBinaryPath(): string {
   return path.join(packageRoot(), "build", "Release", BINARY_FILE_NAME);
+}
+
+/** The prebuilt binary the package ships for this platform (linux-x64 today). */
+export function prebuiltBinaryPath(): string {
+  return path.join(packageRoot(), "prebuilds", `${process.platform}-${process.arch}`, BINARY_FILE_NAME);
+}
+
+/** The binaries tried in order when KEEPQUANT_NATIVE_BINARY is unset: built from source, then prebuilt. */
+export function binaryCandidates(): string[] {
+  return [defaultBinaryPath(), prebuiltBinaryPath()];
 }
 
 export interface LoadResult {
@@ -90,8 +101,9 @@ function errorText(error: unknown): string {
 export function loadNativeAddon(env: EnvSource = process.env): LoadResult {
   const reasons: string[] = [];
   const requested = env[KEEPQUANT_NATIVE_BINARY];
-  const binary = requested !== undefined && requested !== "" ? path.resolve(requested) : defaultBinaryPath();
-  const cpu: CpuArmStatus = { loaded: false, reasons, binary };
+  const explicit = requested !== undefined && requested !== "";
+  const candidates = explicit ? [path.resolve(requested)] : binaryCandidates();
+  const cpu: CpuArmStatus = { loaded: false, reasons, binary: candidates[0]! };
   const notBuilt: TtArmStatus = { built: false, loaded: false, reasons: ["not built: the native addon did not load"] };
   const done = (addon?: NativeAddon): LoadResult => {
     if (!addon) return { status: { cpu, tt: notBuilt } };
@@ -106,20 +118,31 @@ export function loadNativeAddon(env: EnvSource = process.env): LoadResult {
     return { addon: reasons.length === 0 ? addon : undefined, status: { cpu: { ...cpu, loaded: reasons.length === 0 }, tt } };
   };
 
-  if (!fs.existsSync(binary)) {
+  const present = candidates.filter((candidate) => fs.existsSync(candidate));
+  if (present.length === 0) {
     reasons.push(
-      requested
+      explicit
         ? `${KEEPQUANT_NATIVE_BINARY}=${requested}: no such file`
-        : `${binary} does not exist (build it with \`pnpm --filter @keepquant/tt-native build\`)`,
+        : `no native binary: neither ${candidates.join(" nor ")} exists (build it with \`pnpm --filter @keepquant/tt-native build\`, or \`npm rebuild @keepquant/tt-native\` with cmake and a C++ compiler)`,
     );
     return done();
   }
-  let addon: NativeAddon;
-  try {
-    const require = createRequire(import.meta.url);
-    addon = require(binary) as NativeAddon;
-  } catch (error) {
-    reasons.push(`loading ${binary} failed: ${errorText(error)}`);
+  // the first binary that loads wins; every failure is kept as a reason
+  let addon: NativeAddon | undefined;
+  let binary = present[0]!;
+  const loadFailures: string[] = [];
+  for (const candidate of present) {
+    try {
+      addon = createRequire(import.meta.url)(candidate) as NativeAddon;
+      binary = candidate;
+      break;
+    } catch (error) {
+      loadFailures.push(`loading ${candidate} failed: ${errorText(error)}`);
+    }
+  }
+  cpu.binary = binary;
+  if (!addon) {
+    reasons.push(...loadFailures);
     return done();
   }
   try {
