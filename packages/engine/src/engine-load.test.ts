@@ -1,11 +1,14 @@
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { QWEN35_TEST_SHAPE, readGguf, readTensorBytes, synthesizeQwen35, writeGguf } from "@keepquant/gguf";
-import { describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it } from "vitest";
 import { Engine } from "./engine.js";
 import { randomWeights, TINY_CONFIG } from "./testing/random-weights.js";
 import type { PackedMatrix } from "./model/weights.js";
+
+const scratch = mkdtempSync(path.join(tmpdir(), "keepquant-engine-load-"));
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
 describe("load refusals", () => {
   it("a file the load plan refuses fails with ENGINE_LOAD_REFUSED before reading weights", async () => {
@@ -16,8 +19,7 @@ describe("load refusals", () => {
       if (t.name === "blk.0.ssm_a") continue; // a required GDN tensor goes missing
       tensors.push({ name: t.name, type: t.type, ne: t.ne, data: await readTensorBytes(bytes, t) });
     }
-    const folder = mkdtempSync(path.join(tmpdir(), "keepquant-engine-load-"));
-    const broken = path.join(folder, "missing-ssm-a.gguf");
+    const broken = path.join(scratch, "missing-ssm-a.gguf");
     writeFileSync(broken, writeGguf({ metadata: [...file.metadata.values()], tensors }));
     const error = await Engine.load(broken).catch((e: unknown) => e);
     expect(error).toMatchObject({ code: "ENGINE_LOAD_REFUSED", field: "blk.0.ssm_a" });

@@ -1,15 +1,19 @@
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { QWEN35_TEST_SHAPE, synthesizeQwen35 } from "@keepquant/gguf";
-import { beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Engine } from "./engine.js";
 import type { GenerationResult, StopReason } from "./engine-types.js";
 
 let engine: Engine;
+const folder = mkdtempSync(path.join(tmpdir(), "keepquant-engine-text-"));
+afterAll(() => {
+  engine?.dispose();
+  rmSync(folder, { recursive: true, force: true });
+});
 
 beforeAll(async () => {
-  const folder = mkdtempSync(path.join(tmpdir(), "keepquant-engine-text-"));
   const file = path.join(folder, "model.gguf");
   writeFileSync(file, synthesizeQwen35(QWEN35_TEST_SHAPE));
   engine = await Engine.load(file, {});
