@@ -3,7 +3,14 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
-import { DefaultModelError, defaultModelInfo, defaultModelPath, parseDefaultModelMetadata, sha256OfFile, verifyDefaultModel } from "./index.js";
+import {
+  DefaultModelError,
+  defaultModelInfo,
+  defaultModelPath,
+  parseDefaultModelMetadata,
+  sha256OfFile,
+  verifyDefaultModel,
+} from "./index.js";
 
 const repoRoot = fileURLToPath(new URL("../../../", import.meta.url));
 const scratch = mkdtempSync(path.join(tmpdir(), "kq-default-model-"));
@@ -50,7 +57,10 @@ describe("@keepquant/default-model", () => {
   });
 
   it("refuses malformed metadata naming the field", () => {
-    const good = JSON.parse(readFileSync(path.join(repoRoot, "packages", "default-model", "default-model.json"), "utf8")) as Record<string, unknown>;
+    const good = JSON.parse(readFileSync(path.join(repoRoot, "packages", "default-model", "default-model.json"), "utf8")) as Record<
+      string,
+      unknown
+    >;
     expect(() => parseDefaultModelMetadata({ ...good, sha256: "xyz" }, scratch)).toThrow(/sha256 must be 64 lowercase hex digits/);
     expect(() => parseDefaultModelMetadata({ ...good, file: "/etc/passwd" }, scratch)).toThrow(/file must be a path inside the package/);
     expect(() => parseDefaultModelMetadata({ ...good, format: "other" }, scratch)).toThrow(DefaultModelError);

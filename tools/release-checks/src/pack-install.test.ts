@@ -27,7 +27,10 @@ function publishedPackages(): PublishedPackage[] {
     .readdirSync(root)
     .map((name) => path.join(root, name))
     .filter((dir) => fs.existsSync(path.join(dir, "package.json")))
-    .map((dir) => ({ dir, manifest: JSON.parse(fs.readFileSync(path.join(dir, "package.json"), "utf8")) as { name: string; version: string; private?: boolean } }))
+    .map((dir) => ({
+      dir,
+      manifest: JSON.parse(fs.readFileSync(path.join(dir, "package.json"), "utf8")) as { name: string; version: string; private?: boolean },
+    }))
     .filter(({ manifest }) => manifest.private !== true)
     .map(({ dir, manifest }) => ({ name: manifest.name, version: manifest.version, dir }));
 }
@@ -60,10 +63,15 @@ let installOutput = "";
 beforeAll(() => {
   fs.mkdirSync(tarballs);
   fs.mkdirSync(app);
-  for (const pkg of packages) ok(run("pnpm", ["pack", "--pack-destination", tarballs], pkg.dir, { ...process.env }), `pnpm pack in ${pkg.dir}`);
+  for (const pkg of packages)
+    ok(run("pnpm", ["pack", "--pack-destination", tarballs], pkg.dir, { ...process.env }), `pnpm pack in ${pkg.dir}`);
   fs.writeFileSync(path.join(app, "package.json"), JSON.stringify({ name: "keepquant-user", private: true, type: "module" }));
   const files = fs.readdirSync(tarballs).map((file) => path.join(tarballs, file));
-  const install = run("npm", ["install", "--no-audit", "--no-fund", "--no-package-lock", "--prefer-offline", "--foreground-scripts", ...files], app);
+  const install = run(
+    "npm",
+    ["install", "--no-audit", "--no-fund", "--no-package-lock", "--prefer-offline", "--foreground-scripts", ...files],
+    app,
+  );
   installOutput = ok(install, "npm install of the tarballs") + install.stderr;
 });
 
@@ -99,12 +107,21 @@ describe("the packed packages, installed with npm outside the workspace", () => 
     ]);
     for (const pkg of packages) {
       const dir = installed(pkg.name);
-      for (const file of ["README.md", "LICENSE", "package.json"]) expect(fs.existsSync(path.join(dir, file)), `${pkg.name} ${file}`).toBe(true);
-      const manifest = JSON.parse(fs.readFileSync(path.join(dir, "package.json"), "utf8")) as Record<string, Record<string, string> | string>;
+      for (const file of ["README.md", "LICENSE", "package.json"])
+        expect(fs.existsSync(path.join(dir, file)), `${pkg.name} ${file}`).toBe(true);
+      const manifest = JSON.parse(fs.readFileSync(path.join(dir, "package.json"), "utf8")) as Record<
+        string,
+        Record<string, string> | string
+      >;
       expect(JSON.stringify(manifest), pkg.name).not.toContain("workspace:");
-      for (const entry of [manifest.main, manifest.types] as string[]) expect(fs.existsSync(path.join(dir, entry)), `${pkg.name} ${entry}`).toBe(true);
+      for (const entry of [manifest.main, manifest.types] as string[])
+        expect(fs.existsSync(path.join(dir, entry)), `${pkg.name} ${entry}`).toBe(true);
     }
-    expect(fs.existsSync(path.join(installed("@keepquant/tt-native"), "prebuilds", `${process.platform}-${process.arch}`, "keepquant_native.node"))).toBe(true);
+    expect(
+      fs.existsSync(
+        path.join(installed("@keepquant/tt-native"), "prebuilds", `${process.platform}-${process.arch}`, "keepquant_native.node"),
+      ),
+    ).toBe(true);
     expect(fs.existsSync(path.join(installed("@keepquant/tt-native"), "build"))).toBe(false); // the prebuilt binary loaded: nothing was built
     expect(installOutput).not.toContain("TypeScript/WASM path");
   });
@@ -121,12 +138,21 @@ describe("the packed packages, installed with npm outside the workspace", () => 
     const doc = JSON.parse(ok(result, "engine script")) as { tokens: number[]; providers: Record<string, string>; binary: string };
     expect(doc.tokens).toHaveLength(8);
     expect(Object.values(doc.providers).join(" ")).toMatch(/cpu-native/);
-    expect(doc.binary).toBe(path.join(fs.realpathSync(installed("@keepquant/tt-native")), "prebuilds", `${process.platform}-${process.arch}`, "keepquant_native.node"));
+    expect(doc.binary).toBe(
+      path.join(
+        fs.realpathSync(installed("@keepquant/tt-native")),
+        "prebuilds",
+        `${process.platform}-${process.arch}`,
+        "keepquant_native.node",
+      ),
+    );
 
     // the packed CLI binary gives the same greedy tokens on the same default model
     const bin = path.join(app, "node_modules", ".bin", "keepquant");
     expect(ok(run(bin, ["--version"], app), "keepquant --version").trim()).toBe(packages.find((p) => p.name === "@keepquant/cli")!.version);
-    const cli = JSON.parse(ok(run(bin, ["run", "--prompt-ids", "1,2,3", "--max-tokens", "8", "--ignore-eog", "--json"], app), "keepquant run")) as {
+    const cli = JSON.parse(
+      ok(run(bin, ["run", "--prompt-ids", "1,2,3", "--max-tokens", "8", "--ignore-eog", "--json"], app), "keepquant run"),
+    ) as {
       tokens: number[];
       synthetic: boolean;
     };
@@ -140,7 +166,9 @@ describe("the packed packages, installed with npm outside the workspace", () => 
       const examples = [...readme.matchAll(/```js\n([\s\S]*?)```/g)].map((m) => m[1]!);
       expect(examples.length, `${pkg.name} has a js example`).toBeGreaterThan(0);
       for (const example of examples) {
-        expect(example.split("\n").filter((line) => line.trim() !== "").length, `${pkg.name}: the example is short`).toBeLessThanOrEqual(12);
+        expect(example.split("\n").filter((line) => line.trim() !== "").length, `${pkg.name}: the example is short`).toBeLessThanOrEqual(
+          12,
+        );
         const result = node(example);
         expect(result.status, `${pkg.name} README example:\n${result.stdout}\n${result.stderr}`).toBe(0);
       }
@@ -151,10 +179,23 @@ describe("the packed packages, installed with npm outside the workspace", () => 
     const imports = packages.map((p, i) => `import * as p${i} from "${p.name}";`).join("\n");
     fs.writeFileSync(path.join(app, "all.ts"), `${imports}\nexport const all = [${packages.map((_, i) => `p${i}`).join(", ")}];\n`);
     const noNode = packages.filter((p) => p.name !== "@keepquant/cli");
-    fs.writeFileSync(path.join(app, "no-node.ts"), `${noNode.map((p, i) => `import * as q${i} from "${p.name}";`).join("\n")}\nexport const some = [${noNode.map((_, i) => `q${i}`).join(", ")}];\n`);
-    const compilerOptions = { noEmit: true, strict: true, skipLibCheck: false, module: "nodenext", moduleResolution: "nodenext", target: "es2022" };
+    fs.writeFileSync(
+      path.join(app, "no-node.ts"),
+      `${noNode.map((p, i) => `import * as q${i} from "${p.name}";`).join("\n")}\nexport const some = [${noNode.map((_, i) => `q${i}`).join(", ")}];\n`,
+    );
+    const compilerOptions = {
+      noEmit: true,
+      strict: true,
+      skipLibCheck: false,
+      module: "nodenext",
+      moduleResolution: "nodenext",
+      target: "es2022",
+    };
     fs.writeFileSync(path.join(app, "tsconfig.all.json"), JSON.stringify({ compilerOptions, files: ["all.ts"] }));
-    fs.writeFileSync(path.join(app, "tsconfig.no-node.json"), JSON.stringify({ compilerOptions: { ...compilerOptions, types: [], lib: ["es2022"] }, files: ["no-node.ts"] }));
+    fs.writeFileSync(
+      path.join(app, "tsconfig.no-node.json"),
+      JSON.stringify({ compilerOptions: { ...compilerOptions, types: [], lib: ["es2022"] }, files: ["no-node.ts"] }),
+    );
     ok(run(process.execPath, [tsc, "-p", "tsconfig.all.json"], app), "tsc all.ts");
     ok(run(process.execPath, [tsc, "-p", "tsconfig.no-node.json"], app), "tsc no-node.ts without @types/node");
   });
@@ -177,7 +218,9 @@ describe("the packed packages, installed with npm outside the workspace", () => 
         console.log(JSON.stringify({ code, tokens: out.tokens.length }));
       `);
       const doc = JSON.parse(ok(result, "engine without the default model")) as { code: string; tokens: number };
-      expect(doc.code).toMatch(/^ENGINE_NO_DEFAULT_MODEL: the default model needs the package @keepquant\/default-model \(it is not installed\): npm install @keepquant\/default-model/);
+      expect(doc.code).toMatch(
+        /^ENGINE_NO_DEFAULT_MODEL: the default model needs the package @keepquant\/default-model \(it is not installed\): npm install @keepquant\/default-model/,
+      );
       expect(doc.tokens).toBe(2);
     } finally {
       fs.renameSync(moved, installed("@keepquant/default-model"));
@@ -187,10 +230,17 @@ describe("the packed packages, installed with npm outside the workspace", () => 
   it("the install step: one note and the TypeScript/WASM path when there is no usable binary and nothing to build with", () => {
     const script = path.join(installed("@keepquant/tt-native"), "scripts", "install.mjs");
     const none = ok(run(process.execPath, [script], app, userEnv({ KEEPQUANT_NATIVE_INSTALL: "none" })), "install.mjs none");
-    expect(none.trim().split("\n")).toEqual([expect.stringMatching(/^@keepquant\/tt-native: KEEPQUANT_NATIVE_INSTALL=none: keepquant will run on its TypeScript\/WASM path/)]);
+    expect(none.trim().split("\n")).toEqual([
+      expect.stringMatching(/^@keepquant\/tt-native: KEEPQUANT_NATIVE_INSTALL=none: keepquant will run on its TypeScript\/WASM path/),
+    ]);
     // no prebuilt wanted and no cmake on the PATH: the same single note, naming what is missing
-    const bare = ok(run(process.execPath, [script], app, userEnv({ KEEPQUANT_NATIVE_INSTALL: "source", PATH: emptyBin() })), "install.mjs source");
-    expect(bare.trim().split("\n")).toEqual([expect.stringMatching(/no prebuilt binary for linux-x64, and no cmake to build one: keepquant will run on its TypeScript\/WASM path/)]);
+    const bare = ok(
+      run(process.execPath, [script], app, userEnv({ KEEPQUANT_NATIVE_INSTALL: "source", PATH: emptyBin() })),
+      "install.mjs source",
+    );
+    expect(bare.trim().split("\n")).toEqual([
+      expect.stringMatching(/no prebuilt binary for linux-x64, and no cmake to build one: keepquant will run on its TypeScript\/WASM path/),
+    ]);
     // and the engine without a binary runs the TypeScript reference, saying so once
     const result = node(
       `import { Engine } from "@keepquant/engine";
@@ -200,7 +250,11 @@ describe("the packed packages, installed with npm outside the workspace", () => 
        engine.dispose();`,
       userEnv({ KEEPQUANT_NATIVE_BINARY: path.join(scratch, "absent.node") }),
     );
-    const doc = JSON.parse(ok(result, "engine without a native binary")) as { n: number; diagnostics: string[]; providers: Record<string, string> };
+    const doc = JSON.parse(ok(result, "engine without a native binary")) as {
+      n: number;
+      diagnostics: string[];
+      providers: Record<string, string>;
+    };
     expect(doc.n).toBe(2);
     expect(doc.diagnostics.filter((d) => d.startsWith("native CPU provider unavailable"))).toHaveLength(1);
     expect(Object.values(doc.providers).join(" ")).not.toMatch(/cpu-native/);

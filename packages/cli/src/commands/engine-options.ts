@@ -49,7 +49,8 @@ export interface ResolvedEngineOptions {
 
 function parseInteger(name: string, text: string, min: number): number {
   const value = /^\s*\d+\s*$/.test(text) ? Number(text) : Number.NaN;
-  if (!Number.isSafeInteger(value) || value < min) throw new CliUsageError(`--${name} ${JSON.stringify(text)}: expected an integer >= ${min}`);
+  if (!Number.isSafeInteger(value) || value < min)
+    throw new CliUsageError(`--${name} ${JSON.stringify(text)}: expected an integer >= ${min}`);
   return value;
 }
 
@@ -80,7 +81,8 @@ async function resolveThreads(values: EngineOptionValues, env: NodeJS.ProcessEnv
 /** Parses the shared engine options; throws CliUsageError naming the option and what is allowed. */
 export async function resolveEngineOptions(values: EngineOptionValues, env: NodeJS.ProcessEnv): Promise<ResolvedEngineOptions> {
   const numerics = values.numerics ?? "llama";
-  if (numerics !== "llama" && numerics !== "bf16") throw new CliUsageError(`--numerics ${JSON.stringify(numerics)}: expected llama or bf16`);
+  if (numerics !== "llama" && numerics !== "bf16")
+    throw new CliUsageError(`--numerics ${JSON.stringify(numerics)}: expected llama or bf16`);
   const kvType = values["kv-type"] ?? "f16";
   if (kvType !== "f16" && kvType !== "f32") throw new CliUsageError(`--kv-type ${JSON.stringify(kvType)}: expected f16 or f32`);
   const flash = values["flash-attn"] ?? "on";
