@@ -108,7 +108,7 @@ function plain(value: unknown): unknown {
   return value;
 }
 
-function encode(input: fc.RecordValue<{ metadata: GgufMetadataEntry[]; tensors: GgufWriteTensor[]; version: 2 | 3; alignment: number }>) {
+function encode(input: { metadata: GgufMetadataEntry[]; tensors: GgufWriteTensor[]; version: 2 | 3; alignment: number }) {
   // general.alignment is written by the writer from `alignment`; a random key of that name would clash
   const entries = input.metadata.filter((e) => e.key !== "general.alignment");
   return { entries, bytes: writeGguf({ metadata: entries, tensors: input.tensors, version: input.version, alignment: input.alignment }) };
