@@ -1,4 +1,5 @@
 import { defaultModelInfo } from "@keepquant/default-model";
+import { nativeStatus } from "@keepquant/tt-native";
 import { describe, expect, it } from "vitest";
 import { Engine } from "./engine.js";
 import { EngineError } from "./errors.js";
@@ -33,4 +34,15 @@ describe("Engine.loadDefault", () => {
       engine.dispose();
     }
   });
+
+  const nativeMissing = nativeStatus().cpu.loaded ? undefined : "the native CPU arm is not built";
+  it.skipIf(nativeMissing !== undefined)(
+    `a thread count the native pool refuses is ENGINE_BAD_OPTION naming the range, never a fallback to TypeScript${nativeMissing ? ` (skipped: ${nativeMissing})` : ""}`,
+    async () => {
+      const error = await Engine.loadDefault({ threads: 100_000 }).catch((e: unknown) => e);
+      expect(EngineError.isInstance(error) && error.code).toBe("ENGINE_BAD_OPTION");
+      expect((error as EngineError).field).toBe("threads");
+      expect((error as Error).message).toMatch(/expected an integer in \[1, \d+\]/);
+    },
+  );
 });
