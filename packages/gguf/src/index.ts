@@ -18,7 +18,13 @@ export {
 } from "./writer.js";
 export { getMetadata, getMetadataEntry, getArchitecture } from "./metadata.js";
 export { parseQwen35Config, type Qwen35Config, type Qwen35LayerKind } from "./qwen35/config.js";
-export { qwen35ExpectedTensors, type Qwen35ExpectedTensor, type Qwen35TensorRole } from "./qwen35/tensors.js";
+export {
+  qwen35ExpectedTensors,
+  qwen35TensorSlot,
+  type Qwen35ExpectedTensor,
+  type Qwen35TensorRole,
+  type Qwen35TensorSlot,
+} from "./qwen35/tensors.js";
 export {
   synthesizeQwen35,
   writeSynthesizedQwen35,
