@@ -252,11 +252,21 @@ describe.skipIf(ORACLE_REASON)("matmulLlama", () => {
     const fifo = path.join(dir, "gate");
     execFileSync("mkfifo", [fifo]);
     const gate = fs.openSync(fifo, fs.constants.O_RDWR); // read-write: opening does not wait for a writer
+    const poolSize = Number(process.env.UV_THREADPOOL_SIZE) || 4; // libuv's default
+    let released = false;
+    const release = (): void => {
+      if (released) return;
+      released = true;
+      fs.writeSync(gate, Buffer.alloc(poolSize)); // one byte per blocked read: the pool is free again
+    };
+    const blockers = Array.from(
+      { length: poolSize },
+      () =>
+        new Promise<void>((resolve, reject) => {
+          fs.read(gate, Buffer.alloc(1), 0, 1, null, (error) => (error ? reject(error) : resolve()));
+        }),
+    );
     try {
-      const poolSize = Number(process.env.UV_THREADPOOL_SIZE) || 4; // libuv's default
-      const blockers = Array.from({ length: poolSize }, () => new Promise<void>((resolve, reject) => {
-        fs.read(gate, Buffer.alloc(1), 0, 1, null, (error) => (error ? reject(error) : resolve()));
-      }));
       const out = new Float32Array(4 * 64).fill(Number.NaN);
       let settled = false;
       const pending = matmulLlamaAsync(weight, xs, 4, out).finally(() => (settled = true));
@@ -268,12 +278,14 @@ describe.skipIf(ORACLE_REASON)("matmulLlama", () => {
       expect(turns).toBe(3);
       expect(settled).toBe(false);
       expect(out.every((v) => Number.isNaN(v))).toBe(true); // queued behind the blocked pool: not started
-      fs.writeSync(gate, Buffer.alloc(poolSize));
+      release();
       await Promise.all(blockers);
       const y = await pending;
       expect(y).toBe(out);
       expect(firstBitMismatch(y, sync)).toBe(-1);
     } finally {
+      release(); // also when an expectation failed: never leave libuv's pool blocked
+      await Promise.allSettled(blockers);
       fs.closeSync(gate);
       fs.rmSync(dir, { recursive: true, force: true });
     }
