@@ -37,7 +37,9 @@ export {
   QWEN35_27B_SHAPE,
   QWEN35_TEST_SHAPE,
   type Qwen35Spec,
+  type Qwen35HeaderOptions,
 } from "./synthetic/qwen35.js";
+export { qwen35Q4KMClassMix, useMoreBits, type Qwen35TensorTypeMix } from "./synthetic/type-mix.js";
 export {
   defaultQwen35Tokenizer,
   gpt2ByteSymbols,

@@ -365,3 +365,39 @@ export function allocNativeBuffer(bytes: number): ArrayBuffer {
 export function nativeLibm(): NativeLibm {
   return requireAddon("nativeLibm").libm;
 }
+
+// ---------------------------------------------------------------- memory bandwidth
+
+export interface ReadBandwidth {
+  /** Median bytes per second over the passes. */
+  bytesPerSecond: number;
+  /** Pool threads that read. */
+  threads: number;
+  bytes: number;
+  passes: number;
+}
+
+/**
+ * The machine's memory read bandwidth as this arm sees it: every pool thread sums its share of a
+ * natively allocated buffer (written first, so the pages are real), `passes` times; the median
+ * pass. The denominator of "decode efficiency" (weight bytes read per token x tok/s / bandwidth).
+ */
+export function measureReadBandwidth(options: { bytes?: number; passes?: number } = {}): ReadBandwidth {
+  const op = "measureReadBandwidth";
+  const addon = requireAddon(op);
+  const bytes = options.bytes ?? 512 * 2 ** 20;
+  const passes = options.passes ?? 7;
+  if (!Number.isSafeInteger(bytes) || bytes < 2 ** 20) throw new NativeArgumentError(op, "bytes", `expected an integer >= 1 MiB, got ${bytes}`);
+  if (!Number.isSafeInteger(passes) || passes < 1 || passes > 1000) throw new NativeArgumentError(op, "passes", `expected an integer in [1, 1000], got ${passes}`);
+  const buffer = new Uint8Array(addon.allocBuffer(bytes));
+  buffer.fill(0x5a);
+  addon.sumWords(buffer); // warm-up (page tables, frequency)
+  const seconds: number[] = [];
+  for (let i = 0; i < passes; i++) {
+    const t0 = process.hrtime.bigint();
+    addon.sumWords(buffer);
+    seconds.push(Number(process.hrtime.bigint() - t0) / 1e9);
+  }
+  seconds.sort((a, b) => a - b);
+  return { bytesPerSecond: bytes / seconds[seconds.length >> 1]!, threads: addon.getThreads(), bytes, passes };
+}

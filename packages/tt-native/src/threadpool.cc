@@ -3,6 +3,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -21,33 +22,45 @@ namespace {
 
 // How long an idle worker spins before it sleeps. Jobs of one forward step follow each other within
 // microseconds; between steps the JS thread samples and schedules, and the workers go to sleep.
-constexpr auto kSpin = std::chrono::microseconds(200);
+constexpr auto kSpin = std::chrono::microseconds(100);
+// Pause iterations the caller spins on unfinished tasks before it starts yielding its core (on an
+// oversubscribed machine the thread it waits for may need that core).
+constexpr int kCallerSpins = 2000;
 
 thread_local bool tInsideTask = false;
 
+// Tasks are claimed through one 64-bit word, (job generation << 32) | next task index, so a worker
+// that wakes late for an old job can never claim a task of a newer one. The caller waits for its
+// job's tasks to finish, not for every worker to check in: a worker descheduled by the OS does not
+// hold the job up when the other threads have already taken all its tasks.
 struct Pool {
   std::mutex jobMutex;  // serializes jobs and reconfiguration
   std::mutex sleepMutex;
   std::condition_variable wake;
   std::vector<std::thread> workers;
-  std::atomic<unsigned long> generation{0};
-  std::atomic<int> next{0};
-  std::atomic<int> busyWorkers{0};
+  std::atomic<uint32_t> generation{0};
+  std::atomic<uint64_t> claim{0};
+  std::atomic<int> done{0};
   std::atomic<int> sleepers{0};
   std::atomic<bool> stop{false};
   std::atomic<int> total{0};  // threads incl. caller; 0 = not started
   const TaskRef* task = nullptr;
   int tasks = 0;
 
-  void drain(const TaskRef& fn, int n) {
-    for (int t = next.fetch_add(1, std::memory_order_relaxed); t < n; t = next.fetch_add(1, std::memory_order_relaxed)) fn(t);
+  // Claims and runs tasks of job `g` until none is left (or a newer job has replaced it).
+  void work(uint32_t g, const TaskRef* fn, int n) {
+    for (;;) {
+      uint64_t c = claim.load(std::memory_order_acquire);
+      if ((uint32_t)(c >> 32) != g || (uint32_t)c >= (uint32_t)n) return;
+      if (!claim.compare_exchange_weak(c, c + 1, std::memory_order_acq_rel)) continue;
+      (*fn)((int)(uint32_t)c);
+      done.fetch_add(1, std::memory_order_release);
+    }
   }
 
-  void workerLoop() {
+  void workerLoop(uint32_t seen) {
     tInsideTask = true;
-    unsigned long seen = generation.load(std::memory_order_acquire);
     for (;;) {
-      // spin, then sleep, until a new job (or stop) is published
       auto start = std::chrono::steady_clock::now();
       int polls = 0;
       while (generation.load(std::memory_order_acquire) == seen && !stop.load(std::memory_order_acquire)) {
@@ -62,15 +75,15 @@ struct Pool {
       }
       if (stop.load(std::memory_order_acquire)) return;
       seen = generation.load(std::memory_order_acquire);
-      drain(*task, tasks);
-      busyWorkers.fetch_sub(1, std::memory_order_acq_rel);
+      work(seen, task, tasks);
     }
   }
 
   void start(int n) {
     total.store(n < 1 ? 1 : n);
     stop.store(false);
-    for (int i = 0; i < total.load() - 1; ++i) workers.emplace_back([this] { workerLoop(); });
+    const uint32_t now = generation.load(std::memory_order_acquire);
+    for (int i = 0; i < total.load() - 1; ++i) workers.emplace_back([this, now] { workerLoop(now); });
   }
 
   void shutdown() {
@@ -91,26 +104,28 @@ struct Pool {
     }
     std::lock_guard<std::mutex> jobLock(jobMutex);
     if (total.load() == 0) start(hardwareThreads());
+    tInsideTask = true;
     if (workers.empty() || n <= 1) {
-      tInsideTask = true;
       for (int t = 0; t < n; ++t) fn(t);
       tInsideTask = false;
       return;
     }
+    const uint32_t g = generation.load(std::memory_order_relaxed) + 1;
     task = &fn;
     tasks = n;
-    next.store(0, std::memory_order_relaxed);
-    busyWorkers.store((int)workers.size(), std::memory_order_relaxed);
-    generation.fetch_add(1, std::memory_order_acq_rel);
+    done.store(0, std::memory_order_relaxed);
+    claim.store((uint64_t)g << 32, std::memory_order_release);
+    generation.store(g, std::memory_order_release);
     if (sleepers.load() > 0) {
       std::lock_guard<std::mutex> lock(sleepMutex);
       wake.notify_all();
     }
-    tInsideTask = true;
-    drain(fn, n);
+    work(g, &fn, n);
+    for (int spins = 0; done.load(std::memory_order_acquire) < n; ++spins) {
+      if (spins < kCallerSpins) KQ_PAUSE();
+      else std::this_thread::yield();
+    }
     tInsideTask = false;
-    while (busyWorkers.load(std::memory_order_acquire) != 0) KQ_PAUSE();
-    task = nullptr;
   }
 
   ~Pool() { shutdown(); }

@@ -103,6 +103,7 @@ describe("the packed packages, installed with npm outside the workspace", () => 
       "@keepquant/engine",
       "@keepquant/gguf",
       "@keepquant/quant",
+      "@keepquant/server",
       "@keepquant/tt-native",
     ]);
     for (const pkg of packages) {

@@ -1,6 +1,7 @@
 import readline from "node:readline";
-import { Engine, fitConversation, renderChatFor, type ChatMessage, type GenerateParams } from "@keepquant/engine";
+import { encodeChat, Engine, fitConversation, type ChatMessage, type GenerateParams } from "@keepquant/engine";
 import { defineCommand, write, type CommandIo } from "../command.js";
+import { refuseUnlessFitsCpu } from "../residency-check.js";
 import { applyForcedThreads, chooseModel, resolveEngineOptions } from "./engine-options.js";
 import { GENERATION_OPTIONS, GENERATION_OPTIONS_HELP, parseNumber, parseSampling } from "./run.js";
 
@@ -11,7 +12,7 @@ export const command = defineCommand({
   name: "chat",
   summary: "chat with a qwen35 GGUF model through its chat template (default: the embedded synthetic model)",
   usage:
-    "chat [model.gguf] [--system TEXT] [--max-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S] [--ignore-eog] [--threads N [--force]] [--numerics llama|bf16] [--ctx N] [--kv-type f16|f32] [--flash-attn on|off]",
+    "chat [model.gguf] [--system TEXT] [--max-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S] [--ignore-eog] [--threads N] [--numerics llama|bf16] [--ctx N] [--kv-type f16|f32] [--flash-attn on|off] [--force]",
   help: [
     "--system TEXT         system message of the conversation",
     "--max-tokens N        tokens per answer (default 256)",
@@ -31,6 +32,7 @@ export const command = defineCommand({
     const modelPath = model.file;
     if (model.notice) write(io.stderr, model.notice);
     await applyForcedThreads(engineOptions);
+    await refuseUnlessFitsCpu(modelPath, engineOptions.options, { force: values.force === true, io });
     const engine = await Engine.load(modelPath, engineOptions.options);
     const tokenizer = engine.tokenizer;
     if (!tokenizer) {
@@ -38,8 +40,8 @@ export const command = defineCommand({
       throw Object.assign(new Error(`${modelPath} has no usable tokenizer: chat needs one`), { code: "ENGINE_NO_TOKENIZER" });
     }
     let messages: ChatMessage[] = values.system === undefined ? [] : [{ role: "system", content: values.system }];
-    const encodeConversation = (conversation: readonly ChatMessage[]): number[] =>
-      tokenizer.encode(renderChatFor(tokenizer, [...conversation]), { parseSpecial: true });
+    // only the template makes special tokens: "<|im_start|>" typed by the user stays text
+    const encodeConversation = (conversation: readonly ChatMessage[]): number[] => encodeChat(tokenizer, [...conversation]).ids;
     // Leave room for an answer: maxTokens, but at most half the context.
     const context = engine.contextLength;
     const budget = Math.max(1, context - Math.min(maxTokens, Math.floor(context / 2)));

@@ -21,7 +21,7 @@ export const ENGINE_OPTIONS = {
 /** Help lines of ENGINE_OPTIONS, in the same column layout as the commands' own lines. */
 export const ENGINE_OPTIONS_HELP: readonly string[] = [
   "--threads N           threads of the native provider: 1 .. 4x the logical cores (more needs --force)",
-  "--force               allow --threads above 4x the logical cores (up to the pool's hard limit)",
+  "--force               load even when the planner says the model does not fit in memory, and allow --threads above 4x the logical cores (up to 1024)",
   "--numerics MODE       llama (default: llama.cpp's CPU numerics) or bf16 (the keep-quant contract)",
   "--ctx N               context length in tokens (default: the model's context_length)",
   "--kv-type TYPE        K/V cache type f16 (default, as llama.cpp) or f32 (llama.cpp's -ctk/-ctv)",
@@ -66,10 +66,7 @@ async function resolveThreads(values: EngineOptionValues, env: NodeJS.ProcessEnv
     const problem = native.nativeThreadsProblem(/^\d+$/.test(fromEnv) ? Number(fromEnv) : Number.NaN);
     if (problem) throw new CliUsageError(`${native.KEEPQUANT_NATIVE_THREADS}=${JSON.stringify(fromEnv)}: ${problem}`);
   }
-  if (values.threads === undefined) {
-    if (values.force) throw new CliUsageError("--force only applies to --threads");
-    return {};
-  }
+  if (values.threads === undefined) return {};
   const threads = /^\s*\d+\s*$/.test(values.threads) ? Number(values.threads) : Number.NaN;
   const problem = native.nativeThreadsProblem(threads, { force: values.force === true });
   if (problem) throw new CliUsageError(`--threads ${JSON.stringify(values.threads)}: ${problem}`);

@@ -1,6 +1,7 @@
 import path from "node:path";
 import { Engine, type GenerateParams, type GenerationResult } from "@keepquant/engine";
 import { CliUsageError, defineCommand, toJson, write, type CommandIo } from "../command.js";
+import { refuseUnlessFitsCpu } from "../residency-check.js";
 import { applyForcedThreads, chooseModel, ENGINE_OPTIONS, ENGINE_OPTIONS_HELP, resolveEngineOptions } from "./engine-options.js";
 
 /** Exit code after Ctrl-C (the shell convention: 128 + SIGINT). */
@@ -82,9 +83,10 @@ export const command = defineCommand({
   name: "run",
   summary: "generate text with a qwen35 GGUF model (default: the embedded synthetic model)",
   usage:
-    "run [model.gguf] (--prompt TEXT | --prompt-ids 1,2,3) [--max-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S] [--ignore-eog] [--threads N [--force]] [--numerics llama|bf16] [--ctx N] [--kv-type f16|f32] [--flash-attn on|off] [--json]",
+    "run [model.gguf] (--prompt TEXT [--parse-special] | --prompt-ids 1,2,3) [--max-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S] [--ignore-eog] [--threads N] [--numerics llama|bf16] [--ctx N] [--kv-type f16|f32] [--flash-attn on|off] [--force] [--json]",
   help: [
-    "--prompt TEXT         prompt text (tokenized with the model's tokenizer; special tokens recognized)",
+    "--prompt TEXT         prompt text, tokenized as plain text (\"<|im_start|>\" stays text)",
+    "--parse-special       turn special-token texts in --prompt into their tokens (trusted prompts)",
     "--prompt-ids IDS      prompt as comma-separated token ids",
     "--max-tokens N        tokens to generate (default 64)",
     ...GENERATION_OPTIONS_HELP,
@@ -95,6 +97,7 @@ export const command = defineCommand({
   options: {
     prompt: { type: "string" },
     "prompt-ids": { type: "string" },
+    "parse-special": { type: "boolean" },
     ...GENERATION_OPTIONS,
     json: { type: "boolean" },
   },
@@ -117,7 +120,9 @@ export const command = defineCommand({
     await applyForcedThreads(engineOptions);
     const progress = progressReporter(io, path.basename(modelPath));
     const loadStarted = performance.now();
-    const engine = await Engine.load(modelPath, { ...engineOptions.options, onProgress: progress.onProgress });
+    const options = { ...engineOptions.options, onProgress: progress.onProgress };
+    await refuseUnlessFitsCpu(modelPath, options, { force: values.force === true, io });
+    const engine = await Engine.load(modelPath, options);
     progress.finish();
     const loadMs = performance.now() - loadStarted;
     try {
@@ -126,7 +131,7 @@ export const command = defineCommand({
         write(io.stderr, `loaded ${modelPath} in ${Math.round(loadMs)} ms (${numerics} numerics)`);
         for (const line of loadStats.diagnostics) write(io.stderr, `note: ${line}`);
       }
-      const prompt = promptIds ?? engine.tokenize(values.prompt!);
+      const prompt = promptIds ?? engine.tokenize(values.prompt!, values["parse-special"] === true);
       const controller = new AbortController();
       let interrupted = false;
       const onSigint = (): void => {
