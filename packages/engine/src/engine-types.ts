@@ -31,14 +31,11 @@ export interface EngineOptions {
   flashAttention?: boolean;
   /** Tokens per KV block (default 16). */
   blockSize?: number;
-  /**
-   * Total KV capacity in tokens, shared by all sequences (default: contextLength, so that one
-   * sequence can fill the context).
-   */
+  /** Total KV capacity in tokens, shared by all sequences (default 8192). */
   kvCacheTokens?: number;
   /**
    * The longest sequence, prompt plus generated tokens (default: the file's `context_length` for
-   * `Engine.load`, else kvCacheTokens, else 8192). A longer prompt is refused with
+   * `Engine.load`, else kvCacheTokens). A longer prompt is refused with
    * ENGINE_PROMPT_TOO_LONG; a generation that reaches it stops with stopReason "context".
    */
   contextLength?: number;

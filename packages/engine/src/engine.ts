@@ -60,14 +60,15 @@ function resolveOptions(options: EngineOptions): ResolvedOptions {
   if (provider !== "auto" && provider !== "ts") {
     throw new EngineOptionError("ENGINE_BAD_OPTION", `provider must be "auto" or "ts", got ${String(provider)}`, { field: "provider" });
   }
-  // the context is the model's context_length unless given; the KV pool holds one full context by default
-  const contextLength = positiveInteger(options.contextLength, "contextLength", options.kvCacheTokens ?? 8192);
+  // the context is the model's context_length unless given (Engine.load passes it); the KV pool is its own option
+  const kvCacheTokens = positiveInteger(options.kvCacheTokens, "kvCacheTokens", 8192);
+  const contextLength = positiveInteger(options.contextLength, "contextLength", kvCacheTokens);
   return {
     numerics,
     threads: options.threads === undefined ? undefined : positiveInteger(options.threads, "threads", 1),
     kvType,
     blockSize: positiveInteger(options.blockSize, "blockSize", 16),
-    kvCacheTokens: positiveInteger(options.kvCacheTokens, "kvCacheTokens", contextLength),
+    kvCacheTokens,
     contextLength,
     maxSequences: positiveInteger(options.maxSequences, "maxSequences", 4),
     maxBatchTokens: positiveInteger(options.maxBatchTokens, "maxBatchTokens", 512),
@@ -453,7 +454,7 @@ export class Engine {
     }
     const capacity = Math.min(this.options.contextLength, this.kv.numBlocks * this.kv.blockSize);
     if (ids.length + 1 > capacity) {
-      throw new EngineError("ENGINE_CAPACITY", `prompt of ${ids.length} tokens does not fit the KV cache (${capacity} tokens)`, {
+      throw new EngineError("ENGINE_CAPACITY", `prompt of ${ids.length} tokens does not fit the KV cache (${capacity} tokens; raise kvCacheTokens, --ctx in the CLI)`, {
         field: "prompt",
       });
     }

@@ -91,7 +91,8 @@ export async function resolveEngineOptions(values: EngineOptionValues, env: Node
       numerics,
       kvType,
       flashAttention: flash === "on",
-      ...(contextLength === undefined ? {} : { contextLength }),
+      // an explicit context gets a KV pool that holds it
+      ...(contextLength === undefined ? {} : { contextLength, kvCacheTokens: contextLength }),
       ...(threads === undefined ? {} : { threads }),
     },
     forcedThreads: forced,

@@ -111,7 +111,6 @@ describe("keepquant run", () => {
     expect(run("run", "--prompt-ids", "1,2", "--threads", "1000").stderr).toMatch(/^error: USAGE: --threads "1000": expected an integer in \[1, \d+\]/);
     expect(run("run", "--prompt-ids", "1,2", "--threads", "0").code).toBe(2);
     expect(run("run", "--prompt-ids", "1,2", "--threads", "2000", "--force").code).toBe(2); // beyond the pool's hard limit
-    expect(run("run", "--prompt-ids", "1,2", "--force").code).toBe(2); // --force without --threads
     const badEnv = spawnSync(process.execPath, [bin, "run", "--prompt-ids", "1,2"], { encoding: "utf8", env: { ...process.env, KEEPQUANT_NATIVE_THREADS: "5000" } });
     expect(badEnv.status).toBe(2);
     expect(badEnv.stderr).toMatch(/KEEPQUANT_NATIVE_THREADS="5000": expected an integer in \[1, \d+\]/);
