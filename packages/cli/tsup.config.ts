@@ -3,9 +3,10 @@ import { defineConfig } from "tsup";
 
 const { version } = JSON.parse(readFileSync(new URL("./package.json", import.meta.url), "utf8")) as { version: string };
 
-// Workspace packages (and the engine's pure-JS jinja) are bundled; the native addon stays external,
-// and so do the CLI's npm dependencies (prom-client, for serve's metrics). The server's web page
-// files are copied to dist/webui, where the bundled server looks for them.
+// Workspace packages (and the engine's pure-JS jinja) are bundled; the native addon and the default model
+// (a package file found relative to its own package) stay external, and so do the CLI's npm dependencies
+// (prom-client, for serve's metrics). The server's web page files are copied to dist/webui, where the
+// bundled server looks for them.
 export default defineConfig({
   entry: { index: "src/index.ts", keepquant: "src/bin.ts" },
   format: ["esm"],
@@ -13,8 +14,8 @@ export default defineConfig({
   clean: true,
   sourcemap: true,
   target: "node20",
-  noExternal: [/^@keepquant\/(?!tt-native)/, /^@huggingface\/jinja/],
-  external: ["@keepquant/tt-native"],
+  noExternal: [/^@keepquant\/(?!tt-native|default-model)/, /^@huggingface\/jinja/],
+  external: ["@keepquant/tt-native", "@keepquant/default-model"],
   define: { __KEEPQUANT_VERSION__: JSON.stringify(version) },
   banner: { js: "#!/usr/bin/env node" },
   onSuccess: async () => {

@@ -84,7 +84,10 @@ function train(texts: readonly string[], mergeCount: number): TrainedBpe {
       pairCounts.set(key, (pairCounts.get(key) ?? 0) + sign * count);
       if (sign > 0) {
         let set = pairWords.get(key);
-        if (!set) pairWords.set(key, (set = new Set()));
+        if (!set) {
+          set = new Set();
+          pairWords.set(key, set);
+        }
         set.add(index);
       }
     }

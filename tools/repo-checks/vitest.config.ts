@@ -1,3 +1,3 @@
 import { defineConfig } from "vitest/config";
 
-export default defineConfig({ test: { include: ["src/**/*.test.ts"] } });
+export default defineConfig({ test: { include: ["src/**/*.test.ts"], globalSetup: ["../../tools/repo-checks/src/temp-guard.ts"] } });

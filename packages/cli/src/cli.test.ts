@@ -156,6 +156,35 @@ describe("keepquant inspect", () => {
     expect(r.stderr).toMatch(/^error: QWEN35_PLAN_REFUSED: .*blk\.0\.ssm_out\.weight/);
   });
 
+  it("--json on a file the engine cannot load: stdout's document carries the same error as stderr's line", () => {
+    for (const [file, code] of [
+      [files.refused, "QWEN35_PLAN_REFUSED"],
+      [files.badConfig, "QWEN35_MISSING_KEY"],
+    ] as const) {
+      const r = run("inspect", file, "--json");
+      expect(r.code, file).toBe(1);
+      const doc = JSON.parse(r.stdout) as { error: { code: string; message: string; offset: number | null }; tensorCount: number };
+      expect(doc.error.code).toBe(code);
+      expect("offset" in doc.error).toBe(true);
+      expect(typeof doc.tensorCount).toBe("number"); // the partial report is still there
+      expect(r.stderr.trim()).toBe(`error: ${doc.error.code}: ${doc.error.message}`);
+    }
+    // a loadable file has no error object
+    expect("error" in JSON.parse(run("inspect", files.good, "--json").stdout)).toBe(false);
+  });
+
+  it("parity on a directory or a non-GGUF file gives the typed error inspect gives", () => {
+    for (const target of [dir, files.badMagic]) {
+      const inspected = run("inspect", target);
+      const parity = run("parity", target, "--goldens", dir);
+      expect(inspected.code).toBe(1);
+      expect(parity.code).toBe(1);
+      expect(parity.stderr).toMatch(/^error: GGUF_[A-Z_]+: /);
+      expect(parity.stderr).toBe(inspected.stderr);
+      expectNoStack(parity.stderr);
+    }
+  });
+
   it("a qwen35 file with a missing key: exit 1 naming the key", () => {
     const r = run("inspect", files.badConfig);
     expect(r.code).toBe(1);

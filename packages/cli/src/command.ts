@@ -1,4 +1,4 @@
-import { parseArgs, type ParseArgsConfig } from "node:util";
+import type { parseArgs, ParseArgsConfig } from "node:util";
 
 /** Where a command writes. Tests and the bin pass process streams; nothing else prints. */
 export interface CommandIo {

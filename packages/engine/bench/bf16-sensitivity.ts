@@ -143,7 +143,12 @@ for (const label of labels) {
 const ideal = results.get("ideal")!;
 let logitStd = 0;
 let count = 0;
-for (const seq of oracleLogits) for (const l of seq) (logitStd += std(l)), count++;
+for (const seq of oracleLogits) {
+  for (const l of seq) {
+    logitStd += std(l);
+    count++;
+  }
+}
 console.log(`${fixture.name}: ${prompts.length} prompts, ${count} positions, mean logit std ${(logitStd / count).toFixed(3)}`);
 for (const label of labels) {
   const ours = results.get(label)!;

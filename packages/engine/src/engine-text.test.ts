@@ -1,14 +1,19 @@
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { QWEN35_TEST_SHAPE, synthesizeQwen35 } from "@keepquant/gguf";
-import { beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Engine } from "./engine.js";
+import type { GenerationResult, StopReason } from "./engine-types.js";
 
 let engine: Engine;
+const folder = mkdtempSync(path.join(tmpdir(), "keepquant-engine-text-"));
+afterAll(() => {
+  engine?.dispose();
+  rmSync(folder, { recursive: true, force: true });
+});
 
 beforeAll(async () => {
-  const folder = mkdtempSync(path.join(tmpdir(), "keepquant-engine-text-"));
   const file = path.join(folder, "model.gguf");
   writeFileSync(file, synthesizeQwen35(QWEN35_TEST_SHAPE));
   engine = await Engine.load(file, {});
@@ -19,7 +24,7 @@ describe("generate with the file's tokenizer", () => {
     const stream = engine.generate("The quick brown fox", { maxTokens: 24, ignoreEog: true });
     let streamed = "";
     let tokens = 0;
-    let result;
+    let result: GenerationResult | undefined;
     for await (const event of stream) {
       if (event.type === "token") {
         streamed += event.text;
@@ -71,7 +76,7 @@ describe("generate with the file's tokenizer", () => {
     const controller = new AbortController();
     const stream = engine.generate([5, 6, 7], { maxTokens: 200, ignoreEog: true, signal: controller.signal });
     let count = 0;
-    let reason;
+    let reason: StopReason | undefined;
     for await (const event of stream) {
       if (event.type === "token" && ++count === 3) controller.abort();
       if (event.type === "done") reason = event.result.stopReason;

@@ -3,6 +3,16 @@ import type { Numerics } from "./model/matmul.js";
 import type { PrefixCacheStats } from "./kv/prefix-cache.js";
 import type { SamplingParams as SamplingModuleParams, StopReason, TokenLogprob } from "./sampling/index.js";
 
+/**
+ * The part of an AbortSignal the engine uses (declared here so that the type declarations need
+ * neither the DOM library nor @types/node; a real AbortSignal fits it).
+ */
+export interface AbortSignalLike {
+  readonly aborted: boolean;
+  addEventListener(type: "abort", listener: () => void, options?: { once?: boolean }): void;
+  removeEventListener(type: "abort", listener: () => void): void;
+}
+
 export interface EngineOptions {
   /**
    * `llama` (default): llama.cpp's CPU numerics; `bf16`: the keep-quant contract; `exact`: a
@@ -23,6 +33,12 @@ export interface EngineOptions {
   blockSize?: number;
   /** Total KV capacity in tokens, shared by all sequences (default 8192). */
   kvCacheTokens?: number;
+  /**
+   * The longest sequence, prompt plus generated tokens (default: the file's `context_length` for
+   * `Engine.load`, else kvCacheTokens). A longer prompt is refused with
+   * ENGINE_PROMPT_TOO_LONG; a generation that reaches it stops with stopReason "context".
+   */
+  contextLength?: number;
   /** Concurrent sequences = GDN state slots (default 4). */
   maxSequences?: number;
   /** Token budget of one forward step (default 512, llama.cpp's n_ubatch). */
@@ -65,8 +81,8 @@ export interface EngineOptions {
  * `generate` is greedy unless `temperature` is given.
  */
 export interface GenerateParams extends SamplingModuleParams {
-  /** Aborts the request; the stream then ends with stopReason "abort". */
-  signal?: AbortSignal;
+  /** Aborts the request; the stream then ends with stopReason "abort". An AbortSignal. */
+  signal?: AbortSignalLike;
   /**
    * Recognize special-token texts (e.g. "<|im_start|>") in a string prompt. Default false: the
    * prompt is plain text. Opt in only for trusted prompts; chats go through `encodeChat`.

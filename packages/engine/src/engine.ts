@@ -21,6 +21,7 @@ import type { ModelWeights, PackedMatrix } from "./model/weights.js";
 import { Scheduler, type ScheduledSequence } from "./scheduler.js";
 import { logprobsOf, MAX_TOP_LOGPROBS, Sampler, StopStringMatcher, type SampledLogprobs } from "./sampling/index.js";
 import { StreamingDetokenizer, Tokenizer } from "./tokenizer/index.js";
+import { defaultModelPath } from "./default-model.js";
 
 interface ResolvedOptions {
   numerics: Numerics;
@@ -28,6 +29,7 @@ interface ResolvedOptions {
   kvType: KvType;
   blockSize: number;
   kvCacheTokens: number;
+  contextLength: number;
   maxSequences: number;
   maxBatchTokens: number;
   provider: "auto" | "ts";
@@ -58,12 +60,16 @@ function resolveOptions(options: EngineOptions): ResolvedOptions {
   if (provider !== "auto" && provider !== "ts") {
     throw new EngineOptionError("ENGINE_BAD_OPTION", `provider must be "auto" or "ts", got ${String(provider)}`, { field: "provider" });
   }
+  // the context is the model's context_length unless given (Engine.load passes it); the KV pool is its own option
+  const kvCacheTokens = positiveInteger(options.kvCacheTokens, "kvCacheTokens", 8192);
+  const contextLength = positiveInteger(options.contextLength, "contextLength", kvCacheTokens);
   return {
     numerics,
     threads: options.threads === undefined ? undefined : positiveInteger(options.threads, "threads", 1),
     kvType,
     blockSize: positiveInteger(options.blockSize, "blockSize", 16),
-    kvCacheTokens: positiveInteger(options.kvCacheTokens, "kvCacheTokens", 8192),
+    kvCacheTokens,
+    contextLength,
     maxSequences: positiveInteger(options.maxSequences, "maxSequences", 4),
     maxBatchTokens: positiveInteger(options.maxBatchTokens, "maxBatchTokens", 512),
     provider,
@@ -102,6 +108,10 @@ async function nativeProviders(
     const { createNativeMatmulProviders } = await import("./model/native-provider.js");
     return await createNativeMatmulProviders(numerics, threads, diagnostics);
   } catch (error) {
+    // a bad thread count is the caller's error, never a reason to run the slow path
+    if ((error as { code?: unknown }).code === "KEEPQUANT_NATIVE_ARGUMENT") {
+      throw new EngineOptionError("ENGINE_BAD_OPTION", (error as Error).message, { field: "threads", cause: error });
+    }
     diagnostics.push(`native CPU provider unavailable (${(error as Error).message}); using the TypeScript reference`);
     return [];
   }
@@ -197,6 +207,8 @@ export interface EvaluateOptions {
 export class Engine {
   readonly numerics: Numerics;
   readonly tokenizer: Tokenizer | undefined;
+  /** The longest sequence (prompt + generated tokens): the model's context_length unless `contextLength` was given. */
+  readonly contextLength: number;
   /** The TypeScript forward (the specification), built when it runs: provider "ts", nativeStep false, numerics "exact". */
   private forwardPass: Qwen35Forward | undefined;
   /** The native step, when it runs. */
@@ -226,6 +238,7 @@ export class Engine {
     const c = weights.config;
     this.numerics = options.numerics;
     this.tokenizer = tokenizer;
+    this.contextLength = options.contextLength;
     const numBlocks = Math.ceil(options.kvCacheTokens / options.blockSize);
     // llama.cpp casts an F32 K/V cache to F16 for flash attention: same numbers, so store f16.
     const kvType: KvType = options.flashAttention ? "f16" : options.kvType;
@@ -340,7 +353,15 @@ export class Engine {
     } catch (error) {
       diagnostics.push(`tokenizer unavailable: ${(error as Error).message}; string prompts are refused`);
     }
-    return Engine.fromWeights(loaded.weights, options, { tokenizer, diagnostics });
+    return Engine.fromWeights(loaded.weights, { ...options, contextLength: options.contextLength ?? plan.config.contextLength }, { tokenizer, diagnostics });
+  }
+
+  /**
+   * Loads the embedded default model of `@keepquant/default-model` (checked against its sha256).
+   * The engine does not need that package: without it this throws ENGINE_NO_DEFAULT_MODEL.
+   */
+  static async loadDefault(options: EngineOptions = {}): Promise<Engine> {
+    return Engine.load(await defaultModelPath(), options);
   }
 
   /** Builds an engine over weights already in memory (tests, tools). */
@@ -421,9 +442,16 @@ export class Engine {
     }
     const maxTokens = Number.isFinite(sampler.params.maxTokens) ? sampler.params.maxTokens : 256;
     const ignoreEog = sampler.params.ignoreEog || stopAtEog === false;
-    const capacity = this.kv.numBlocks * this.kv.blockSize;
+    if (ids.length + 1 > this.options.contextLength) {
+      throw new EngineError(
+        "ENGINE_PROMPT_TOO_LONG",
+        `prompt of ${ids.length} tokens does not fit the context of ${this.options.contextLength} tokens (one more is needed to generate): shorten it or raise contextLength (--ctx)`,
+        { field: "prompt" },
+      );
+    }
+    const capacity = Math.min(this.options.contextLength, this.kv.numBlocks * this.kv.blockSize);
     if (ids.length + 1 > capacity) {
-      throw new EngineError("ENGINE_CAPACITY", `prompt of ${ids.length} tokens does not fit the KV cache (${capacity} tokens)`, {
+      throw new EngineError("ENGINE_CAPACITY", `prompt of ${ids.length} tokens does not fit the KV cache (${capacity} tokens; raise kvCacheTokens, --ctx in the CLI)`, {
         field: "prompt",
       });
     }

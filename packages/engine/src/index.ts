@@ -1,5 +1,6 @@
 export { Engine, type GenerationStream, type EvaluateOptions } from "./engine.js";
 export type {
+  AbortSignalLike,
   EngineOptions,
   EngineStats,
   GenerateParams,

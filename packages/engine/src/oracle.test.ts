@@ -1,21 +1,23 @@
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { QWEN35_TEST_SHAPE, synthesizeQwen35 } from "@keepquant/gguf";
 import { decodeF32, llamaUnavailableReason, runOracle } from "@keepquant/oracle";
-import { describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it } from "vitest";
 import { Engine } from "./engine.js";
 
 const reason = llamaUnavailableReason();
 if (reason) console.log(`SKIP: llama.cpp oracle comparison: ${reason}`);
+
+const scratch = mkdtempSync(path.join(tmpdir(), "keepquant-engine-"));
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
 describe.skipIf(reason !== undefined)("against llama.cpp (F32 synthetic test shape)", () => {
   it.each([
     { tied: true, mtp: false, logits: true },
     { tied: false, mtp: true, logits: false },
   ])("16 greedy tokens equal, teacher-forced logits within 1e-4 (tied=$tied mtp=$mtp)", async ({ tied, mtp, logits }) => {
-    const folder = mkdtempSync(path.join(tmpdir(), "keepquant-engine-"));
-    const file = path.join(folder, "model.gguf");
+    const file = path.join(scratch, `model-${tied}-${mtp}.gguf`);
     writeFileSync(file, synthesizeQwen35({ ...QWEN35_TEST_SHAPE, tied, mtp }));
     const ids = Array.from({ length: 24 }, (_, i) => (i * 37 + 11) % QWEN35_TEST_SHAPE.vocab);
     const engine = await Engine.load(file, { kvType: "f32", flashAttention: false, provider: "ts" });

@@ -108,7 +108,7 @@ const TYPE_BY_NAME: ReadonlyMap<string, GgmlType> = new Map(
 
 /** True when `id` is a live ggml type id (retired and unknown ids are false). */
 export function isGgmlType(id: number): id is GgmlType {
-  return Number.isInteger(id) && Object.prototype.hasOwnProperty.call(GGML_TYPE_TRAITS, id);
+  return Number.isInteger(id) && Object.hasOwn(GGML_TYPE_TRAITS, id);
 }
 
 export function ggmlTypeName(type: GgmlType): string {

@@ -25,7 +25,7 @@ import {
   type PackedWeight,
 } from "@keepquant/quant";
 import { NativeArgumentError, NativeIsaError, NativeUnavailableError } from "./errors.js";
-import { loadNativeAddon, type LoadResult, type NativeStatus } from "./loader.js";
+import { loadNativeAddon, nativeThreadLimits, NATIVE_THREADS_PER_CORE, type LoadResult, type NativeStatus } from "./loader.js";
 import type { IsaLevelName, NativeAddon, NativeLibm, NativeModelHandle, NativeModelSpec } from "./native-types.js";
 
 export * from "./errors.js";
@@ -33,8 +33,14 @@ export {
   KEEPQUANT_NATIVE_BINARY,
   KEEPQUANT_NATIVE_ISA,
   KEEPQUANT_NATIVE_THREADS,
+  NATIVE_THREADS_HARD_LIMIT,
+  NATIVE_THREADS_PER_CORE,
+  binaryCandidates,
   defaultBinaryPath,
+  prebuiltBinaryPath,
   loadNativeAddon,
+  nativeThreadLimits,
+  type NativeThreadLimits,
   type CpuArmStatus,
   type TtArmStatus,
   type NativeStatus,
@@ -91,10 +97,29 @@ export function availableNativeIsas(): IsaLevelName[] {
   return requireAddon("availableNativeIsas").buildInfo().isaAvailable;
 }
 
-/** Threads of the persistent pool (0 = hardware threads). Results never depend on it. */
-export function setNativeThreads(threads: number): void {
-  if (!Number.isSafeInteger(threads) || threads < 0 || threads > 1024) {
-    throw new NativeArgumentError("setNativeThreads", "threads", `expected an integer in [0, 1024], got ${threads}`);
+/**
+ * Why `threads` is not an acceptable pool size, or undefined when it is. The policy: 1 .. 4x the
+ * logical cores (more threads only oversubscribe the CPU); with `force`, up to
+ * NATIVE_THREADS_HARD_LIMIT. The CLI checks its `--threads` with this same function.
+ */
+export function nativeThreadsProblem(threads: number, options: { force?: boolean } = {}): string | undefined {
+  const { max, forcedMax, logicalCores } = nativeThreadLimits();
+  const limit = options.force ? forcedMax : max;
+  if (Number.isSafeInteger(threads) && threads >= 1 && threads <= limit) return undefined;
+  const shown = Number.isNaN(threads) ? "not an integer" : String(threads);
+  return options.force
+    ? `expected an integer in [1, ${forcedMax}] (the pool's hard limit), got ${shown}`
+    : `expected an integer in [1, ${max}] (at most ${NATIVE_THREADS_PER_CORE}x the ${logicalCores} logical cores; --force allows up to ${forcedMax}), got ${shown}`;
+}
+
+/**
+ * Threads of the persistent pool (0 = one per logical core). Results never depend on it. A count
+ * outside nativeThreadLimits() throws NativeArgumentError naming the allowed range.
+ */
+export function setNativeThreads(threads: number, options: { force?: boolean } = {}): void {
+  if (threads !== 0) {
+    const problem = nativeThreadsProblem(threads, options);
+    if (problem) throw new NativeArgumentError("setNativeThreads", "threads", problem);
   }
   requireAddon("setNativeThreads").setThreads(threads);
 }

@@ -11,6 +11,10 @@
  * u = 2^-24, and the bound above is twice that. The generic level follows ggml's generic C code
  * operation by operation and must match the reference bit for bit.
  */
+import { execFileSync } from "node:child_process";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
 import { GgmlType, GGML_TYPE_TRAITS } from "@keepquant/gguf";
 import { loadGgmlCpuOracle, loadGgmlOracle, loadGgmlRowOracle } from "@keepquant/oracle";
 import {
@@ -170,18 +174,19 @@ describe.skipIf(ORACLE_REASON)("matmulLlama", () => {
     });
   }
 
-  it("odd block counts (K = 800) stay bit-identical to ggml's haswell kernels for the block-32 types", () => {
+  const oddBlockSkip =
+    ORACLE_REASON ??
+    (loadGgmlCpuOracle().variant !== "haswell"
+      ? `ggml variant is ${loadGgmlCpuOracle().variant}, not haswell`
+      : availableNativeIsas().every((isa) => isa === "generic")
+        ? "no SIMD level on this CPU"
+        : undefined);
+  it.skipIf(oddBlockSkip !== undefined)(
+    `odd block counts (K = 800) stay bit-identical to ggml's haswell kernels for the block-32 types${oddBlockSkip ? ` (skipped: ${oddBlockSkip})` : ""}`,
+    () => {
     const ggml = loadGgmlCpuOracle();
     const oracle = loadGgmlOracle();
-    if (ggml.variant !== "haswell") {
-      console.log(`SKIP: odd-block parity: ggml variant is ${ggml.variant}, not haswell`);
-      return;
-    }
     setNativeIsa("best");
-    if (getNativeIsa() === "generic") {
-      console.log("SKIP: odd-block parity: no SIMD level on this CPU");
-      return;
-    }
     const k = 800;
     const xs = randomFloats(2 * k, 31);
     for (const type of [GgmlType.Q4_0, GgmlType.Q5_0, GgmlType.Q8_0, GgmlType.IQ4_NL, GgmlType.MXFP4, GgmlType.Q4_1, GgmlType.Q5_1]) {
@@ -198,7 +203,8 @@ describe.skipIf(ORACLE_REASON)("matmulLlama", () => {
         }
       }
     }
-  });
+    },
+  );
 
   it("results are bit-identical for 1, 2 and 5 threads (every level)", () => {
     for (const type of [GgmlType.Q4_K, GgmlType.Q6_K, GgmlType.Q8_0, GgmlType.F16, GgmlType.F32]) {
@@ -233,20 +239,56 @@ describe.skipIf(ORACLE_REASON)("matmulLlama", () => {
     }
   });
 
-  it("async: same bits as sync, and the event loop keeps running while it computes", async () => {
+  // Deterministic, with no timing: every thread of libuv's pool is first blocked on a read from a FIFO
+  // that only this test writes to, so the matmul queued behind them cannot start until the test says
+  // so. While it waits, the event loop must keep turning (setImmediate) and the output stay unwritten;
+  // then the FIFO is fed, the matmul runs on the pool, and its bits equal the synchronous call's.
+  it.skipIf(process.platform === "win32")("async: runs on libuv's pool while the event loop keeps turning, same bits as sync", async () => {
     setNativeIsa("best");
-    const weight = makeWeight(GgmlType.Q4_K, 1024, 2048, 77);
-    const xs = randomFloats(32 * 2048, 13);
-    const sync = matmulLlama(weight, xs, 32);
-    let ticks = 0;
-    const timer = setInterval(() => ticks++, 1);
-    const pending = matmulLlamaAsync(weight, xs, 32);
-    const ticksAtCall = ticks;
-    const y = await pending;
-    clearInterval(timer);
-    expect(ticksAtCall).toBe(0);
-    expect(ticks).toBeGreaterThan(0);
-    expect(firstBitMismatch(y, sync)).toBe(-1);
+    const weight = makeWeight(GgmlType.Q4_K, 64, 512, 77);
+    const xs = randomFloats(4 * 512, 13);
+    const sync = matmulLlama(weight, xs, 4);
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "kq-async-"));
+    const fifo = path.join(dir, "gate");
+    execFileSync("mkfifo", [fifo]);
+    const gate = fs.openSync(fifo, fs.constants.O_RDWR); // read-write: opening does not wait for a writer
+    const poolSize = Number(process.env.UV_THREADPOOL_SIZE) || 4; // libuv's default
+    let released = false;
+    const release = (): void => {
+      if (released) return;
+      released = true;
+      fs.writeSync(gate, Buffer.alloc(poolSize)); // one byte per blocked read: the pool is free again
+    };
+    const blockers = Array.from(
+      { length: poolSize },
+      () =>
+        new Promise<void>((resolve, reject) => {
+          fs.read(gate, Buffer.alloc(1), 0, 1, null, (error) => (error ? reject(error) : resolve()));
+        }),
+    );
+    try {
+      const out = new Float32Array(4 * 64).fill(Number.NaN);
+      let settled = false;
+      const pending = matmulLlamaAsync(weight, xs, 4, out).finally(() => (settled = true));
+      let turns = 0;
+      for (let i = 0; i < 3; i++) {
+        await new Promise<void>((resolve) => setImmediate(resolve));
+        turns++;
+      }
+      expect(turns).toBe(3);
+      expect(settled).toBe(false);
+      expect(out.every((v) => Number.isNaN(v))).toBe(true); // queued behind the blocked pool: not started
+      release();
+      await Promise.all(blockers);
+      const y = await pending;
+      expect(y).toBe(out);
+      expect(firstBitMismatch(y, sync)).toBe(-1);
+    } finally {
+      release(); // also when an expectation failed: never leave libuv's pool blocked
+      await Promise.allSettled(blockers);
+      fs.closeSync(gate);
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it("refuses types without a dot kernel and malformed shapes, naming the argument", () => {

@@ -4,6 +4,7 @@
  */
 import fs from "node:fs";
 import { createRequire } from "node:module";
+import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { NATIVE_ABI_VERSION, type IsaLevelName, type NativeAddon, type NativeBuildInfo } from "./native-types.js";
@@ -16,6 +17,30 @@ export const KEEPQUANT_NATIVE_ISA = "KEEPQUANT_NATIVE_ISA";
 export const KEEPQUANT_NATIVE_THREADS = "KEEPQUANT_NATIVE_THREADS";
 
 export const BINARY_FILE_NAME = "keepquant_native.node";
+
+/** At most this many pool threads per logical core without `force` (more only oversubscribe the CPU). */
+export const NATIVE_THREADS_PER_CORE = 4;
+/** The pool never has more threads than this, even when forced. */
+export const NATIVE_THREADS_HARD_LIMIT = 1024;
+
+export interface NativeThreadLimits {
+  /** os.availableParallelism(): the logical cores this process may run on */
+  logicalCores: number;
+  /** the largest pool size without `force`: NATIVE_THREADS_PER_CORE x logicalCores */
+  max: number;
+  /** the largest pool size with `force` */
+  forcedMax: number;
+}
+
+/** The thread policy of the pool (the same numbers for setNativeThreads, KEEPQUANT_NATIVE_THREADS and the CLI). */
+export function nativeThreadLimits(): NativeThreadLimits {
+  const logicalCores = Math.max(1, os.availableParallelism());
+  return {
+    logicalCores,
+    max: Math.min(NATIVE_THREADS_HARD_LIMIT, NATIVE_THREADS_PER_CORE * logicalCores),
+    forcedMax: NATIVE_THREADS_HARD_LIMIT,
+  };
+}
 
 export interface CpuArmStatus {
   loaded: boolean;
@@ -48,8 +73,19 @@ export function packageRoot(): string {
   return path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 }
 
+/** The addon built from source (`pnpm build`, or the install step on a platform without a prebuilt binary). */
 export function defaultBinaryPath(): string {
   return path.join(packageRoot(), "build", "Release", BINARY_FILE_NAME);
+}
+
+/** The prebuilt binary the package ships for this platform (linux-x64 today). */
+export function prebuiltBinaryPath(): string {
+  return path.join(packageRoot(), "prebuilds", `${process.platform}-${process.arch}`, BINARY_FILE_NAME);
+}
+
+/** The binaries tried in order when KEEPQUANT_NATIVE_BINARY is unset: built from source, then prebuilt. */
+export function binaryCandidates(): string[] {
+  return [defaultBinaryPath(), prebuiltBinaryPath()];
 }
 
 export interface LoadResult {
@@ -65,8 +101,9 @@ function errorText(error: unknown): string {
 export function loadNativeAddon(env: EnvSource = process.env): LoadResult {
   const reasons: string[] = [];
   const requested = env[KEEPQUANT_NATIVE_BINARY];
-  const binary = requested !== undefined && requested !== "" ? path.resolve(requested) : defaultBinaryPath();
-  const cpu: CpuArmStatus = { loaded: false, reasons, binary };
+  const explicit = requested !== undefined && requested !== "";
+  const candidates = explicit ? [path.resolve(requested)] : binaryCandidates();
+  const cpu: CpuArmStatus = { loaded: false, reasons, binary: candidates[0]! };
   const notBuilt: TtArmStatus = { built: false, loaded: false, reasons: ["not built: the native addon did not load"] };
   const done = (addon?: NativeAddon): LoadResult => {
     if (!addon) return { status: { cpu, tt: notBuilt } };
@@ -81,20 +118,31 @@ export function loadNativeAddon(env: EnvSource = process.env): LoadResult {
     return { addon: reasons.length === 0 ? addon : undefined, status: { cpu: { ...cpu, loaded: reasons.length === 0 }, tt } };
   };
 
-  if (!fs.existsSync(binary)) {
+  const present = candidates.filter((candidate) => fs.existsSync(candidate));
+  if (present.length === 0) {
     reasons.push(
-      requested
+      explicit
         ? `${KEEPQUANT_NATIVE_BINARY}=${requested}: no such file`
-        : `${binary} does not exist (build it with \`pnpm --filter @keepquant/tt-native build\`)`,
+        : `no native binary: neither ${candidates.join(" nor ")} exists (build it with \`pnpm --filter @keepquant/tt-native build\`, or \`npm rebuild @keepquant/tt-native\` with cmake and a C++ compiler)`,
     );
     return done();
   }
-  let addon: NativeAddon;
-  try {
-    const require = createRequire(import.meta.url);
-    addon = require(binary) as NativeAddon;
-  } catch (error) {
-    reasons.push(`loading ${binary} failed: ${errorText(error)}`);
+  // the first binary that loads wins; every failure is kept as a reason
+  let addon: NativeAddon | undefined;
+  let binary = present[0]!;
+  const loadFailures: string[] = [];
+  for (const candidate of present) {
+    try {
+      addon = createRequire(import.meta.url)(candidate) as NativeAddon;
+      binary = candidate;
+      break;
+    } catch (error) {
+      loadFailures.push(`loading ${candidate} failed: ${errorText(error)}`);
+    }
+  }
+  cpu.binary = binary;
+  if (!addon) {
+    reasons.push(...loadFailures);
     return done();
   }
   try {
@@ -123,8 +171,11 @@ export function loadNativeAddon(env: EnvSource = process.env): LoadResult {
   const threads = env[KEEPQUANT_NATIVE_THREADS];
   if (threads !== undefined && threads !== "") {
     const value = /^[0-9]+$/.test(threads) ? Number(threads) : Number.NaN;
-    if (!Number.isSafeInteger(value) || value < 1 || value > 1024) {
-      reasons.push(`${KEEPQUANT_NATIVE_THREADS}=${JSON.stringify(threads)} is invalid: expected an integer in [1, 1024]`);
+    const { max, logicalCores } = nativeThreadLimits();
+    if (!Number.isSafeInteger(value) || value < 1 || value > max) {
+      reasons.push(
+        `${KEEPQUANT_NATIVE_THREADS}=${JSON.stringify(threads)} is invalid: expected an integer in [1, ${max}] (at most ${NATIVE_THREADS_PER_CORE}x the ${logicalCores} logical cores)`,
+      );
     } else {
       addon.setThreads(value);
     }

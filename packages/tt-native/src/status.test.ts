@@ -15,6 +15,10 @@ import {
   loadNativeAddon,
   nativeAddon,
   nativeStatus,
+  nativeThreadLimits,
+  nativeThreadsProblem,
+  NATIVE_THREADS_HARD_LIMIT,
+  NativeArgumentError,
   setNativeIsa,
   setNativeThreads,
 } from "./index.js";
@@ -96,5 +100,27 @@ describe("loading and status", () => {
     expect(getNativeThreads()).toBe(3);
     setNativeThreads(0);
     expect(() => setNativeThreads(-1)).toThrow(/threads/);
+  });
+
+  it("thread policy: 1 .. 4x the logical cores, up to the hard limit with force; the error names the range", () => {
+    const { logicalCores, max, forcedMax } = nativeThreadLimits();
+    expect(logicalCores).toBe(os.availableParallelism());
+    expect(max).toBe(Math.min(4 * logicalCores, NATIVE_THREADS_HARD_LIMIT));
+    expect(forcedMax).toBe(NATIVE_THREADS_HARD_LIMIT);
+    expect(nativeThreadsProblem(max)).toBeUndefined();
+    expect(nativeThreadsProblem(max + 1)).toBe(
+      `expected an integer in [1, ${max}] (at most 4x the ${logicalCores} logical cores; --force allows up to ${forcedMax}), got ${max + 1}`,
+    );
+    expect(nativeThreadsProblem(max + 1, { force: true })).toBeUndefined();
+    expect(nativeThreadsProblem(forcedMax + 1, { force: true })).toMatch(/\[1, 1024\]/);
+    expect(nativeThreadsProblem(1.5)).toBeDefined();
+    expect(() => setNativeThreads(max + 1)).toThrow(NativeArgumentError);
+    expect(() => setNativeThreads(1000)).toThrow(/expected an integer in \[1, \d+\]/);
+    setNativeThreads(max + 1, { force: true });
+    expect(getNativeThreads()).toBe(max + 1);
+    setNativeThreads(0);
+    // the environment variable follows the same policy (and the addon then does not load, with the reason)
+    const result = loadNativeAddon({ [KEEPQUANT_NATIVE_THREADS]: String(max + 1) });
+    expect(result.status.cpu.reasons.join("; ")).toContain(`expected an integer in [1, ${max}]`);
   });
 });

@@ -81,7 +81,8 @@ export function loadGgmlCpuOracle(): GgmlCpuOracle {
     return t;
   };
 
-  const initParams = koffi.struct("kq_ggml_init_params", { mem_size: "size_t", mem_buffer: "void *", no_alloc: "bool" });
+  // registers the struct type that the ggml_init declaration below names
+  koffi.struct("kq_ggml_init_params", { mem_size: "size_t", mem_buffer: "void *", no_alloc: "bool" });
   const ggmlInit = base.func("void *ggml_init(kq_ggml_init_params params)") as Fn;
   const ggmlFree = base.func("void ggml_free(void *ctx)") as Fn;
   const newTensor2d = base.func("void *ggml_new_tensor_2d(void *ctx, int type, int64_t ne0, int64_t ne1)") as Fn;

@@ -329,8 +329,13 @@ export function loadLlamaOracle(options: LoadLlamaOracleOptions = {}): LlamaOrac
     const silent = koffi.register(() => {}, koffi.pointer(LogCallback));
     logSet(silent, null);
   }
-  // Pin the CPU variant (see ORACLE_CPU_VARIANT) so goldens do not depend on the machine's ISA.
-  const variantFile = path.join(dir, `libggml-cpu-${ORACLE_CPU_VARIANT}.so`);
+  // Pin the CPU variant (see ORACLE_CPU_VARIANT) so goldens do not depend on the machine's ISA;
+  // KEEPQUANT_ORACLE_CPU_VARIANT picks another one for measurements (docs/usage/parity.md).
+  const variant = process.env.KEEPQUANT_ORACLE_CPU_VARIANT || ORACLE_CPU_VARIANT;
+  const variantFile = path.join(dir, `libggml-cpu-${variant}.so`);
+  if (variant !== ORACLE_CPU_VARIANT && !fs.existsSync(variantFile)) {
+    throw new LlamaOracleError("ORACLE_UNAVAILABLE", `KEEPQUANT_ORACLE_CPU_VARIANT=${variant}: no ${variantFile}`);
+  }
   if ((options.cpuVariant ?? "pinned") === "pinned" && cpuSupportsPinnedVariant() && fs.existsSync(variantFile)) {
     const registered = (ggml.func("void *ggml_backend_load(const char *path)") as Fn)(variantFile);
     if (!registered) throw new LlamaOracleError("ORACLE_UNAVAILABLE", `ggml_backend_load failed for ${variantFile}`);

@@ -1,7 +1,8 @@
 import fs from "node:fs";
 import { runBenchmark, type BenchmarkProgress, type BenchmarkResult } from "@keepquant/engine";
 import { CliUsageError, defineCommand, toJson, write, type CommandIo } from "../command.js";
-import { DEFAULT_MODEL_FIXTURE, ensureDefaultModel, parseNumber } from "./run.js";
+import { defaultModelInfo, defaultModelPath } from "@keepquant/default-model";
+import { parseNumber } from "./run.js";
 
 function parseSeqs(text: string | undefined): number[] {
   if (text === undefined) return [1];
@@ -76,8 +77,8 @@ export const command = defineCommand({
 
     let model: string;
     if (positionals.length === 0) {
-      if (!json) write(io.stderr, `keepquant: no model given, benchmarking the embedded default model (${DEFAULT_MODEL_FIXTURE})`);
-      model = await ensureDefaultModel(io.env);
+      if (!json) write(io.stderr, `keepquant: no model given, benchmarking the embedded default model (${defaultModelInfo().name})`);
+      model = await defaultModelPath();
     } else {
       model = positionals[0]!;
       if (!fs.existsSync(model)) throw Object.assign(new Error(`model file not found: ${model}`), { code: "MODEL_NOT_FOUND" });

@@ -1,25 +1,22 @@
 import { spawnSync } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { renderChat } from "@keepquant/engine";
 
 const bin = fileURLToPath(new URL("../../dist/keepquant.js", import.meta.url));
 const repoRoot = fileURLToPath(new URL("../../../../", import.meta.url));
-const cache = mkdtempSync(path.join(tmpdir(), "kq-chat-"));
 
 beforeAll(() => {
   if (!existsSync(bin)) throw new Error(`${bin} is missing: run \`pnpm --filter @keepquant/cli build\` first`);
 });
-afterAll(() => rmSync(cache, { recursive: true, force: true }));
 
 function cli(input: string, ...args: string[]) {
   const result = spawnSync(process.execPath, [bin, ...args], {
     input,
     encoding: "utf8",
-    env: { ...process.env, KEEPQUANT_CACHE_DIR: cache, KEEPQUANT_DEBUG: "", CI: "1" },
+    env: { ...process.env, KEEPQUANT_DEBUG: "", CI: "1" },
   });
   return { code: result.status, stdout: result.stdout, stderr: result.stderr };
 }
@@ -50,5 +47,19 @@ describe("keepquant chat", () => {
   it("refuses a missing model and bad options", () => {
     expect(cli("", "chat", "/nonexistent.gguf").code).toBe(1);
     expect(cli("", "chat", "--numerics", "int4").code).toBe(2);
+  });
+
+  it("outlives its context: drops the oldest turns (keeping the system message), says so once, survives a too-long line", () => {
+    const turns = Array.from({ length: 8 }, (_, i) => `Question number ${i}: what comes after the previous answer?`);
+    const longLine = "word ".repeat(200).trim();
+    const input = [turns[0], turns[1], turns[2], longLine, ...turns.slice(3), ""].join("\n");
+    const chat = cli(input, "chat", "--ctx", "96", "--max-tokens", "8", "--ignore-eog", "--system", "You are terse.");
+    expect(chat.code, chat.stderr).toBe(0);
+    // every question is answered (each answer ends with a newline; answers may contain newlines themselves)
+    expect(chat.stdout.split("\n").length - 1).toBeGreaterThanOrEqual(8);
+    expect(chat.stderr.split("\n").filter((line) => line.startsWith("error:"))).toHaveLength(1);
+    const notes = chat.stderr.split("\n").filter((line) => line.startsWith("note: the conversation is longer than the context"));
+    expect(notes).toEqual(["note: the conversation is longer than the context (96 tokens): dropping the oldest turns (the system message stays)"]);
+    expect(chat.stderr).toMatch(/^error: CHAT_MESSAGE_TOO_LONG: this message makes a prompt of \d+ tokens, longer than the context \(96 tokens\): not sent$/m);
   });
 });

@@ -1,9 +1,9 @@
-import fs from "node:fs";
 import readline from "node:readline";
-import { encodeChat, Engine, type ChatMessage, type EngineOptions, type GenerateParams } from "@keepquant/engine";
-import { CliUsageError, defineCommand, write, type CommandIo } from "../command.js";
+import { encodeChat, Engine, fitConversation, type ChatMessage, type GenerateParams } from "@keepquant/engine";
+import { defineCommand, write, type CommandIo } from "../command.js";
 import { refuseUnlessFitsCpu } from "../residency-check.js";
-import { DEFAULT_MODEL_FIXTURE, ensureDefaultModel, GENERATION_OPTIONS, parseNumber } from "./run.js";
+import { applyForcedThreads, chooseModel, resolveEngineOptions } from "./engine-options.js";
+import { GENERATION_OPTIONS, GENERATION_OPTIONS_HELP, parseNumber, parseSampling } from "./run.js";
 
 /** Lines that end the session. */
 const EXIT_COMMANDS = new Set(["/exit", "/quit"]);
@@ -11,47 +11,41 @@ const EXIT_COMMANDS = new Set(["/exit", "/quit"]);
 export const command = defineCommand({
   name: "chat",
   summary: "chat with a qwen35 GGUF model through its chat template (default: the embedded synthetic model)",
-  usage: "chat [model.gguf] [--system TEXT] [--max-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S] [--threads N] [--numerics llama|bf16] [--force]",
+  usage:
+    "chat [model.gguf] [--system TEXT] [--max-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S] [--ignore-eog] [--threads N] [--numerics llama|bf16] [--ctx N] [--kv-type f16|f32] [--flash-attn on|off] [--force]",
   help: [
-    "--system TEXT       system message of the conversation",
-    "--max-tokens N      tokens per answer (default 256)",
-    "--temperature T     0 = greedy (default 0)",
-    "--top-k K, --top-p P, --seed S, --threads N, --numerics llama|bf16, --force   as for `keepquant run`",
-    "reads one user message per line from stdin; /exit or end of input stops; Ctrl-C stops an answer",
+    "--system TEXT         system message of the conversation",
+    "--max-tokens N        tokens per answer (default 256)",
+    ...GENERATION_OPTIONS_HELP,
+    "reads one user message per line from stdin; /exit or end of input stops; Ctrl-C stops an answer (exits 130 when idle)",
+    "a conversation longer than the context drops its oldest turns (the system message stays)",
   ],
   options: {
     system: { type: "string" },
     ...GENERATION_OPTIONS,
-    force: { type: "boolean" },
   },
   async run(values, positionals, io: CommandIo): Promise<number> {
-    if (positionals.length > 1) throw new CliUsageError(`expected at most one model file, got ${positionals.length}`);
-    const numerics = values.numerics ?? "llama";
-    if (numerics !== "llama" && numerics !== "bf16") throw new CliUsageError(`--numerics ${JSON.stringify(numerics)}: expected llama or bf16`);
     const maxTokens = parseNumber("max-tokens", values["max-tokens"], (n) => Number.isInteger(n) && n >= 1, "an integer >= 1") ?? 256;
-    const temperature = parseNumber("temperature", values.temperature, (n) => n >= 0, "a number >= 0") ?? 0;
-    const topK = parseNumber("top-k", values["top-k"], (n) => Number.isInteger(n) && n >= 0, "an integer >= 0");
-    const topP = parseNumber("top-p", values["top-p"], (n) => n > 0 && n <= 1, "a number in (0, 1]");
-    const seed = parseNumber("seed", values.seed, (n) => Number.isInteger(n) && n >= 0, "an integer >= 0") ?? 0;
-    const threads = parseNumber("threads", values.threads, (n) => Number.isInteger(n) && n >= 1, "an integer >= 1");
-
-    let modelPath: string;
-    if (positionals.length === 0) {
-      write(io.stderr, `keepquant: no model given, using the embedded SYNTHETIC qwen35 model (${DEFAULT_MODEL_FIXTURE}: random weights, gibberish answers)`);
-      modelPath = await ensureDefaultModel(io.env);
-    } else {
-      modelPath = positionals[0]!;
-      if (!fs.existsSync(modelPath)) throw Object.assign(new Error(`model file not found: ${modelPath}`), { code: "MODEL_NOT_FOUND" });
-    }
-    const engineOptions: EngineOptions = { numerics, ...(threads === undefined ? {} : { threads }) };
-    await refuseUnlessFitsCpu(modelPath, engineOptions, { force: values.force === true, io });
-    const engine = await Engine.load(modelPath, engineOptions);
+    const sampling = parseSampling(values);
+    const engineOptions = await resolveEngineOptions(values, io.env);
+    const model = await chooseModel(positionals);
+    const modelPath = model.file;
+    if (model.notice) write(io.stderr, model.notice);
+    await applyForcedThreads(engineOptions);
+    await refuseUnlessFitsCpu(modelPath, engineOptions.options, { force: values.force === true, io });
+    const engine = await Engine.load(modelPath, engineOptions.options);
     const tokenizer = engine.tokenizer;
     if (!tokenizer) {
       engine.dispose();
       throw Object.assign(new Error(`${modelPath} has no usable tokenizer: chat needs one`), { code: "ENGINE_NO_TOKENIZER" });
     }
-    const messages: ChatMessage[] = values.system === undefined ? [] : [{ role: "system", content: values.system }];
+    let messages: ChatMessage[] = values.system === undefined ? [] : [{ role: "system", content: values.system }];
+    // only the template makes special tokens: "<|im_start|>" typed by the user stays text
+    const encodeConversation = (conversation: readonly ChatMessage[]): number[] => encodeChat(tokenizer, [...conversation]).ids;
+    // Leave room for an answer: maxTokens, but at most half the context.
+    const context = engine.contextLength;
+    const budget = Math.max(1, context - Math.min(maxTokens, Math.floor(context / 2)));
+    let toldDropping = false;
     let current: AbortController | undefined;
     const onSigint = (): void => {
       if (current) current.abort();
@@ -72,17 +66,23 @@ export const command = defineCommand({
           continue;
         }
         messages.push({ role: "user", content: text });
-        // only the template makes special tokens: "<|im_start|>" typed by the user stays text
-        const { ids } = encodeChat(tokenizer, messages);
+        // the whole conversation, or its most recent turns: first leaving room for an answer, then any room at all
+        const window = fitConversation(messages, encodeConversation, budget) ?? fitConversation(messages, encodeConversation, context - 1);
+        if (!window) {
+          messages.pop();
+          const length = encodeConversation([...messages.filter((m) => m.role === "system"), { role: "user", content: text }]).length;
+          write(io.stderr, `error: CHAT_MESSAGE_TOO_LONG: this message makes a prompt of ${length} tokens, longer than the context (${context} tokens): not sent`);
+          prompt();
+          continue;
+        }
+        if (window.dropped > 0 && !toldDropping) {
+          write(io.stderr, `note: the conversation is longer than the context (${context} tokens): dropping the oldest turns (the system message stays)`);
+          toldDropping = true;
+        }
+        messages = window.messages;
+        const ids = window.ids;
         current = new AbortController();
-        const params: GenerateParams = {
-          maxTokens,
-          temperature,
-          seed,
-          signal: current.signal,
-          ...(topK === undefined ? {} : { topK }),
-          ...(topP === undefined ? {} : { topP }),
-        };
+        const params: GenerateParams = { maxTokens, ...sampling, signal: current.signal };
         let answer = "";
         for await (const event of engine.generate(ids, params)) {
           if (event.type === "token") io.stdout.write(event.text);

@@ -43,6 +43,8 @@ interface InspectReport {
   } | null;
   diagnostics: { level: string; code: string; message: string; tensors?: string[]; bytes?: number }[];
   sha256?: string;
+  /** Set when the file cannot be loaded (exit 1): the same code and message as the stderr error line. */
+  error?: { code: string; message: string; offset: number | null };
 }
 
 function metadataJson(entry: GgufMetadataEntry, full: boolean): unknown {
@@ -221,16 +223,18 @@ export const command = defineCommand({
     }
     const report = buildReport(path, file, plan, planError, values.full === true);
     if (values.sha256) report.sha256 = await sha256File(path, file.fileSize, io);
+    // A qwen35 file the engine cannot load is a failure: the report is printed (with an `error`
+    // object in JSON, so a program reading only stdout sees it), then one error line, exit 1.
+    if (planError) {
+      report.error = { code: planError.code, message: planError.message, offset: planError.offset };
+    } else if (plan && !plan.ok) {
+      const message = `${plan.refused.length} tensor(s) refused: ${plan.refused.map((r) => `${r.name}: ${r.reason}`).join("; ")}`;
+      report.error = { code: "QWEN35_PLAN_REFUSED", message, offset: null };
+    }
     if (values.json) write(io.stdout, toJson(report));
     else printText(report, values.tensors === true, io);
-
-    // A qwen35 file the engine cannot load is a failure: the report is printed, then one error line.
-    if (planError) {
-      write(io.stderr, `error: ${planError.code}: ${planError.message}`);
-      return 1;
-    }
-    if (plan && !plan.ok) {
-      write(io.stderr, `error: QWEN35_PLAN_REFUSED: ${plan.refused.length} tensor(s) refused: ${plan.refused.map((r) => `${r.name}: ${r.reason}`).join("; ")}`);
+    if (report.error) {
+      write(io.stderr, `error: ${report.error.code}: ${report.error.message}`);
       return 1;
     }
     return 0;

@@ -12,7 +12,9 @@ import {
   runParityGate,
   type ParityGoldens,
 } from "@keepquant/engine";
+import { readGguf } from "@keepquant/gguf";
 import { CliUsageError, defineCommand, toJson, write, type CommandIo } from "../command.js";
+import { applyForcedThreads, ENGINE_OPTIONS, ENGINE_OPTIONS_HELP, resolveEngineOptions } from "./engine-options.js";
 
 /** Exit code of a skipped run (the automake convention): the model file is absent. */
 export const EXIT_SKIP = 77;
@@ -54,32 +56,28 @@ export function findGoldens(dir: string, modelFile: string, sha256: string): Par
 export const command = defineCommand({
   name: "parity",
   summary: "run the parity gate: our greedy tokens vs llama.cpp's goldens for this model file",
-  usage: "parity <model.gguf> --goldens <dir> [--numerics llama|bf16] [--threads N] [--logits] [--json]",
+  usage:
+    "parity <model.gguf> --goldens <dir> [--numerics llama|bf16] [--threads N [--force]] [--kv-type f16|f32] [--flash-attn on|off] [--logits] [--json]",
   help: [
-    "--goldens DIR     folder of goldens files (e.g. goldens/parity); the one made from this file's sha256 is used",
-    "--numerics MODE   llama (default) or bf16",
-    "--threads N       threads for the native provider",
-    "--logits          also measure max |our logit - oracle logit| over the stored top-K (slower)",
-    "--json            print the report as one JSON document",
+    "--goldens DIR         folder of goldens files (e.g. goldens/parity); the one made from this file's sha256 is used",
+    ...ENGINE_OPTIONS_HELP.filter((line) => !line.startsWith("--kv-type") && !line.startsWith("--flash-attn")),
+    "--kv-type TYPE        f16 or f32 (default: the K/V type llama.cpp ran with for the goldens, recorded in them)",
+    "--flash-attn on|off   (default: what llama.cpp ran with for the goldens, recorded in them)",
+    "--logits              also measure max |our logit - oracle logit| over the stored top-K (slower)",
+    "--json                print the report as one JSON document",
     "exit codes: 0 pass, 1 fail or error, 2 usage, 77 model file absent (prints a SKIP line)",
   ],
   options: {
     goldens: { type: "string" },
-    numerics: { type: "string" },
-    threads: { type: "string" },
+    ...ENGINE_OPTIONS,
     logits: { type: "boolean" },
     json: { type: "boolean" },
   },
   async run(values, positionals, io: CommandIo): Promise<number> {
     if (positionals.length !== 1) throw new CliUsageError("expected one model file: keepquant parity <model.gguf> --goldens <dir>");
     if (values.goldens === undefined) throw new CliUsageError("--goldens <dir> is required");
-    const numerics = values.numerics ?? "llama";
-    if (numerics !== "llama" && numerics !== "bf16") throw new CliUsageError(`--numerics ${JSON.stringify(numerics)}: expected llama or bf16`);
-    let threads: number | undefined;
-    if (values.threads !== undefined) {
-      threads = Number(values.threads);
-      if (!Number.isInteger(threads) || threads < 1) throw new CliUsageError(`--threads ${JSON.stringify(values.threads)}: expected an integer >= 1`);
-    }
+    const engineOptions = await resolveEngineOptions(values, io.env);
+    const numerics = engineOptions.options.numerics;
     const modelFile = positionals[0]!;
     const json = values.json === true;
     if (!fs.existsSync(modelFile)) {
@@ -87,8 +85,14 @@ export const command = defineCommand({
       write(io.stdout, json ? toJson({ skipped: true, reason }) : `SKIP: ${reason}`);
       return EXIT_SKIP;
     }
+    await readGguf(modelFile); // a directory or a non-GGUF file: the same typed error inspect gives
     const goldens = findGoldens(values.goldens, modelFile, await sha256File(modelFile));
-    const engine = await Engine.load(modelFile, { ...PARITY_ENGINE_OPTIONS, numerics, ...(threads === undefined ? {} : { threads }) });
+    // llama.cpp's knobs default to what it ran with for these goldens
+    const recorded = goldens.oracle.settings ?? PARITY_ENGINE_OPTIONS;
+    const kvType = values["kv-type"] === undefined ? recorded.kvType : engineOptions.options.kvType;
+    const flashAttention = values["flash-attn"] === undefined ? recorded.flashAttention : engineOptions.options.flashAttention;
+    await applyForcedThreads(engineOptions);
+    const engine = await Engine.load(modelFile, { ...engineOptions.options, kvType, flashAttention });
     try {
       const report = await runParityGate(goldens, engineParityRunner(engine, { withLogits: values.logits === true }), { numerics });
       if (json) {

@@ -12,7 +12,8 @@ import {
 } from "@keepquant/engine";
 import { readGguf } from "@keepquant/gguf";
 import { CliUsageError, defineCommand, toJson, write, type CommandIo } from "../command.js";
-import { DEFAULT_MODEL_FIXTURE, ensureDefaultModel, parseNumber } from "./run.js";
+import { defaultModelInfo, defaultModelPath } from "@keepquant/default-model";
+import { parseNumber } from "./run.js";
 
 /** Exit code when the model does not fit (0: fits, 1: bad file or bad arguments). */
 export const PLAN_DOES_NOT_FIT_EXIT = 3;
@@ -187,8 +188,8 @@ export const command = defineCommand({
 
     let modelPath: string;
     if (positionals.length === 0) {
-      if (!values.json) write(io.stderr, `keepquant: no model given, planning the embedded SYNTHETIC qwen35 model (${DEFAULT_MODEL_FIXTURE})`);
-      modelPath = await ensureDefaultModel(io.env);
+      if (!values.json) write(io.stderr, `keepquant: no model given, planning the embedded SYNTHETIC qwen35 model (${defaultModelInfo().name})`);
+      modelPath = await defaultModelPath();
     } else {
       modelPath = positionals[0]!;
       if (!fs.existsSync(modelPath)) throw Object.assign(new Error(`model file not found: ${modelPath}`), { code: "MODEL_NOT_FOUND" });

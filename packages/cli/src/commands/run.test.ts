@@ -1,34 +1,33 @@
-import { spawnSync } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, readFileSync } from "node:fs";
+import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
+import { defaultModelInfo } from "@keepquant/default-model";
 import { readGoldensFile } from "@keepquant/engine";
 
 const bin = fileURLToPath(new URL("../../dist/keepquant.js", import.meta.url));
 const repoRoot = fileURLToPath(new URL("../../../../", import.meta.url));
-const cache = mkdtempSync(path.join(tmpdir(), "kq-run-"));
 const manifest = JSON.parse(readFileSync(path.join(repoRoot, "goldens", "parity", "manifest.json"), "utf8")) as {
   fixtures: { name: string; sha256: string }[];
 };
+const defaultModel = defaultModelInfo();
 
 beforeAll(() => {
   if (!existsSync(bin)) throw new Error(`${bin} is missing: run \`pnpm --filter @keepquant/cli build\` first`);
 });
-afterAll(() => rmSync(cache, { recursive: true, force: true }));
 
 function run(...args: string[]) {
-  const result = spawnSync(process.execPath, [bin, ...args], {
-    encoding: "utf8",
-    env: { ...process.env, KEEPQUANT_CACHE_DIR: cache, KEEPQUANT_DEBUG: "", CI: "1" },
-  });
+  const result = spawnSync(process.execPath, [bin, ...args], { encoding: "utf8", env: { ...process.env, KEEPQUANT_DEBUG: "", CI: "1" } });
   return { code: result.status, stdout: result.stdout, stderr: result.stderr };
 }
 
 interface RunDocument {
+  model: string;
   synthetic: boolean;
+  contextLength: number;
   promptTokens: number[];
   tokens: number[];
   text: string;
@@ -53,9 +52,9 @@ describe("keepquant run", () => {
     expect(doc.stats.prefillTokensPerSecond).toBeGreaterThan(0);
     expect(doc.stats.residentBytes.packed).toBeGreaterThan(1_000_000);
     expect(Object.keys(doc.providers)).toContain("embedding");
-    // The default model file is the parity fixture, bit for bit.
-    const file = path.join(cache, "tied-4l-f32.gguf");
-    const sha = createHash("sha256").update(readFileSync(file)).digest("hex");
+    // The default model file (from @keepquant/default-model) is the parity fixture, bit for bit.
+    expect(path.resolve(doc.model)).toBe(defaultModel.file);
+    const sha = createHash("sha256").update(readFileSync(doc.model)).digest("hex");
     expect(sha).toBe(manifest.fixtures.find((f) => f.name === "tied-4l-f32")!.sha256);
   });
 
@@ -80,7 +79,7 @@ describe("keepquant run", () => {
   });
 
   it("samples reproducibly with a seed, from an explicit model file, in bf16 numerics", () => {
-    const file = path.join(cache, "tied-4l-f32.gguf");
+    const file = defaultModel.file;
     const args = ["run", file, "--prompt-ids", "5,6,7", "--max-tokens", "8", "--temperature", "0.9", "--top-k", "40", "--top-p", "0.95", "--numerics", "bf16", "--json"];
     const a = run(...args, "--seed", "7");
     const b = run(...args, "--seed", "7");
@@ -101,5 +100,64 @@ describe("keepquant run", () => {
     const missing = run("run", "/nonexistent/model.gguf", "--prompt", "a");
     expect(missing.code).toBe(1);
     expect(missing.stderr).toMatch(/MODEL_NOT_FOUND: model file not found/);
+  });
+
+  it("--threads: a count above 4x the logical cores is a usage error naming the range, unless --force", () => {
+    const max = 4 * os.availableParallelism();
+    const tooMany = run("run", "--prompt-ids", "1,2", "--max-tokens", "1", "--threads", String(max + 1));
+    expect(tooMany.code).toBe(2);
+    expect(tooMany.stderr).toContain(`expected an integer in [1, ${max}]`);
+    expect(tooMany.stderr).toContain("--force");
+    expect(run("run", "--prompt-ids", "1,2", "--threads", "1000").stderr).toMatch(/^error: USAGE: --threads "1000": expected an integer in \[1, \d+\]/);
+    expect(run("run", "--prompt-ids", "1,2", "--threads", "0").code).toBe(2);
+    expect(run("run", "--prompt-ids", "1,2", "--threads", "2000", "--force").code).toBe(2); // beyond the pool's hard limit
+    const badEnv = spawnSync(process.execPath, [bin, "run", "--prompt-ids", "1,2"], { encoding: "utf8", env: { ...process.env, KEEPQUANT_NATIVE_THREADS: "5000" } });
+    expect(badEnv.status).toBe(2);
+    expect(badEnv.stderr).toMatch(/KEEPQUANT_NATIVE_THREADS="5000": expected an integer in \[1, \d+\]/);
+    // forced: the native provider still runs (never a silent fallback to TypeScript)
+    const forced = run("run", "--prompt-ids", "1,2", "--max-tokens", "2", "--threads", String(max + 1), "--force", "--json");
+    expect(forced.code, forced.stderr).toBe(0);
+    const providers = Object.values((JSON.parse(forced.stdout) as RunDocument).providers).join(" ");
+    expect(providers).toMatch(/cpu-native/);
+  });
+
+  it("the model's context_length is the default context; --ctx changes it; a longer prompt is an error saying so", () => {
+    const byDefault = JSON.parse(run("run", "--prompt-ids", "1,2", "--max-tokens", "1", "--json").stdout) as RunDocument;
+    expect(byDefault.contextLength).toBe(4096); // the default model's qwen35.context_length
+    const small = run("run", "--prompt-ids", "1,2,3,4,5,6,7,8", "--max-tokens", "20", "--ctx", "12", "--ignore-eog", "--json");
+    expect(small.code, small.stderr).toBe(0);
+    const doc = JSON.parse(small.stdout) as RunDocument;
+    expect(doc.contextLength).toBe(12);
+    expect(doc.tokens.length).toBe(4); // 8 prompt + 4 generated = the context
+    expect(doc.stopReason).toBe("context");
+    const tooLong = run("run", "--prompt-ids", "1,2,3,4,5,6,7,8", "--ctx", "8");
+    expect(tooLong.code).toBe(1);
+    expect(tooLong.stderr).toMatch(/^error: ENGINE_PROMPT_TOO_LONG: prompt of 8 tokens does not fit the context of 8 tokens/m);
+    expect(run("run", "--prompt-ids", "1", "--ctx", "0").code).toBe(2);
+  });
+
+  it("--kv-type and --flash-attn take llama.cpp's values; anything else is a usage error", () => {
+    const ids = ["run", "--prompt-ids", "5,6,7", "--max-tokens", "4", "--json"];
+    const f32 = run(...ids, "--kv-type", "f32", "--flash-attn", "off");
+    expect(f32.code, f32.stderr).toBe(0);
+    expect((JSON.parse(f32.stdout) as RunDocument).providers.attention).toMatch(/-attn-llama-no-fa$/);
+    const defaults = JSON.parse(run(...ids).stdout) as RunDocument;
+    expect(defaults.providers.attention).toMatch(/-flash-attn-llama$/); // llama.cpp's default: -fa on, F16 K/V
+    expect(run(...ids, "--kv-type", "q8_0").code).toBe(2);
+    expect(run(...ids, "--flash-attn", "auto").code).toBe(2);
+  });
+
+  it("Ctrl-C during run stops the generation and exits 130", async () => {
+    // a generation of 4000 tokens takes seconds; SIGINT is sent as soon as the first text arrives
+    const child = spawn(process.execPath, [bin, "run", "--prompt-ids", "1,2,3", "--max-tokens", "4000", "--ignore-eog"], {
+      env: { ...process.env, CI: "1" },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let stderr = "";
+    child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+    child.stdout.once("data", () => child.kill("SIGINT"));
+    const code = await new Promise<number | null>((resolve) => child.on("close", (c) => resolve(c)));
+    expect(code, stderr).toBe(130);
+    expect(stderr).toMatch(/stop: abort/);
   });
 });

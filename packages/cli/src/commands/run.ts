@@ -1,43 +1,11 @@
-import fs from "node:fs";
-import os from "node:os";
 import path from "node:path";
-import {
-  Engine,
-  ensureFixture,
-  fixtureTokenizerFromJson,
-  parityFixture,
-  type EngineOptions,
-  type GenerateParams,
-  type GenerationResult,
-} from "@keepquant/engine";
-import manifest from "../../../../goldens/parity/manifest.json" with { type: "json" };
-import fixtureVocabulary from "../../../../goldens/tokenizer/vocab.json" with { type: "json" };
+import { Engine, type GenerateParams, type GenerationResult } from "@keepquant/engine";
 import { CliUsageError, defineCommand, toJson, write, type CommandIo } from "../command.js";
 import { refuseUnlessFitsCpu } from "../residency-check.js";
+import { applyForcedThreads, chooseModel, ENGINE_OPTIONS, ENGINE_OPTIONS_HELP, resolveEngineOptions } from "./engine-options.js";
 
-/**
- * The embedded default model: the parity fixture `tied-4l-f32`, a SYNTHETIC qwen35 (hidden 256,
- * 4 layers, random calm weights, the fixture BPE vocabulary). It shows the pipeline works; its
- * text is gibberish. Generated deterministically on first use into the cache folder and checked
- * against the sha256 the parity manifest pins.
- */
-export const DEFAULT_MODEL_FIXTURE = "tied-4l-f32";
-
-/** KEEPQUANT_CACHE_DIR, else $XDG_CACHE_HOME/keepquant, else ~/.cache/keepquant. */
-export function cacheDir(env: NodeJS.ProcessEnv): string {
-  if (env.KEEPQUANT_CACHE_DIR) return env.KEEPQUANT_CACHE_DIR;
-  const base = env.XDG_CACHE_HOME || path.join(os.homedir(), ".cache");
-  return path.join(base, "keepquant");
-}
-
-export async function ensureDefaultModel(env: NodeJS.ProcessEnv): Promise<string> {
-  const pinned = manifest.fixtures.find((f) => f.name === DEFAULT_MODEL_FIXTURE)?.sha256;
-  return ensureFixture(parityFixture(DEFAULT_MODEL_FIXTURE), {
-    cacheDir: cacheDir(env),
-    tokenizer: fixtureTokenizerFromJson(fixtureVocabulary),
-    ...(pinned ? { expectedSha256: { [DEFAULT_MODEL_FIXTURE]: pinned } } : {}),
-  });
-}
+/** Exit code after Ctrl-C (the shell convention: 128 + SIGINT). */
+export const EXIT_INTERRUPTED = 130;
 
 export function parseNumber(name: string, text: string | undefined, check: (n: number) => boolean, rule: string): number | undefined {
   if (text === undefined) return undefined;
@@ -80,29 +48,51 @@ export const GENERATION_OPTIONS = {
   "top-k": { type: "string" },
   "top-p": { type: "string" },
   seed: { type: "string" },
-  threads: { type: "string" },
-  numerics: { type: "string" },
+  "ignore-eog": { type: "boolean" },
+  ...ENGINE_OPTIONS,
 } as const;
+
+/** Help lines of GENERATION_OPTIONS shared by run and chat (after each command's own lines). */
+export const GENERATION_OPTIONS_HELP: readonly string[] = [
+  "--temperature T       0 = greedy (default 0)",
+  "--top-k K             keep the K most likely tokens (default: off)",
+  "--top-p P             nucleus sampling threshold in (0, 1] (default: off)",
+  "--seed S              sampling seed (default 0)",
+  "--ignore-eog          keep generating after an end-of-generation token",
+  ...ENGINE_OPTIONS_HELP,
+];
+
+/** Parses the sampling part of GENERATION_OPTIONS (the engine part goes through resolveEngineOptions). */
+export function parseSampling(
+  values: { temperature?: string | undefined; "top-k"?: string | undefined; "top-p"?: string | undefined; seed?: string | undefined; "ignore-eog"?: boolean | undefined },
+): Pick<GenerateParams, "temperature" | "topK" | "topP" | "seed" | "ignoreEog"> {
+  const temperature = parseNumber("temperature", values.temperature, (n) => n >= 0, "a number >= 0") ?? 0;
+  const topK = parseNumber("top-k", values["top-k"], (n) => Number.isInteger(n) && n >= 0, "an integer >= 0");
+  const topP = parseNumber("top-p", values["top-p"], (n) => n > 0 && n <= 1, "a number in (0, 1]");
+  const seed = parseNumber("seed", values.seed, (n) => Number.isInteger(n) && n >= 0, "an integer >= 0") ?? 0;
+  return {
+    temperature,
+    seed,
+    ...(topK === undefined ? {} : { topK }),
+    ...(topP === undefined ? {} : { topP }),
+    ...(values["ignore-eog"] ? { ignoreEog: true } : {}),
+  };
+}
 
 export const command = defineCommand({
   name: "run",
   summary: "generate text with a qwen35 GGUF model (default: the embedded synthetic model)",
   usage:
-    "run [model.gguf] (--prompt TEXT [--parse-special] | --prompt-ids 1,2,3) [--max-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S] [--threads N] [--numerics llama|bf16] [--json] [--force]",
+    "run [model.gguf] (--prompt TEXT [--parse-special] | --prompt-ids 1,2,3) [--max-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S] [--ignore-eog] [--threads N] [--numerics llama|bf16] [--ctx N] [--kv-type f16|f32] [--flash-attn on|off] [--force] [--json]",
   help: [
     "--prompt TEXT         prompt text, tokenized as plain text (\"<|im_start|>\" stays text)",
     "--parse-special       turn special-token texts in --prompt into their tokens (trusted prompts)",
     "--prompt-ids IDS      prompt as comma-separated token ids",
     "--max-tokens N        tokens to generate (default 64)",
-    "--temperature T       0 = greedy (default 0)",
-    "--top-k K             keep the K most likely tokens (default: off)",
-    "--top-p P             nucleus sampling threshold in (0, 1] (default: off)",
-    "--seed S              sampling seed (default 0)",
-    "--threads N           threads for the native provider",
-    "--numerics MODE       llama (default: llama.cpp's CPU numerics) or bf16 (the keep-quant contract)",
+    ...GENERATION_OPTIONS_HELP,
     "--json                print one JSON document instead of streaming text",
-    "--force               load even when the planner says the model does not fit in available memory",
     "without model.gguf: the embedded default, a small SYNTHETIC qwen35 (random weights, gibberish output)",
+    "Ctrl-C stops the generation and exits 130",
   ],
   options: {
     prompt: { type: "string" },
@@ -110,37 +100,27 @@ export const command = defineCommand({
     "parse-special": { type: "boolean" },
     ...GENERATION_OPTIONS,
     json: { type: "boolean" },
-    force: { type: "boolean" },
   },
   async run(values, positionals, io: CommandIo): Promise<number> {
-    if (positionals.length > 1) throw new CliUsageError(`expected at most one model file, got ${positionals.length}`);
     const hasText = values.prompt !== undefined;
     const hasIds = values["prompt-ids"] !== undefined;
     if (hasText === hasIds) throw new CliUsageError("give exactly one of --prompt TEXT or --prompt-ids 1,2,3");
-    const numerics = values.numerics ?? "llama";
-    if (numerics !== "llama" && numerics !== "bf16") throw new CliUsageError(`--numerics ${JSON.stringify(numerics)}: expected llama or bf16`);
     const maxTokens = parseNumber("max-tokens", values["max-tokens"], (n) => Number.isInteger(n) && n >= 1, "an integer >= 1") ?? 64;
-    const temperature = parseNumber("temperature", values.temperature, (n) => n >= 0, "a number >= 0") ?? 0;
-    const topK = parseNumber("top-k", values["top-k"], (n) => Number.isInteger(n) && n >= 0, "an integer >= 0");
-    const topP = parseNumber("top-p", values["top-p"], (n) => n > 0 && n <= 1, "a number in (0, 1]");
-    const seed = parseNumber("seed", values.seed, (n) => Number.isInteger(n) && n >= 0, "an integer >= 0") ?? 0;
-    const threads = parseNumber("threads", values.threads, (n) => Number.isInteger(n) && n >= 1, "an integer >= 1");
+    const sampling = parseSampling(values);
+    const engineOptions = await resolveEngineOptions(values, io.env);
+    const numerics = engineOptions.options.numerics;
     const promptIds = hasIds ? parsePromptIds(values["prompt-ids"]!) : undefined;
     const json = values.json === true;
 
-    const synthetic = positionals.length === 0;
-    let modelPath: string;
-    if (synthetic) {
-      if (!json) write(io.stderr, `keepquant: no model given, using the embedded SYNTHETIC qwen35 model (${DEFAULT_MODEL_FIXTURE}: random weights, gibberish text)`);
-      modelPath = await ensureDefaultModel(io.env);
-    } else {
-      modelPath = positionals[0]!;
-      if (!fs.existsSync(modelPath)) throw Object.assign(new Error(`model file not found: ${modelPath}`), { code: "MODEL_NOT_FOUND" });
-    }
+    const model = await chooseModel(positionals);
+    const synthetic = model.isDefault;
+    const modelPath = model.file;
+    if (model.notice && !json) write(io.stderr, model.notice);
 
+    await applyForcedThreads(engineOptions);
     const progress = progressReporter(io, path.basename(modelPath));
     const loadStarted = performance.now();
-    const options: EngineOptions = { numerics, onProgress: progress.onProgress, ...(threads === undefined ? {} : { threads }) };
+    const options = { ...engineOptions.options, onProgress: progress.onProgress };
     await refuseUnlessFitsCpu(modelPath, options, { force: values.force === true, io });
     const engine = await Engine.load(modelPath, options);
     progress.finish();
@@ -153,16 +133,13 @@ export const command = defineCommand({
       }
       const prompt = promptIds ?? engine.tokenize(values.prompt!, values["parse-special"] === true);
       const controller = new AbortController();
-      const onSigint = (): void => controller.abort();
-      process.once("SIGINT", onSigint);
-      const params: GenerateParams = {
-        maxTokens,
-        temperature,
-        seed,
-        signal: controller.signal,
-        ...(topK === undefined ? {} : { topK }),
-        ...(topP === undefined ? {} : { topP }),
+      let interrupted = false;
+      const onSigint = (): void => {
+        interrupted = true;
+        controller.abort();
       };
+      process.once("SIGINT", onSigint);
+      const params: GenerateParams = { maxTokens, ...sampling, signal: controller.signal };
       let result: GenerationResult | undefined;
       try {
         for await (const event of engine.generate(prompt, params)) {
@@ -184,6 +161,7 @@ export const command = defineCommand({
             model: modelPath,
             synthetic,
             numerics,
+            contextLength: engine.contextLength,
             promptTokens: prompt,
             tokens: result.tokens,
             text: result.text,
@@ -206,7 +184,7 @@ export const command = defineCommand({
             `prefill ${s.prefillTokensPerSecond.toFixed(1)} tok/s, decode ${s.decodeTokensPerSecond.toFixed(1)} tok/s]`,
         );
       }
-      return 0;
+      return interrupted ? EXIT_INTERRUPTED : 0;
     } finally {
       engine.dispose();
     }

@@ -5,7 +5,8 @@ import { parseQwen35Config, readGguf } from "@keepquant/gguf";
 import { createKeepquantServer, DEFAULT_CONTEXT_TOKENS, DEFAULT_DRAIN_TIMEOUT_MS, DEFAULT_MAX_QUEUE } from "@keepquant/server";
 import { CliUsageError, defineCommand, write, type CommandIo } from "../command.js";
 import { refuseUnlessFitsCpu } from "../residency-check.js";
-import { DEFAULT_MODEL_FIXTURE, ensureDefaultModel, parseNumber } from "./run.js";
+import { defaultModelInfo, defaultModelPath } from "@keepquant/default-model";
+import { parseNumber } from "./run.js";
 
 /** Prefix-cache snapshots `serve` keeps by default (each one: KV blocks of a prompt prefix plus a GDN state copy). */
 export const DEFAULT_PREFIX_CACHE_SNAPSHOTS = 8;
@@ -76,8 +77,8 @@ export const command = defineCommand({
     const synthetic = positionals.length === 0;
     let modelPath: string;
     if (synthetic) {
-      write(io.stderr, `keepquant: no model given, serving the embedded SYNTHETIC qwen35 model (${DEFAULT_MODEL_FIXTURE}: random weights, gibberish answers)`);
-      modelPath = await ensureDefaultModel(io.env);
+      write(io.stderr, `keepquant: no model given, serving the embedded SYNTHETIC qwen35 model (${defaultModelInfo().name}: random weights, gibberish answers)`);
+      modelPath = await defaultModelPath();
     } else {
       modelPath = positionals[0]!;
       if (!fs.existsSync(modelPath) || !fs.statSync(modelPath).isFile()) throw Object.assign(new Error(`model file not found: ${modelPath}`), { code: "MODEL_NOT_FOUND" });
@@ -88,7 +89,7 @@ export const command = defineCommand({
       throw new CliUsageError(`--ctx ${requestedCtx}: the model's context_length is ${modelContext}`);
     }
     const ctx = requestedCtx ?? Math.min(DEFAULT_CONTEXT_TOKENS, modelContext);
-    const modelName = values["model-name"] ?? (synthetic ? DEFAULT_MODEL_FIXTURE : path.basename(modelPath).replace(/\.gguf$/i, ""));
+    const modelName = values["model-name"] ?? (synthetic ? defaultModelId() : path.basename(modelPath).replace(/\.gguf$/i, ""));
 
     const options: EngineOptions = {
       numerics,
@@ -161,3 +162,9 @@ export const command = defineCommand({
     return code;
   },
 });
+
+/** The served id of the default model: its parity fixture's name when it is one, else its general.name. */
+function defaultModelId(): string {
+  const info = defaultModelInfo();
+  return info.source.kind === "parity-fixture" ? info.source.fixture : info.name;
+}

@@ -1,3 +1,4 @@
 export * from "./templates.js";
 export * from "./render.js";
+export * from "./window.js";
 export * from "./encode.js";

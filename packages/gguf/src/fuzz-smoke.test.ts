@@ -1,0 +1,28 @@
+/**
+ * A short smoke run of the coverage-guided fuzz target (`pnpm fuzz`, fuzz/run.mjs): a fixed number
+ * of inputs, not a time budget, so it is the same work on any machine. The long runs and their
+ * numbers are in docs/SECURITY.md.
+ */
+import { spawnSync } from "node:child_process";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { describe, expect, it } from "vitest";
+
+const root = fileURLToPath(new URL("..", import.meta.url));
+const JAZZER_PLATFORMS = new Set(["linux-x64", "linux-arm64", "darwin-x64", "darwin-arm64", "win32-x64"]);
+const platform = `${process.platform}-${process.arch}`;
+const skip = JAZZER_PLATFORMS.has(platform) ? undefined : `Jazzer.js ships no libFuzzer binary for ${platform}`;
+
+describe("fuzzing the GGUF reader (Jazzer.js, libFuzzer)", () => {
+  it.skipIf(skip !== undefined)(`smoke: 3000 inputs, no crash, hang or untyped error${skip ? ` (skipped: ${skip})` : ""}`, () => {
+    const result = spawnSync(process.execPath, [path.join(root, "fuzz", "run.mjs"), "--runs", "3000"], {
+      cwd: root,
+      encoding: "utf8",
+      env: { ...process.env, PATH: `${path.join(root, "..", "..", "node_modules", ".bin")}${path.delimiter}${process.env.PATH}` },
+    });
+    expect(result.status, `${result.stdout}\n${result.stderr}`).toBe(0);
+    const cases = Number(result.stdout.match(/^fuzz: (\d+) cases/m)?.[1]);
+    expect(cases).toBeGreaterThanOrEqual(3000);
+    expect(result.stdout).toMatch(/no finding$/m);
+  });
+});
