@@ -357,3 +357,55 @@ def gguf_tensors(model):
         put(f"blk.{n}.nextn.hnorm.weight", 1.0 + model.mtp.hnorm.weight)
         put(f"blk.{n}.nextn.shared_head_norm.weight", 1.0 + model.mtp.shared_head_norm.weight)
     return out
+
+
+def load_gguf_tensors(model, tensors):
+    """The inverse of gguf_tensors: sets the model's parameters from GGUF-named f32 arrays (e.g. a
+    dequantized Q4_K_M file), undoing the stored transforms (1 + w norms, ssm_a = -exp(A_log))."""
+    c = model.c
+
+    def get(name):
+        return torch.from_numpy(tensors[name].copy()).to(torch.float32)
+
+    def set_(param, value):
+        with torch.no_grad():
+            param.copy_(value.reshape(param.shape))
+
+    def block_from(prefix, block):
+        set_(block.attn_norm.weight, get(f"{prefix}.attn_norm.weight") - 1.0)
+        set_(block.post_norm.weight, get(f"{prefix}.post_attention_norm.weight") - 1.0)
+        m = block.mixer
+        if block.recurrent_layer:
+            set_(m.qkv.weight, get(f"{prefix}.attn_qkv.weight"))
+            set_(m.gate.weight, get(f"{prefix}.attn_gate.weight"))
+            set_(m.beta.weight, get(f"{prefix}.ssm_beta.weight"))
+            set_(m.alpha.weight, get(f"{prefix}.ssm_alpha.weight"))
+            set_(m.conv, get(f"{prefix}.ssm_conv1d.weight"))
+            set_(m.dt_bias, get(f"{prefix}.ssm_dt.bias"))
+            set_(m.A_log, torch.log(-get(f"{prefix}.ssm_a")))
+            set_(m.norm, get(f"{prefix}.ssm_norm.weight"))
+            set_(m.out.weight, get(f"{prefix}.ssm_out.weight"))
+        else:
+            set_(m.q.weight, get(f"{prefix}.attn_q.weight"))
+            set_(m.k.weight, get(f"{prefix}.attn_k.weight"))
+            set_(m.v.weight, get(f"{prefix}.attn_v.weight"))
+            set_(m.q_norm.weight, get(f"{prefix}.attn_q_norm.weight") - 1.0)
+            set_(m.k_norm.weight, get(f"{prefix}.attn_k_norm.weight") - 1.0)
+            set_(m.o.weight, get(f"{prefix}.attn_output.weight"))
+        set_(block.ffn.gate.weight, get(f"{prefix}.ffn_gate.weight"))
+        set_(block.ffn.up.weight, get(f"{prefix}.ffn_up.weight"))
+        set_(block.ffn.down.weight, get(f"{prefix}.ffn_down.weight"))
+
+    set_(model.embed.weight, get("token_embd.weight"))
+    set_(model.output_norm.weight, get("output_norm.weight") - 1.0)
+    if model.head is not None:
+        set_(model.head.weight, get("output.weight"))
+    for il, block in enumerate(model.blocks):
+        block_from(f"blk.{il}", block)
+    if model.mtp is not None:
+        n = c.layers
+        block_from(f"blk.{n}", model.mtp.block)
+        set_(model.mtp.eh_proj.weight, get(f"blk.{n}.nextn.eh_proj.weight"))
+        set_(model.mtp.enorm.weight, get(f"blk.{n}.nextn.enorm.weight") - 1.0)
+        set_(model.mtp.hnorm.weight, get(f"blk.{n}.nextn.hnorm.weight") - 1.0)
+        set_(model.mtp.shared_head_norm.weight, get(f"blk.{n}.nextn.shared_head_norm.weight") - 1.0)

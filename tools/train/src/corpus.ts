@@ -8,6 +8,7 @@ import { execFileSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
+import { mulberry32 } from "@keepquant/quant/testing";
 import type { Recipe } from "./recipe.js";
 
 export interface CorpusFile {
@@ -91,4 +92,32 @@ export function readCorpus(recipe: Recipe): Corpus {
     .update(files.map((f) => `${f.sha256}  ${f.file}\n`).join(""))
     .digest("hex");
   return { packages, files, sha256, documents };
+}
+
+export interface Split {
+  train: string[];
+  validation: string[];
+}
+
+/** Fisher-Yates with the recipe's seed; the first `validationFraction` of the shuffle is held out. */
+export function splitDocuments(documents: readonly string[], recipe: Recipe): Split {
+  const random = mulberry32(recipe.seed);
+  const order = documents.map((_, i) => i);
+  for (let i = order.length - 1; i > 0; i--) {
+    const j = Math.floor(random() * (i + 1));
+    [order[i], order[j]] = [order[j]!, order[i]!];
+  }
+  const held = Math.round(documents.length * recipe.corpus.validationFraction);
+  return { validation: order.slice(0, held).map((i) => documents[i]!), train: order.slice(held).map((i) => documents[i]!) };
+}
+
+/** A training document as text: the fortune, or (chatFraction of them) a ChatML exchange answering with it. */
+export function trainingTexts(train: readonly string[], recipe: Recipe): string[] {
+  const random = mulberry32(recipe.seed + 1);
+  const prompts = recipe.corpus.chatPrompts;
+  return train.map((doc) => {
+    if (random() >= recipe.corpus.chatFraction) return `${doc}\n`;
+    const prompt = prompts[Math.floor(random() * prompts.length)]!;
+    return `<|im_start|>user\n${prompt}<|im_end|>\n<|im_start|>assistant\n${doc}<|im_end|>\n`;
+  });
 }

@@ -13,38 +13,9 @@ import { createHash } from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
 import { CHATML_TEMPLATE, Tokenizer } from "@keepquant/engine";
-import { mulberry32 } from "@keepquant/quant/testing";
 import { trainBpe, QWEN35_SPECIAL_TOKENS, withSpecialTokens } from "./bpe.js";
-import { readCorpus } from "./corpus.js";
-import { WORK_DIR, readRecipe, type Recipe } from "./recipe.js";
-
-export interface Split {
-  train: string[];
-  validation: string[];
-}
-
-/** Fisher-Yates with the recipe's seed; the first `validationFraction` of the shuffle is held out. */
-export function splitDocuments(documents: readonly string[], recipe: Recipe): Split {
-  const random = mulberry32(recipe.seed);
-  const order = documents.map((_, i) => i);
-  for (let i = order.length - 1; i > 0; i--) {
-    const j = Math.floor(random() * (i + 1));
-    [order[i], order[j]] = [order[j]!, order[i]!];
-  }
-  const held = Math.round(documents.length * recipe.corpus.validationFraction);
-  return { validation: order.slice(0, held).map((i) => documents[i]!), train: order.slice(held).map((i) => documents[i]!) };
-}
-
-/** A training document as text: the fortune, or (chatFraction of them) a ChatML exchange answering with it. */
-export function trainingTexts(train: readonly string[], recipe: Recipe): string[] {
-  const random = mulberry32(recipe.seed + 1);
-  const prompts = recipe.corpus.chatPrompts;
-  return train.map((doc) => {
-    if (random() >= recipe.corpus.chatFraction) return `${doc}\n`;
-    const prompt = prompts[Math.floor(random() * prompts.length)]!;
-    return `<|im_start|>user\n${prompt}<|im_end|>\n<|im_start|>assistant\n${doc}<|im_end|>\n`;
-  });
-}
+import { readCorpus, splitDocuments, trainingTexts } from "./corpus.js";
+import { WORK_DIR, readRecipe } from "./recipe.js";
 
 function sha256(bytes: Uint8Array | string): string {
   return createHash("sha256").update(bytes).digest("hex");
