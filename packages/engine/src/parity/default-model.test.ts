@@ -8,12 +8,13 @@ import fs from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
+import { decodeF32, llamaUnavailableReason, runOracle } from "@keepquant/oracle";
 import { Engine } from "../engine.js";
 import { defaultModelGoldensDir, readDefaultModelManifest } from "./default-model-manifest.js";
 import { PARITY_ENGINE_OPTIONS, engineParityRunner } from "./engine-runner.js";
 import { sha256File } from "./fixtures.js";
 import { formatParityReport, runParityGate, type ParityNumerics, type ParityReport } from "./gate.js";
-import { readGoldensFile } from "./goldens.js";
+import { goldensFromOracleRun, readGoldensFile, serializeGoldens } from "./goldens.js";
 
 const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..", "..", "..");
 const dir = defaultModelGoldensDir(REPO_ROOT);
@@ -58,5 +59,40 @@ describe.skipIf(reason !== undefined)("the embedded default model vs llama.cpp's
   it("bf16 numerics (the keep-quant contract) have 0 forward-divergent prompts", async () => {
     const report = await gate("bf16");
     expect(report.forwardDivergent, failures(report)).toBe(0);
+  });
+});
+
+const oracleReason = reason ?? llamaUnavailableReason();
+if (oracleReason && !reason) console.log(`SKIP: default model goldens regeneration: ${oracleReason}`);
+
+describe.skipIf(oracleReason !== undefined)("the default model's goldens", () => {
+  it("regenerate from the oracle: same tokens; byte-identical on the goldens' CPU variant", async () => {
+    const result = await runOracle({
+      kind: "greedy",
+      model: modelFile,
+      prompts: goldens.prompts.map((p) => p.ids),
+      nTokens: goldens.nTokens,
+      withLogits: true,
+      threads: goldens.oracle.settings.threads,
+      repack: false,
+      kvType: "f32",
+    });
+    const regenerated = goldensFromOracleRun({
+      fixture: goldens.fixture,
+      weightType: goldens.weightType,
+      modelSha256: manifest.model.sha256,
+      modelBytes: manifest.model.bytes,
+      oracle: goldens.oracle,
+      topK: goldens.topK,
+      prompts: goldens.prompts.map((p) => (p.text === undefined ? { ids: p.ids } : { ids: p.ids, text: p.text })),
+      runs: result.tokens.map((tokens, p) => ({ tokens, logits: result.logits![p]!.map(decodeF32) })),
+    });
+    expect(regenerated.prompts.map((p) => p.tokens)).toEqual(goldens.prompts.map((p) => p.tokens));
+    const { cpuVariant } = await runOracle({ kind: "info", model: modelFile });
+    if (cpuVariant === goldens.oracle.cpuVariant) {
+      expect(serializeGoldens(regenerated)).toBe(fs.readFileSync(path.join(dir, manifest.goldens), "utf8"));
+    } else {
+      console.log(`note: oracle CPU variant ${cpuVariant}, goldens made with ${goldens.oracle.cpuVariant}: compared tokens only`);
+    }
   });
 });
