@@ -13,22 +13,18 @@
  */
 import fs from "node:fs";
 import path from "node:path";
-import { ORACLE_PACKAGE, ORACLE_VERSION, decodeF32, runOracle } from "../../tools/oracle/src/index.js";
 import { sha256File } from "../../packages/engine/src/parity/fixtures.js";
-import { goldensFromOracleRun, serializeGoldens, type ParityOracleInfo } from "../../packages/engine/src/parity/goldens.js";
+import { serializeGoldens } from "../../packages/engine/src/parity/goldens.js";
+import { GOLDENS_N_TOKENS, GOLDENS_TOP_K, oracleGoldens, oracleGoldensInfo, parityPromptIds } from "../../packages/engine/src/parity/oracle-goldens.js";
 import {
   defaultModelGoldensDir,
   DEFAULT_MODEL_MANIFEST_FORMAT,
   readDefaultModelManifest,
   type DefaultModelManifest,
 } from "../../packages/engine/src/parity/default-model-manifest.js";
-import { PARITY_PROMPTS } from "../../packages/engine/src/parity/manifest.js";
 import { readGguf, ggmlTypeName, getMetadata } from "../../packages/gguf/src/index.js";
 import { REPO_ROOT, relativeToRepo } from "../fixtures/common.js";
 
-const N_TOKENS = 16;
-const TOP_K = 64;
-const THREADS = 1;
 const check = process.argv.includes("--check");
 const modelArg = process.argv.indexOf("--model");
 const manifestFile = path.join(defaultModelGoldensDir(REPO_ROOT), "manifest.json");
@@ -42,43 +38,18 @@ if (!modelFile || !fs.existsSync(modelFile)) {
 const header = await readGguf(modelFile);
 const tensorTypes: Record<string, number> = {};
 for (const tensor of header.tensors) tensorTypes[ggmlTypeName(tensor.type)] = (tensorTypes[ggmlTypeName(tensor.type)] ?? 0) + 1;
-const info = await runOracle({ kind: "info", model: modelFile });
-const oracle: ParityOracleInfo = {
-  package: ORACLE_PACKAGE,
-  version: ORACLE_VERSION,
-  llamaVersion: info.version,
-  cpuVariant: info.cpuVariant,
-  settings: { kvType: "f32", repack: false, flashAttention: false, threads: THREADS },
-};
-const texts = PARITY_PROMPTS.flatMap((p) => (p.text === undefined ? [] : [p.text]));
-const tokenized = await runOracle({ kind: "tokenize", model: modelFile, texts, addSpecial: false, parseSpecial: true });
-let textIndex = 0;
-const promptIds = PARITY_PROMPTS.map((p) => (p.text === undefined ? p.ids! : tokenized.tokens[textIndex++]!));
-const result = await runOracle({
-  kind: "greedy",
-  model: modelFile,
-  prompts: promptIds,
-  nTokens: N_TOKENS,
-  withLogits: true,
-  threads: THREADS,
-  repack: false,
-  kvType: "f32",
-});
+const oracle = await oracleGoldensInfo(modelFile);
 const name = "default-q4_k_m";
 const sha256 = sha256File(modelFile);
 const bytes = fs.statSync(modelFile).size;
-const goldens = goldensFromOracleRun({
+const goldens = await oracleGoldens({
+  model: modelFile,
   fixture: name,
   weightType: "Q4_K_M",
   modelSha256: sha256,
   modelBytes: bytes,
   oracle,
-  topK: TOP_K,
-  prompts: promptIds.map((ids, p) => {
-    const text = PARITY_PROMPTS[p]!.text;
-    return text === undefined ? { ids } : { ids, text };
-  }),
-  runs: result.tokens.map((tokens, p) => ({ tokens, logits: result.logits![p]!.map(decodeF32) })),
+  prompts: await parityPromptIds(modelFile),
 });
 const manifest: DefaultModelManifest = {
   format: DEFAULT_MODEL_MANIFEST_FORMAT,
@@ -93,8 +64,8 @@ const manifest: DefaultModelManifest = {
     tensorTypes,
   },
   goldens: `${name}.json`,
-  nTokens: N_TOKENS,
-  topK: TOP_K,
+  nTokens: GOLDENS_N_TOKENS,
+  topK: GOLDENS_TOP_K,
 };
 const goldensFile = path.join(path.dirname(manifestFile), manifest.goldens);
 const outputs: [string, string][] = [

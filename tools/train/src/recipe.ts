@@ -2,6 +2,7 @@
 import fs from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import type { Qwen35Spec } from "@keepquant/gguf";
 
 export const TRAIN_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 export const REPO_ROOT = path.resolve(TRAIN_DIR, "..", "..");
@@ -9,26 +10,11 @@ export const RECIPE_FILE = path.join(TRAIN_DIR, "recipe.json");
 /** Corpus, vocabulary, token streams, checkpoints and model files (gitignored). KEEPQUANT_TRAIN_DIR overrides. */
 export const WORK_DIR = process.env.KEEPQUANT_TRAIN_DIR ?? path.join(TRAIN_DIR, ".work");
 
-export interface ModelShape {
-  hidden: number;
-  layers: number;
-  ffn: number;
-  heads: number;
-  headsKv: number;
-  headDim: number;
-  ssmGroups: number;
-  ssmHeads: number;
-  ssmStateSize: number;
-  convKernel: number;
-  ropeDims: number;
-  ropeSections: [number, number, number, number];
-  ropeTheta: number;
-  eps: number;
-  contextLength: number;
+/** The model's shape as the synthesizer spells it (the vocabulary comes from the trained tokenizer). */
+export type ModelShape = Omit<Qwen35Spec, "vocab" | "tokenizer" | "seed" | "name" | "residualGain" | "extraMetadata" | "recurrentLayers"> & {
   fullAttentionInterval: number;
-  tied: boolean;
   mtp: boolean;
-}
+};
 
 export interface Recipe {
   name: string;

@@ -8,13 +8,14 @@ import fs from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
-import { decodeF32, llamaUnavailableReason, runOracle } from "@keepquant/oracle";
+import { llamaUnavailableReason, runOracle } from "@keepquant/oracle";
 import { Engine } from "../engine.js";
 import { defaultModelGoldensDir, readDefaultModelManifest } from "./default-model-manifest.js";
 import { PARITY_ENGINE_OPTIONS, engineParityRunner } from "./engine-runner.js";
 import { sha256File } from "./fixtures.js";
-import { formatParityReport, runParityGate, type ParityNumerics, type ParityReport } from "./gate.js";
-import { goldensFromOracleRun, readGoldensFile, serializeGoldens } from "./goldens.js";
+import { describeParityFailures, formatParityReport, runParityGate, type ParityNumerics, type ParityReport } from "./gate.js";
+import { readGoldensFile, serializeGoldens } from "./goldens.js";
+import { regenerateGoldens } from "./oracle-goldens.js";
 
 const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..", "..", "..");
 const dir = defaultModelGoldensDir(REPO_ROOT);
@@ -24,18 +25,11 @@ const goldens = readGoldensFile(path.join(dir, manifest.goldens));
 const reason = fs.existsSync(modelFile) ? undefined : `the default model file ${manifest.model.file} is not there`;
 if (reason) console.log(`SKIP: default model parity: ${reason}`);
 
-function failures(report: ParityReport): string {
-  const lines = report.prompts
-    .filter((p) => p.status !== "strict")
-    .map((p) => `  prompt ${p.index}: ${p.status} at step ${p.divergedAt} (oracle ${p.oracleToken}, ours ${p.ourToken}, gap ${Math.round((p.gapNats ?? 0) * 1000)} mnats)`);
-  return [formatParityReport(report), ...lines].join("\n");
-}
-
 async function gate(numerics: ParityNumerics): Promise<ParityReport> {
   const engine = await Engine.load(modelFile, { ...PARITY_ENGINE_OPTIONS, numerics });
   try {
     const report = await runParityGate(goldens, engineParityRunner(engine), { numerics });
-    console.log(failures(report));
+    console.log(describeParityFailures(report));
     return report;
   } finally {
     engine.dispose();
@@ -52,13 +46,13 @@ describe.skipIf(reason !== undefined)("the embedded default model vs llama.cpp's
 
   it("llama numerics pass the gate (>= 14/16 STRICT, 0 forward-divergent)", async () => {
     const report = await gate("llama");
-    expect(report.passed, failures(report)).toBe(true);
+    expect(report.passed, describeParityFailures(report)).toBe(true);
     expect(report.forwardDivergent).toBe(0);
   });
 
   it("bf16 numerics (the keep-quant contract) have 0 forward-divergent prompts", async () => {
     const report = await gate("bf16");
-    expect(report.forwardDivergent, failures(report)).toBe(0);
+    expect(report.forwardDivergent, describeParityFailures(report)).toBe(0);
   });
 });
 
@@ -67,26 +61,7 @@ if (oracleReason && !reason) console.log(`SKIP: default model goldens regenerati
 
 describe.skipIf(oracleReason !== undefined)("the default model's goldens", () => {
   it("regenerate from the oracle: same tokens; byte-identical on the goldens' CPU variant", async () => {
-    const result = await runOracle({
-      kind: "greedy",
-      model: modelFile,
-      prompts: goldens.prompts.map((p) => p.ids),
-      nTokens: goldens.nTokens,
-      withLogits: true,
-      threads: goldens.oracle.settings.threads,
-      repack: false,
-      kvType: "f32",
-    });
-    const regenerated = goldensFromOracleRun({
-      fixture: goldens.fixture,
-      weightType: goldens.weightType,
-      modelSha256: manifest.model.sha256,
-      modelBytes: manifest.model.bytes,
-      oracle: goldens.oracle,
-      topK: goldens.topK,
-      prompts: goldens.prompts.map((p) => (p.text === undefined ? { ids: p.ids } : { ids: p.ids, text: p.text })),
-      runs: result.tokens.map((tokens, p) => ({ tokens, logits: result.logits![p]!.map(decodeF32) })),
-    });
+    const regenerated = await regenerateGoldens(modelFile, goldens);
     expect(regenerated.prompts.map((p) => p.tokens)).toEqual(goldens.prompts.map((p) => p.tokens));
     const { cpuVariant } = await runOracle({ kind: "info", model: modelFile });
     if (cpuVariant === goldens.oracle.cpuVariant) {
