@@ -21,6 +21,8 @@ export interface CliCommand<O extends OptionSpecs = OptionSpecs> {
   /** Option help lines, `--json  print one JSON document`. */
   help: string[];
   options: O;
+  /** Exit code for a bad command line (default 2); `plan` uses 1 so that 3 alone means "does not fit". */
+  usageExitCode?: number;
   run(values: ParsedValues<O>, positionals: string[], io: CommandIo): Promise<number>;
 }
 

@@ -19,12 +19,12 @@ export function describeError(error: unknown): ErrorDocument["error"] {
 
 /**
  * Prints `error: <code>: <message>` on stderr (and the JSON error document on stdout with
- * --json). Returns the exit code: 2 for usage errors, 1 otherwise.
+ * --json). Returns the exit code: `usageExitCode` (default 2) for usage errors, 1 otherwise.
  */
-export function reportError(error: unknown, io: CommandIo, json: boolean): number {
+export function reportError(error: unknown, io: CommandIo, json: boolean, usageExitCode = 2): number {
   const described = describeError(error);
   write(io.stderr, `error: ${described.code}: ${described.message.replace(/\s*\n\s*/g, " ")}`);
   if (io.env.KEEPQUANT_DEBUG === "1" && error instanceof Error && error.stack) write(io.stderr, error.stack);
   if (json) write(io.stdout, toJson({ error: described } satisfies ErrorDocument));
-  return error instanceof CliUsageError ? 2 : 1;
+  return error instanceof CliUsageError ? usageExitCode : 1;
 }

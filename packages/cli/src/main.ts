@@ -25,6 +25,7 @@ function commandHelp(command: CliCommand): string {
 /** Runs the CLI with `argv` (without node and script) and returns the exit code. */
 export async function runCli(argv: string[], io: CommandIo): Promise<number> {
   const json = argv.includes("--json");
+  let usageExitCode: number | undefined;
   try {
     const [name, ...rest] = argv;
     if (name === undefined || name === "--help" || name === "-h" || name === "help") {
@@ -38,6 +39,7 @@ export async function runCli(argv: string[], io: CommandIo): Promise<number> {
     const entry = COMMANDS.find((c) => c.name === name);
     if (!entry) throw new CliUsageError(`unknown command "${name}" (commands: ${COMMANDS.map((c) => c.name).join(", ")})`);
     const command = await entry.load();
+    usageExitCode = command.usageExitCode;
     if (rest.includes("--help") || rest.includes("-h")) {
       write(io.stdout, commandHelp(command));
       return 0;
@@ -50,7 +52,7 @@ export async function runCli(argv: string[], io: CommandIo): Promise<number> {
     }
     return await command.run(parsed.values as never, parsed.positionals, io);
   } catch (error) {
-    return reportError(error, io, json);
+    return reportError(error, io, json, usageExitCode);
   }
 }
 

@@ -10,7 +10,7 @@ export interface EngineOptions {
    * exact embedding rows; TypeScript provider only, slow).
    */
   numerics?: Numerics;
-  /** Threads for the native matmul provider (default: its own default). */
+  /** Threads of the native thread pool (default: the pool's own default, the hardware threads). */
   threads?: number;
   /** KV cache element type (default f16, as llama.cpp). */
   kvType?: KvType;
@@ -27,8 +27,18 @@ export interface EngineOptions {
   maxSequences?: number;
   /** Token budget of one forward step (default 512, llama.cpp's n_ubatch). */
   maxBatchTokens?: number;
-  /** `auto` (default) tries the native CPU arm first; `ts` forces the TypeScript reference. */
+  /**
+   * `auto` (default) runs the native step (the whole forward in @keepquant/tt-native, off the JS
+   * thread) when the addon loads, else the TypeScript forward; `ts` forces the TypeScript
+   * specification (forward and matmuls).
+   */
   provider?: "auto" | "ts";
+  /**
+   * With `provider: "auto"`: true (default) = the native step; false = the TypeScript forward with
+   * the native matmul kernels only (the specification of the native step's non-matmul ops, for
+   * comparisons). `numerics: "exact"` always runs the TypeScript forward.
+   */
+  nativeStep?: boolean;
   /**
    * Prefix cache: how many GDN state snapshots to keep (0 = off, the default). Each entry is the KV
    * blocks of a prompt up to its last full-block boundary plus a copy of the GDN state there; a

@@ -8,12 +8,13 @@ import type {
   StopReason,
 } from "./engine-types.js";
 import { EngineError, EngineLoadError, EngineOptionError } from "./errors.js";
-import { PagedKvCache, type KvType } from "./kv/paged-kv.js";
+import { allocateJsStorage, PagedKvCache, type AllocateStorage, type KvType } from "./kv/paged-kv.js";
 import { GdnStatePool } from "./kv/state-pool.js";
 import { PrefixCache } from "./kv/prefix-cache.js";
 import { Qwen35Forward, type StepEntry } from "./model/forward.js";
 import { probeExactKernels } from "./model/exact-probe.js";
-import { loadQwen35Weights } from "./model/load.js";
+import { loadQwen35Weights, mappedTensorBytes, readTensorSource, type TensorBytes } from "./model/load.js";
+import { NativeStep } from "./model/native-step.js";
 import type { MatmulProvider, Numerics } from "./model/matmul.js";
 import { quantDequantizeRow, selectProviders, typescriptProviders, allMatrices } from "./model/providers.js";
 import type { ModelWeights, PackedMatrix } from "./model/weights.js";
@@ -30,6 +31,7 @@ interface ResolvedOptions {
   maxSequences: number;
   maxBatchTokens: number;
   provider: "auto" | "ts";
+  nativeStep: boolean;
   flashAttention: boolean;
   prefixCacheSnapshots: number;
   exactKernels: boolean;
@@ -65,6 +67,7 @@ function resolveOptions(options: EngineOptions): ResolvedOptions {
     maxSequences: positiveInteger(options.maxSequences, "maxSequences", 4),
     maxBatchTokens: positiveInteger(options.maxBatchTokens, "maxBatchTokens", 512),
     provider,
+    nativeStep: options.nativeStep ?? true,
     flashAttention: options.flashAttention ?? true,
     exactKernels: options.exactKernels ?? true,
     prefixCacheSnapshots:
@@ -72,6 +75,21 @@ function resolveOptions(options: EngineOptions): ResolvedOptions {
         ? 0
         : positiveInteger(options.prefixCacheSnapshots, "prefixCacheSnapshots", 0),
   };
+}
+
+type TtNative = typeof import("@keepquant/tt-native");
+
+/** @keepquant/tt-native when its CPU arm loads, else the reason it did not. */
+async function loadNative(): Promise<{ native: TtNative; reason?: undefined } | { native?: undefined; reason: string }> {
+  try {
+    const moduleName = "@keepquant/tt-native";
+    const native = (await import(moduleName)) as TtNative;
+    const status = native.nativeStatus();
+    if (!native.nativeAddon()) return { reason: `CPU arm did not load: ${status.cpu.reasons.join("; ") || "unknown reason"}` };
+    return { native };
+  } catch (error) {
+    return { reason: (error as Error).message };
+  }
 }
 
 /** Loads the native CPU arm when present; undefined (with the reason in diagnostics) otherwise. */
@@ -178,14 +196,19 @@ export interface EvaluateOptions {
 export class Engine {
   readonly numerics: Numerics;
   readonly tokenizer: Tokenizer | undefined;
-  private readonly forwardPass: Qwen35Forward;
+  /** The TypeScript forward (the specification), built when it runs: provider "ts", nativeStep false, numerics "exact". */
+  private forwardPass: Qwen35Forward | undefined;
+  /** The native step, when it runs. */
+  private readonly nativeStep: NativeStep | undefined;
   private readonly kv: PagedKvCache;
   private readonly states: GdnStatePool;
   private readonly scheduler: Scheduler;
   private readonly prefixCache: PrefixCache | undefined;
   private readonly requests = new Set<Request>();
   private nextId = 1;
-  private loopScheduled = false;
+  private loopRunning = false;
+  /** Serializes every use of the forward (scheduler steps and evaluate) and of the pools' storage. */
+  private forwardLock: Promise<void> = Promise.resolve();
   private disposed = false;
   private readonly counters = { steps: 0, prefillTokens: 0, decodeTokens: 0, forwardMs: 0 };
   private snapshotBytes = 0;
@@ -195,8 +218,9 @@ export class Engine {
     private readonly options: ResolvedOptions,
     private readonly opProviders: Record<string, string>,
     private readonly diagnostics: string[],
-    providersByWeight: Map<PackedMatrix, MatmulProvider>,
+    private readonly providersByWeight: Map<PackedMatrix, MatmulProvider>,
     tokenizer: Tokenizer | undefined,
+    native: TtNative | undefined,
   ) {
     const c = weights.config;
     this.numerics = options.numerics;
@@ -208,48 +232,86 @@ export class Engine {
     if (kvType !== options.kvType) {
       diagnostics.push('kvType "f32" with flash attention computes as f16 (llama.cpp casts K/V to F16 for flash attention); the cache is stored as f16. Pass flashAttention: false for an f32 cache.');
     }
-    this.kv = new PagedKvCache(attentionLayers, numBlocks, options.blockSize, c.nHeadKv, c.headDim, kvType);
+    // storage of the pools: natively allocated when the native step owns the compute
+    const allocate: AllocateStorage = native ? (bytes) => native.allocNativeBuffer(bytes) : allocateJsStorage;
+    this.kv = new PagedKvCache(attentionLayers, numBlocks, options.blockSize, c.nHeadKv, c.headDim, kvType, allocate);
     const convDim = 2 * c.ssmGroupCount * c.ssmStateSize + c.ssmInnerSize;
-    this.states = new GdnStatePool(
-      c.nLayer - attentionLayers,
-      options.maxSequences,
-      convDim,
-      c.convKernel,
-      c.ssmTimeStepRank,
-      c.ssmInnerSize / c.ssmTimeStepRank,
-      c.ssmStateSize,
-    );
-    this.forwardPass = new Qwen35Forward(
-      weights,
-      this.kv,
-      this.states,
-      providersByWeight,
-      options.numerics,
-      quantDequantizeRow,
-      options.maxBatchTokens,
-      options.flashAttention,
-    );
+    const statePool = (slots: number, storage: AllocateStorage) =>
+      new GdnStatePool(c.nLayer - attentionLayers, slots, convDim, c.convKernel, c.ssmTimeStepRank, c.ssmInnerSize / c.ssmTimeStepRank, c.ssmStateSize, storage);
+    this.states = statePool(options.maxSequences, allocate);
     if (options.prefixCacheSnapshots > 0) {
-      const snapshots = new GdnStatePool(
-        this.states.numLayers,
-        options.prefixCacheSnapshots,
-        convDim,
-        c.convKernel,
-        c.ssmTimeStepRank,
-        c.ssmInnerSize / c.ssmTimeStepRank,
-        c.ssmStateSize,
-      );
+      const snapshots = statePool(options.prefixCacheSnapshots, allocateJsStorage);
       this.prefixCache = new PrefixCache(this.kv, this.states, snapshots);
       this.snapshotBytes = snapshots.bytes;
     }
     this.scheduler = new Scheduler(this.kv, this.states, options.maxBatchTokens, options.maxBatchTokens, this.prefixCache);
-    this.opProviders.embedding = weights.tokenEmbdTwin ? "ts-bf16-twin-gather" : "ts-exact-row-decode";
-    this.opProviders.attention = options.flashAttention ? "ts-flash-attn-llama" : "ts-attn-llama-no-fa";
-    this.opProviders.gdn = "ts-fused-gdn";
-    this.opProviders.norms = "ts-f32";
+    if (native) {
+      this.nativeStep = NativeStep.create(native, weights, this.kv, this.states, {
+        numerics: options.numerics as "llama" | "bf16",
+        flashAttention: options.flashAttention,
+        maxBatchTokens: options.maxBatchTokens,
+      });
+      const isa = native.getNativeIsa();
+      const name = `native-step-${isa}`;
+      this.opProviders.step = name;
+      this.opProviders.embedding = weights.tokenEmbdTwin ? `${name}-bf16-twin-gather` : `${name}-exact-row-decode`;
+      this.opProviders.attention = `${name}-${options.flashAttention ? "flash-attn-llama" : "attn-llama-no-fa"}`;
+      this.opProviders.gdn = `${name}-fused-gdn`;
+      this.opProviders.norms = `${name}-f32`;
+    } else {
+      this.tsForward(); // its scratch is allocated up front, as the native step's is
+      this.opProviders.step = "ts-forward";
+      this.opProviders.embedding = weights.tokenEmbdTwin ? "ts-bf16-twin-gather" : "ts-exact-row-decode";
+      this.opProviders.attention = options.flashAttention ? "ts-flash-attn-llama" : "ts-attn-llama-no-fa";
+      this.opProviders.gdn = "ts-fused-gdn";
+      this.opProviders.norms = "ts-f32";
+    }
   }
 
-  /** Loads a qwen35 GGUF file. Refused tensors and unsupported weight types fail here, before any compute. */
+  /** The TypeScript forward over this engine's pools (built on first use). */
+  private tsForward(): Qwen35Forward {
+    this.forwardPass ??= new Qwen35Forward(
+      this.weights,
+      this.kv,
+      this.states,
+      this.providersByWeight,
+      this.options.numerics,
+      quantDequantizeRow,
+      this.options.maxBatchTokens,
+      this.options.flashAttention,
+    );
+    return this.forwardPass;
+  }
+
+  /** One forward step with whichever implementation runs (see `stats().providers.step`). */
+  private async runForward(entries: readonly StepEntry[]): Promise<Float32Array> {
+    const t0 = performance.now();
+    try {
+      if (this.nativeStep) return await this.nativeStep.forward(entries);
+      return this.tsForward().forward(entries);
+    } finally {
+      this.counters.forwardMs += performance.now() - t0;
+    }
+  }
+
+  /** Runs `work` when no other forward or pool mutation is in flight. */
+  private async exclusive<T>(work: () => Promise<T>): Promise<T> {
+    const previous = this.forwardLock;
+    let release!: () => void;
+    this.forwardLock = new Promise<void>((resolve) => (release = resolve));
+    await previous;
+    try {
+      return await work();
+    } finally {
+      release();
+    }
+  }
+
+  /**
+   * Loads a qwen35 GGUF file. Refused tensors and unsupported weight types fail here, before any
+   * compute. With the native addon the file is memory-mapped (weights are views of the page cache,
+   * never copied into JS memory); without it tensors are read.
+   */
   static async load(path: string, options: EngineOptions = {}): Promise<Engine> {
     const resolved = resolveOptions(options);
     const file = await readGguf(path);
@@ -263,7 +325,16 @@ export class Engine {
       );
     }
     const diagnostics: string[] = plan.diagnostics.filter((d) => d.level !== "info" || d.code === "MTP_SKIPPED").map((d) => d.message);
-    const loaded = await loadQwen35Weights(path, file, plan.used, resolved.numerics, options.onProgress);
+    const { native } = await loadNative();
+    let bytes: TensorBytes = readTensorSource(path);
+    if (native) {
+      try {
+        bytes = mappedTensorBytes(native.mapFile(path));
+      } catch (error) {
+        diagnostics.push(`memory-mapping ${path} failed (${(error as Error).message}); tensors are read instead`);
+      }
+    }
+    const loaded = await loadQwen35Weights(plan, bytes, resolved.numerics, options.onProgress);
     diagnostics.push(...loaded.diagnostics);
     let tokenizer: Tokenizer | undefined;
     try {
@@ -284,7 +355,8 @@ export class Engine {
     const diagnostics = extras.diagnostics ?? [];
     const candidates: MatmulProvider[] = [];
     // `exact` is a TypeScript-only reference: no native arm computes it
-    if (resolved.provider === "auto" && resolved.numerics !== "exact") candidates.push(...(await nativeProviders(resolved.numerics, resolved.threads, diagnostics)));
+    const wantsNative = resolved.provider === "auto" && resolved.numerics !== "exact";
+    if (wantsNative) candidates.push(...(await nativeProviders(resolved.numerics, resolved.threads, diagnostics)));
     candidates.push(...typescriptProviders(resolved.numerics, diagnostics));
     const selection = selectProviders(
       weights,
@@ -292,10 +364,20 @@ export class Engine {
       diagnostics,
       resolved.numerics === "llama" ? '; numerics "bf16" computes every type the quant package dequantizes' : "",
     );
+    let exactFallback = false;
     if (resolved.exactKernels && resolved.numerics === "llama") {
+      const before = diagnostics.length;
       probeExactKernels(weights, selection.byWeight, selection.opProviders, typescriptProviders("llama", diagnostics), diagnostics);
+      exactFallback = diagnostics.length > before;
     }
-    return new Engine(weights, resolved, { ...selection.opProviders }, diagnostics, selection.byWeight, extras.tokenizer);
+    let native: TtNative | undefined;
+    if (wantsNative && resolved.nativeStep) {
+      const loaded = await loadNative();
+      if (!loaded.native) diagnostics.push(`native step unavailable (${loaded.reason}); the TypeScript forward runs`);
+      else if (exactFallback) diagnostics.push("native step off: a native kernel is not bit-exact with llama.cpp (see above); the TypeScript forward runs");
+      else native = loaded.native;
+    }
+    return new Engine(weights, resolved, { ...selection.opProviders }, diagnostics, selection.byWeight, extras.tokenizer, native);
   }
 
   /** Encodes a prompt with the file's tokenizer. */
@@ -384,60 +466,65 @@ export class Engine {
     if (ids.length === 0) return [];
     this.checkIds(ids, "ids");
     const positions = options.positions ?? ids.map((_, i) => i);
-    const wanted = new Set(positions);
-    const slot = this.states.allocate();
-    const blocksNeeded = this.kv.blocksFor(ids.length);
-    if (slot < 0 || this.kv.pool.freeCount < blocksNeeded) {
-      if (slot >= 0) this.states.release(slot);
-      throw new EngineError("ENGINE_CAPACITY", `evaluate needs a free state slot and ${blocksNeeded} KV blocks`);
-    }
-    const blockTable: number[] = [];
-    for (let i = 0; i < blocksNeeded; i++) blockTable.push(this.kv.pool.allocate());
-    const vocab = this.weights.output.rows;
-    const byPosition = new Map<number, Float32Array>();
-    try {
-      for (let start = 0; start < ids.length; start += this.options.maxBatchTokens) {
-        const chunk = ids.slice(start, start + this.options.maxBatchTokens);
-        const rows: number[] = [];
-        for (let i = 0; i < chunk.length; i++) if (wanted.has(start + i)) rows.push(i);
-        const entry: StepEntry = { tokens: chunk, startPos: start, blockTable, stateSlot: slot, logits: rows.length === chunk.length ? "all" : "none", logitRows: rows };
-        const t0 = performance.now();
-        const logits = this.forwardPass.forward([entry]);
-        this.counters.forwardMs += performance.now() - t0;
-        this.counters.prefillTokens += chunk.length;
-        rows.forEach((r, k) => byPosition.set(start + r, logits.slice(k * vocab, (k + 1) * vocab)));
+    for (const p of positions) {
+      if (!Number.isInteger(p) || p < 0 || p >= ids.length) {
+        throw new EngineOptionError("ENGINE_BAD_REQUEST", `position ${p} is outside [0, ${ids.length})`, { field: "positions" });
       }
-    } finally {
-      for (const block of blockTable) this.kv.pool.release(block);
-      this.states.release(slot);
     }
-    return positions.map((p) => {
-      const row = byPosition.get(p);
-      if (!row) throw new EngineOptionError("ENGINE_BAD_REQUEST", `position ${p} is outside [0, ${ids.length})`, { field: "positions" });
-      return row;
+    const wanted = new Set(positions);
+    return this.exclusive(async () => {
+      const slot = this.states.allocate();
+      const blocksNeeded = this.kv.blocksFor(ids.length);
+      if (slot < 0 || this.kv.pool.freeCount < blocksNeeded) {
+        if (slot >= 0) this.states.release(slot);
+        throw new EngineError("ENGINE_CAPACITY", `evaluate needs a free state slot and ${blocksNeeded} KV blocks`);
+      }
+      const blockTable: number[] = [];
+      for (let i = 0; i < blocksNeeded; i++) blockTable.push(this.kv.pool.allocate());
+      const vocab = this.weights.output.rows;
+      const byPosition = new Map<number, Float32Array>();
+      try {
+        for (let start = 0; start < ids.length; start += this.options.maxBatchTokens) {
+          const chunk = ids.slice(start, start + this.options.maxBatchTokens);
+          const rows: number[] = [];
+          for (let i = 0; i < chunk.length; i++) if (wanted.has(start + i)) rows.push(i);
+          const entry: StepEntry = { tokens: chunk, startPos: start, blockTable, stateSlot: slot, logits: rows.length === chunk.length ? "all" : "none", logitRows: rows };
+          const logits = await this.runForward([entry]);
+          this.counters.prefillTokens += chunk.length;
+          rows.forEach((r, k) => byPosition.set(start + r, logits.slice(k * vocab, (k + 1) * vocab)));
+        }
+      } finally {
+        for (const block of blockTable) this.kv.pool.release(block);
+        this.states.release(slot);
+      }
+      return positions.map((p) => byPosition.get(p)!);
     });
   }
 
   private kick(): void {
-    if (this.loopScheduled || this.disposed) return;
-    this.loopScheduled = true;
-    setImmediate(() => this.loop());
+    if (this.loopRunning || this.disposed) return;
+    this.loopRunning = true;
+    setImmediate(() => void this.loop());
   }
 
-  private loop(): void {
-    this.loopScheduled = false;
-    if (this.disposed || !this.scheduler.hasWork) return;
+  /** Steps while there is work. The native step awaits its promise (the event loop runs meanwhile); the TypeScript forward yields between steps. */
+  private async loop(): Promise<void> {
     try {
-      this.step();
+      while (!this.disposed && this.scheduler.hasWork) {
+        await this.exclusive(() => this.step());
+        if (!this.nativeStep) await new Promise<void>((resolve) => setImmediate(resolve));
+      }
     } catch (error) {
       for (const request of [...this.requests]) this.failRequest(request, error);
-      return;
+    } finally {
+      this.loopRunning = false;
+      if (this.disposed) this.releaseNative();
+      else if (this.scheduler.hasWork) this.kick();
     }
-    this.kick();
   }
 
   /** One scheduler step: pick chunks, run the batched forward, sample where logits came back. */
-  private step(): void {
+  private async step(): Promise<void> {
     const chunks = this.scheduler.schedule();
     if (chunks.length === 0) {
       // nothing fits: the head of the queue needs more blocks than the whole pool holds
@@ -455,21 +542,21 @@ export class Engine {
         logits: chunk.needsLogits ? "last" : "none",
       };
     });
-    const t0 = performance.now();
-    const logits = this.forwardPass.forward(entries);
-    this.counters.forwardMs += performance.now() - t0;
+    const logits = await this.runForward(entries);
     this.counters.steps++;
     const vocab = this.weights.output.rows;
     let row = 0;
     for (const chunk of chunks) {
       const request = chunk.sequence as Request;
+      const rowLogits = chunk.needsLogits ? logits.subarray(row * vocab, (row + 1) * vocab) : undefined;
+      if (rowLogits) row++;
+      // a request aborted while the step ran has left the scheduler: its results are dropped
+      if (!this.requests.has(request)) continue;
       if (chunk.numTokens === 1 && request.numComputed >= request.promptLength) this.counters.decodeTokens++;
       else this.counters.prefillTokens += chunk.numTokens;
       request.numComputed += chunk.numTokens;
       this.scheduler.afterStep(request);
-      if (!chunk.needsLogits) continue;
-      const rowLogits = logits.subarray(row * vocab, (row + 1) * vocab);
-      row++;
+      if (!rowLogits) continue;
       this.acceptToken(request, request.sampler.sample(rowLogits, request.tokens));
     }
   }
@@ -564,7 +651,7 @@ export class Engine {
         f32,
         kvCache: this.kv.bytes,
         gdnState: this.states.bytes + this.snapshotBytes,
-        scratch: this.forwardPass.scratchBytes,
+        scratch: (this.nativeStep?.scratchBytes ?? 0) + (this.forwardPass?.scratchBytes ?? 0),
       },
       providers: { ...this.opProviders },
       diagnostics: [...this.diagnostics],
@@ -591,5 +678,11 @@ export class Engine {
     if (this.disposed) return;
     for (const request of [...this.requests]) this.finishRequest(request, "abort");
     this.disposed = true;
+    if (!this.loopRunning) this.releaseNative();
+  }
+
+  /** Frees the native model once no step can be running. */
+  private releaseNative(): void {
+    void this.exclusive(async () => this.nativeStep?.dispose());
   }
 }

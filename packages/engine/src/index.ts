@@ -14,6 +14,7 @@ export type { Numerics, MatmulProvider } from "./model/matmul.js";
 export type { ModelConfig } from "./model/config.js";
 export { Qwen35Forward, FLASH_ATTN_TILED_MIN_ROWS, setLibm, type StepEntry } from "./model/forward.js";
 export * from "./tokenizer/index.js";
+export * from "./bench/benchmark.js";
 export * from "./sampling/index.js";
 export * from "./chat/index.js";
 // parity: everything except goldens' `topK` helper, which would shadow the sampling module's topK
@@ -34,3 +35,4 @@ export {
   type ParityPromptGolden,
   type ParityGoldens,
 } from "./parity/goldens.js";
+export * from "./planner/index.js";

@@ -18,7 +18,13 @@ export {
 } from "./writer.js";
 export { getMetadata, getMetadataEntry, getArchitecture } from "./metadata.js";
 export { parseQwen35Config, type Qwen35Config, type Qwen35LayerKind } from "./qwen35/config.js";
-export { qwen35ExpectedTensors, type Qwen35ExpectedTensor, type Qwen35TensorRole } from "./qwen35/tensors.js";
+export {
+  qwen35ExpectedTensors,
+  qwen35TensorSlot,
+  type Qwen35ExpectedTensor,
+  type Qwen35TensorRole,
+  type Qwen35TensorSlot,
+} from "./qwen35/tensors.js";
 export {
   synthesizeQwen35,
   writeSynthesizedQwen35,
@@ -31,7 +37,9 @@ export {
   QWEN35_27B_SHAPE,
   QWEN35_TEST_SHAPE,
   type Qwen35Spec,
+  type Qwen35HeaderOptions,
 } from "./synthetic/qwen35.js";
+export { qwen35Q4KMClassMix, useMoreBits, type Qwen35TensorTypeMix } from "./synthetic/type-mix.js";
 export {
   defaultQwen35Tokenizer,
   gpt2ByteSymbols,

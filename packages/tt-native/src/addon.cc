@@ -10,10 +10,14 @@
 #include "threadpool.h"
 #include "tt_arm.h"
 
+namespace kq {
+void registerModelExports(Napi::Env env, Napi::Object exports);
+}
+
 namespace {
 
 // Bump when any exported function's signature or semantics change; checked by the TS loader.
-constexpr int kAbiVersion = 1;
+constexpr int kAbiVersion = 2;
 
 struct Bytes {
   const uint8_t* data;
@@ -338,6 +342,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("matmulLlamaAsync", Napi::Function::New(env, MatmulLlamaAsync));
   exports.Set("matmulBf16", Napi::Function::New(env, MatmulBf16));
   exports.Set("matmulBf16Async", Napi::Function::New(env, MatmulBf16Async));
+  kq::registerModelExports(env, exports);
   return exports;
 }
 

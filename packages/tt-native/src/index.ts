@@ -20,7 +20,7 @@ import {
 } from "@keepquant/quant";
 import { NativeArgumentError, NativeIsaError, NativeUnavailableError } from "./errors.js";
 import { loadNativeAddon, type LoadResult, type NativeStatus } from "./loader.js";
-import type { IsaLevelName, NativeAddon } from "./native-types.js";
+import type { IsaLevelName, NativeAddon, NativeLibm, NativeModelHandle, NativeModelSpec } from "./native-types.js";
 
 export * from "./errors.js";
 export {
@@ -300,4 +300,79 @@ export function createNativeProvider(options: NativeProviderOptions = {}): Nativ
 /** The cpu-native provider when the CPU arm loaded, else undefined (see nativeStatus() for why). */
 export function nativeProvider(options: NativeProviderOptions = {}): NativeKeepQuantProvider | undefined {
   return load().addon ? createNativeProvider(options) : undefined;
+}
+
+// ---------------------------------------------------------------- the native model (forward step)
+
+export type { NativeLibm, NativeModelHandle, NativeModelLayer, NativeModelMatrix, NativeModelSpec } from "./native-types.js";
+
+/**
+ * Builds the native qwen35 model over borrowed weights and storage (see NativeModelSpec). The
+ * whole spec is checked once; a bad one throws NativeArgumentError naming the field.
+ */
+export function createNativeModel(spec: NativeModelSpec): NativeModelHandle {
+  const op = "createNativeModel";
+  const addon = requireAddon(op);
+  try {
+    return new addon.NativeModel(spec);
+  } catch (error) {
+    const message = (error as Error).message;
+    const field = /^native model spec: (\S+)/.exec(message)?.[1] ?? "spec";
+    throw new NativeArgumentError(op, field, message.replace(/^native model spec: /, ""));
+  }
+}
+
+/**
+ * Maps a file copy-on-write into one ArrayBuffer (no copy: the pages are the page cache's; writes
+ * through a view stay private). With `populate`, every page is faulted in before this returns.
+ */
+export function mapFile(path: string, options: { populate?: boolean } = {}): ArrayBuffer {
+  return requireAddon("mapFile").mapFile(path, options.populate ?? true);
+}
+
+/** Zeroed native memory of `bytes` bytes (pages resident when first touched), freed on collection. */
+export function allocNativeBuffer(bytes: number): ArrayBuffer {
+  if (!Number.isSafeInteger(bytes) || bytes < 1) throw new NativeArgumentError("allocNativeBuffer", "bytes", `expected a positive integer, got ${bytes}`);
+  return requireAddon("allocNativeBuffer").allocBuffer(bytes);
+}
+
+/** The C library's f32 libm as the native step calls it (to pin the TypeScript specification). */
+export function nativeLibm(): NativeLibm {
+  return requireAddon("nativeLibm").libm;
+}
+
+// ---------------------------------------------------------------- memory bandwidth
+
+export interface ReadBandwidth {
+  /** Median bytes per second over the passes. */
+  bytesPerSecond: number;
+  /** Pool threads that read. */
+  threads: number;
+  bytes: number;
+  passes: number;
+}
+
+/**
+ * The machine's memory read bandwidth as this arm sees it: every pool thread sums its share of a
+ * natively allocated buffer (written first, so the pages are real), `passes` times; the median
+ * pass. The denominator of "decode efficiency" (weight bytes read per token x tok/s / bandwidth).
+ */
+export function measureReadBandwidth(options: { bytes?: number; passes?: number } = {}): ReadBandwidth {
+  const op = "measureReadBandwidth";
+  const addon = requireAddon(op);
+  const bytes = options.bytes ?? 512 * 2 ** 20;
+  const passes = options.passes ?? 7;
+  if (!Number.isSafeInteger(bytes) || bytes < 2 ** 20) throw new NativeArgumentError(op, "bytes", `expected an integer >= 1 MiB, got ${bytes}`);
+  if (!Number.isSafeInteger(passes) || passes < 1 || passes > 1000) throw new NativeArgumentError(op, "passes", `expected an integer in [1, 1000], got ${passes}`);
+  const buffer = new Uint8Array(addon.allocBuffer(bytes));
+  buffer.fill(0x5a);
+  addon.sumWords(buffer); // warm-up (page tables, frequency)
+  const seconds: number[] = [];
+  for (let i = 0; i < passes; i++) {
+    const t0 = process.hrtime.bigint();
+    addon.sumWords(buffer);
+    seconds.push(Number(process.hrtime.bigint() - t0) / 1e9);
+  }
+  seconds.sort((a, b) => a - b);
+  return { bytesPerSecond: bytes / seconds[seconds.length >> 1]!, threads: addon.getThreads(), bytes, passes };
 }

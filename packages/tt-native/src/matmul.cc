@@ -28,21 +28,10 @@ int64_t rowsPerTask(int64_t n, int64_t m) {
 
 }  // namespace
 
-void matmulLlama(int type, const uint8_t* w, int64_t n, int64_t k, const float* x, int64_t m, float* y) {
-  const int actType = vecDotType(type);
+void matmulLlamaRows(int type, const uint8_t* w, int64_t n, int64_t k, const uint8_t* actData, size_t actBytes,
+                     int64_t m, float* y) {
   const VecDotFn dot = kernels().vecDot[type];
-  const size_t actBytes = actRowBytes(actType, k);
   const size_t wBytes = weightRowBytes(type, k);
-  std::vector<uint8_t> act;
-  const uint8_t* actData;
-  if (actType == T_F32) {
-    actData = reinterpret_cast<const uint8_t*>(x);
-  } else {
-    act.resize(actBytes * (size_t)m);
-    uint8_t* a = act.data();
-    parallelFor((int)m, [&](int row) { quantizeActRow(actType, x + (size_t)row * k, a + (size_t)row * actBytes, k); });
-    actData = a;
-  }
   const VecDotMultiFn multi = kernels().vecDotMulti[type];
   const int64_t rpt = rowsPerTask(n, m);
   const int tasks = (int)((n + rpt - 1) / rpt);
@@ -69,6 +58,22 @@ void matmulLlama(int type, const uint8_t* w, int64_t n, int64_t k, const float* 
   });
 }
 
+void matmulLlama(int type, const uint8_t* w, int64_t n, int64_t k, const float* x, int64_t m, float* y) {
+  const int actType = vecDotType(type);
+  const size_t actBytes = actRowBytes(actType, k);
+  std::vector<uint8_t> act;
+  const uint8_t* actData;
+  if (actType == T_F32) {
+    actData = reinterpret_cast<const uint8_t*>(x);
+  } else {
+    act.resize(actBytes * (size_t)m);
+    uint8_t* a = act.data();
+    parallelFor((int)m, [&](int row) { quantizeActRow(actType, x + (size_t)row * k, a + (size_t)row * actBytes, k); });
+    actData = a;
+  }
+  matmulLlamaRows(type, w, n, k, actData, actBytes, m, y);
+}
+
 void matmulBf16Rows(int type, const uint8_t* w, int64_t k, int64_t rowStart, int64_t rowCount, const float* x,
                     int64_t m, float* y, int64_t ldy, int64_t yOffset) {
   const DotF32Fn dot = kernels().dotF32;
@@ -77,7 +82,8 @@ void matmulBf16Rows(int type, const uint8_t* w, int64_t k, int64_t rowStart, int
   const int64_t rpt = rowsPerTask(rowCount, m);
   const int tasks = (int)((rowCount + rpt - 1) / rpt);
   parallelFor(tasks, [&](int t) {
-    std::vector<float> row((size_t)k);
+    thread_local std::vector<float> row;  // grows once per thread, then reused
+    if (row.size() < (size_t)k) row.resize((size_t)k);
     const int64_t r0 = (int64_t)t * rpt;
     const int64_t r1 = std::min(rowCount, r0 + rpt);
     for (int64_t r = r0; r < r1; ++r) {

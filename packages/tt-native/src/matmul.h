@@ -10,6 +10,11 @@ namespace kq {
 // w: N rows of `rowBytes`; x: [M, K] f32; y: [M, N] f32.
 void matmulLlama(int type, const uint8_t* w, int64_t n, int64_t k, const float* x, int64_t m, float* y);
 
+// The row loop of matmulLlama over activations already in the weight type's vec_dot_type
+// (`act`: m rows of `actBytes`); y[mi * n + r]. Parallel over weight rows.
+void matmulLlamaRows(int type, const uint8_t* w, int64_t n, int64_t k, const uint8_t* act, size_t actBytes, int64_t m,
+                     float* y);
+
 // Contract numerics (keep-quant bf16): rows [rowStart, rowStart + rowCount) of W are decoded,
 // rounded once to bf16 and dotted with x in f32. Writes y[m * ldy + (row - rowStart) + yOffset].
 void matmulBf16Rows(int type, const uint8_t* w, int64_t k, int64_t rowStart, int64_t rowCount,

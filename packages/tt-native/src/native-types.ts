@@ -2,7 +2,7 @@
  * The exact surface of build/Release/keepquant_native.node (src/addon.cc). One hand-written type:
  * when the addon changes, bump kAbiVersion there and NATIVE_ABI_VERSION here together.
  */
-export const NATIVE_ABI_VERSION = 1;
+export const NATIVE_ABI_VERSION = 2;
 
 export type IsaLevelName = "generic" | "avx2" | "avx512" | "neon";
 
@@ -18,6 +18,111 @@ export interface NativeBuildInfo {
 
 /** Any typed array view over packed bytes (Uint8Array, Buffer, ...). */
 export type ByteView = ArrayBufferView & { readonly length: number };
+
+/** A matmul weight as the native model borrows it (exactly as stored in GGUF). */
+export interface NativeModelMatrix {
+  /** ggml type id */
+  type: number;
+  rows: number;
+  cols: number;
+  rowBytes: number;
+  data: ByteView;
+}
+
+/** One trunk layer of the native model; attention fields or GDN fields by `recurrent`. */
+export interface NativeModelLayer {
+  recurrent: boolean;
+  /** KV layer (attention) or state layer (GDN) index, in layer order */
+  cacheIndex: number;
+  attnNorm: Float32Array;
+  postAttnNorm: Float32Array;
+  ffnGate: NativeModelMatrix;
+  ffnUp: NativeModelMatrix;
+  ffnDown: NativeModelMatrix;
+  q?: NativeModelMatrix;
+  k?: NativeModelMatrix;
+  v?: NativeModelMatrix;
+  o?: NativeModelMatrix;
+  qNorm?: Float32Array;
+  kNorm?: Float32Array;
+  qkv?: NativeModelMatrix;
+  gate?: NativeModelMatrix;
+  beta?: NativeModelMatrix;
+  alpha?: NativeModelMatrix;
+  out?: NativeModelMatrix;
+  conv?: Float32Array;
+  dtBias?: Float32Array;
+  a?: Float32Array;
+  norm?: Float32Array;
+}
+
+/**
+ * Everything the native model borrows. Typed arrays are kept alive by the model until dispose();
+ * the caller must not write the weights, and touches the KV/state planes only between steps.
+ */
+export interface NativeModelSpec {
+  shape: {
+    nLayer: number;
+    nEmbd: number;
+    nFf: number;
+    nHead: number;
+    nHeadKv: number;
+    headDim: number;
+    nRot: number;
+    convKernel: number;
+    ssmStateSize: number;
+    ssmGroupCount: number;
+    ssmTimeStepRank: number;
+    ssmInnerSize: number;
+    nVocab: number;
+    eps: number;
+    /** powf(rope_freq_base, -2 / n_rot) as the caller's libm computes it */
+    ropeThetaScale: number;
+    recurrent: boolean[];
+  };
+  numerics: "llama" | "bf16";
+  flashAttention: boolean;
+  maxBatchTokens: number;
+  tokenEmbd: NativeModelMatrix;
+  /** bf16 twin of the token embedding (bf16 numerics) */
+  tokenEmbdTwin?: Uint16Array | undefined;
+  outputNorm: Float32Array;
+  output: NativeModelMatrix;
+  layers: NativeModelLayer[];
+  kv: { f16: boolean; blockSize: number; numBlocks: number; k: (Uint16Array | Float32Array)[]; v: (Uint16Array | Float32Array)[] };
+  states: { numSlots: number; conv: Float32Array[]; ssm: Float32Array[] };
+}
+
+/** The native model object (src/model_napi.cc). */
+export interface NativeModelHandle {
+  /**
+   * One forward step off the JS thread. `descriptor`: [entryCount, then per entry nTokens, startPos,
+   * stateSlot, nLogitRows, blockCount, tokens..., logitRows..., blockTable...]; `logits` receives
+   * [logit rows, vocab]. Rejects (or throws synchronously for a bad descriptor) with the reason.
+   */
+  step(descriptor: Int32Array, logits: Float32Array): Promise<void>;
+  /** The same step on the calling thread (tools, tests). */
+  stepSync(descriptor: Int32Array, logits: Float32Array): void;
+  /** `lastHold`: what the last held step saw ("none", "armed", "released" or "timeout"). */
+  info(): { scratchBytes: number; maxBatchTokens: number; lastHold: "none" | "armed" | "released" | "timeout" };
+  dispose(): void;
+  /**
+   * Test hook of the async contract: the next step waits on its worker thread until releaseHold()
+   * is called from the JS thread (at most 30 s; then `info().lastHold` is "timeout").
+   */
+  holdNextStep(): void;
+  releaseHold(): void;
+}
+
+/** The C library's libm (f32), the functions the native step calls. */
+export interface NativeLibm {
+  expf(x: number): number;
+  logf(x: number): number;
+  cosf(x: number): number;
+  sinf(x: number): number;
+  powf(x: number, y: number): number;
+  fmaf(a: number, b: number, c: number): number;
+}
 
 export interface NativeAddon {
   abiVersion(): number;
@@ -55,4 +160,10 @@ export interface NativeAddon {
     type: number, weight: ByteView, k: number, rowStart: number, rowCount: number,
     x: Float32Array, m: number, y: Float32Array, ldy: number, yOffset: number,
   ): Promise<void>;
+  NativeModel: new (spec: NativeModelSpec) => NativeModelHandle;
+  /** The file mapped copy-on-write as one external ArrayBuffer; `populate` faults every page in now. */
+  mapFile(path: string, populate: boolean): ArrayBuffer;
+  /** Zeroed native memory (resident when first touched), freed when the buffer is collected. */
+  allocBuffer(bytes: number): ArrayBuffer;
+  libm: NativeLibm;
 }

@@ -1,85 +1,131 @@
 #include "threadpool.h"
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <mutex>
 #include <thread>
 #include <vector>
 
+#if defined(__x86_64__) || defined(_M_X64)
+#include <immintrin.h>
+#define KQ_PAUSE() _mm_pause()
+#elif defined(__aarch64__)
+#define KQ_PAUSE() asm volatile("yield")
+#else
+#define KQ_PAUSE() ((void)0)
+#endif
+
 namespace kq {
 namespace {
 
+// How long an idle worker spins before it sleeps. Jobs of one forward step follow each other within
+// microseconds; between steps the JS thread samples and schedules, and the workers go to sleep.
+constexpr auto kSpin = std::chrono::microseconds(100);
+// Pause iterations the caller spins on unfinished tasks before it starts yielding its core (on an
+// oversubscribed machine the thread it waits for may need that core).
+constexpr int kCallerSpins = 2000;
+
+thread_local bool tInsideTask = false;
+
+// Tasks are claimed through one 64-bit word, (job generation << 32) | next task index, so a worker
+// that wakes late for an old job can never claim a task of a newer one. The caller waits for its
+// job's tasks to finish, not for every worker to check in: a worker descheduled by the OS does not
+// hold the job up when the other threads have already taken all its tasks.
 struct Pool {
   std::mutex jobMutex;  // serializes jobs and reconfiguration
-  std::mutex m;
-  std::condition_variable wake, done;
+  std::mutex sleepMutex;
+  std::condition_variable wake;
   std::vector<std::thread> workers;
-  const std::function<void(int)>* fn = nullptr;
+  std::atomic<uint32_t> generation{0};
+  std::atomic<uint64_t> claim{0};
+  std::atomic<int> done{0};
+  std::atomic<int> sleepers{0};
+  std::atomic<bool> stop{false};
+  std::atomic<int> total{0};  // threads incl. caller; 0 = not started
+  const TaskRef* task = nullptr;
   int tasks = 0;
-  std::atomic<int> next{0};
-  int finishedWorkers = 0;
-  unsigned long generation = 0;
-  bool stop = false;
-  int total = 0;  // threads incl. caller
 
-  void workerLoop() {
-    unsigned long seen = 0;
+  // Claims and runs tasks of job `g` until none is left (or a newer job has replaced it).
+  void work(uint32_t g, const TaskRef* fn, int n) {
     for (;;) {
-      const std::function<void(int)>* job;
-      int n;
-      {
-        std::unique_lock<std::mutex> lock(m);
-        wake.wait(lock, [&] { return stop || generation != seen; });
-        if (stop) return;
-        seen = generation;
-        job = fn;
-        n = tasks;
+      uint64_t c = claim.load(std::memory_order_acquire);
+      if ((uint32_t)(c >> 32) != g || (uint32_t)c >= (uint32_t)n) return;
+      if (!claim.compare_exchange_weak(c, c + 1, std::memory_order_acq_rel)) continue;
+      (*fn)((int)(uint32_t)c);
+      done.fetch_add(1, std::memory_order_release);
+    }
+  }
+
+  void workerLoop(uint32_t seen) {
+    tInsideTask = true;
+    for (;;) {
+      auto start = std::chrono::steady_clock::now();
+      int polls = 0;
+      while (generation.load(std::memory_order_acquire) == seen && !stop.load(std::memory_order_acquire)) {
+        KQ_PAUSE();
+        if (++polls % 64 == 0 && std::chrono::steady_clock::now() - start > kSpin) {
+          std::unique_lock<std::mutex> lock(sleepMutex);
+          sleepers.fetch_add(1);
+          wake.wait(lock, [&] { return generation.load(std::memory_order_acquire) != seen || stop.load(); });
+          sleepers.fetch_sub(1);
+          break;
+        }
       }
-      for (int t = next.fetch_add(1); t < n; t = next.fetch_add(1)) (*job)(t);
-      {
-        std::lock_guard<std::mutex> lock(m);
-        ++finishedWorkers;
-      }
-      done.notify_one();
+      if (stop.load(std::memory_order_acquire)) return;
+      seen = generation.load(std::memory_order_acquire);
+      work(seen, task, tasks);
     }
   }
 
   void start(int n) {
-    total = n < 1 ? 1 : n;
-    stop = false;
-    for (int i = 0; i < total - 1; ++i) workers.emplace_back([this] { workerLoop(); });
+    total.store(n < 1 ? 1 : n);
+    stop.store(false);
+    const uint32_t now = generation.load(std::memory_order_acquire);
+    for (int i = 0; i < total.load() - 1; ++i) workers.emplace_back([this, now] { workerLoop(now); });
   }
 
   void shutdown() {
     {
-      std::lock_guard<std::mutex> lock(m);
-      stop = true;
+      std::lock_guard<std::mutex> lock(sleepMutex);
+      stop.store(true);
     }
     wake.notify_all();
     for (auto& t : workers) t.join();
     workers.clear();
+    total.store(0);
   }
 
-  void run(int n, const std::function<void(int)>& f) {
-    std::lock_guard<std::mutex> jobLock(jobMutex);
-    if (total == 0) start(hardwareThreads());
-    if (workers.empty() || n <= 1) {
-      for (int t = 0; t < n; ++t) f(t);
+  void run(int n, const TaskRef& fn) {
+    if (tInsideTask) {  // nested: inline
+      for (int t = 0; t < n; ++t) fn(t);
       return;
     }
-    {
-      std::lock_guard<std::mutex> lock(m);
-      fn = &f;
-      tasks = n;
-      next.store(0);
-      finishedWorkers = 0;
-      ++generation;
+    std::lock_guard<std::mutex> jobLock(jobMutex);
+    if (total.load() == 0) start(hardwareThreads());
+    tInsideTask = true;
+    if (workers.empty() || n <= 1) {
+      for (int t = 0; t < n; ++t) fn(t);
+      tInsideTask = false;
+      return;
     }
-    wake.notify_all();
-    for (int t = next.fetch_add(1); t < n; t = next.fetch_add(1)) f(t);
-    std::unique_lock<std::mutex> lock(m);
-    done.wait(lock, [&] { return finishedWorkers == (int)workers.size(); });
-    fn = nullptr;
+    const uint32_t g = generation.load(std::memory_order_relaxed) + 1;
+    task = &fn;
+    tasks = n;
+    done.store(0, std::memory_order_relaxed);
+    claim.store((uint64_t)g << 32, std::memory_order_release);
+    generation.store(g, std::memory_order_release);
+    if (sleepers.load() > 0) {
+      std::lock_guard<std::mutex> lock(sleepMutex);
+      wake.notify_all();
+    }
+    work(g, &fn, n);
+    for (int spins = 0; done.load(std::memory_order_acquire) < n; ++spins) {
+      if (spins < kCallerSpins) KQ_PAUSE();
+      else std::this_thread::yield();
+    }
+    tInsideTask = false;
   }
 
   ~Pool() { shutdown(); }
@@ -97,7 +143,7 @@ int hardwareThreads() {
   return n == 0 ? 1 : (int)n;
 }
 
-void parallelFor(int tasks, const std::function<void(int)>& fn) { pool().run(tasks, fn); }
+void runParallel(int tasks, TaskRef task) { pool().run(tasks, task); }
 
 void setThreadCount(int n) {
   Pool& p = pool();
@@ -108,9 +154,11 @@ void setThreadCount(int n) {
 
 int threadCount() {
   Pool& p = pool();
+  int n = p.total.load();
+  if (n != 0) return n;
   std::lock_guard<std::mutex> jobLock(p.jobMutex);
-  if (p.total == 0) p.start(hardwareThreads());
-  return p.total;
+  if (p.total.load() == 0) p.start(hardwareThreads());
+  return p.total.load();
 }
 
 }  // namespace kq

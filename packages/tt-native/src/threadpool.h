@@ -1,13 +1,34 @@
 // Persistent worker pool. One job at a time (callers are serialized); the calling thread works too.
 // Work is handed out as task indices; a task's result never depends on which thread ran it.
+// Workers spin briefly between jobs (a forward step issues hundreds of short jobs back to back),
+// then sleep; a job costs no allocation.
 #pragma once
 
-#include <functional>
+#include <utility>
 
 namespace kq {
 
-// Run fn(task) for task in [0, tasks). Blocks until all tasks finished.
-void parallelFor(int tasks, const std::function<void(int)>& fn);
+// A non-owning reference to a callable `void(int task)`, valid for the duration of one job.
+class TaskRef {
+ public:
+  template <typename F>
+  TaskRef(F& fn) : object_(&fn), call_([](void* o, int task) { (*static_cast<F*>(o))(task); }) {}
+  void operator()(int task) const { call_(object_, task); }
+
+ private:
+  void* object_;
+  void (*call_)(void*, int);
+};
+
+// Run task(t) for t in [0, tasks). Blocks until all tasks finished. Called from inside a task it
+// runs the tasks inline (no nested parallelism).
+void runParallel(int tasks, TaskRef task);
+
+template <typename F>
+inline void parallelFor(int tasks, F&& fn) {
+  runParallel(tasks, TaskRef(fn));
+}
+
 // Total threads used by parallelFor (workers + caller). n <= 0 means hardware concurrency.
 void setThreadCount(int n);
 int threadCount();

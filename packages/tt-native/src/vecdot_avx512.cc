@@ -3,6 +3,7 @@
 #define KQ_ISA_NS avx512
 #define KQ_VNNI 1
 #include "simd_x86.inc"
+#include "simd_avx512.inc"
 #define KQ_GEN_NS avx512gen
 #include "dequant.inc"
 #include "vecdot_generic.inc"
@@ -12,6 +13,7 @@ void fillAvx512VecDot(VecDotFn* table, VecDotMultiFn* multi) {
   for (int t = 0; t < kTypeCount; ++t) table[t] = avx512gen::portableVecDot(t);
   avx512::fillTable(table);
   avx512::fillMultiTable(multi);
+  avx512::fill512(table, multi);
 }
 static bool avx512DequantRow(int type, const void* src, float* dst, int64_t k) {
   return avx512::dequantSimd(type, src, dst, k, avx512gen::dequantizeRowImpl);

@@ -298,8 +298,18 @@ export class LlamaOracleError extends Error {
 type Fn = (...args: unknown[]) => unknown;
 let cached: LlamaOracle | undefined;
 
+export interface LoadLlamaOracleOptions {
+  /**
+   * "pinned" (default): ggml's CPU backend is the haswell variant (ORACLE_CPU_VARIANT), what our
+   * kernels match bit for bit and what goldens are made with. "best": the variant ggml itself picks
+   * for this CPU (AVX-512 ones where available), as an application would run it: for benchmarks.
+   * The first call of a process decides.
+   */
+  cpuVariant?: "pinned" | "best";
+}
+
 /** Loads libllama (once per process), initialises the backend, silences its log. */
-export function loadLlamaOracle(): LlamaOracle {
+export function loadLlamaOracle(options: LoadLlamaOracleOptions = {}): LlamaOracle {
   if (cached) return cached;
   const reason = llamaUnavailableReason();
   if (reason) throw new LlamaOracleError("ORACLE_UNAVAILABLE", `llama oracle unavailable: ${reason}`);
@@ -318,7 +328,7 @@ export function loadLlamaOracle(): LlamaOracle {
   }
   // Pin the CPU variant (see ORACLE_CPU_VARIANT) so goldens do not depend on the machine's ISA.
   const variantFile = path.join(dir, `libggml-cpu-${ORACLE_CPU_VARIANT}.so`);
-  if (cpuSupportsPinnedVariant() && fs.existsSync(variantFile)) {
+  if ((options.cpuVariant ?? "pinned") === "pinned" && cpuSupportsPinnedVariant() && fs.existsSync(variantFile)) {
     const registered = (ggml.func("void *ggml_backend_load(const char *path)") as Fn)(variantFile);
     if (!registered) throw new LlamaOracleError("ORACLE_UNAVAILABLE", `ggml_backend_load failed for ${variantFile}`);
   }

@@ -1,7 +1,8 @@
 import fs from "node:fs";
 import readline from "node:readline";
-import { Engine, renderChatFor, type ChatMessage, type GenerateParams } from "@keepquant/engine";
+import { Engine, renderChatFor, type ChatMessage, type EngineOptions, type GenerateParams } from "@keepquant/engine";
 import { CliUsageError, defineCommand, write, type CommandIo } from "../command.js";
+import { refuseUnlessFitsCpu } from "../residency-check.js";
 import { DEFAULT_MODEL_FIXTURE, ensureDefaultModel, GENERATION_OPTIONS, parseNumber } from "./run.js";
 
 /** Lines that end the session. */
@@ -10,17 +11,18 @@ const EXIT_COMMANDS = new Set(["/exit", "/quit"]);
 export const command = defineCommand({
   name: "chat",
   summary: "chat with a qwen35 GGUF model through its chat template (default: the embedded synthetic model)",
-  usage: "chat [model.gguf] [--system TEXT] [--max-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S] [--threads N] [--numerics llama|bf16]",
+  usage: "chat [model.gguf] [--system TEXT] [--max-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S] [--threads N] [--numerics llama|bf16] [--force]",
   help: [
     "--system TEXT       system message of the conversation",
     "--max-tokens N      tokens per answer (default 256)",
     "--temperature T     0 = greedy (default 0)",
-    "--top-k K, --top-p P, --seed S, --threads N, --numerics llama|bf16   as for `keepquant run`",
+    "--top-k K, --top-p P, --seed S, --threads N, --numerics llama|bf16, --force   as for `keepquant run`",
     "reads one user message per line from stdin; /exit or end of input stops; Ctrl-C stops an answer",
   ],
   options: {
     system: { type: "string" },
     ...GENERATION_OPTIONS,
+    force: { type: "boolean" },
   },
   async run(values, positionals, io: CommandIo): Promise<number> {
     if (positionals.length > 1) throw new CliUsageError(`expected at most one model file, got ${positionals.length}`);
@@ -41,7 +43,9 @@ export const command = defineCommand({
       modelPath = positionals[0]!;
       if (!fs.existsSync(modelPath)) throw Object.assign(new Error(`model file not found: ${modelPath}`), { code: "MODEL_NOT_FOUND" });
     }
-    const engine = await Engine.load(modelPath, { numerics, ...(threads === undefined ? {} : { threads }) });
+    const engineOptions: EngineOptions = { numerics, ...(threads === undefined ? {} : { threads }) };
+    await refuseUnlessFitsCpu(modelPath, engineOptions, { force: values.force === true, io });
+    const engine = await Engine.load(modelPath, engineOptions);
     const tokenizer = engine.tokenizer;
     if (!tokenizer) {
       engine.dispose();

@@ -13,6 +13,7 @@ import {
 import manifest from "../../../../goldens/parity/manifest.json" with { type: "json" };
 import fixtureVocabulary from "../../../../goldens/tokenizer/vocab.json" with { type: "json" };
 import { CliUsageError, defineCommand, toJson, write, type CommandIo } from "../command.js";
+import { refuseUnlessFitsCpu } from "../residency-check.js";
 
 /**
  * The embedded default model: the parity fixture `tied-4l-f32`, a SYNTHETIC qwen35 (hidden 256,
@@ -87,7 +88,7 @@ export const command = defineCommand({
   name: "run",
   summary: "generate text with a qwen35 GGUF model (default: the embedded synthetic model)",
   usage:
-    "run [model.gguf] (--prompt TEXT | --prompt-ids 1,2,3) [--max-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S] [--threads N] [--numerics llama|bf16] [--json]",
+    "run [model.gguf] (--prompt TEXT | --prompt-ids 1,2,3) [--max-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S] [--threads N] [--numerics llama|bf16] [--json] [--force]",
   help: [
     "--prompt TEXT         prompt text (tokenized with the model's tokenizer; special tokens recognized)",
     "--prompt-ids IDS      prompt as comma-separated token ids",
@@ -99,6 +100,7 @@ export const command = defineCommand({
     "--threads N           threads for the native provider",
     "--numerics MODE       llama (default: llama.cpp's CPU numerics) or bf16 (the keep-quant contract)",
     "--json                print one JSON document instead of streaming text",
+    "--force               load even when the planner says the model does not fit in available memory",
     "without model.gguf: the embedded default, a small SYNTHETIC qwen35 (random weights, gibberish output)",
   ],
   options: {
@@ -106,6 +108,7 @@ export const command = defineCommand({
     "prompt-ids": { type: "string" },
     ...GENERATION_OPTIONS,
     json: { type: "boolean" },
+    force: { type: "boolean" },
   },
   async run(values, positionals, io: CommandIo): Promise<number> {
     if (positionals.length > 1) throw new CliUsageError(`expected at most one model file, got ${positionals.length}`);
@@ -136,6 +139,7 @@ export const command = defineCommand({
     const progress = progressReporter(io, path.basename(modelPath));
     const loadStarted = performance.now();
     const options: EngineOptions = { numerics, onProgress: progress.onProgress, ...(threads === undefined ? {} : { threads }) };
+    await refuseUnlessFitsCpu(modelPath, options, { force: values.force === true, io });
     const engine = await Engine.load(modelPath, options);
     progress.finish();
     const loadMs = performance.now() - loadStarted;

@@ -2,6 +2,10 @@ import { RefCountedPool } from "./block-pool.js";
 
 export type KvType = "f16" | "f32";
 
+/** Storage for pools: a zeroed buffer of `bytes` (the native model supplies natively owned memory). */
+export type AllocateStorage = (bytes: number) => ArrayBuffer;
+export const allocateJsStorage: AllocateStorage = (bytes) => new ArrayBuffer(bytes);
+
 /**
  * Paged K/V storage for the full-attention layers. Every layer has one K and one V plane of
  * `[numBlocks, blockSize, Hkv, Dh]`; a sequence addresses its positions through a block table
@@ -21,15 +25,18 @@ export class PagedKvCache {
     nHeadKv: number,
     headDim: number,
     readonly kvType: KvType,
+    allocate: AllocateStorage = allocateJsStorage,
   ) {
     this.pool = new RefCountedPool(numBlocks, "KV block");
     this.rowStride = nHeadKv * headDim;
     const elements = numBlocks * blockSize * this.rowStride;
+    const plane = (): Uint16Array | Float32Array =>
+      kvType === "f16" ? new Uint16Array(allocate(elements * 2)) : new Float32Array(allocate(elements * 4));
     this.k = [];
     this.v = [];
     for (let l = 0; l < numLayers; l++) {
-      this.k.push(kvType === "f16" ? new Uint16Array(elements) : new Float32Array(elements));
-      this.v.push(kvType === "f16" ? new Uint16Array(elements) : new Float32Array(elements));
+      this.k.push(plane());
+      this.v.push(plane());
     }
   }
 

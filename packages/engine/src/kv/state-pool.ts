@@ -1,4 +1,5 @@
 import { RefCountedPool } from "./block-pool.js";
+import { allocateJsStorage, type AllocateStorage } from "./paged-kv.js";
 
 /**
  * Per-sequence Gated DeltaNet state, f32 (as llama.cpp's recurrent cache): for every GDN layer a
@@ -20,6 +21,7 @@ export class GdnStatePool {
     nHeadV: number,
     headVDim: number,
     headKDim: number,
+    allocate: AllocateStorage = allocateJsStorage,
   ) {
     this.pool = new RefCountedPool(numSlots, "GDN state slot");
     this.convStride = convDim * (convKernel - 1);
@@ -27,8 +29,8 @@ export class GdnStatePool {
     this.conv = [];
     this.ssm = [];
     for (let l = 0; l < numLayers; l++) {
-      this.conv.push(new Float32Array(numSlots * this.convStride));
-      this.ssm.push(new Float32Array(numSlots * this.ssmStride));
+      this.conv.push(new Float32Array(allocate(Math.max(1, numSlots * this.convStride) * 4)));
+      this.ssm.push(new Float32Array(allocate(Math.max(1, numSlots * this.ssmStride) * 4)));
     }
   }
 

@@ -11,7 +11,7 @@ import { llamaUnavailableReason, runOracle } from "@keepquant/oracle";
 import { ensureFixture, fixtureTokenizerFromJson, parityFixture } from "../parity/fixtures.js";
 import { readParityManifest } from "../parity/manifest.js";
 import { probeExactKernels } from "./exact-probe.js";
-import { loadQwen35Weights } from "./load.js";
+import { loadQwen35Weights, readTensorSource } from "./load.js";
 import type { MatmulProvider } from "./matmul.js";
 import { allMatrices, typescriptProviders } from "./providers.js";
 import type { PackedMatrix } from "./weights.js";
@@ -33,7 +33,7 @@ async function q4kWeights() {
     expectedSha256: Object.fromEntries(manifest.fixtures.map((f) => [f.name, f.sha256])),
   });
   const header = await readGguf(file);
-  return (await loadQwen35Weights(file, header, buildLoadPlan(header).used, "llama")).weights;
+  return (await loadQwen35Weights(buildLoadPlan(header), readTensorSource(file), "llama")).weights;
 }
 
 describe("exact-kernel probe (llama numerics)", () => {

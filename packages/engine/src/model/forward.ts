@@ -1,5 +1,6 @@
 import { F16_TO_F32, f32BitsToF16Bits } from "../numerics/half.js";
-import { GGML_F32_LANES, ggmlDecayDot, ggmlMadDot, ggmlSiluScalar, ggmlVExpf, ggmlVSilu, ggmlVecDotF32 } from "../numerics/ggml-expf.js";
+import { GGML_F32_LANES, ggmlDecayDot, ggmlMadDot, ggmlSiluScalar, ggmlVExpf, ggmlVSilu, ggmlVecDotF32, setScalarExpf } from "../numerics/ggml-expf.js";
+import { fmaf } from "../numerics/fma.js";
 import type { PagedKvCache } from "../kv/paged-kv.js";
 import type { GdnStatePool } from "../kv/state-pool.js";
 import { deriveDims, type DerivedDims, type ModelConfig } from "./config.js";
@@ -65,22 +66,25 @@ function siluRow(x: Float32Array, offset: number, n: number): void {
 
 
 /**
- * libm entry points (f32) used by sigmoid, softplus, the GDN decay and RoPE. JavaScript's Math is
- * correctly rounded far more often than glibc: e.g. glibc's logf differs in about 9% of softplus
- * outputs near 1 on our fixtures. `setLibm` swaps them process-wide (a tool with FFI access can
- * pin them to the C library's own functions for bit-exact comparisons).
+ * libm entry points (f32 in, f32 out) used by sigmoid, softplus, the GDN decay, the attention
+ * softmax, SiLU's scalar tail and RoPE: every transcendental of the forward goes through here.
+ * JavaScript's Math is correctly rounded far more often than glibc: e.g. glibc's logf differs in
+ * about 9% of softplus outputs near 1 on our fixtures. `setLibm` swaps them process-wide; the
+ * native step calls the C library, so pinning these to it (tt-native's `nativeLibm`) makes this
+ * forward bit-identical to the native one.
  */
 export const libm = {
   expf: (x: number): number => fround(Math.exp(x)),
   logf: (x: number): number => fround(Math.log(x)),
-  log1pf: (x: number): number => fround(Math.log1p(x)),
   cosf: (x: number): number => fround(Math.cos(x)),
   sinf: (x: number): number => fround(Math.sin(x)),
+  powf: (x: number, y: number): number => fround(Math.pow(x, y)),
 };
 
 /** Replaces some libm entry points for this process (see `libm`). */
 export function setLibm(overrides: Partial<typeof libm>): void {
   Object.assign(libm, overrides);
+  setScalarExpf(libm.expf);
 }
 
 function sigmoid(x: number): number {
@@ -186,7 +190,7 @@ export class Qwen35Forward {
     this.vLanes = new Float32Array(c.headDim * 8);
     this.ropeCos = new Float32Array(c.nRot / 2);
     this.ropeSin = new Float32Array(c.nRot / 2);
-    this.ropeThetaScale = fround(Math.pow(fround(c.ropeFreqBase), fround(-2 / c.nRot)));
+    this.ropeThetaScale = libm.powf(fround(c.ropeFreqBase), fround(-2 / c.nRot));
     this.rowSeq = new Int32Array(T);
     this.rowPos = new Int32Array(T);
   }
@@ -445,18 +449,19 @@ export class Qwen35Forward {
       if (s > M) {
         const old = M;
         M = s;
-        ms = fround(Math.exp(old - M));
+        ms = libm.expf(fround(old - M));
         if (f16) for (let i = 0; i < Dh; i++) acc[i] = F16_TO_F32[f32BitsToF16Bits(toBits(fround(acc[i]! * ms)))]!;
         else for (let i = 0; i < Dh; i++) acc[i] = acc[i]! * ms;
       } else {
-        vs = fround(Math.exp(s - M));
+        vs = libm.expf(fround(s - M));
       }
+      // ggml_vec_mad_f16 / _f32: one fused multiply-add per element (f16 accumulator rounded after it)
       if (f16) {
         const vp = vPlane as Uint16Array;
-        for (let i = 0; i < Dh; i++) acc[i] = F16_TO_F32[f32BitsToF16Bits(toBits(fround(acc[i]! + F16_TO_F32[vp[base + i]!]! * vs)))]!;
+        for (let i = 0; i < Dh; i++) acc[i] = F16_TO_F32[f32BitsToF16Bits(toBits(fmaf(F16_TO_F32[vp[base + i]!]!, vs, acc[i]!)))]!;
       } else {
         const vp = vPlane as Float32Array;
-        for (let i = 0; i < Dh; i++) acc[i] = acc[i]! + vp[base + i]! * vs;
+        for (let i = 0; i < Dh; i++) acc[i] = fmaf(vp[base + i]!, vs, acc[i]!);
       }
       S = fround(fround(S * ms) + vs);
     }
@@ -523,10 +528,10 @@ export class Qwen35Forward {
       const lane = j & 7;
       if (f16) {
         const vp = vPlane as Uint16Array;
-        for (let i = 0; i < Dh; i++) lanes[i * 8 + lane] = lanes[i * 8 + lane]! + F16_TO_F32[vp[base + i]!]! * p;
+        for (let i = 0; i < Dh; i++) lanes[i * 8 + lane] = fmaf(F16_TO_F32[vp[base + i]!]!, p, lanes[i * 8 + lane]!);
       } else {
         const vp = vPlane as Float32Array;
-        for (let i = 0; i < Dh; i++) lanes[i * 8 + lane] = lanes[i * 8 + lane]! + vp[base + i]! * p;
+        for (let i = 0; i < Dh; i++) lanes[i * 8 + lane] = fmaf(vp[base + i]!, p, lanes[i * 8 + lane]!);
       }
     }
     for (let i = 0; i < Dh; i++) {
@@ -576,7 +581,7 @@ export class Qwen35Forward {
         if (s > tileMax) tileMax = s;
       }
       const newMax = Math.max(M, tileMax);
-      const ms = M === -Infinity ? 0 : fround(Math.exp(M - newMax));
+      const ms = M === -Infinity ? 0 : libm.expf(fround(M - newMax));
       if (ms !== 1) {
         for (let i = 0; i < Dh; i++) acc[i] = acc[i]! * ms;
         S = fround(S * ms);
@@ -584,7 +589,7 @@ export class Qwen35Forward {
       M = newMax;
       let tileSum = 0;
       for (let j = t0; j < t1; j++) {
-        const p = fround(Math.exp(scores[j - t0]! - M));
+        const p = libm.expf(fround(scores[j - t0]! - M));
         scores[j - t0] = p;
         tileSum += p;
       }
@@ -594,10 +599,10 @@ export class Qwen35Forward {
         const base = this.kvRowOffset(blockTable, j, kvHead);
         if (f16) {
           const vp = vPlane as Uint16Array;
-          for (let i = 0; i < Dh; i++) acc[i] = acc[i]! + F16_TO_F32[vp[base + i]!]! * p;
+          for (let i = 0; i < Dh; i++) acc[i] = fmaf(F16_TO_F32[vp[base + i]!]!, p, acc[i]!);
         } else {
           const vp = vPlane as Float32Array;
-          for (let i = 0; i < Dh; i++) acc[i] = acc[i]! + vp[base + i]! * p;
+          for (let i = 0; i < Dh; i++) acc[i] = fmaf(vp[base + i]!, p, acc[i]!);
         }
       }
     }

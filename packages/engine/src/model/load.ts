@@ -1,21 +1,22 @@
 import {
   GGML_TYPE_TRAITS,
+  GgmlType,
   ggmlRowBytes,
-  parseQwen35Config,
   readTensorBytes,
-  type GgmlType,
-  type GgufFile,
   type GgufTensorInfo,
+  type LoadPlan,
+  type PlannedTensor,
   type Qwen35Config,
+  type Qwen35TensorSlot,
 } from "@keepquant/gguf";
 import { dequantizeRow } from "@keepquant/quant";
 import { EngineLoadError } from "../errors.js";
 import { f32BitsToBf16Bits } from "../numerics/half.js";
 import type { ModelConfig } from "./config.js";
 import { decodeRow, type Numerics } from "./matmul.js";
-import { alignedCopy, type LayerWeights, type ModelWeights, type PackedMatrix } from "./weights.js";
+import { alignedCopy, type AttentionWeights, type GdnWeights, type LayerWeights, type ModelWeights, type PackedMatrix } from "./weights.js";
 
-/** Maps the gguf package's typed config to what the forward reads. */
+/** The forward's view of the load plan's hyperparameters (no second parse: everything comes from the plan). */
 export function modelConfigFromQwen35(config: Qwen35Config, nVocab: number): ModelConfig {
   return {
     nLayer: config.nLayer,
@@ -37,157 +38,155 @@ export function modelConfigFromQwen35(config: Qwen35Config, nVocab: number): Mod
   };
 }
 
-function rowBytes(info: GgufTensorInfo, cols: number): number {
-  const bytes = ggmlRowBytes(info.type, cols);
-  if (bytes === undefined) {
-    throw new EngineLoadError("ENGINE_BAD_MODEL", `tensor ${info.name}: ${cols} columns is not a whole number of ${GGML_TYPE_TRAITS[info.type].name} blocks`, { field: info.name });
-  }
-  return bytes;
+/**
+ * Where tensor bytes come from: views of a memory-mapped file (no copy), or reads of a path or a
+ * buffer. A view whose offset does not allow typed-array access of its element width is copied.
+ */
+export type TensorBytes = (tensor: GgufTensorInfo) => Uint8Array | Promise<Uint8Array>;
+
+/** Views into `mapped` (the whole file): zero copies, pages shared with the page cache. */
+export function mappedTensorBytes(mapped: ArrayBuffer): TensorBytes {
+  return (tensor) => {
+    if (tensor.offset + tensor.byteLength > mapped.byteLength) {
+      throw new EngineLoadError("ENGINE_BAD_MODEL", `tensor ${tensor.name}: bytes [${tensor.offset}, ${tensor.offset + tensor.byteLength}) lie past the end of the file (${mapped.byteLength} B)`, {
+        field: tensor.name,
+      });
+    }
+    return new Uint8Array(mapped, tensor.offset, tensor.byteLength);
+  };
+}
+
+/** Reads from a path or buffer (one copy per tensor). */
+export function readTensorSource(source: string | Uint8Array): TensorBytes {
+  return (tensor) => readTensorBytes(source, tensor);
 }
 
 export interface LoadedModel {
   readonly weights: ModelWeights;
-  readonly qwen35: Qwen35Config;
   readonly diagnostics: string[];
 }
 
+const VECTOR_SLOTS = new Set<Qwen35TensorSlot>([
+  "attn_norm",
+  "post_attention_norm",
+  "attn_q_norm",
+  "attn_k_norm",
+  "ssm_conv1d",
+  "ssm_dt",
+  "ssm_a",
+  "ssm_norm",
+  "output_norm",
+]);
+
 /**
- * Reads the trunk tensors of a qwen35 file. `tensors` is the list of tensors to read (the load
- * plan's used set); matmul weights stay packed, 1-D tensors are decoded to f32, the token
- * embedding gets a bf16 twin in `bf16` numerics only (in `llama` and `exact` numerics rows are decoded exactly
- * from the packed words at gather time, as llama.cpp's get_rows).
+ * Binds the trunk tensors of a load plan (its `used` set; the plan has already checked every name,
+ * shape and the F32 rule) by slot: matmul weights stay packed, vectors are f32 (a view when the
+ * file stores F32, else decoded), the token embedding gets a bf16 twin in `bf16` numerics only (in
+ * `llama` and `exact` numerics rows are decoded exactly at gather time, as llama.cpp's get_rows).
  */
 export async function loadQwen35Weights(
-  source: string | Uint8Array,
-  file: GgufFile,
-  tensors: readonly GgufTensorInfo[],
+  plan: LoadPlan,
+  bytes: TensorBytes,
   numerics: Numerics,
   onProgress?: (done: number, total: number) => void,
 ): Promise<LoadedModel> {
-  const qwen35 = parseQwen35Config(file);
-  const byName = new Map(tensors.map((t) => [t.name, t] as const));
-  const embd = byName.get("token_embd.weight");
-  if (!embd) throw new EngineLoadError("ENGINE_BAD_MODEL", "token_embd.weight is missing", { field: "token_embd.weight" });
-  const nVocab = embd.ne[1]!;
-  const config = modelConfigFromQwen35(qwen35, nVocab);
+  const config = modelConfigFromQwen35(plan.config, plan.vocab);
   const diagnostics: string[] = [];
-  const totalBytes = tensors.reduce((sum, t) => sum + t.byteLength, 0);
+  const trunk = plan.used.filter((t) => t.role !== "mtp");
+  const totalBytes = trunk.reduce((sum, t) => sum + t.byteLength, 0);
   let doneBytes = 0;
+  const globals = new Map<Qwen35TensorSlot, PackedMatrix | Float32Array>();
+  const perLayer: Map<Qwen35TensorSlot, PackedMatrix | Float32Array>[] = Array.from({ length: config.nLayer }, () => new Map());
 
-  const read = async (info: GgufTensorInfo): Promise<Uint8Array> => {
-    const bytes = await readTensorBytes(source, info);
-    doneBytes += info.byteLength;
+  for (const tensor of trunk) {
+    let data = await bytes(tensor);
+    // typed-array views need element alignment (GGUF aligns tensors to 32 B by default: no copy)
+    if (data.byteOffset % 4 !== 0) data = alignedCopy(data);
+    doneBytes += tensor.byteLength;
     onProgress?.(doneBytes, totalBytes);
-    return bytes.byteOffset % 64 === 0 ? bytes : alignedCopy(bytes);
-  };
-  const need = (name: string): GgufTensorInfo => {
-    const info = byName.get(name);
-    if (!info) throw new EngineLoadError("ENGINE_BAD_MODEL", `tensor ${name} is missing`, { field: name });
-    return info;
-  };
-  const matrix = async (name: string, rows: number, cols: number): Promise<PackedMatrix> => {
-    const info = need(name);
-    if (info.ne.length !== 2 || info.ne[0] !== cols || info.ne[1] !== rows) {
-      throw new EngineLoadError("ENGINE_BAD_MODEL", `tensor ${name} has ne [${info.ne.join(", ")}], expected [${cols}, ${rows}]`, {
-        field: name,
-      });
-    }
-    return {
-      name,
-      type: info.type,
-      typeName: GGML_TYPE_TRAITS[info.type].name,
-      rows,
-      cols,
-      rowBytes: rowBytes(info, cols),
-      data: await read(info),
-    };
-  };
-  const vector = async (name: string, length: number): Promise<Float32Array> => {
-    const info = need(name);
-    if (info.elements !== length) {
-      throw new EngineLoadError("ENGINE_BAD_MODEL", `tensor ${name} has ${info.elements} elements, expected ${length}`, { field: name });
-    }
-    const packed: PackedMatrix = {
-      name,
-      type: info.type,
-      typeName: GGML_TYPE_TRAITS[info.type].name,
-      rows: 1,
-      cols: length,
-      rowBytes: rowBytes(info, length),
-      data: await read(info),
-    };
-    const out = new Float32Array(length);
-    decodeRow(packed, 0, out, (type, src, dst) => dequantizeRow(type as GgmlType, src, dst));
-    return out;
-  };
-
-  const D = config.nEmbd;
-  const H = config.nHead;
-  const Dh = config.headDim;
-  const kvDh = config.nHeadKv * Dh;
-  const { valueDim, convDim } = qwen35;
-  const layers: LayerWeights[] = [];
-  for (let il = 0; il < config.nLayer; il++) {
-    const p = `blk.${il}.`;
-    const attnNorm = await vector(p + "attn_norm.weight", D);
-    const postAttnNorm = await vector(p + "post_attention_norm.weight", D);
-    const ffnGate = await matrix(p + "ffn_gate.weight", config.nFf, D);
-    const ffnUp = await matrix(p + "ffn_up.weight", config.nFf, D);
-    const ffnDown = await matrix(p + "ffn_down.weight", D, config.nFf);
-    if (config.recurrent[il]) {
-      const convInfo = need(p + "ssm_conv1d.weight");
-      if (convInfo.type !== 0) {
-        throw new EngineLoadError("ENGINE_BAD_MODEL", `${convInfo.name} must be F32 (found ${GGML_TYPE_TRAITS[convInfo.type].name})`, {
-          field: convInfo.name,
-        });
-      }
-      layers.push({
-        kind: "gdn",
-        attnNorm,
-        postAttnNorm,
-        qkv: await matrix(p + "attn_qkv.weight", convDim, D),
-        gate: await matrix(p + "attn_gate.weight", valueDim, D),
-        beta: await matrix(p + "ssm_beta.weight", config.ssmTimeStepRank, D),
-        alpha: await matrix(p + "ssm_alpha.weight", config.ssmTimeStepRank, D),
-        conv: await vector(p + "ssm_conv1d.weight", convDim * config.convKernel),
-        dtBias: await vector(p + "ssm_dt.bias", config.ssmTimeStepRank),
-        a: await vector(p + "ssm_a", config.ssmTimeStepRank),
-        norm: await vector(p + "ssm_norm.weight", qwen35.headVDim),
-        out: await matrix(p + "ssm_out.weight", D, valueDim),
-        ffnGate,
-        ffnUp,
-        ffnDown,
-      });
-    } else {
-      layers.push({
-        kind: "attention",
-        attnNorm,
-        postAttnNorm,
-        q: await matrix(p + "attn_q.weight", 2 * H * Dh, D),
-        k: await matrix(p + "attn_k.weight", kvDh, D),
-        v: await matrix(p + "attn_v.weight", kvDh, D),
-        o: await matrix(p + "attn_output.weight", D, H * Dh),
-        qNorm: await vector(p + "attn_q_norm.weight", Dh),
-        kNorm: await vector(p + "attn_k_norm.weight", Dh),
-        ffnGate,
-        ffnUp,
-        ffnDown,
-      });
-    }
+    const bound = VECTOR_SLOTS.has(tensor.slot) ? vector(tensor, data) : packed(tensor, data);
+    if (tensor.layer === undefined) globals.set(tensor.slot, bound);
+    else perLayer[tensor.layer]!.set(tensor.slot, bound);
   }
-  const tokenEmbd = await matrix("token_embd.weight", nVocab, D);
-  const outputNorm = await vector("output_norm.weight", D);
-  const tied = !byName.has("output.weight");
-  const output = tied ? tokenEmbd : await matrix("output.weight", nVocab, D);
+
+  const take = <T extends PackedMatrix | Float32Array>(slots: Map<Qwen35TensorSlot, PackedMatrix | Float32Array>, slot: Qwen35TensorSlot, where: string): T => {
+    const value = slots.get(slot);
+    if (!value) throw new EngineLoadError("ENGINE_BAD_MODEL", `${where}${slot} is missing from the load plan`, { field: `${where}${slot}` });
+    return value as T;
+  };
+  const layers: LayerWeights[] = perLayer.map((slots, il) => {
+    const p = `blk.${il}.`;
+    const common = {
+      attnNorm: take<Float32Array>(slots, "attn_norm", p),
+      postAttnNorm: take<Float32Array>(slots, "post_attention_norm", p),
+      ffnGate: take<PackedMatrix>(slots, "ffn_gate", p),
+      ffnUp: take<PackedMatrix>(slots, "ffn_up", p),
+      ffnDown: take<PackedMatrix>(slots, "ffn_down", p),
+    };
+    if (config.recurrent[il]) {
+      const gdn: GdnWeights = {
+        kind: "gdn",
+        ...common,
+        qkv: take(slots, "attn_qkv", p),
+        gate: take(slots, "attn_gate", p),
+        beta: take(slots, "ssm_beta", p),
+        alpha: take(slots, "ssm_alpha", p),
+        conv: take(slots, "ssm_conv1d", p),
+        dtBias: take(slots, "ssm_dt", p),
+        a: take(slots, "ssm_a", p),
+        norm: take(slots, "ssm_norm", p),
+        out: take(slots, "ssm_out", p),
+      };
+      return gdn;
+    }
+    const attention: AttentionWeights = {
+      kind: "attention",
+      ...common,
+      q: take(slots, "attn_q", p),
+      k: take(slots, "attn_k", p),
+      v: take(slots, "attn_v", p),
+      o: take(slots, "attn_output", p),
+      qNorm: take(slots, "attn_q_norm", p),
+      kNorm: take(slots, "attn_k_norm", p),
+    };
+    return attention;
+  });
+  const tokenEmbd = take<PackedMatrix>(globals, "token_embd", "");
+  const outputNorm = take<Float32Array>(globals, "output_norm", "");
+  const tied = plan.tiedHead;
+  const output = tied ? tokenEmbd : take<PackedMatrix>(globals, "output", "");
   let tokenEmbdTwin: Uint16Array | undefined;
   if (numerics === "bf16") {
-    tokenEmbdTwin = new Uint16Array(nVocab * D);
+    const D = config.nEmbd;
+    tokenEmbdTwin = new Uint16Array(config.nVocab * D);
     const row = new Float32Array(D);
     const rowBits = new Uint32Array(row.buffer);
-    for (let t = 0; t < nVocab; t++) {
+    for (let t = 0; t < config.nVocab; t++) {
       decodeRow(tokenEmbd, t, row, (type, src, dst) => dequantizeRow(type as GgmlType, src, dst));
       for (let d = 0; d < D; d++) tokenEmbdTwin[t * D + d] = f32BitsToBf16Bits(rowBits[d]!);
     }
   }
-  return { weights: { config, tokenEmbd, tokenEmbdTwin, outputNorm, output, tied, layers }, qwen35, diagnostics };
+  return { weights: { config, tokenEmbd, tokenEmbdTwin, outputNorm, output, tied, layers }, diagnostics };
+}
+
+/** A matmul weight: rows = ne[1] output features of ne[0] inputs, exactly as stored. */
+function packed(tensor: PlannedTensor, data: Uint8Array): PackedMatrix {
+  const cols = tensor.ne[0]!;
+  const rows = tensor.ne.length > 1 ? tensor.ne[1]! : 1;
+  const rowBytes = ggmlRowBytes(tensor.type, cols);
+  if (rowBytes === undefined) {
+    throw new EngineLoadError("ENGINE_BAD_MODEL", `tensor ${tensor.name}: ${cols} columns is not a whole number of ${GGML_TYPE_TRAITS[tensor.type].name} blocks`, {
+      field: tensor.name,
+    });
+  }
+  return { name: tensor.name, type: tensor.type, typeName: GGML_TYPE_TRAITS[tensor.type].name, rows, cols, rowBytes, data };
+}
+
+/** A small tensor as f32: a view of F32 bytes, else decoded bit-exactly. */
+function vector(tensor: PlannedTensor, data: Uint8Array): Float32Array {
+  if (tensor.type === GgmlType.F32) return new Float32Array(data.buffer, data.byteOffset, tensor.elements);
+  const matrix = { ...packed(tensor, data), rows: 1, cols: tensor.elements, rowBytes: tensor.byteLength };
+  const out = new Float32Array(tensor.elements);
+  decodeRow(matrix, 0, out, (type, src, dst) => dequantizeRow(type as GgmlType, src, dst));
+  return out;
 }

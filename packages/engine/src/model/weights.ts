@@ -14,7 +14,7 @@ export interface PackedMatrix {
   /** K (inputs) */
   readonly cols: number;
   readonly rowBytes: number;
-  /** The packed words, 64-byte aligned copy of the file bytes. */
+  /** The packed words: a view of the memory-mapped file (or a copy read from it). */
   readonly data: Uint8Array;
   /** Scratch slot for providers to cache a handle (e.g. a native weight object). */
   providerHandle?: unknown;
@@ -68,7 +68,7 @@ export interface ModelWeights {
   readonly layers: readonly LayerWeights[];
 }
 
-/** Copies bytes into a fresh 64-byte-aligned buffer so typed-array views of any width work. */
+/** Copies bytes into a fresh 64-byte-aligned buffer so typed-array views of any element width work. */
 export function alignedCopy(bytes: Uint8Array): Uint8Array {
   const buffer = new ArrayBuffer(Math.ceil(bytes.byteLength / 64) * 64 + 64);
   const out = new Uint8Array(buffer, 0, bytes.byteLength);

@@ -1,11 +1,12 @@
 /**
  * ggml's vectorized expf (`ggml_v_expf`, the SIMD path of ggml_vec_silu_f32 / ggml_vec_swiglu_f32 on
  * x86 AVX2 and ARM NEON) emulated in f32: a range reduction by ln 2 and a degree-5 polynomial,
- * every step rounded to f32 and the fused multiply-adds done as one rounding (the f64 product is
- * exact, so `fround(a * b + c)` rounds once except in double-rounding corner cases).
+ * every step rounded to f32 and the fused multiply-adds rounded once (`fmaf`, exact).
  * Written from the published algorithm, so SiLU matches llama.cpp's bit for bit on typical inputs:
  * a one-ulp SiLU difference can flip a Q8 activation quantization step downstream.
  */
+import { fmaf } from "./fma.js";
+
 const fround = Math.fround;
 /** A C hex-float literal `0x<mantissa>p<exponent>` as a number. */
 function hexFloat(mantissa: string, exponent: number): number {
@@ -40,15 +41,15 @@ const POW2 = Float64Array.from({ length: 253 }, (_, i) => 2 ** (i - 126));
 
 /** ggml_v_expf for one lane. */
 export function ggmlVExpf(x: number): number {
-  const z = fround(x * LOG2E + SHIFT);
+  const z = fmaf(x, LOG2E, SHIFT);
   const n = fround(z - SHIFT);
-  const b = fround(-n * LN2_LO + fround(-n * LN2_HI + x));
+  const b = fmaf(-n, LN2_LO, fmaf(-n, LN2_HI, x));
   const u = fround(b * b);
-  const j = fround(fround(fround(C5 * b + C4) * u + fround(C3 * b + C2)) * u + fround(C1 * b));
+  const j = fmaf(fmaf(fmaf(C5, b, C4), u, fmaf(C3, b, C2)), u, fround(C1 * b));
   if (n >= -126 && n <= 126) {
     // bits(z) << 23 puts n in the exponent field: k = 2^n exactly
     const k = POW2[n + 126]!;
-    return fround(j * k + k);
+    return fmaf(j, k, k);
   }
   if (!(Math.abs(n) > 126)) return NaN; // NaN input
   // overflow / underflow lanes
@@ -57,7 +58,7 @@ export function ggmlVExpf(x: number): number {
   const s1 = fromBits((d + 0x7f000000) >>> 0);
   const s2 = fromBits((e - d) >>> 0);
   if (Math.abs(n) > 192) return fround(s1 * s1);
-  return fround(fround(s2 * j + s2) * s1);
+  return fround(fmaf(s2, j, s2) * s1);
 }
 
 /** ggml_v_silu: x / (1 + ggml_v_expf(-x)). */
@@ -65,9 +66,15 @@ export function ggmlVSilu(x: number): number {
   return fround(x / fround(1 + ggmlVExpf(-x)));
 }
 
-/** ggml_silu_f32 (scalar tail): x / (1 + expf(-x)). */
+/** ggml_silu_f32 (scalar tail): x / (1 + expf(-x)), expf from `expf` (the libm in use; see forward.ts). */
 export function ggmlSiluScalar(x: number): number {
-  return fround(x / fround(1 + fround(Math.exp(-x))));
+  return fround(x / fround(1 + libmExpf(-x)));
+}
+
+/** The f32 expf used by the scalar kernels; forward.ts points it at its `libm`. */
+let libmExpf = (x: number): number => fround(Math.exp(x));
+export function setScalarExpf(expf: (x: number) => number): void {
+  libmExpf = expf;
 }
 
 /** SIMD lanes of the CPU path being emulated (8 on AVX2). Elements past the last full vector use the scalar form. */
@@ -92,7 +99,7 @@ export function ggmlVecDotF32(x: Float32Array, xOffset: number, y: Float32Array,
   const acc = sumLanes;
   acc.fill(0);
   for (let i = 0; i < np; i += 32) {
-    for (let l = 0; l < 32; l++) acc[l] = acc[l]! + x[xOffset + i + l]! * y[yOffset + i + l]!;
+    for (let l = 0; l < 32; l++) acc[l] = fmaf(x[xOffset + i + l]!, y[yOffset + i + l]!, acc[l]!);
   }
   // acc[j*8 + lane]: j-th accumulator
   for (let l = 0; l < 8; l++) {
@@ -140,7 +147,7 @@ export function ggmlDecayDot(x: Float32Array, xOffset: number, y: Float32Array, 
     for (let e = l; e < n; e += 32) {
       const s = fround(x[xOffset + e]! * decay);
       x[xOffset + e] = s;
-      acc = fround(acc + s * y[yOffset + e]!);
+      acc = fmaf(s, y[yOffset + e]!, acc);
     }
     laneSums[l] = acc;
   }
@@ -158,7 +165,7 @@ export function ggmlMadDot(
   delta: number,
 ): number {
   if (n % 32 !== 0) {
-    for (let i = 0; i < n; i++) x[xOffset + i] = x[xOffset + i]! + k[kOffset + i]! * delta;
+    for (let i = 0; i < n; i++) x[xOffset + i] = fmaf(k[kOffset + i]!, delta, x[xOffset + i]!);
     return ggmlVecDotF32(x, xOffset, y, yOffset, n);
   }
   for (let l = 0; l < 32; l++) {
@@ -166,7 +173,7 @@ export function ggmlMadDot(
     for (let e = l; e < n; e += 32) {
       const s = fround(x[xOffset + e]! + k[kOffset + e]! * delta);
       x[xOffset + e] = s;
-      acc = fround(acc + s * y[yOffset + e]!);
+      acc = fmaf(s, y[yOffset + e]!, acc);
     }
     laneSums[l] = acc;
   }

@@ -2,7 +2,7 @@ import { Qwen35ConfigError } from "../errors.js";
 import { GgmlType, ggmlTypeName } from "../ggml-type.js";
 import type { GgufFile, GgufTensorInfo } from "../types.js";
 import { parseQwen35Config, type Qwen35Config } from "./config.js";
-import { qwen35ExpectedTensors, type Qwen35ExpectedTensor, type Qwen35TensorRole } from "./tensors.js";
+import { qwen35ExpectedTensors, type Qwen35ExpectedTensor, type Qwen35TensorRole, type Qwen35TensorSlot } from "./tensors.js";
 
 export type SpeculativeMethod = "mtp";
 
@@ -14,6 +14,8 @@ export interface LoadPlanOptions {
 /** A tensor of the file that the plan uses or skips. */
 export interface PlannedTensor extends GgufTensorInfo {
   role: Qwen35TensorRole;
+  /** What the tensor is, independent of its layer (the engine binds weights by slot). */
+  slot: Qwen35TensorSlot;
   layer?: number;
   /** Why it is skipped (skipped tensors only). */
   reason?: string;
@@ -101,7 +103,7 @@ export function buildLoadPlan(file: Pick<GgufFile, "metadata" | "tensors">, opti
       });
       continue;
     }
-    const planned: PlannedTensor = { ...tensor, role: want.role, ...(want.layer !== undefined ? { layer: want.layer } : {}) };
+    const planned: PlannedTensor = { ...tensor, role: want.role, slot: want.slot, ...(want.layer !== undefined ? { layer: want.layer } : {}) };
     if (want.role === "mtp" && !useMtp) skipped.push({ ...planned, reason: mtpSkipReason });
     else used.push(planned);
   }

@@ -2,9 +2,45 @@ import type { Qwen35Config } from "./config.js";
 
 export type Qwen35TensorRole = "global" | "trunk" | "mtp";
 
+/**
+ * What a tensor is, independent of its layer: the GGUF name without `blk.N.` and without the
+ * `.weight` / `.bias` suffix (qwen35.md section 3). The engine binds weights by slot.
+ */
+export type Qwen35TensorSlot =
+  | "token_embd"
+  | "output_norm"
+  | "output"
+  | "attn_norm"
+  | "post_attention_norm"
+  | "attn_q"
+  | "attn_k"
+  | "attn_v"
+  | "attn_q_norm"
+  | "attn_k_norm"
+  | "attn_output"
+  | "ffn_gate"
+  | "ffn_up"
+  | "ffn_down"
+  | "attn_qkv"
+  | "attn_gate"
+  | "ssm_beta"
+  | "ssm_alpha"
+  | "ssm_conv1d"
+  | "ssm_dt"
+  | "ssm_a"
+  | "ssm_norm"
+  | "ssm_out"
+  | "nextn.eh_proj"
+  | "nextn.enorm"
+  | "nextn.hnorm"
+  | "nextn.shared_head_norm"
+  | "nextn.embed_tokens"
+  | "nextn.shared_head_head";
+
 /** One tensor a qwen35 file may hold, with its expected ggml `ne`. */
 export interface Qwen35ExpectedTensor {
   name: string;
+  slot: Qwen35TensorSlot;
   ne: number[];
   role: Qwen35TensorRole;
   /** Layer index for `blk.N.*` tensors. */
@@ -19,19 +55,30 @@ export interface Qwen35ExpectedTensor {
  * Every tensor name and shape of qwen35.md section 3 for this config and vocabulary.
  * MTP tensors (`blk.{n_layer}.*`) are included when nextn_predict_layers = 1.
  */
+/** The slot of a qwen35 tensor name (see Qwen35TensorSlot). */
+export function qwen35TensorSlot(name: string): Qwen35TensorSlot {
+  return name.replace(/^blk\.\d+\./, "").replace(/\.(weight|bias)$/, "") as Qwen35TensorSlot;
+}
+
+type Unslotted = Omit<Qwen35ExpectedTensor, "slot">;
+
 export function qwen35ExpectedTensors(config: Qwen35Config, vocab: number): Qwen35ExpectedTensor[] {
+  return unslottedTensors(config, vocab).map((t) => ({ ...t, slot: qwen35TensorSlot(t.name) }));
+}
+
+function unslottedTensors(config: Qwen35Config, vocab: number): Unslotted[] {
   const D = config.embeddingLength;
   const Dh = config.headDim;
   const H = config.headCount;
   const Hkv = config.headCountKv;
   const ff = config.feedForwardLength;
   const Hv = config.ssmTimeStepRank;
-  const out: Qwen35ExpectedTensor[] = [
+  const out: Unslotted[] = [
     { name: "token_embd.weight", ne: [D, vocab], role: "global", optional: false },
     { name: "output_norm.weight", ne: [D], role: "global", optional: false },
     { name: "output.weight", ne: [D, vocab], role: "global", optional: true },
   ];
-  const attention = (il: number, role: Qwen35TensorRole): Qwen35ExpectedTensor[] => [
+  const attention = (il: number, role: Qwen35TensorRole): Unslotted[] => [
     { name: `blk.${il}.attn_norm.weight`, ne: [D], role, layer: il, optional: false },
     { name: `blk.${il}.attn_q.weight`, ne: [D, 2 * H * Dh], role, layer: il, optional: false },
     { name: `blk.${il}.attn_k.weight`, ne: [D, Hkv * Dh], role, layer: il, optional: false },
@@ -41,13 +88,13 @@ export function qwen35ExpectedTensors(config: Qwen35Config, vocab: number): Qwen
     { name: `blk.${il}.attn_output.weight`, ne: [H * Dh, D], role, layer: il, optional: false },
     ...ffn(il, role),
   ];
-  const ffn = (il: number, role: Qwen35TensorRole): Qwen35ExpectedTensor[] => [
+  const ffn = (il: number, role: Qwen35TensorRole): Unslotted[] => [
     { name: `blk.${il}.post_attention_norm.weight`, ne: [D], role, layer: il, optional: false },
     { name: `blk.${il}.ffn_gate.weight`, ne: [D, ff], role, layer: il, optional: false },
     { name: `blk.${il}.ffn_up.weight`, ne: [D, ff], role, layer: il, optional: false },
     { name: `blk.${il}.ffn_down.weight`, ne: [ff, D], role, layer: il, optional: false },
   ];
-  const gdn = (il: number): Qwen35ExpectedTensor[] => [
+  const gdn = (il: number): Unslotted[] => [
     { name: `blk.${il}.attn_norm.weight`, ne: [D], role: "trunk", layer: il, optional: false },
     { name: `blk.${il}.attn_qkv.weight`, ne: [D, config.convDim], role: "trunk", layer: il, optional: false },
     { name: `blk.${il}.attn_gate.weight`, ne: [D, config.valueDim], role: "trunk", layer: il, optional: false },

@@ -1,16 +1,21 @@
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import {
   GgmlType,
   GgufValueType,
+  QWEN35_0_8B_SHAPE,
+  QWEN35_27B_SHAPE,
   QWEN35_TEST_SHAPE,
   getMetadata,
   gpt2ByteSymbols,
   readGguf,
   readTensorBytes,
+  qwen35Q4KMClassMix,
   synthesizeQwen35,
+  useMoreBits,
+  writeQwen35HeaderOnly,
   writeSynthesizedQwen35,
   type GgufFile,
 } from "../index.js";
@@ -129,5 +134,49 @@ describe("synthesizeQwen35", () => {
     // ffn_up: 1/sqrt(256); ffn_down: 4/sqrt(512 * 2 * 4)
     expect(up.std).toBeCloseTo(1 / 16, 2);
     expect(down.std).toBeCloseTo(4 / Math.sqrt(512 * 8), 2);
+  });
+});
+
+describe("header-only files with a Q4_K_M-class type mix", () => {
+  it("useMoreBits is llama.cpp's rule: first and last eighth, every third layer in between", () => {
+    const chosen = Array.from({ length: 64 }, (_, i) => i).filter((i) => useMoreBits(i, 64));
+    expect(chosen).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 10, 13, 16, 19, 22, 25, 28, 31, 34, 37, 40, 43, 46, 49, 52, 55, 56, 57, 58, 59, 60, 61, 62, 63]);
+    expect(Array.from({ length: 24 }, (_, i) => i).filter((i) => useMoreBits(i, 24))).toEqual([0, 1, 2, 5, 8, 11, 14, 17, 20, 21, 22, 23]);
+  });
+
+  it("27B: F32 exactly for the 353 norms and ssm_{a,dt,conv1d,norm} (qwen35.md 13.2), Q6_K head and more-bits layers, Q4_K elsewhere", async () => {
+    const path = join(dir, "27b-q4km-header-only.gguf");
+    const size = await writeQwen35HeaderOnly(path, QWEN35_27B_SHAPE, { types: qwen35Q4KMClassMix(64, false) });
+    const file = await readGguf(path);
+    expect(file.fileSize).toBe(size);
+    const typeOf = (name: string) => file.tensors.find((t) => t.name === name)?.type;
+    const count = (type: GgmlType) => file.tensors.filter((t) => t.type === type).length;
+    expect(count(GgmlType.F32)).toBe(353);
+    // output + (attn_v or attn_qkv) and ffn_down in the 32 more-bits layers
+    expect(count(GgmlType.Q6_K)).toBe(1 + 32 + 32);
+    expect(count(GgmlType.Q4_K)).toBe(file.tensors.length - 353 - 65);
+    expect(typeOf("output.weight")).toBe(GgmlType.Q6_K);
+    expect(typeOf("token_embd.weight")).toBe(GgmlType.Q4_K);
+    expect(typeOf("blk.0.attn_qkv.weight")).toBe(GgmlType.Q6_K);
+    expect(typeOf("blk.3.attn_v.weight")).toBe(GgmlType.Q6_K);
+    expect(typeOf("blk.11.attn_v.weight")).toBe(GgmlType.Q4_K);
+    expect(typeOf("blk.8.ffn_down.weight")).toBe(GgmlType.Q4_K);
+    expect(typeOf("blk.10.ffn_down.weight")).toBe(GgmlType.Q6_K);
+    expect(typeOf("blk.10.ffn_up.weight")).toBe(GgmlType.Q4_K);
+    expect(typeOf("blk.0.ssm_conv1d.weight")).toBe(GgmlType.F32);
+    expect(typeOf("blk.0.ssm_alpha.weight")).toBe(GgmlType.Q4_K);
+    // Sparse: the whole 27B layout, only the header (its 248,320-token vocabulary) on disk.
+    expect(file.fileSize).toBeGreaterThan(15e9);
+    expect(statSync(path).blocks * 512).toBeLessThan(file.dataOffset + 1024 * 1024);
+    // The head [248320, 5120] as Q6_K: 210 bytes per 256 values.
+    expect(file.tensors.find((t) => t.name === "output.weight")!.byteLength).toBe((248_320 * 5120 * 210) / 256);
+  });
+
+  it("0.8B (tied): token_embd takes the head's Q6_K", async () => {
+    const path = join(dir, "0.8b-q4km-header-only.gguf");
+    await writeQwen35HeaderOnly(path, QWEN35_0_8B_SHAPE, { types: qwen35Q4KMClassMix(24, true) });
+    const file = await readGguf(path);
+    expect(file.tensors.find((t) => t.name === "token_embd.weight")!.type).toBe(GgmlType.Q6_K);
+    expect(file.tensors.some((t) => t.name === "output.weight")).toBe(false);
   });
 });

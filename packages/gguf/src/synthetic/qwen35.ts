@@ -8,6 +8,7 @@ import type { GgufMetadataEntry } from "../types.js";
 import { GgufValueType } from "../value-type.js";
 import { encodeGgufHeader, gguf, writeGguf, type GgufTensorHeader } from "../writer.js";
 import { defaultQwen35Tokenizer, type Qwen35TokenizerSpec } from "./tokenizer.js";
+import type { Qwen35TensorTypeMix } from "./type-mix.js";
 
 /** Shape and options of a synthetic qwen35 model (all tensors F32). */
 export interface Qwen35Spec {
@@ -247,8 +248,14 @@ function* tensorChunks(tensor: Qwen35ExpectedTensor, config: Qwen35Config, spec:
   }
 }
 
-function headers(tensors: Qwen35ExpectedTensor[]): GgufTensorHeader[] {
-  return tensors.map((t) => ({ name: t.name, type: GgmlType.F32, ne: t.ne }));
+function headers(tensors: Qwen35ExpectedTensor[], types?: Qwen35TensorTypeMix): GgufTensorHeader[] {
+  return tensors.map((t) => ({ name: t.name, type: types ? types(t) : GgmlType.F32, ne: t.ne }));
+}
+
+/** Options of the header-only writers. */
+export interface Qwen35HeaderOptions {
+  /** Type of each tensor (default: all F32, like the synthesized data); e.g. `qwen35Q4KMClassMix`. */
+  types?: Qwen35TensorTypeMix;
 }
 
 /** A deterministic synthetic qwen35 GGUF (F32, real layout) in memory. For small shapes. */
@@ -302,9 +309,9 @@ export async function writeSynthesizedQwen35(path: string, spec: Qwen35Spec): Pr
 }
 
 /** Header-only variant: the header of the synthetic file (for config/plan tests of huge shapes). */
-export function synthesizeQwen35Header(spec: Qwen35Spec): { header: Uint8Array; fileSize: number } {
+export function synthesizeQwen35Header(spec: Qwen35Spec, options: Qwen35HeaderOptions = {}): { header: Uint8Array; fileSize: number } {
   const { metadata, tensors } = qwen35SpecLayout(spec);
-  const encoded = encodeGgufHeader({ metadata, tensors: headers(tensors) });
+  const encoded = encodeGgufHeader({ metadata, tensors: headers(tensors, options.types) });
   return { header: encoded.header, fileSize: encoded.dataOffset + encoded.dataBytes };
 }
 
@@ -312,8 +319,8 @@ export function synthesizeQwen35Header(spec: Qwen35Spec): { header: Uint8Array; 
  * A byte source that holds only the header but reports the full file size: header-only
  * parsing of huge shapes (27B) without touching disk. Tensor bytes read as zeros (a sparse file).
  */
-export function synthesizeQwen35HeaderSource(spec: Qwen35Spec): GgufByteSource {
-  const { header, fileSize } = synthesizeQwen35Header(spec);
+export function synthesizeQwen35HeaderSource(spec: Qwen35Spec, options: Qwen35HeaderOptions = {}): GgufByteSource {
+  const { header, fileSize } = synthesizeQwen35Header(spec, options);
   return {
     description: `header-only ${spec.name ?? "qwen35"}`,
     size: fileSize,
@@ -330,9 +337,12 @@ export function synthesizeQwen35HeaderSource(spec: Qwen35Spec): GgufByteSource {
   };
 }
 
-/** Writes the header and extends the file to its full size without data (a sparse file). */
-export async function writeQwen35HeaderOnly(path: string, spec: Qwen35Spec): Promise<number> {
-  const { header, fileSize } = synthesizeQwen35Header(spec);
+/**
+ * Writes the header and extends the file to its full size without data (a sparse file: tensor
+ * bytes read as zeros and take no disk space). `options.types` gives the tensors other types than F32.
+ */
+export async function writeQwen35HeaderOnly(path: string, spec: Qwen35Spec, options: Qwen35HeaderOptions = {}): Promise<number> {
+  const { header, fileSize } = synthesizeQwen35Header(spec, options);
   const handle = await open(path, "w");
   try {
     await handle.write(header, 0, header.length, 0);

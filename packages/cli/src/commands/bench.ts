@@ -1,0 +1,110 @@
+import fs from "node:fs";
+import { runBenchmark, type BenchmarkProgress, type BenchmarkResult } from "@keepquant/engine";
+import { CliUsageError, defineCommand, toJson, write, type CommandIo } from "../command.js";
+import { DEFAULT_MODEL_FIXTURE, ensureDefaultModel, parseNumber } from "./run.js";
+
+function parseSeqs(text: string | undefined): number[] {
+  if (text === undefined) return [1];
+  const parts = text.split(",").map((p) => p.trim());
+  if (parts.some((p) => !/^\d+$/.test(p) || Number(p) < 1 || Number(p) > 256)) {
+    throw new CliUsageError(`--seqs ${JSON.stringify(text)}: expected comma-separated integers in [1, 256], e.g. 1,4,8`);
+  }
+  return [...new Set(parts.map(Number))].sort((a, b) => a - b);
+}
+
+const GB = 1e9;
+const MiB = 2 ** 20;
+
+/** The human table: one measurement per line, aligned. */
+function table(result: BenchmarkResult): string[] {
+  const rows: [string, string][] = [
+    ["model", `${result.model.path} (${(result.model.fileBytes / MiB).toFixed(0)} MiB, ${result.model.layers} layers, vocab ${result.model.vocab})`],
+    ["engine", `${result.engine.step}, numerics ${result.engine.numerics}${result.engine.threads ? `, ${result.engine.threads} threads` : ""}`],
+    ["load", `${result.loadMs.toFixed(0)} ms`],
+    [`prefill (${result.promptTokens} tokens)`, `${result.prefillTokensPerSecond.toFixed(1)} tok/s`],
+    ["time to first token", `${result.timeToFirstTokenMs.toFixed(0)} ms`],
+    [`decode (${result.genTokens} tokens)`, `${result.decodeTokensPerSecond.toFixed(1)} tok/s`],
+  ];
+  for (const c of result.concurrent.filter((c) => c.seqs > 1)) {
+    rows.push([`decode, ${c.seqs} sequences`, `${c.aggregateTokensPerSecond.toFixed(1)} tok/s aggregate (${c.speedup.toFixed(2)}x one sequence)`]);
+  }
+  rows.push(["peak RSS", `${(result.peakRssBytes / MiB).toFixed(0)} MiB`]);
+  if (result.bandwidth) {
+    rows.push(["memory read bandwidth", `${(result.bandwidth.bytesPerSecond / GB).toFixed(1)} GB/s (${result.bandwidth.threads} threads)`]);
+    rows.push([
+      "decode efficiency",
+      `${(100 * result.decodeEfficiency!).toFixed(0)}% (${(result.model.weightBytesPerToken / MiB).toFixed(0)} MiB of weights per token x ${result.decodeTokensPerSecond.toFixed(1)} tok/s / bandwidth)`,
+    ]);
+  }
+  const width = Math.max(...rows.map(([k]) => k.length));
+  return [...rows.map(([k, v]) => `${k.padEnd(width)}  ${v}`), `medians of ${result.repeat} runs`];
+}
+
+export const command = defineCommand({
+  name: "bench",
+  summary: "measure prefill, decode, time to first token, load time, peak RSS and decode efficiency (like llama-bench)",
+  usage: "bench [model.gguf] [--prompt N] [--gen N] [--threads N] [--seqs 1,4,8] [--repeat R] [--numerics llama|bf16] [--json]",
+  help: [
+    "--prompt N            prompt tokens per prefill (default 128)",
+    "--gen N               generated tokens per decode run (default 64)",
+    "--threads N           threads of the native thread pool (default: all cores)",
+    "--seqs LIST           also measure aggregate decode for that many concurrent sequences, e.g. 1,4,8",
+    "--repeat R            repetitions of each measurement; medians are printed (default 3)",
+    "--numerics MODE       llama (default) or bf16",
+    "--json                print one JSON document (every run, not only medians)",
+    "without model.gguf: the embedded default model",
+  ],
+  options: {
+    prompt: { type: "string" },
+    gen: { type: "string" },
+    threads: { type: "string" },
+    seqs: { type: "string" },
+    repeat: { type: "string" },
+    numerics: { type: "string" },
+    json: { type: "boolean" },
+  },
+  async run(values, positionals, io: CommandIo): Promise<number> {
+    if (positionals.length > 1) throw new CliUsageError(`expected at most one model file, got ${positionals.length}`);
+    const promptTokens = parseNumber("prompt", values.prompt, (n) => Number.isInteger(n) && n >= 1 && n <= 65_536, "an integer in [1, 65536]") ?? 128;
+    const genTokens = parseNumber("gen", values.gen, (n) => Number.isInteger(n) && n >= 2 && n <= 65_536, "an integer in [2, 65536]") ?? 64;
+    const repeat = parseNumber("repeat", values.repeat, (n) => Number.isInteger(n) && n >= 1 && n <= 100, "an integer in [1, 100]") ?? 3;
+    const threads = parseNumber("threads", values.threads, (n) => Number.isInteger(n) && n >= 1, "an integer >= 1");
+    const seqs = parseSeqs(values.seqs);
+    const numerics = values.numerics ?? "llama";
+    if (numerics !== "llama" && numerics !== "bf16") throw new CliUsageError(`--numerics ${JSON.stringify(numerics)}: expected llama or bf16`);
+    const json = values.json === true;
+
+    let model: string;
+    if (positionals.length === 0) {
+      if (!json) write(io.stderr, `keepquant: no model given, benchmarking the embedded default model (${DEFAULT_MODEL_FIXTURE})`);
+      model = await ensureDefaultModel(io.env);
+    } else {
+      model = positionals[0]!;
+      if (!fs.existsSync(model)) throw Object.assign(new Error(`model file not found: ${model}`), { code: "MODEL_NOT_FOUND" });
+    }
+
+    let lastLine = 0;
+    const onProgress = (p: BenchmarkProgress) => {
+      const line = `bench [${p.done}/${p.total}] ${p.phase}${p.detail ? `: ${p.detail}` : ""}`;
+      if (io.interactive) {
+        io.stderr.write(`\r${line.padEnd(lastLine)}`);
+        lastLine = line.length;
+      } else if (p.detail) {
+        write(io.stderr, line);
+      }
+    };
+    const result = await runBenchmark({
+      model,
+      promptTokens,
+      genTokens,
+      repeat,
+      seqs,
+      engine: { numerics, ...(threads !== undefined ? { threads } : {}) },
+      onProgress,
+    });
+    if (io.interactive && lastLine > 0) io.stderr.write(`\r${" ".repeat(lastLine)}\r`);
+    if (json) write(io.stdout, toJson(result));
+    else for (const line of table(result)) write(io.stdout, line);
+    return 0;
+  },
+});

@@ -1,0 +1,229 @@
+/**
+ * The native step against its specification, the TypeScript forward (with the same native matmul
+ * kernels and the C library's libm): bit-identical logits on every parity fixture, in prefill
+ * (one-chunk and tiled flash attention) and decode, batched, f16 and f32 KV, flash attention on and
+ * off, both numerics modes; the same bits for 1, 2 and 4 threads; and the JS thread stays free
+ * while a step runs.
+ */
+import fs from "node:fs";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { buildLoadPlan, readGguf } from "@keepquant/gguf";
+import { llamaUnavailableReason, runOracle } from "@keepquant/oracle";
+import * as native from "@keepquant/tt-native";
+import { PagedKvCache, type KvType } from "../kv/paged-kv.js";
+import { GdnStatePool } from "../kv/state-pool.js";
+import { ensureFixture, fixtureTokenizerFromJson, PARITY_FIXTURES, type ParityFixture } from "../parity/fixtures.js";
+import { readParityManifest } from "../parity/manifest.js";
+import { seededRandom } from "../testing/random-weights.js";
+import { deriveDims } from "./config.js";
+import { libm, Qwen35Forward, setLibm, type StepEntry } from "./forward.js";
+import { loadQwen35Weights, mappedTensorBytes } from "./load.js";
+import { createNativeMatmulProviders } from "./native-provider.js";
+import { NativeStep } from "./native-step.js";
+import { quantDequantizeRow, selectProviders, typescriptProviders } from "./providers.js";
+import type { ModelWeights } from "./weights.js";
+
+const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..", "..", "..");
+const CACHE_DIR = process.env.KEEPQUANT_FIXTURE_CACHE ?? path.join(REPO_ROOT, ".cache", "fixtures");
+const manifest = readParityManifest(path.join(REPO_ROOT, "goldens", "parity", "manifest.json"));
+
+function skipReason(): string | undefined {
+  if (!native.nativeAddon()) return `the native addon did not load: ${native.nativeStatus().cpu.reasons.join("; ")}`;
+  const missing = PARITY_FIXTURES.filter((f) => !fs.existsSync(path.join(CACHE_DIR, f.file)));
+  const oracle = llamaUnavailableReason();
+  if (missing.length > 0 && oracle) return `fixtures ${missing.map((f) => f.name).join(", ")} not cached and no quantizer: ${oracle}`;
+  return undefined;
+}
+const reason = skipReason();
+
+async function fixtureFile(fixture: ParityFixture): Promise<string> {
+  const tokenizer = fixtureTokenizerFromJson(JSON.parse(fs.readFileSync(path.join(REPO_ROOT, manifest.tokenizer.file), "utf8")));
+  return ensureFixture(fixture, {
+    cacheDir: CACHE_DIR,
+    tokenizer,
+    quantize: async (input, output, weightType) => void (await runOracle({ kind: "quantize", input, output, ftype: weightType, nthread: 2 })),
+    expectedSha256: Object.fromEntries(manifest.fixtures.map((f) => [f.name, f.sha256])),
+  });
+}
+
+async function loadWeights(file: string, numerics: "llama" | "bf16"): Promise<ModelWeights> {
+  const plan = buildLoadPlan(await readGguf(file));
+  return (await loadQwen35Weights(plan, mappedTensorBytes(native.mapFile(file)), numerics)).weights;
+}
+
+interface Pools {
+  kv: PagedKvCache;
+  states: GdnStatePool;
+}
+
+function pools(weights: ModelWeights, kvType: KvType, storage = (bytes: number) => native.allocNativeBuffer(bytes)): Pools {
+  const c = weights.config;
+  const dims = deriveDims(c);
+  return {
+    kv: new PagedKvCache(dims.attentionLayers.length, 24, 8, c.nHeadKv, c.headDim, kvType, storage),
+    states: new GdnStatePool(dims.gdnLayers.length, 4, dims.convDim, c.convKernel, c.ssmTimeStepRank, dims.headVDim, c.ssmStateSize, storage),
+  };
+}
+
+/**
+ * A batch schedule over three sequences: a 70-token prefill alone (the tiled attention path), two
+ * prefills batched (one with logits at every row), a prefill chunk next to a decode, then five
+ * batched decode steps. Returns every step's logits (copied).
+ */
+async function runSchedule(
+  forward: (entries: readonly StepEntry[]) => Float32Array | Promise<Float32Array>,
+  { kv, states }: Pools,
+  vocab: number,
+): Promise<Float32Array[]> {
+  const random = seededRandom(4242);
+  const token = () => Math.floor(random() * vocab);
+  const seqs = [90, 40, 20].map((length) => {
+    const blockTable = Array.from({ length: kv.blocksFor(length) }, () => kv.pool.allocate());
+    return { blockTable, stateSlot: states.allocate(), tokens: Array.from({ length }, token), pos: 0 };
+  });
+  const chunk = (s: (typeof seqs)[number], n: number, logits: StepEntry["logits"], logitRows?: number[]): StepEntry => {
+    const entry: StepEntry = { tokens: s.tokens.slice(s.pos, s.pos + n), startPos: s.pos, blockTable: s.blockTable, stateSlot: s.stateSlot, logits, ...(logitRows ? { logitRows } : {}) };
+    s.pos += n;
+    return entry;
+  };
+  const [a, b, c] = seqs as [(typeof seqs)[number], (typeof seqs)[number], (typeof seqs)[number]];
+  const steps: (() => StepEntry[])[] = [
+    () => [chunk(a, 70, "last")],
+    () => [chunk(b, 13, "none"), chunk(c, 9, "all")],
+    () => [chunk(b, 10, "last", [3, 9]), chunk(a, 1, "last")],
+    ...Array.from({ length: 5 }, () => () => [chunk(a, 1, "last"), chunk(b, 1, "last"), chunk(c, 1, "last")]),
+  ];
+  const out: Float32Array[] = [];
+  for (const step of steps) out.push((await forward(step())).slice());
+  for (const s of seqs) {
+    for (const block of s.blockTable) kv.pool.release(block);
+    states.release(s.stateSlot);
+  }
+  return out;
+}
+
+function firstDifference(a: Float32Array[], b: Float32Array[]): string | undefined {
+  if (a.length !== b.length) return `${a.length} steps vs ${b.length}`;
+  for (let s = 0; s < a.length; s++) {
+    const x = new Uint32Array(a[s]!.buffer, a[s]!.byteOffset, a[s]!.length);
+    const y = new Uint32Array(b[s]!.buffer, b[s]!.byteOffset, b[s]!.length);
+    if (x.length !== y.length) return `step ${s}: ${x.length} logits vs ${y.length}`;
+    for (let i = 0; i < x.length; i++) if (x[i] !== y[i]) return `step ${s}, logit ${i}: ${a[s]![i]} vs ${b[s]![i]}`;
+  }
+  return undefined;
+}
+
+const CASES: { numerics: "llama" | "bf16"; kvType: KvType; flashAttention: boolean }[] = [
+  { numerics: "llama", kvType: "f16", flashAttention: true },
+  { numerics: "llama", kvType: "f16", flashAttention: false },
+  { numerics: "llama", kvType: "f32", flashAttention: false },
+  { numerics: "bf16", kvType: "f16", flashAttention: true },
+  { numerics: "bf16", kvType: "f32", flashAttention: false },
+];
+
+describe.skipIf(reason !== undefined)("native step == TypeScript forward, bit for bit (libm pinned to the C library)", () => {
+  const original = { ...libm };
+  beforeAll(() => {
+    const c = native.nativeLibm();
+    setLibm({ expf: c.expf, logf: c.logf, cosf: c.cosf, sinf: c.sinf, powf: c.powf });
+  });
+  afterAll(() => setLibm(original));
+
+  for (const fixture of PARITY_FIXTURES) {
+    it(`${fixture.name}: prefill, batched prefill + decode; f16/f32 KV; flash attention on/off; llama and bf16 numerics`, async () => {
+      const file = await fixtureFile(fixture);
+      for (const { numerics, kvType, flashAttention } of CASES) {
+        const weights = await loadWeights(file, numerics);
+        const providers = [...(await createNativeMatmulProviders(numerics, undefined, [])), ...typescriptProviders(numerics, [])];
+        const selection = selectProviders(weights, providers, []);
+        const spec = pools(weights, kvType);
+        const ts = new Qwen35Forward(weights, spec.kv, spec.states, selection.byWeight, numerics, quantDequantizeRow, 128, flashAttention);
+        const expected = await runSchedule((e) => ts.forward(e), spec, weights.config.nVocab);
+        const mine = pools(weights, kvType);
+        const step = NativeStep.create(native, weights, mine.kv, mine.states, { numerics, flashAttention, maxBatchTokens: 128 });
+        const actual = await runSchedule((e) => step.forward(e), mine, weights.config.nVocab);
+        step.dispose();
+        expect(firstDifference(actual, expected), `${numerics} kv ${kvType} flash ${flashAttention}`).toBeUndefined();
+        expect(actual.reduce((n, l) => n + l.length, 0)).toBeGreaterThan(0);
+      }
+    });
+  }
+});
+
+describe.skipIf(reason !== undefined)("native step", () => {
+  it("gives the same bits with 1, 2 and 4 threads", async () => {
+    const fixture = PARITY_FIXTURES.find((f) => f.name === "untied-mtp-6l-q4_k_m")!;
+    const weights = await loadWeights(await fixtureFile(fixture), "llama");
+    const before = native.getNativeThreads();
+    const results: Float32Array[][] = [];
+    try {
+      for (const threads of [1, 2, 4]) {
+        native.setNativeThreads(threads);
+        const p = pools(weights, "f16");
+        const step = NativeStep.create(native, weights, p.kv, p.states, { numerics: "llama", flashAttention: true, maxBatchTokens: 128 });
+        results.push(await runSchedule((e) => step.forward(e), p, weights.config.nVocab));
+        step.dispose();
+      }
+    } finally {
+      native.setNativeThreads(before);
+    }
+    expect(firstDifference(results[1]!, results[0]!)).toBeUndefined();
+    expect(firstDifference(results[2]!, results[0]!)).toBeUndefined();
+  });
+
+  it("runs off the JS thread: the event loop turns while a step is in flight", async () => {
+    const weights = await loadWeights(await fixtureFile(PARITY_FIXTURES[0]!), "llama");
+    const p = pools(weights, "f16");
+    const step = NativeStep.create(native, weights, p.kv, p.states, { numerics: "llama", flashAttention: true, maxBatchTokens: 128 });
+    const blockTable = Array.from({ length: p.kv.blocksFor(100) }, () => p.kv.pool.allocate());
+    const entry: StepEntry = { tokens: Array.from({ length: 100 }, (_, i) => i), startPos: 0, blockTable, stateSlot: p.states.allocate(), logits: "last" };
+    // the step waits on its worker until this thread releases it; a step that blocked this thread
+    // could not be released and would time out instead
+    step.holdNextStep();
+    let settled = false;
+    const pending = step.forward([entry]).then(() => (settled = true));
+    let turns = 0;
+    while (turns < 3) {
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      turns++;
+    }
+    expect(settled).toBe(false);
+    step.releaseHold();
+    await pending;
+    expect(step.lastHold).toBe("released");
+    step.dispose();
+  });
+
+  it("refuses a bad step with a typed error and stays usable", async () => {
+    const weights = await loadWeights(await fixtureFile(PARITY_FIXTURES[0]!), "llama");
+    const p = pools(weights, "f16");
+    const step = NativeStep.create(native, weights, p.kv, p.states, { numerics: "llama", flashAttention: true, maxBatchTokens: 16 });
+    const blockTable = [p.kv.pool.allocate()];
+    const slot = p.states.allocate();
+    const vocab = weights.config.nVocab;
+    const bad: [string, StepEntry[], RegExp][] = [
+      ["token out of range", [{ tokens: [vocab], startPos: 0, blockTable, stateSlot: slot, logits: "last" }], /token \d+ at row 0 is outside/],
+      ["negative token", [{ tokens: [-1], startPos: 0, blockTable, stateSlot: slot, logits: "last" }], /is outside/],
+      ["block table too short", [{ tokens: [1], startPos: 8, blockTable, stateSlot: slot, logits: "last" }], /block table has 1 blocks/],
+      ["bad block id", [{ tokens: [1], startPos: 0, blockTable: [10_000], stateSlot: slot, logits: "last" }], /block id 10000 is outside/],
+      ["bad state slot", [{ tokens: [1], startPos: 0, blockTable, stateSlot: 99, logits: "last" }], /state slot 99 is outside/],
+      ["too many tokens", [{ tokens: Array.from({ length: 17 }, () => 1), startPos: 0, blockTable: [0, 1, 2], stateSlot: slot, logits: "last" }], /more than maxBatchTokens/],
+      ["unsorted logit rows", [{ tokens: [1, 2], startPos: 0, blockTable, stateSlot: slot, logits: "none", logitRows: [1, 0] }], /ascending/],
+      ["one slot twice", [
+        { tokens: [1], startPos: 0, blockTable, stateSlot: slot, logits: "last" },
+        { tokens: [2], startPos: 1, blockTable, stateSlot: slot, logits: "last" },
+      ], /appears twice/],
+    ];
+    for (const [what, entries, message] of bad) {
+      expect(() => step.forwardSync(entries), what).toThrow(message);
+      await expect(step.forward(entries), what).rejects.toThrow(message);
+    }
+    const logits = await step.forward([{ tokens: [1, 2, 3], startPos: 0, blockTable, stateSlot: slot, logits: "last" }]);
+    expect(logits.length).toBe(vocab);
+    expect(logits.every(Number.isFinite)).toBe(true);
+    step.dispose();
+    expect(() => step.forwardSync([{ tokens: [1], startPos: 0, blockTable, stateSlot: slot, logits: "last" }])).toThrow(/disposed/);
+  });
+});

@@ -1,0 +1,39 @@
+// Element-wise and reduction kernels of the native forward step, in the arithmetic of the TypeScript
+// specification (packages/engine/src/model/forward.ts and numerics/): f32 operations where it rounds
+// to f32, f64 where it computes in f64, one rounding per fused multiply-add (`fmaf`). The generic
+// level and the SIMD levels give identical bits; they differ in speed only.
+#pragma once
+
+#include <cstdint>
+
+namespace kq {
+
+struct ForwardOps {
+  // ggml_vec_silu_f32 in place: ggml_v_silu on whole 8-lane vectors, x / (1 + expf(-x)) on the tail.
+  void (*siluRow)(float* x, int n);
+  // ggml_vec_swiglu_f32: g <- silu(g) * u (vector body / scalar tail as siluRow).
+  void (*swigluRow)(float* g, const float* u, int n);
+  // ggml_vec_dot_f32 in its AVX2 lane order (4 x 8 fused lanes over blocks of 32, fixed reduction).
+  float (*vecDotF32)(const float* x, const float* y, int n);
+  // GDN row kernels: s <- s * decay, returns dot(s, k); s <- fma(k, delta, s), returns dot(s, q).
+  float (*decayDot)(float* s, const float* k, int n, float decay);
+  float (*madDot)(float* s, const float* q, const float* k, int n, float delta);
+  // acc[i] <- f16(fma(f16->f32(v[i]), scale, acc[i])) (ggml_vec_mad_f16 on an f16 accumulator).
+  void (*madF16Acc)(float* acc, const uint16_t* v, float scale, int n);
+  // acc[i] <- f16(acc[i] * scale) (ggml_vec_scale_f16).
+  void (*scaleF16Acc)(float* acc, float scale, int n);
+  // acc[i] <- fma(v[i], scale, acc[i]) with v f32 or f16.
+  void (*madF32)(float* acc, const float* v, float scale, int n);
+  void (*madF16)(float* acc, const uint16_t* v, float scale, int n);
+  // ggml_v_expf, one lane.
+  float (*vexpf)(float x);
+};
+
+// The kernels of the current ISA level (see dispatch.h).
+const ForwardOps& forwardOps();
+
+// Per-level tables (forward_ops_*.cc).
+const ForwardOps& genericForwardOps();
+const ForwardOps& avx2ForwardOps();
+
+}  // namespace kq

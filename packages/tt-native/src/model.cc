@@ -1,0 +1,775 @@
+// The native qwen35 forward step (see model.h). Every op follows the TypeScript specification
+// (packages/engine/src/model/forward.ts) operation for operation: f32 where it rounds to f32, f64
+// where it sums in f64, one rounding per fused multiply-add, the C library's expf/logf/cosf/sinf.
+// Work is split over the thread pool by rows, heads and channels only, never inside a reduction,
+// so results do not depend on the thread count.
+#include "model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <stdexcept>
+
+#include "dispatch.h"
+#include "forward_ops.h"
+#include "kernels.h"
+#include "matmul.h"
+#include "threadpool.h"
+
+namespace kq {
+namespace {
+
+// Query rows at or above which llama.cpp's CPU flash attention takes its tiled f32 path.
+constexpr int kFlashAttnTiledMinRows = 64;
+constexpr int kFlashAttnKvTile = 64;
+
+std::string str(int64_t v) { return std::to_string(v); }
+
+[[noreturn]] void fail(const std::string& message) { throw std::invalid_argument(message); }
+
+bool registeredEncoding(int type) { return type == T_Q8_0 || type == T_Q4_K || type == T_Q5_K || type == T_Q6_K; }
+
+float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+float softplus(float x) { return x > 20 ? x : logf(1.0f + expf(x)); }
+float roundF16(float v) { return halfToF32(f32ToHalf(v)); }
+
+// ggml_rms_norm then ggml_mul: f64 sum of f32 squares, f32 scale.
+void rmsNorm(const float* x, const float* w, float* out, int n, float eps) {
+  double sum = 0;
+  for (int i = 0; i < n; ++i) {
+    const float v = x[i];
+    sum += (double)(v * v);
+  }
+  const float mean = (float)(sum / (double)n);
+  const float scale = 1.0f / std::sqrt(mean + eps);
+  for (int i = 0; i < n; ++i) out[i] = (x[i] * scale) * w[i];
+}
+
+// Rows of `rows` items split into about 4 tasks per thread (at least `minPerTask` items each).
+int taskCount(int items, int minPerTask) {
+  const int byThreads = threadCount() * 4;
+  const int bySize = std::max(1, items / std::max(1, minPerTask));
+  return std::max(1, std::min({items, byThreads, bySize}));
+}
+
+template <typename F>
+void parallelRange(int items, int minPerTask, F&& fn) {
+  const int tasks = taskCount(items, minPerTask);
+  if (tasks <= 1) {
+    for (int i = 0; i < items; ++i) fn(i);
+    return;
+  }
+  parallelFor(tasks, [&](int t) {
+    const int i0 = (int)((int64_t)items * t / tasks);
+    const int i1 = (int)((int64_t)items * (t + 1) / tasks);
+    for (int i = i0; i < i1; ++i) fn(i);
+  });
+}
+
+// Per-thread scratch that grows once and is then reused.
+template <typename T>
+T* threadScratch(std::vector<T>& v, size_t n) {
+  if (v.size() < n) v.resize(n);
+  return v.data();
+}
+
+void checkMatrix(const WeightMatrix& w, const std::string& name, int64_t rows, int64_t cols) {
+  if (!w.data) fail(name + ": no data");
+  if (w.rows != rows || w.cols != cols)
+    fail(name + ": [" + str(w.rows) + ", " + str(w.cols) + "], expected [" + str(rows) + ", " + str(cols) + "]");
+  const TypeInfo ti = typeInfo(w.type);
+  if (ti.blockSize == 0) fail(name + ": ggml type " + str(w.type) + " is not supported by the native step");
+  if (cols % ti.blockSize != 0) fail(name + ": " + str(cols) + " columns is not a whole number of blocks");
+  const size_t rb = (size_t)(cols / ti.blockSize) * (size_t)ti.typeSize;
+  if (w.rowBytes != rb) fail(name + ": rowBytes " + str((int64_t)w.rowBytes) + ", expected " + str((int64_t)rb));
+}
+
+}  // namespace
+
+Model::Model(ModelSpec spec) : spec_(std::move(spec)) {
+  const ModelShape& c = spec_.shape;
+  if (c.nLayer < 1 || c.nEmbd < 1 || c.nFf < 1 || c.nHead < 1 || c.nHeadKv < 1 || c.headDim < 1 || c.nVocab < 1)
+    fail("shape: every dimension must be positive");
+  if (c.nHead % c.nHeadKv != 0) fail("shape: nHead must be a multiple of nHeadKv");
+  if (c.nRot < 0 || c.nRot > c.headDim || c.nRot % 2 != 0) fail("shape: nRot must be even and <= headDim");
+  if ((int)c.recurrent.size() != c.nLayer) fail("shape: recurrent must have nLayer entries");
+  if ((int)spec_.layers.size() != c.nLayer) fail("layers: expected " + str(c.nLayer) + " layers");
+  if (spec_.maxBatchTokens < 1) fail("maxBatchTokens must be positive");
+  const bool anyGdn = std::any_of(c.recurrent.begin(), c.recurrent.end(), [](uint8_t r) { return r != 0; });
+  if (anyGdn) {
+    if (c.convKernel < 1 || c.ssmStateSize < 1 || c.ssmGroupCount < 1 || c.ssmTimeStepRank < 1 || c.ssmInnerSize < 1)
+      fail("shape: GDN dimensions must be positive");
+    if (c.ssmTimeStepRank % c.ssmGroupCount != 0) fail("shape: ssmTimeStepRank must be a multiple of ssmGroupCount");
+    if (c.ssmInnerSize % c.ssmTimeStepRank != 0) fail("shape: ssmInnerSize must be a multiple of ssmTimeStepRank");
+  }
+  const int D = c.nEmbd, H = c.nHead, Dh = c.headDim, Hkv = c.nHeadKv;
+  keyDim_ = c.ssmGroupCount * c.ssmStateSize;
+  valueDim_ = c.ssmInnerSize;
+  convDim_ = 2 * keyDim_ + valueDim_;
+  headVDim_ = anyGdn ? valueDim_ / c.ssmTimeStepRank : 0;
+  kvRowStride_ = (size_t)Hkv * Dh;
+  convStride_ = (int64_t)convDim_ * std::max(0, c.convKernel - 1);
+  ssmStride_ = (int64_t)c.ssmTimeStepRank * headVDim_ * c.ssmStateSize;
+
+  checkMatrix(spec_.tokenEmbd, "token_embd", c.nVocab, D);
+  checkMatrix(spec_.output, "output", c.nVocab, D);
+  if (!dequantSupported(spec_.tokenEmbd.type)) fail("token_embd: type " + str(spec_.tokenEmbd.type) + " cannot be decoded");
+  if (!spec_.outputNorm) fail("output_norm: missing");
+  if (spec_.numerics == Numerics::Bf16 && !spec_.tokenEmbdTwin) fail("bf16 numerics need the token embedding's bf16 twin");
+  int attentionLayers = 0, gdnLayers = 0;
+  for (int il = 0; il < c.nLayer; ++il) {
+    const LayerWeights& L = spec_.layers[il];
+    const std::string p = "blk." + str(il) + ".";
+    if (L.recurrent != (c.recurrent[il] != 0)) fail(p + ": layer kind disagrees with shape.recurrent");
+    if (!L.attnNorm || !L.postAttnNorm) fail(p + ": norms missing");
+    checkMatrix(L.ffnGate, p + "ffn_gate", c.nFf, D);
+    checkMatrix(L.ffnUp, p + "ffn_up", c.nFf, D);
+    checkMatrix(L.ffnDown, p + "ffn_down", D, c.nFf);
+    if (L.recurrent) {
+      checkMatrix(L.qkv, p + "attn_qkv", convDim_, D);
+      checkMatrix(L.gate, p + "attn_gate", valueDim_, D);
+      checkMatrix(L.beta, p + "ssm_beta", c.ssmTimeStepRank, D);
+      checkMatrix(L.alpha, p + "ssm_alpha", c.ssmTimeStepRank, D);
+      checkMatrix(L.out, p + "ssm_out", D, valueDim_);
+      if (!L.conv || !L.dtBias || !L.a || !L.norm) fail(p + ": GDN vectors missing");
+      if (L.cacheIndex != gdnLayers++) fail(p + ": state layer index out of order");
+    } else {
+      checkMatrix(L.q, p + "attn_q", 2 * H * Dh, D);
+      checkMatrix(L.k, p + "attn_k", Hkv * Dh, D);
+      checkMatrix(L.v, p + "attn_v", Hkv * Dh, D);
+      checkMatrix(L.o, p + "attn_output", D, H * Dh);
+      if (!L.qNorm || !L.kNorm) fail(p + ": Q/K norms missing");
+      if (L.cacheIndex != attentionLayers++) fail(p + ": KV layer index out of order");
+    }
+  }
+  const KvStorage& kv = spec_.kv;
+  if ((int)kv.k.size() != attentionLayers || (int)kv.v.size() != attentionLayers)
+    fail("kv: expected " + str(attentionLayers) + " K and V planes");
+  if (attentionLayers > 0 && (kv.blockSize < 1 || kv.numBlocks < 1)) fail("kv: blockSize and numBlocks must be positive");
+  for (void* p : kv.k)
+    if (!p) fail("kv: a K plane is missing");
+  for (void* p : kv.v)
+    if (!p) fail("kv: a V plane is missing");
+  const StateStorage& st = spec_.states;
+  if ((int)st.conv.size() != gdnLayers || (int)st.ssm.size() != gdnLayers)
+    fail("states: expected " + str(gdnLayers) + " conv and recurrent planes");
+  if (gdnLayers > 0 && st.numSlots < 1) fail("states: numSlots must be positive");
+
+  const size_t T = (size_t)spec_.maxBatchTokens;
+  auto alloc = [&](std::vector<float>& v, size_t n) {
+    v.assign(n, 0.0f);
+    scratchBytes_ += n * sizeof(float);
+  };
+  alloc(hidden_, T * D);
+  alloc(normed_, T * D);
+  alloc(branch_, T * D);
+  alloc(outHidden_, T * D);
+  alloc(ffnGate_, T * c.nFf);
+  alloc(ffnUp_, T * c.nFf);
+  if (attentionLayers > 0) {
+    alloc(qg_, T * 2 * H * Dh);
+    alloc(q_, T * H * Dh);
+    alloc(kRows_, T * kvRowStride_);
+    alloc(vRows_, T * kvRowStride_);
+    alloc(attnOut_, T * H * Dh);
+  }
+  if (gdnLayers > 0) {
+    alloc(mixed_, T * convDim_);
+    alloc(convOut_, T * convDim_);
+    alloc(z_, T * valueDim_);
+    alloc(betaRows_, T * c.ssmTimeStepRank);
+    alloc(alphaRows_, T * c.ssmTimeStepRank);
+    alloc(gdnOut_, T * valueDim_);
+  }
+  rowEntry_.assign(T, 0);
+  entryRow0_.assign(T, 0);
+  rowPos_.assign(T, 0);
+  outRows_.assign(T, 0);
+  // Activation buffers for the widest input in each encoding (f32 weights read x directly).
+  const int widths[] = {D, H * Dh, valueDim_, c.nFf};
+  const int encodings[] = {T_Q8_K, T_Q8_0, T_Q8_1, T_F16};
+  for (int i = 0; i < 4; ++i) {
+    size_t bytes = 0;
+    for (int width : widths) {
+      const TypeInfo ti = typeInfo(encodings[i]);
+      if (width > 0 && width % ti.blockSize == 0) bytes = std::max(bytes, actRowBytes(encodings[i], width) * T);
+    }
+    // bf16 activations have the size of f16 ones and share their buffer
+    actBuffer_[i].assign(bytes, 0);
+    scratchBytes_ += bytes;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Step descriptor (Int32Array): [entryCount, then per entry: nTokens, startPos, stateSlot,
+// nLogitRows, blockCount, tokens[nTokens], logitRows[nLogitRows], blockTable[blockCount]].
+
+int Model::parseStep(const int32_t* desc, size_t length, std::vector<StepEntry>& entries) const {
+  entries.clear();
+  if (length < 1) fail("step descriptor is empty");
+  const int count = desc[0];
+  if (count < 0) fail("step descriptor: negative entry count");
+  size_t at = 1;
+  int totalTokens = 0, totalLogits = 0;
+  const ModelShape& c = spec_.shape;
+  const bool anyGdn = !spec_.states.conv.empty();
+  const bool anyAttention = !spec_.kv.k.empty();
+  std::vector<int> slotsSeen;
+  for (int e = 0; e < count; ++e) {
+    const std::string where = "step entry " + str(e) + ": ";
+    if (at + 5 > length) fail(where + "descriptor is truncated");
+    StepEntry s;
+    s.nTokens = desc[at];
+    s.startPos = desc[at + 1];
+    s.stateSlot = desc[at + 2];
+    s.nLogits = desc[at + 3];
+    s.blockCount = desc[at + 4];
+    at += 5;
+    if (s.nTokens < 1) fail(where + "nTokens must be positive");
+    if (s.startPos < 0) fail(where + "startPos must be >= 0");
+    if (s.nLogits < 0 || s.nLogits > s.nTokens) fail(where + "logit row count out of range");
+    if (s.blockCount < 0) fail(where + "negative block count");
+    if (at + (size_t)s.nTokens + (size_t)s.nLogits + (size_t)s.blockCount > length) fail(where + "descriptor is truncated");
+    s.tokens = desc + at;
+    at += s.nTokens;
+    s.logitRows = desc + at;
+    at += s.nLogits;
+    s.blockTable = desc + at;
+    at += s.blockCount;
+    for (int i = 0; i < s.nTokens; ++i)
+      if (s.tokens[i] < 0 || s.tokens[i] >= c.nVocab)
+        fail(where + "token " + str(s.tokens[i]) + " at row " + str(i) + " is outside [0, " + str(c.nVocab) + ")");
+    for (int i = 0; i < s.nLogits; ++i) {
+      const int r = s.logitRows[i];
+      if (r < 0 || r >= s.nTokens || (i > 0 && r <= s.logitRows[i - 1]))
+        fail(where + "logit rows must be ascending indices in [0, " + str(s.nTokens) + ")");
+    }
+    const int64_t end = (int64_t)s.startPos + s.nTokens;
+    if (anyAttention) {
+      const int bs = spec_.kv.blockSize;
+      const int64_t needed = (end + bs - 1) / bs;
+      if (s.blockCount < needed)
+        fail(where + "block table has " + str(s.blockCount) + " blocks, positions [0, " + str(end) + ") need " + str(needed));
+      for (int64_t i = 0; i < needed; ++i)
+        if (s.blockTable[i] < 0 || s.blockTable[i] >= spec_.kv.numBlocks)
+          fail(where + "block id " + str(s.blockTable[i]) + " is outside [0, " + str(spec_.kv.numBlocks) + ")");
+    }
+    if (anyGdn) {
+      if (s.stateSlot < 0 || s.stateSlot >= spec_.states.numSlots)
+        fail(where + "state slot " + str(s.stateSlot) + " is outside [0, " + str(spec_.states.numSlots) + ")");
+      if (std::find(slotsSeen.begin(), slotsSeen.end(), s.stateSlot) != slotsSeen.end())
+        fail(where + "state slot " + str(s.stateSlot) + " appears twice in one step");
+      slotsSeen.push_back(s.stateSlot);
+    }
+    totalTokens += s.nTokens;
+    totalLogits += s.nLogits;
+    if (totalTokens > spec_.maxBatchTokens)
+      fail("step has more than maxBatchTokens (" + str(spec_.maxBatchTokens) + ") tokens");
+    entries.push_back(s);
+  }
+  if (at != length) fail("step descriptor has " + str((int64_t)(length - at)) + " trailing values");
+  return totalLogits;
+}
+
+// ---------------------------------------------------------------------------------------------
+// matmuls: y[m, N] = W x, with the input set by prepareInput (its quantized forms are reused by
+// every matmul of the same input, e.g. Q, K and V).
+
+void Model::prepareInput(const float* x, int rows, int cols) {
+  actSource_ = x;
+  actRows_ = rows;
+  actCols_ = cols;
+  for (int& t : actType_) t = -1;
+}
+
+void Model::matmul(const WeightMatrix& w, float* y) {
+  const int m = actRows_;
+  const int64_t k = actCols_;
+  if (spec_.numerics == Numerics::Bf16 && registeredEncoding(w.type)) {
+    matmulBf16Rows(w.type, w.data, k, 0, w.rows, actSource_, m, y, w.rows, 0);
+    return;
+  }
+  const int actType = vecDotType(w.type);
+  const size_t actBytes = actRowBytes(actType, k);
+  const uint8_t* act;
+  if (actType == T_F32) {
+    act = reinterpret_cast<const uint8_t*>(actSource_);
+  } else {
+    const int slot = actType == T_Q8_K ? 0 : actType == T_Q8_0 ? 1 : actType == T_Q8_1 ? 2 : 3;
+    uint8_t* buffer = actBuffer_[slot].data();
+    if (actType_[slot] != actType) {
+      const float* x = actSource_;
+      parallelRange(m, 4, [&](int row) { quantizeActRow(actType, x + (size_t)row * k, buffer + (size_t)row * actBytes, k); });
+      actType_[slot] = actType;
+    }
+    act = buffer;
+  }
+  matmulLlamaRows(w.type, w.data, w.rows, k, act, actBytes, m, y);
+}
+
+void Model::rmsNormRows(const float* x, const float* w, float* out, int rows) {
+  const int D = spec_.shape.nEmbd;
+  const float eps = spec_.shape.eps;
+  parallelRange(rows, 8, [&](int r) { rmsNorm(x + (size_t)r * D, w, out + (size_t)r * D, D, eps); });
+}
+
+// ---------------------------------------------------------------------------------------------
+
+void Model::embed(const std::vector<StepEntry>& entries, int rows) {
+  const int D = spec_.shape.nEmbd;
+  const WeightMatrix& e = spec_.tokenEmbd;
+  const uint16_t* twin = spec_.tokenEmbdTwin;
+  const DequantFn decode = kernels().dequant;
+  // row -> token
+  std::vector<int32_t>& tokens = outRows_;  // borrowed until the output rows are computed
+  int row = 0;
+  for (const StepEntry& s : entries)
+    for (int i = 0; i < s.nTokens; ++i) tokens[row++] = s.tokens[i];
+  parallelRange(rows, 4, [&](int r) {
+    const int token = tokens[r];
+    float* dst = hidden_.data() + (size_t)r * D;
+    if (twin) {
+      const uint16_t* src = twin + (size_t)token * D;
+      for (int d = 0; d < D; ++d) dst[d] = bf16ToF32(src[d]);
+    } else {
+      decode(e.type, e.data + (size_t)token * e.rowBytes, dst, D);
+    }
+  });
+}
+
+void Model::step(const std::vector<StepEntry>& entries, float* logits) {
+  const ModelShape& c = spec_.shape;
+  const int D = c.nEmbd;
+  int T = 0;
+  for (const StepEntry& s : entries) {
+    entryRow0_[&s - entries.data()] = T;
+    for (int i = 0; i < s.nTokens; ++i) {
+      rowEntry_[T] = (int32_t)(&s - entries.data());
+      rowPos_[T] = s.startPos + i;
+      ++T;
+    }
+  }
+  if (T == 0) return;
+  embed(entries, T);
+  // rows that need logits, as indices into the step's rows
+  int nOut = 0;
+  {
+    int row = 0;
+    for (const StepEntry& s : entries) {
+      for (int i = 0; i < s.nLogits; ++i) outRows_[nOut++] = row + s.logitRows[i];
+      row += s.nTokens;
+    }
+  }
+  for (int il = 0; il < c.nLayer; ++il) {
+    const LayerWeights& L = spec_.layers[il];
+    rmsNormRows(hidden_.data(), L.attnNorm, normed_.data(), T);
+    if (L.recurrent) gatedDeltaNet(L, entries, T);
+    else attention(L, entries, T);
+    int rows = T;
+    if (il == c.nLayer - 1) {
+      // as llama.cpp: after the last mixer only the output rows go on
+      if (nOut == 0) return;
+      for (int k = 0; k < nOut; ++k) {
+        const int from = outRows_[k];
+        if (from != k) {
+          std::memmove(hidden_.data() + (size_t)k * D, hidden_.data() + (size_t)from * D, D * sizeof(float));
+          std::memmove(branch_.data() + (size_t)k * D, branch_.data() + (size_t)from * D, D * sizeof(float));
+        }
+      }
+      rows = nOut;
+    }
+    float* h = hidden_.data();
+    const float* b = branch_.data();
+    for (size_t i = 0; i < (size_t)rows * D; ++i) h[i] = h[i] + b[i];
+    rmsNormRows(hidden_.data(), L.postAttnNorm, normed_.data(), rows);
+    ffn(L, rows);
+    for (size_t i = 0; i < (size_t)rows * D; ++i) h[i] = h[i] + b[i];
+  }
+  rmsNormRows(hidden_.data(), spec_.outputNorm, outHidden_.data(), nOut);
+  prepareInput(outHidden_.data(), nOut, D);
+  matmul(spec_.output, logits);
+}
+
+void Model::ffn(const LayerWeights& L, int rows) {
+  const int nFf = spec_.shape.nFf;
+  const ForwardOps& ops = forwardOps();
+  prepareInput(normed_.data(), rows, spec_.shape.nEmbd);
+  matmul(L.ffnGate, ffnGate_.data());
+  matmul(L.ffnUp, ffnUp_.data());
+  float* g = ffnGate_.data();
+  const float* u = ffnUp_.data();
+  parallelRange(rows, 4, [&](int r) { ops.swigluRow(g + (size_t)r * nFf, u + (size_t)r * nFf, nFf); });
+  prepareInput(ffnGate_.data(), rows, nFf);
+  matmul(L.ffnDown, branch_.data());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Full attention (qwen35.md section 6)
+
+namespace {
+
+struct AttentionContext {
+  const ForwardOps* ops;
+  const void* kPlane;
+  const void* vPlane;
+  bool f16;
+  int blockSize;
+  size_t rowStride;
+  int Dh;
+  float scale;
+  size_t offset(const int32_t* blockTable, int j, int kvHead) const {
+    return ((size_t)blockTable[j / blockSize] * blockSize + (size_t)(j % blockSize)) * rowStride + (size_t)kvHead * Dh;
+  }
+  float kAt(size_t base, int i) const {
+    return f16 ? halfToF32(static_cast<const uint16_t*>(kPlane)[base + i]) : static_cast<const float*>(kPlane)[base + i];
+  }
+  // f64 dot of K rows at positions [j0, j1) against q, four independent chains (each in order)
+  void scores(const int32_t* blockTable, int j0, int j1, int kvHead, const float* q, float* out) const {
+    int j = j0;
+    for (; j + 4 <= j1; j += 4) {
+      const size_t b0 = offset(blockTable, j, kvHead), b1 = offset(blockTable, j + 1, kvHead);
+      const size_t b2 = offset(blockTable, j + 2, kvHead), b3 = offset(blockTable, j + 3, kvHead);
+      double d0 = 0, d1 = 0, d2 = 0, d3 = 0;
+      if (f16) {
+        const uint16_t* k = static_cast<const uint16_t*>(kPlane);
+        for (int i = 0; i < Dh; ++i) {
+          const double qi = q[i];
+          d0 += (double)halfToF32(k[b0 + i]) * qi;
+          d1 += (double)halfToF32(k[b1 + i]) * qi;
+          d2 += (double)halfToF32(k[b2 + i]) * qi;
+          d3 += (double)halfToF32(k[b3 + i]) * qi;
+        }
+      } else {
+        const float* k = static_cast<const float*>(kPlane);
+        for (int i = 0; i < Dh; ++i) {
+          const double qi = q[i];
+          d0 += (double)k[b0 + i] * qi;
+          d1 += (double)k[b1 + i] * qi;
+          d2 += (double)k[b2 + i] * qi;
+          d3 += (double)k[b3 + i] * qi;
+        }
+      }
+      out[j - j0] = (float)d0 * scale;
+      out[j + 1 - j0] = (float)d1 * scale;
+      out[j + 2 - j0] = (float)d2 * scale;
+      out[j + 3 - j0] = (float)d3 * scale;
+    }
+    for (; j < j1; ++j) {
+      const size_t b = offset(blockTable, j, kvHead);
+      double d = 0;
+      for (int i = 0; i < Dh; ++i) d += (double)kAt(b, i) * (double)q[i];
+      out[j - j0] = (float)d * scale;
+    }
+  }
+  void madV(float* acc, size_t base, float p) const {
+    if (f16) ops->madF16(acc, static_cast<const uint16_t*>(vPlane) + base, p, Dh);
+    else ops->madF32(acc, static_cast<const float*>(vPlane) + base, p, Dh);
+  }
+};
+
+thread_local std::vector<float> tQuery, tAcc, tScores, tLanes, tRow;
+
+// llama.cpp's CPU flash attention for < 64 query rows (forward.ts attendOneChunk).
+void attendOneChunk(const AttentionContext& a, const int32_t* blockTable, int pos, int kvHead, const float* qHead,
+                    float* out) {
+  const int Dh = a.Dh;
+  float* q = threadScratch(tQuery, Dh);
+  float* acc = threadScratch(tAcc, Dh);
+  float* scores = threadScratch(tScores, (size_t)pos + 1);
+  for (int i = 0; i < Dh; ++i) q[i] = a.f16 ? roundF16(qHead[i]) : qHead[i];
+  std::fill(acc, acc + Dh, 0.0f);
+  a.scores(blockTable, 0, pos + 1, kvHead, q, scores);
+  float M = -std::numeric_limits<float>::infinity();
+  float S = 0;
+  for (int j = 0; j <= pos; ++j) {
+    const size_t base = a.offset(blockTable, j, kvHead);
+    const float s = scores[j];
+    float ms = 1, vs = 1;
+    if (s > M) {
+      const float old = M;
+      M = s;
+      ms = expf(old - M);
+      if (a.f16) a.ops->scaleF16Acc(acc, ms, Dh);
+      else
+        for (int i = 0; i < Dh; ++i) acc[i] = acc[i] * ms;
+    } else {
+      vs = expf(s - M);
+    }
+    if (a.f16) a.ops->madF16Acc(acc, static_cast<const uint16_t*>(a.vPlane) + base, vs, Dh);
+    else a.ops->madF32(acc, static_cast<const float*>(a.vPlane) + base, vs, Dh);
+    S = S * ms + vs;
+  }
+  const float inv = S == 0 ? 0.0f : 1.0f / S;
+  for (int i = 0; i < Dh; ++i) out[i] = acc[i] * inv;
+}
+
+// llama.cpp without flash attention (forward.ts attendStandard).
+void attendStandard(const AttentionContext& a, const int32_t* blockTable, int pos, int kvHead, const float* qHead,
+                    float* out) {
+  const int Dh = a.Dh;
+  const int n = pos + 1;
+  float* q = threadScratch(tQuery, Dh);
+  float* kRow = threadScratch(tRow, Dh);
+  float* scores = threadScratch(tScores, (size_t)n);
+  float* lanes = threadScratch(tLanes, (size_t)8 * Dh);  // [lane][Dh]
+  for (int i = 0; i < Dh; ++i) q[i] = a.f16 ? roundF16(qHead[i]) : qHead[i];
+  float max = -std::numeric_limits<float>::infinity();
+  for (int j = 0; j < n; ++j) {
+    const size_t base = a.offset(blockTable, j, kvHead);
+    float dot;
+    if (a.f16) {
+      const uint16_t* k = static_cast<const uint16_t*>(a.kPlane) + base;
+      for (int i = 0; i < Dh; ++i) kRow[i] = halfToF32(k[i]);
+      dot = a.ops->vecDotF32(kRow, q, Dh);
+    } else {
+      dot = a.ops->vecDotF32(static_cast<const float*>(a.kPlane) + base, q, Dh);
+    }
+    const float s = dot * a.scale;
+    scores[j] = s;
+    if (s > max) max = s;
+  }
+  double sum = 0;
+  for (int j = 0; j < n; ++j) {
+    const float p = a.ops->vexpf(scores[j] - max);
+    scores[j] = p;
+    sum += p;
+  }
+  const float inv = (float)(1.0 / sum);
+  for (int j = 0; j < n; ++j) {
+    const float p = scores[j] * inv;
+    scores[j] = a.f16 ? roundF16(p) : p;
+  }
+  std::fill(lanes, lanes + (size_t)8 * Dh, 0.0f);
+  for (int j = 0; j < n; ++j) a.madV(lanes + (size_t)(j & 7) * Dh, a.offset(blockTable, j, kvHead), scores[j]);
+  for (int i = 0; i < Dh; ++i) {
+    const float t0 = lanes[i] + lanes[4 * Dh + i];
+    const float t1 = lanes[Dh + i] + lanes[5 * Dh + i];
+    const float t2 = lanes[2 * Dh + i] + lanes[6 * Dh + i];
+    const float t3 = lanes[3 * Dh + i] + lanes[7 * Dh + i];
+    out[i] = (t0 + t2) + (t1 + t3);
+  }
+}
+
+// llama.cpp's tiled CPU flash attention for >= 64 query rows (forward.ts attendTiled).
+void attendTiled(const AttentionContext& a, const int32_t* blockTable, int pos, int kvHead, const float* qHead,
+                 float* out) {
+  const int Dh = a.Dh;
+  const int n = pos + 1;
+  float* acc = threadScratch(tAcc, Dh);
+  float* scores = threadScratch(tScores, kFlashAttnKvTile);
+  std::fill(acc, acc + Dh, 0.0f);
+  float M = -std::numeric_limits<float>::infinity();
+  float S = 0;
+  for (int t0 = 0; t0 < n; t0 += kFlashAttnKvTile) {
+    const int t1 = std::min(n, t0 + kFlashAttnKvTile);
+    a.scores(blockTable, t0, t1, kvHead, qHead, scores);
+    float tileMax = -std::numeric_limits<float>::infinity();
+    for (int j = t0; j < t1; ++j) tileMax = std::max(tileMax, scores[j - t0]);
+    const float newMax = std::max(M, tileMax);
+    const float ms = M == -std::numeric_limits<float>::infinity() ? 0.0f : expf(M - newMax);
+    if (ms != 1) {
+      for (int i = 0; i < Dh; ++i) acc[i] = acc[i] * ms;
+      S = S * ms;
+    }
+    M = newMax;
+    double tileSum = 0;
+    for (int j = t0; j < t1; ++j) {
+      const float p = expf(scores[j - t0] - M);
+      scores[j - t0] = p;
+      tileSum += p;
+    }
+    S = (float)((double)S + tileSum);
+    for (int j = t0; j < t1; ++j) a.madV(acc, a.offset(blockTable, j, kvHead), scores[j - t0]);
+  }
+  const float inv = S == 0 ? 0.0f : 1.0f / S;
+  for (int i = 0; i < Dh; ++i) out[i] = acc[i] * inv;
+}
+
+thread_local std::vector<float> tRopeCos, tRopeSin;
+
+// NEOX rotation of the first nRot dims (products exact in f64, the difference rounded once to f64
+// and then to f32, as the specification's JavaScript computes it).
+void rope(float* x, const float* cosTable, const float* sinTable, int half) {
+  for (int i = 0; i < half; ++i) {
+    const double x0 = x[i], x1 = x[i + half];
+    const double c = cosTable[i], s = sinTable[i];
+    x[i] = (float)(x0 * c - x1 * s);
+    x[i + half] = (float)(x0 * s + x1 * c);
+  }
+}
+
+}  // namespace
+
+void Model::attention(const LayerWeights& L, const std::vector<StepEntry>& entries, int T) {
+  const ModelShape& c = spec_.shape;
+  const int H = c.nHead, Hkv = c.nHeadKv, Dh = c.headDim, D = c.nEmbd;
+  const float eps = c.eps;
+  prepareInput(normed_.data(), T, D);
+  matmul(L.q, qg_.data());
+  matmul(L.k, kRows_.data());
+  matmul(L.v, vRows_.data());
+  const KvStorage& kv = spec_.kv;
+  void* kPlane = kv.k[L.cacheIndex];
+  void* vPlane = kv.v[L.cacheIndex];
+  const size_t stride = kvRowStride_;
+  const int half = c.nRot / 2;
+  // Q/K norms and RoPE per row, then K and V into the row's cache slot
+  parallelRange(T, 1, [&](int r) {
+    const int pos = rowPos_[r];
+    float* cosTable = threadScratch(tRopeCos, (size_t)half + 1);
+    float* sinTable = threadScratch(tRopeSin, (size_t)half + 1);
+    float theta = (float)pos;
+    for (int i = 0; i < half; ++i) {
+      cosTable[i] = cosf(theta);
+      sinTable[i] = sinf(theta);
+      theta = theta * c.ropeThetaScale;
+    }
+    for (int h = 0; h < H; ++h) {
+      float* qh = q_.data() + ((size_t)r * H + h) * Dh;
+      rmsNorm(qg_.data() + (size_t)r * 2 * H * Dh + (size_t)h * 2 * Dh, L.qNorm, qh, Dh, eps);
+      rope(qh, cosTable, sinTable, half);
+    }
+    float* kr = kRows_.data() + (size_t)r * stride;
+    for (int j = 0; j < Hkv; ++j) {
+      rmsNorm(kr + (size_t)j * Dh, L.kNorm, kr + (size_t)j * Dh, Dh, eps);
+      rope(kr + (size_t)j * Dh, cosTable, sinTable, half);
+    }
+    const StepEntry& e = entries[rowEntry_[r]];
+    const size_t dst = ((size_t)e.blockTable[pos / kv.blockSize] * kv.blockSize + (size_t)(pos % kv.blockSize)) * stride;
+    const float* vr = vRows_.data() + (size_t)r * stride;
+    if (kv.f16) {
+      uint16_t* kp = static_cast<uint16_t*>(kPlane) + dst;
+      uint16_t* vp = static_cast<uint16_t*>(vPlane) + dst;
+      for (size_t i = 0; i < stride; ++i) {
+        kp[i] = f32ToHalf(kr[i]);
+        vp[i] = f32ToHalf(vr[i]);
+      }
+    } else {
+      std::memcpy(static_cast<float*>(kPlane) + dst, kr, stride * sizeof(float));
+      std::memcpy(static_cast<float*>(vPlane) + dst, vr, stride * sizeof(float));
+    }
+  });
+  AttentionContext a{&forwardOps(), kPlane, vPlane, kv.f16, kv.blockSize, stride, Dh, 1.0f / std::sqrt((float)Dh)};
+  const bool tiled = T >= kFlashAttnTiledMinRows;
+  const int group = H / Hkv;
+  parallelRange(T * H, 1, [&](int task) {
+    const int r = task / H, h = task % H;
+    const StepEntry& e = entries[rowEntry_[r]];
+    const int pos = rowPos_[r];
+    const int kvHead = h / group;
+    const float* qh = q_.data() + ((size_t)r * H + h) * Dh;
+    float* out = attnOut_.data() + ((size_t)r * H + h) * Dh;
+    if (!spec_.flashAttention) attendStandard(a, e.blockTable, pos, kvHead, qh, out);
+    else if (tiled) attendTiled(a, e.blockTable, pos, kvHead, qh, out);
+    else attendOneChunk(a, e.blockTable, pos, kvHead, qh, out);
+    // o <- o * sigmoid(gate)
+    const float* gate = qg_.data() + (size_t)r * 2 * H * Dh + (size_t)h * 2 * Dh + Dh;
+    for (int i = 0; i < Dh; ++i) out[i] = out[i] * sigmoid(gate[i]);
+  });
+  prepareInput(attnOut_.data(), T, H * Dh);
+  matmul(L.o, branch_.data());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Gated DeltaNet (qwen35.md section 7)
+
+void Model::gatedDeltaNet(const LayerWeights& L, const std::vector<StepEntry>& entries, int T) {
+  const ModelShape& c = spec_.shape;
+  const int Hk = c.ssmGroupCount, Hv = c.ssmTimeStepRank, Dk = c.ssmStateSize, K = c.convKernel, D = c.nEmbd;
+  const int Dv = headVDim_, convDim = convDim_, keyDim = keyDim_, valueDim = valueDim_;
+  const float eps = c.eps;
+  const ForwardOps& ops = forwardOps();
+  prepareInput(normed_.data(), T, D);
+  matmul(L.qkv, mixed_.data());
+  matmul(L.gate, z_.data());
+  matmul(L.beta, betaRows_.data());
+  matmul(L.alpha, alphaRows_.data());
+  float* convPlane = spec_.states.conv[L.cacheIndex];
+  float* ssmPlane = spec_.states.ssm[L.cacheIndex];
+  const float* mixed = mixed_.data();
+  float* y = convOut_.data();
+  // causal depthwise conv over [state (K-1 raw inputs), current] per channel, token by token; the
+  // state keeps raw inputs (f32 products added in f32, oldest tap first)
+  int row0 = 0;
+  for (const StepEntry& e : entries) {
+    float* convBase = convPlane + (size_t)e.stateSlot * convStride_;
+    parallelRange(convDim, 256, [&](int ch) {
+      float* state = convBase + (size_t)ch * (K - 1);
+      const float* w = L.conv + (size_t)ch * K;
+      for (int t = 0; t < e.nTokens; ++t) {
+        const size_t at = (size_t)(row0 + t) * convDim + ch;
+        const float current = mixed[at];
+        float acc = 0;
+        for (int j = 0; j < K - 1; ++j) acc = acc + state[j] * w[j];
+        acc = acc + current * w[K - 1];
+        for (int j = 0; j < K - 2; ++j) state[j] = state[j + 1];
+        if (K > 1) state[K - 2] = current;
+        y[at] = acc;
+      }
+    });
+    row0 += e.nTokens;
+  }
+  // SiLU, then the L2 norms of q and k per K-head (x / sqrt(sum + eps), f64 sum of f32 squares)
+  parallelRange(T, 1, [&](int r) {
+    float* yr = y + (size_t)r * convDim;
+    ops.siluRow(yr, convDim);
+    for (int kh = 0; kh < 2 * Hk; ++kh) {
+      float* v = yr + (size_t)kh * Dk;
+      double sum = 0;
+      for (int i = 0; i < Dk; ++i) sum += (double)(v[i] * v[i]);
+      const float scale = 1.0f / std::sqrt((float)sum + eps);
+      for (int i = 0; i < Dk; ++i) v[i] = v[i] * scale;
+    }
+  });
+  // gated delta rule per (sequence, V-head), token by token; V-head h uses Q/K head h mod Hk
+  const float readoutScale = 1.0f / std::sqrt((float)Dv);
+  const int nEntries = (int)entries.size();
+  parallelRange(nEntries * Hv, 1, [&](int task) {
+    const int ei = task / Hv, h = task % Hv;
+    const StepEntry& e = entries[ei];
+    const int r0 = entryRow0_[ei];
+    const int kh = h % Hk;
+    float* sHead = ssmPlane + (size_t)e.stateSlot * ssmStride_ + (size_t)h * Dv * Dk;
+    for (int t = 0; t < e.nTokens; ++t) {
+      const int row = r0 + t;
+      const float* yr = y + (size_t)row * convDim;
+      const float* q = yr + (size_t)kh * Dk;
+      const float* k = yr + keyDim + (size_t)kh * Dk;
+      const float* v = yr + 2 * keyDim + (size_t)h * Dv;
+      const float beta = sigmoid(betaRows_[(size_t)row * Hv + h]);
+      const float g = softplus(alphaRows_[(size_t)row * Hv + h] + L.dtBias[h]) * L.a[h];
+      const float decay = expf(g);
+      float* o = gdnOut_.data() + (size_t)row * valueDim + (size_t)h * Dv;
+      for (int j = 0; j < Dv; ++j) {
+        float* sRow = sHead + (size_t)j * Dk;
+        const float kvMem = ops.decayDot(sRow, k, Dk, decay);
+        const float delta = (v[j] - kvMem) * beta;
+        o[j] = ops.madDot(sRow, q, k, Dk, delta) * readoutScale;
+      }
+      // gated RMSNorm: rms(o_h) * ssm_norm (raw), times silu(z_h)
+      rmsNorm(o, L.norm, o, Dv, eps);
+      float* zh = z_.data() + (size_t)row * valueDim + (size_t)h * Dv;
+      ops.siluRow(zh, Dv);
+      for (int j = 0; j < Dv; ++j) o[j] = o[j] * zh[j];
+    }
+  });
+  prepareInput(gdnOut_.data(), T, valueDim);
+  matmul(L.out, branch_.data());
+}
+
+// ---------------------------------------------------------------------------------------------
+
+const ForwardOps& forwardOps() {
+  switch (currentIsaLevel()) {
+    case IsaLevel::Avx2:
+    case IsaLevel::Avx512:
+#if defined(KEEPQUANT_X86)
+      return avx2ForwardOps();
+#endif
+    default:
+      return genericForwardOps();
+  }
+}
+
+}  // namespace kq

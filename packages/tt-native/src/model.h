@@ -1,0 +1,136 @@
+// The native qwen35 model: one forward step over a batch of sequences, every op native, in the
+// arithmetic of the TypeScript specification (packages/engine/src/model/forward.ts). Weights are
+// borrowed views (a memory-mapped GGUF file or any buffer the caller keeps alive); the KV planes,
+// the GDN state planes and the logits are caller-provided storage; scratch is owned here and
+// allocated once, so a step allocates nothing.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kq {
+
+// A matmul weight exactly as stored: `rows` output features of `cols` inputs, `rowBytes` per row.
+struct WeightMatrix {
+  int type = -1;
+  const uint8_t* data = nullptr;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  size_t rowBytes = 0;
+};
+
+enum class Numerics { Llama, Bf16 };
+
+// Hyperparameters (qwen35.md section 2) and the derived constants the step needs.
+struct ModelShape {
+  int nLayer = 0, nEmbd = 0, nFf = 0, nHead = 0, nHeadKv = 0, headDim = 0, nRot = 0;
+  int convKernel = 0, ssmStateSize = 0, ssmGroupCount = 0, ssmTimeStepRank = 0, ssmInnerSize = 0, nVocab = 0;
+  float eps = 0;
+  // powf(rope_freq_base, -2 / n_rot), computed by the caller's libm (the specification's value)
+  float ropeThetaScale = 0;
+  std::vector<uint8_t> recurrent;  // per trunk layer
+};
+
+struct LayerWeights {
+  bool recurrent = false;
+  const float* attnNorm = nullptr;      // [D]
+  const float* postAttnNorm = nullptr;  // [D]
+  WeightMatrix ffnGate, ffnUp, ffnDown;
+  // full attention
+  WeightMatrix q, k, v, o;               // q: [2 H Dh, D] per head [q_h | gate_h]
+  const float* qNorm = nullptr;          // [Dh]
+  const float* kNorm = nullptr;          // [Dh]
+  // gated delta net
+  WeightMatrix qkv, gate, beta, alpha, out;
+  const float* conv = nullptr;    // [conv_dim, K]
+  const float* dtBias = nullptr;  // [Hv]
+  const float* a = nullptr;       // [Hv], -exp(A_log)
+  const float* norm = nullptr;    // [Dv]
+  int cacheIndex = -1;            // KV layer (attention) or state layer (GDN)
+};
+
+// Paged K/V planes of the full-attention layers: [numBlocks, blockSize, Hkv * Dh] each.
+struct KvStorage {
+  bool f16 = true;
+  int blockSize = 0;
+  int numBlocks = 0;
+  std::vector<void*> k, v;
+};
+
+// GDN state planes per GDN layer: conv [slots, conv_dim, K-1], recurrent [slots, Hv, Dv, Dk].
+struct StateStorage {
+  int numSlots = 0;
+  std::vector<float*> conv, ssm;
+};
+
+// One sequence's share of a step (pointers into the step descriptor).
+struct StepEntry {
+  const int32_t* tokens = nullptr;
+  int nTokens = 0;
+  int startPos = 0;
+  int stateSlot = 0;
+  const int32_t* logitRows = nullptr;  // ascending indices into this chunk
+  int nLogits = 0;
+  const int32_t* blockTable = nullptr;
+  int blockCount = 0;
+};
+
+struct ModelSpec {
+  ModelShape shape;
+  Numerics numerics = Numerics::Llama;
+  bool flashAttention = true;
+  int maxBatchTokens = 0;
+  WeightMatrix tokenEmbd;
+  const uint16_t* tokenEmbdTwin = nullptr;  // bf16 twin (bf16 numerics), else null
+  const float* outputNorm = nullptr;
+  WeightMatrix output;
+  std::vector<LayerWeights> layers;
+  KvStorage kv;
+  StateStorage states;
+};
+
+class Model {
+ public:
+  // Checks the whole spec once (shapes, types, storage) and allocates scratch; throws
+  // std::invalid_argument naming what is wrong.
+  explicit Model(ModelSpec spec);
+
+  // Parses a step descriptor (see model.cc) into entries, checking every index against the model;
+  // throws std::invalid_argument naming the entry and field. Returns the number of logit rows.
+  int parseStep(const int32_t* desc, size_t length, std::vector<StepEntry>& entries) const;
+
+  // Runs one step; `logits` receives [nOut, vocab] (entry order, then row order).
+  void step(const std::vector<StepEntry>& entries, float* logits);
+
+  size_t scratchBytes() const { return scratchBytes_; }
+  int vocab() const { return (int)spec_.output.rows; }
+  int maxBatchTokens() const { return spec_.maxBatchTokens; }
+
+ private:
+  void prepareInput(const float* x, int rows, int cols);
+  void matmul(const WeightMatrix& w, float* y);
+  void rmsNormRows(const float* x, const float* w, float* out, int rows);
+  void embed(const std::vector<StepEntry>& entries, int rows);
+  void attention(const LayerWeights& L, const std::vector<StepEntry>& entries, int rows);
+  void gatedDeltaNet(const LayerWeights& L, const std::vector<StepEntry>& entries, int rows);
+  void ffn(const LayerWeights& L, int rows);
+
+  ModelSpec spec_;
+  int keyDim_ = 0, valueDim_ = 0, convDim_ = 0, headVDim_ = 0;
+  size_t kvRowStride_ = 0;
+  int64_t convStride_ = 0, ssmStride_ = 0;
+  size_t scratchBytes_ = 0;
+  // scratch, [rows, width]
+  std::vector<float> hidden_, normed_, branch_, qg_, q_, kRows_, vRows_, attnOut_, mixed_, convOut_, z_, betaRows_,
+      alphaRows_, gdnOut_, ffnGate_, ffnUp_, outHidden_;
+  std::vector<int32_t> rowEntry_, rowPos_, outRows_, entryRow0_;
+  // quantized activations of the current matmul input, one buffer per activation encoding
+  const float* actSource_ = nullptr;
+  int actRows_ = 0, actCols_ = 0;
+  std::vector<uint8_t> actBuffer_[4];
+  int actType_[4] = {-1, -1, -1, -1};
+};
+
+}  // namespace kq

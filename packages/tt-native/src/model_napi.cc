@@ -1,0 +1,479 @@
+// Node-API surface of the native model (mirrored by src/native-types.ts): NativeModel (built once
+// from the engine's bound weights and storage; one async step per scheduler step), memory-mapped
+// files, natively allocated storage, and the C library's libm for the TypeScript specification.
+#include <fcntl.h>
+#include <napi.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <mutex>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common.h"
+#include "model.h"
+
+namespace kq {
+namespace {
+
+std::string str(int64_t v) { return std::to_string(v); }
+
+// ---- argument helpers: every failure names the field -------------------------------------------
+
+struct Reader {
+  Napi::Env env;
+  std::vector<Napi::Reference<Napi::Value>>* keep;
+
+  [[noreturn]] void typeError(const std::string& field, const std::string& what) const {
+    throw Napi::TypeError::New(env, "native model spec: " + field + " must be " + what);
+  }
+  [[noreturn]] void rangeError(const std::string& field, const std::string& what) const {
+    throw Napi::RangeError::New(env, "native model spec: " + field + " " + what);
+  }
+  Napi::Value get(const Napi::Object& o, const char* key) const { return o.Get(key); }
+  Napi::Object object(const Napi::Value& v, const std::string& field) const {
+    if (!v.IsObject()) typeError(field, "an object");
+    return v.As<Napi::Object>();
+  }
+  int integer(const Napi::Object& o, const char* key, const std::string& field, int min = 0) const {
+    const Napi::Value v = o.Get(key);
+    if (!v.IsNumber()) typeError(field + "." + key, "a number");
+    const double d = v.As<Napi::Number>().DoubleValue();
+    if (d != std::floor(d) || d < min || d > 2147483647.0) rangeError(field + "." + key, "must be an integer >= " + str(min));
+    return (int)d;
+  }
+  double number(const Napi::Object& o, const char* key, const std::string& field) const {
+    const Napi::Value v = o.Get(key);
+    if (!v.IsNumber()) typeError(field + "." + key, "a number");
+    return v.As<Napi::Number>().DoubleValue();
+  }
+  bool boolean(const Napi::Object& o, const char* key, const std::string& field) const {
+    const Napi::Value v = o.Get(key);
+    if (!v.IsBoolean()) typeError(field + "." + key, "a boolean");
+    return v.As<Napi::Boolean>().Value();
+  }
+  // A typed array kept alive for the model's lifetime; returns its data and element count.
+  template <typename T>
+  T* typed(const Napi::Value& v, napi_typedarray_type want, const std::string& field, const char* what, size_t minLength) const {
+    if (!v.IsTypedArray() || v.As<Napi::TypedArray>().TypedArrayType() != want) typeError(field, what);
+    Napi::TypedArray t = v.As<Napi::TypedArray>();
+    if (t.ElementLength() < minLength)
+      rangeError(field, "has " + str((int64_t)t.ElementLength()) + " elements, needs " + str((int64_t)minLength));
+    keep->push_back(Napi::Persistent(v));
+    return reinterpret_cast<T*>(static_cast<uint8_t*>(t.ArrayBuffer().Data()) + t.ByteOffset());
+  }
+  const float* f32(const Napi::Object& o, const char* key, const std::string& field, size_t length) const {
+    return typed<float>(o.Get(key), napi_float32_array, field + "." + key, "a Float32Array", length);
+  }
+  WeightMatrix matrix(const Napi::Object& o, const char* key, const std::string& field) const {
+    const std::string name = field + "." + key;
+    const Napi::Object m = object(o.Get(key), name);
+    WeightMatrix w;
+    w.type = integer(m, "type", name);
+    w.rows = integer(m, "rows", name, 1);
+    w.cols = integer(m, "cols", name, 1);
+    w.rowBytes = (size_t)integer(m, "rowBytes", name, 1);
+    const Napi::Value data = m.Get("data");
+    if (!data.IsTypedArray()) typeError(name + ".data", "a Uint8Array");
+    const Napi::TypedArray t = data.As<Napi::TypedArray>();
+    if (t.ByteLength() < w.rowBytes * (size_t)w.rows)
+      rangeError(name + ".data", "holds " + str((int64_t)t.ByteLength()) + " bytes, [" + str(w.rows) + " rows x " +
+                                     str((int64_t)w.rowBytes) + " B] needs " + str((int64_t)(w.rowBytes * w.rows)));
+    keep->push_back(Napi::Persistent(data));
+    w.data = static_cast<const uint8_t*>(t.ArrayBuffer().Data()) + t.ByteOffset();
+    return w;
+  }
+};
+
+ModelSpec parseSpec(const Reader& r, const Napi::Object& spec) {
+  ModelSpec m;
+  const Napi::Object shape = r.object(spec.Get("shape"), "shape");
+  ModelShape& c = m.shape;
+  c.nLayer = r.integer(shape, "nLayer", "shape", 1);
+  c.nEmbd = r.integer(shape, "nEmbd", "shape", 1);
+  c.nFf = r.integer(shape, "nFf", "shape", 1);
+  c.nHead = r.integer(shape, "nHead", "shape", 1);
+  c.nHeadKv = r.integer(shape, "nHeadKv", "shape", 1);
+  c.headDim = r.integer(shape, "headDim", "shape", 1);
+  c.nRot = r.integer(shape, "nRot", "shape", 0);
+  c.convKernel = r.integer(shape, "convKernel", "shape", 0);
+  c.ssmStateSize = r.integer(shape, "ssmStateSize", "shape", 0);
+  c.ssmGroupCount = r.integer(shape, "ssmGroupCount", "shape", 0);
+  c.ssmTimeStepRank = r.integer(shape, "ssmTimeStepRank", "shape", 0);
+  c.ssmInnerSize = r.integer(shape, "ssmInnerSize", "shape", 0);
+  c.nVocab = r.integer(shape, "nVocab", "shape", 1);
+  c.eps = (float)r.number(shape, "eps", "shape");
+  c.ropeThetaScale = (float)r.number(shape, "ropeThetaScale", "shape");
+  const Napi::Value recurrent = shape.Get("recurrent");
+  if (!recurrent.IsArray()) r.typeError("shape.recurrent", "an array of booleans");
+  const Napi::Array rec = recurrent.As<Napi::Array>();
+  for (uint32_t i = 0; i < rec.Length(); ++i) c.recurrent.push_back(rec.Get(i).ToBoolean().Value() ? 1 : 0);
+
+  const Napi::Value numerics = spec.Get("numerics");
+  const std::string mode = numerics.IsString() ? numerics.As<Napi::String>().Utf8Value() : "";
+  if (mode == "llama") m.numerics = Numerics::Llama;
+  else if (mode == "bf16") m.numerics = Numerics::Bf16;
+  else r.typeError("numerics", "\"llama\" or \"bf16\"");
+  m.flashAttention = r.boolean(spec, "flashAttention", "spec");
+  m.maxBatchTokens = r.integer(spec, "maxBatchTokens", "spec", 1);
+
+  const int D = c.nEmbd, Dh = c.headDim;
+  m.tokenEmbd = r.matrix(spec, "tokenEmbd", "spec");
+  m.output = r.matrix(spec, "output", "spec");
+  m.outputNorm = r.f32(spec, "outputNorm", "spec", D);
+  const Napi::Value twin = spec.Get("tokenEmbdTwin");
+  if (!twin.IsUndefined() && !twin.IsNull())
+    m.tokenEmbdTwin = r.typed<uint16_t>(twin, napi_uint16_array, "spec.tokenEmbdTwin", "a Uint16Array",
+                                        (size_t)c.nVocab * (size_t)D);
+
+  const Napi::Value layersValue = spec.Get("layers");
+  if (!layersValue.IsArray()) r.typeError("layers", "an array");
+  const Napi::Array layers = layersValue.As<Napi::Array>();
+  const int Hv = c.ssmTimeStepRank;
+  const int Dv = Hv > 0 ? c.ssmInnerSize / Hv : 0;
+  const int convDim = 2 * c.ssmGroupCount * c.ssmStateSize + c.ssmInnerSize;
+  for (uint32_t il = 0; il < layers.Length(); ++il) {
+    const std::string f = "layers[" + str(il) + "]";
+    const Napi::Object o = r.object(layers.Get(il), f);
+    LayerWeights L;
+    L.recurrent = r.boolean(o, "recurrent", f);
+    L.cacheIndex = r.integer(o, "cacheIndex", f);
+    L.attnNorm = r.f32(o, "attnNorm", f, D);
+    L.postAttnNorm = r.f32(o, "postAttnNorm", f, D);
+    L.ffnGate = r.matrix(o, "ffnGate", f);
+    L.ffnUp = r.matrix(o, "ffnUp", f);
+    L.ffnDown = r.matrix(o, "ffnDown", f);
+    if (L.recurrent) {
+      L.qkv = r.matrix(o, "qkv", f);
+      L.gate = r.matrix(o, "gate", f);
+      L.beta = r.matrix(o, "beta", f);
+      L.alpha = r.matrix(o, "alpha", f);
+      L.out = r.matrix(o, "out", f);
+      L.conv = r.f32(o, "conv", f, (size_t)convDim * c.convKernel);
+      L.dtBias = r.f32(o, "dtBias", f, Hv);
+      L.a = r.f32(o, "a", f, Hv);
+      L.norm = r.f32(o, "norm", f, Dv);
+    } else {
+      L.q = r.matrix(o, "q", f);
+      L.k = r.matrix(o, "k", f);
+      L.v = r.matrix(o, "v", f);
+      L.o = r.matrix(o, "o", f);
+      L.qNorm = r.f32(o, "qNorm", f, Dh);
+      L.kNorm = r.f32(o, "kNorm", f, Dh);
+    }
+    m.layers.push_back(L);
+  }
+
+  const Napi::Object kv = r.object(spec.Get("kv"), "kv");
+  m.kv.f16 = r.boolean(kv, "f16", "kv");
+  m.kv.blockSize = r.integer(kv, "blockSize", "kv", 1);
+  m.kv.numBlocks = r.integer(kv, "numBlocks", "kv", 1);
+  const size_t kvElements = (size_t)m.kv.numBlocks * m.kv.blockSize * c.nHeadKv * Dh;
+  for (const char* key : {"k", "v"}) {
+    const Napi::Value planes = kv.Get(key);
+    if (!planes.IsArray()) r.typeError(std::string("kv.") + key, "an array");
+    const Napi::Array a = planes.As<Napi::Array>();
+    for (uint32_t i = 0; i < a.Length(); ++i) {
+      const std::string f = std::string("kv.") + key + "[" + str(i) + "]";
+      void* p = m.kv.f16 ? (void*)r.typed<uint16_t>(a.Get(i), napi_uint16_array, f, "a Uint16Array (f16 cache)", kvElements)
+                         : (void*)r.typed<float>(a.Get(i), napi_float32_array, f, "a Float32Array (f32 cache)", kvElements);
+      (key[0] == 'k' ? m.kv.k : m.kv.v).push_back(p);
+    }
+  }
+  const Napi::Object states = r.object(spec.Get("states"), "states");
+  m.states.numSlots = r.integer(states, "numSlots", "states", 0);
+  const size_t convElements = (size_t)m.states.numSlots * convDim * (size_t)std::max(0, c.convKernel - 1);
+  const size_t ssmElements = (size_t)m.states.numSlots * Hv * Dv * c.ssmStateSize;
+  for (const char* key : {"conv", "ssm"}) {
+    const Napi::Value planes = states.Get(key);
+    if (!planes.IsArray()) r.typeError(std::string("states.") + key, "an array");
+    const Napi::Array a = planes.As<Napi::Array>();
+    for (uint32_t i = 0; i < a.Length(); ++i) {
+      const std::string f = std::string("states.") + key + "[" + str(i) + "]";
+      const bool conv = key[0] == 'c';
+      float* p = const_cast<float*>(r.typed<float>(a.Get(i), napi_float32_array, f, "a Float32Array", conv ? convElements : ssmElements));
+      (conv ? m.states.conv : m.states.ssm).push_back(p);
+    }
+  }
+  return m;
+}
+
+// ---- NativeModel -------------------------------------------------------------------------------
+
+class NativeModel : public Napi::ObjectWrap<NativeModel> {
+ public:
+  static Napi::Function Define(Napi::Env env) {
+    return DefineClass(env, "NativeModel",
+                       {InstanceMethod("step", &NativeModel::Step), InstanceMethod("stepSync", &NativeModel::StepSync),
+                        InstanceMethod("info", &NativeModel::Info), InstanceMethod("dispose", &NativeModel::Dispose),
+                        InstanceMethod("holdNextStep", &NativeModel::HoldNextStep),
+                        InstanceMethod("releaseHold", &NativeModel::ReleaseHold)});
+  }
+
+  explicit NativeModel(const Napi::CallbackInfo& info) : Napi::ObjectWrap<NativeModel>(info) {
+    Napi::Env env = info.Env();
+    if (info.Length() < 1 || !info[0].IsObject()) throw Napi::TypeError::New(env, "NativeModel(spec): spec must be an object");
+    Reader reader{env, &keep_};
+    ModelSpec spec = parseSpec(reader, info[0].As<Napi::Object>());
+    try {
+      model_ = std::make_unique<Model>(std::move(spec));
+    } catch (const std::exception& e) {
+      throw Napi::RangeError::New(env, std::string("native model spec: ") + e.what());
+    }
+    entries_.reserve(64);
+  }
+
+  Model* model() { return model_.get(); }
+  const std::vector<StepEntry>& entries() const { return entries_; }
+  void finishStep() { busy_ = false; }
+
+  // Test hook of the async contract: a held step waits on its worker thread until the JS thread calls
+  // releaseHold() (or 30 s pass), so a test can observe the event loop running while a step is in
+  // flight without any timing assumption.
+  void waitIfHeld() {
+    std::unique_lock<std::mutex> lock(holdMutex_);
+    if (!holdArmed_) return;
+    holdArmed_ = false;
+    const bool released = holdCv_.wait_for(lock, std::chrono::seconds(30), [&] { return holdReleased_; });
+    lastHold_ = released ? "released" : "timeout";
+    holdReleased_ = false;
+  }
+
+ private:
+  // Copies and checks the descriptor and the logits buffer; returns the logits pointer.
+  float* prepare(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    if (!model_) throw Napi::Error::New(env, "native model is disposed");
+    if (busy_) throw Napi::Error::New(env, "native model: a step is already running (steps are sequential)");
+    if (info.Length() < 2 || !info[0].IsTypedArray() || info[0].As<Napi::TypedArray>().TypedArrayType() != napi_int32_array)
+      throw Napi::TypeError::New(env, "step(descriptor, logits): descriptor must be an Int32Array");
+    if (!info[1].IsTypedArray() || info[1].As<Napi::TypedArray>().TypedArrayType() != napi_float32_array)
+      throw Napi::TypeError::New(env, "step(descriptor, logits): logits must be a Float32Array");
+    const Napi::Int32Array desc = info[0].As<Napi::Int32Array>();
+    desc_.assign(desc.Data(), desc.Data() + desc.ElementLength());
+    int nOut;
+    try {
+      nOut = model_->parseStep(desc_.data(), desc_.size(), entries_);
+    } catch (const std::exception& e) {
+      throw Napi::RangeError::New(env, e.what());
+    }
+    Napi::Float32Array logits = info[1].As<Napi::Float32Array>();
+    const size_t need = (size_t)nOut * (size_t)model_->vocab();
+    if (logits.ElementLength() < need)
+      throw Napi::RangeError::New(env, "step: logits holds " + str((int64_t)logits.ElementLength()) + " values, " +
+                                           str(nOut) + " rows x vocab " + str(model_->vocab()) + " need " + str((int64_t)need));
+    return logits.Data();
+  }
+
+  Napi::Value StepSync(const Napi::CallbackInfo& info) {
+    float* logits = prepare(info);
+    waitIfHeld();  // on the JS thread nothing can release it: it times out, which is what a test of the async contract detects
+    try {
+      model_->step(entries_, logits);
+    } catch (const std::exception& e) {
+      throw Napi::Error::New(info.Env(), std::string("native step failed: ") + e.what());
+    }
+    return info.Env().Undefined();
+  }
+
+  Napi::Value Step(const Napi::CallbackInfo& info);
+
+  Napi::Value HoldNextStep(const Napi::CallbackInfo& info) {
+    std::lock_guard<std::mutex> lock(holdMutex_);
+    holdArmed_ = true;
+    holdReleased_ = false;
+    lastHold_ = "armed";
+    return info.Env().Undefined();
+  }
+
+  Napi::Value ReleaseHold(const Napi::CallbackInfo& info) {
+    {
+      std::lock_guard<std::mutex> lock(holdMutex_);
+      holdReleased_ = true;
+    }
+    holdCv_.notify_all();
+    return info.Env().Undefined();
+  }
+
+  Napi::Value Info(const Napi::CallbackInfo& info) {
+    Napi::Object o = Napi::Object::New(info.Env());
+    {
+      std::lock_guard<std::mutex> lock(holdMutex_);
+      o.Set("lastHold", lastHold_);
+    }
+    o.Set("scratchBytes", Napi::Number::New(info.Env(), model_ ? (double)model_->scratchBytes() : 0));
+    o.Set("maxBatchTokens", Napi::Number::New(info.Env(), model_ ? model_->maxBatchTokens() : 0));
+    return o;
+  }
+
+  Napi::Value Dispose(const Napi::CallbackInfo& info) {
+    if (busy_) throw Napi::Error::New(info.Env(), "native model: cannot dispose while a step is running");
+    model_.reset();
+    keep_.clear();
+    return info.Env().Undefined();
+  }
+
+  std::unique_ptr<Model> model_;
+  std::vector<Napi::Reference<Napi::Value>> keep_;
+  std::vector<int32_t> desc_;
+  std::vector<StepEntry> entries_;
+  bool busy_ = false;
+  std::mutex holdMutex_;
+  std::condition_variable holdCv_;
+  bool holdArmed_ = false, holdReleased_ = false;
+  std::string lastHold_ = "none";
+
+  friend class StepWorker;
+};
+
+// Runs one step on a libuv worker thread (which joins the pool); the event loop keeps running.
+class StepWorker : public Napi::AsyncWorker {
+ public:
+  StepWorker(Napi::Env env, NativeModel* owner, const Napi::Object& self, const Napi::Value& logits, float* data)
+      : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)), owner_(owner), logits_(data) {
+    self_ = Napi::Persistent(self);
+    logitsRef_ = Napi::Persistent(logits);
+  }
+  Napi::Promise Promise() { return deferred_.Promise(); }
+
+ protected:
+  void Execute() override {
+    owner_->waitIfHeld();
+    try {
+      owner_->model()->step(owner_->entries(), logits_);
+    } catch (const std::exception& e) {
+      SetError(std::string("native step failed: ") + e.what());
+    }
+  }
+  void OnOK() override {
+    owner_->finishStep();
+    deferred_.Resolve(Env().Undefined());
+  }
+  void OnError(const Napi::Error& e) override {
+    owner_->finishStep();
+    deferred_.Reject(e.Value());
+  }
+
+ private:
+  Napi::Promise::Deferred deferred_;
+  NativeModel* owner_;
+  float* logits_;
+  Napi::ObjectReference self_;
+  Napi::Reference<Napi::Value> logitsRef_;
+};
+
+Napi::Value NativeModel::Step(const Napi::CallbackInfo& info) {
+  float* logits = prepare(info);
+  busy_ = true;
+  StepWorker* worker = new StepWorker(info.Env(), this, info.This().As<Napi::Object>(), info[1], logits);
+  Napi::Promise promise = worker->Promise();
+  worker->Queue();
+  return promise;
+}
+
+// ---- memory-mapped files and native storage ---------------------------------------------------
+
+struct Mapping {
+  void* base;
+  size_t length;
+};
+
+// mapFile(path, populate): the whole file mapped copy-on-write (writes from JS stay private and
+// never reach the file; read pages are the page cache's), as one external ArrayBuffer.
+Napi::Value MapFile(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (info.Length() < 1 || !info[0].IsString()) throw Napi::TypeError::New(env, "mapFile(path): path must be a string");
+  const std::string path = info[0].As<Napi::String>().Utf8Value();
+  const bool populate = info.Length() > 1 && info[1].ToBoolean().Value();
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw Napi::Error::New(env, "mapFile: cannot open " + path + ": " + std::strerror(errno));
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size <= 0) {
+    ::close(fd);
+    throw Napi::Error::New(env, "mapFile: " + path + " is not a non-empty regular file");
+  }
+  const size_t length = (size_t)st.st_size;
+  void* base = ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+  const int mapError = errno;
+  ::close(fd);
+  if (base == MAP_FAILED) throw Napi::Error::New(env, "mapFile: mmap of " + path + " failed: " + std::strerror(mapError));
+  if (populate) {
+#if defined(MADV_POPULATE_READ)
+    // fault every page in read-only (shared with the page cache), without breaking copy-on-write
+    if (::madvise(base, length, MADV_POPULATE_READ) != 0)
+#endif
+    {
+      ::madvise(base, length, MADV_WILLNEED);
+      volatile const uint8_t* p = static_cast<const uint8_t*>(base);
+      uint8_t sink = 0;
+      for (size_t i = 0; i < length; i += 4096) sink ^= p[i];
+      (void)sink;
+    }
+  }
+  Mapping* mapping = new Mapping{base, length};
+  return Napi::ArrayBuffer::New(env, base, length, [](Napi::Env, void*, Mapping* m) {
+    ::munmap(m->base, m->length);
+    delete m;
+  }, mapping);
+}
+
+// allocBuffer(bytes): zeroed, page-aligned native memory (anonymous mapping: pages become resident
+// when first touched) as an external ArrayBuffer, freed when it is collected.
+Napi::Value AllocBuffer(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (info.Length() < 1 || !info[0].IsNumber()) throw Napi::TypeError::New(env, "allocBuffer(bytes): bytes must be a number");
+  const double bytes = info[0].As<Napi::Number>().DoubleValue();
+  if (!(bytes >= 1) || bytes != std::floor(bytes) || bytes > 9007199254740991.0)
+    throw Napi::RangeError::New(env, "allocBuffer(bytes): bytes must be a positive integer");
+  const size_t length = (size_t)bytes;
+  void* base = ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (base == MAP_FAILED)
+    throw Napi::Error::New(env, "allocBuffer: cannot allocate " + str((int64_t)length) + " bytes: " + std::strerror(errno));
+  Mapping* mapping = new Mapping{base, length};
+  return Napi::ArrayBuffer::New(env, base, length, [](Napi::Env, void*, Mapping* m) {
+    ::munmap(m->base, m->length);
+    delete m;
+  }, mapping);
+}
+
+// ---- the C library's libm, for pinning the TypeScript specification ---------------------------
+
+float argF(const Napi::CallbackInfo& info, size_t i) {
+  if (i >= info.Length() || !info[i].IsNumber()) throw Napi::TypeError::New(info.Env(), "libm: arguments must be numbers");
+  return (float)info[i].As<Napi::Number>().DoubleValue();
+}
+Napi::Value LibmExpf(const Napi::CallbackInfo& info) { return Napi::Number::New(info.Env(), expf(argF(info, 0))); }
+Napi::Value LibmLogf(const Napi::CallbackInfo& info) { return Napi::Number::New(info.Env(), logf(argF(info, 0))); }
+Napi::Value LibmCosf(const Napi::CallbackInfo& info) { return Napi::Number::New(info.Env(), cosf(argF(info, 0))); }
+Napi::Value LibmSinf(const Napi::CallbackInfo& info) { return Napi::Number::New(info.Env(), sinf(argF(info, 0))); }
+Napi::Value LibmPowf(const Napi::CallbackInfo& info) {
+  return Napi::Number::New(info.Env(), powf(argF(info, 0), argF(info, 1)));
+}
+Napi::Value LibmFmaf(const Napi::CallbackInfo& info) {
+  return Napi::Number::New(info.Env(), std::fma(argF(info, 0), argF(info, 1), argF(info, 2)));
+}
+
+}  // namespace
+
+void registerModelExports(Napi::Env env, Napi::Object exports) {
+  exports.Set("NativeModel", NativeModel::Define(env));
+  exports.Set("mapFile", Napi::Function::New(env, MapFile));
+  exports.Set("allocBuffer", Napi::Function::New(env, AllocBuffer));
+  Napi::Object libm = Napi::Object::New(env);
+  libm.Set("expf", Napi::Function::New(env, LibmExpf));
+  libm.Set("logf", Napi::Function::New(env, LibmLogf));
+  libm.Set("cosf", Napi::Function::New(env, LibmCosf));
+  libm.Set("sinf", Napi::Function::New(env, LibmSinf));
+  libm.Set("powf", Napi::Function::New(env, LibmPowf));
+  libm.Set("fmaf", Napi::Function::New(env, LibmFmaf));
+  exports.Set("libm", libm);
+}
+
+}  // namespace kq

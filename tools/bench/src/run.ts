@@ -1,0 +1,191 @@
+/**
+ * The development benchmark (`pnpm bench`): keepquant, node-llama-cpp (what a TypeScript user would
+ * pick, with its defaults) and llama.cpp's raw C API on the same real-shape files, the same threads
+ * and context, each engine in its own process, alternating engine by engine and repeat by repeat so
+ * machine noise hits all of them. Medians and ratios go to docs/benchmarks/engine.md with a chart
+ * (docs/benchmarks/engine-speed.svg); `--no-write` only prints.
+ *
+ *   pnpm bench                                   # everything (all packages' benchmarks)
+ *   pnpm --filter @keepquant/bench bench -- --repeat 5 --types Q4_K_M
+ */
+import { execFileSync, spawnSync } from "node:child_process";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { readGguf } from "@keepquant/gguf";
+import { drawChart } from "./chart.js";
+import { ensureRealShape, REAL_SHAPE_TYPES, REPO_ROOT, type RealShapeType } from "./real-shape.js";
+import type { WorkerOptions, WorkerResult } from "./worker.js";
+
+const args = process.argv.slice(2);
+const flag = (name: string, fallback: string): string => {
+  const i = args.indexOf(`--${name}`);
+  return i >= 0 && args[i + 1] ? args[i + 1]! : fallback;
+};
+const repeat = Number(flag("repeat", "3"));
+const threads = Number(flag("threads", "2"));
+const promptTokens = Number(flag("prompt", "128"));
+const genTokens = Number(flag("gen", "64"));
+const seqs = Number(flag("seqs", "8"));
+const types = flag("types", REAL_SHAPE_TYPES.join(",")).split(",") as RealShapeType[];
+const write = !args.includes("--no-write");
+const ENGINES = ["keepquant", "node-llama-cpp", "llama.cpp"] as const;
+type EngineName = (typeof ENGINES)[number];
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const worker = path.join(here, "worker.ts");
+const tsx = path.join(REPO_ROOT, "node_modules", ".bin", "tsx");
+
+function runWorker(engine: string, file: string, options: WorkerOptions): WorkerResult {
+  const result = spawnSync(tsx, [worker, engine, file, JSON.stringify(options)], {
+    cwd: path.join(here, ".."),
+    encoding: "utf8",
+    timeout: 1_800_000,
+    env: { ...process.env, NODE_LLAMA_CPP_SKIP_DOWNLOAD: "true" },
+  });
+  const line = result.stdout.trim().split("\n").at(-1) ?? "";
+  if (result.status !== 0 || !line.startsWith("{")) {
+    throw new Error(`${engine} on ${path.basename(file)} failed (exit ${result.status}): ${result.stderr.trim().split("\n").slice(-5).join(" | ")}`);
+  }
+  return JSON.parse(line) as WorkerResult;
+}
+
+function median(values: readonly number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+}
+
+interface Summary {
+  loadMs: number;
+  prefill: number;
+  ttft: number;
+  decode: number;
+  aggregate: number | undefined;
+  rss: number;
+  weightBytesPerToken: number | undefined;
+  detail: string;
+  runs: WorkerResult[];
+}
+
+function summarize(runs: WorkerResult[]): Summary {
+  const agg = runs.map((r) => r.aggregateTokensPerSecond).filter((v): v is number => v !== undefined);
+  return {
+    loadMs: median(runs.map((r) => r.loadMs)),
+    prefill: median(runs.map((r) => r.prefillTokensPerSecond)),
+    ttft: median(runs.map((r) => r.timeToFirstTokenMs)),
+    decode: median(runs.map((r) => r.decodeTokensPerSecond)),
+    aggregate: agg.length > 0 ? median(agg) : undefined,
+    rss: median(runs.map((r) => r.peakRssBytes)),
+    weightBytesPerToken: runs[0]!.weightBytesPerToken,
+    detail: runs[0]!.detail,
+    runs,
+  };
+}
+
+const log = (line: string) => console.error(`[bench] ${line}`);
+const files = await ensureRealShape(types, log);
+const cpu = os.cpus()[0]?.model ?? "unknown CPU";
+const flags = fs.readFileSync("/proc/cpuinfo", "utf8").match(/^flags\s*:\s*(.*)$/m)?.[1]?.split(/\s+/) ?? [];
+const isa = flags.includes("avx512_vnni") ? "AVX-512 VNNI" : flags.includes("avx2") ? "AVX2" : "baseline";
+const packageVersion = (name: string): string => {
+  try {
+    return execFileSync(process.execPath, ["-e", `console.log(require(${JSON.stringify(`${name}/package.json`)}).version)`], { cwd: path.join(here, ".."), encoding: "utf8" }).trim();
+  } catch {
+    return "?";
+  }
+};
+const versions = { node: process.version, "node-llama-cpp": packageVersion("node-llama-cpp"), "@node-llama-cpp/linux-x64": packageVersion("@node-llama-cpp/linux-x64") };
+
+const results: Record<string, Record<EngineName, Summary>> = {};
+const bandwidths: number[] = [];
+for (const type of types) {
+  const file = files[type];
+  const vocab = ((await readGguf(file)).metadata.get("tokenizer.ggml.tokens")?.value as ArrayLike<unknown> | undefined)?.length ?? 0;
+  const options: WorkerOptions = { threads, prompt: promptTokens, gen: genTokens, context: Math.max(2048, seqs * (promptTokens + genTokens + 16)), seqs, vocab };
+  const runs: Record<EngineName, WorkerResult[]> = { keepquant: [], "node-llama-cpp": [], "llama.cpp": [] };
+  for (let r = 0; r < repeat; r++) {
+    // alternate the order too, so no engine always runs first after the previous one's exit
+    const order = r % 2 === 0 ? ENGINES : [...ENGINES].reverse();
+    for (const engine of order) {
+      log(`${type} repeat ${r + 1}/${repeat}: ${engine}`);
+      const result = runWorker(engine, file, options);
+      runs[engine].push(result);
+      log(`  load ${result.loadMs.toFixed(0)} ms, prefill ${result.prefillTokensPerSecond.toFixed(1)} tok/s, decode ${result.decodeTokensPerSecond.toFixed(1)} tok/s` +
+        `${result.aggregateTokensPerSecond ? `, ${seqs} seqs ${result.aggregateTokensPerSecond.toFixed(1)} tok/s` : ""}, peak RSS ${(result.peakRssBytes / 2 ** 20).toFixed(0)} MiB`);
+    }
+    bandwidths.push(runWorker("bandwidth", file, options).bandwidthBytesPerSecond!);
+  }
+  results[type] = Object.fromEntries(ENGINES.map((e) => [e, summarize(runs[e])])) as Record<EngineName, Summary>;
+}
+const bandwidth = median(bandwidths);
+
+// ------------------------------------------------------------------ report
+const fmt = (v: number | undefined, digits = 1) => (v === undefined ? "-" : v.toFixed(digits));
+const ratio = (a: number | undefined, b: number | undefined) => (a === undefined || b === undefined ? "-" : `${(a / b).toFixed(2)}x`);
+const lines: string[] = [];
+lines.push("| file | engine | load (ms) | prefill tok/s | time to first token (ms) | decode tok/s | " + `${seqs} seqs aggregate tok/s | peak RSS (MiB) |`);
+lines.push("|---|---|---:|---:|---:|---:|---:|---:|");
+for (const [type, byEngine] of Object.entries(results)) {
+  for (const engine of ENGINES) {
+    const s = byEngine[engine];
+    lines.push(`| ${type} | ${engine} | ${fmt(s.loadMs, 0)} | ${fmt(s.prefill)} | ${fmt(s.ttft, 0)} | ${fmt(s.decode)} | ${fmt(s.aggregate)} | ${fmt(s.rss / 2 ** 20, 0)} |`);
+  }
+}
+
+const targets: string[] = [];
+targets.push("| file | target | measured | met |");
+targets.push("|---|---|---:|---|");
+for (const [type, byEngine] of Object.entries(results)) {
+  const ours = byEngine.keepquant;
+  const nlc = byEngine["node-llama-cpp"];
+  const efficiency = ours.weightBytesPerToken ? (ours.weightBytesPerToken * ours.decode) / bandwidth : undefined;
+  const rows: [string, number | undefined, (v: number) => boolean, (v: number) => string][] = [
+    ["decode >= 1.15x node-llama-cpp", ours.decode / nlc.decode, (v) => v >= 1.15, (v) => `${v.toFixed(2)}x`],
+    ["decode >= 80% of the bandwidth bound", efficiency, (v) => v >= 0.8, (v) => `${(100 * v).toFixed(0)}%`],
+    ["prefill (128-token prompt) >= 1.2x node-llama-cpp", ours.prefill / nlc.prefill, (v) => v >= 1.2, (v) => `${v.toFixed(2)}x`],
+    ["peak RSS <= 1.1x node-llama-cpp", ours.rss / nlc.rss, (v) => v <= 1.1, (v) => `${v.toFixed(2)}x`],
+    ["load-to-ready <= node-llama-cpp", ours.loadMs / nlc.loadMs, (v) => v <= 1, (v) => `${v.toFixed(2)}x`],
+    [`${seqs} concurrent sequences >= 3x one sequence`, ours.aggregate !== undefined ? ours.aggregate / ours.decode : undefined, (v) => v >= 3, (v) => `${v.toFixed(2)}x`],
+  ];
+  for (const [what, value, met, show] of rows) targets.push(`| ${type} | ${what} | ${value === undefined ? "-" : show(value)} | ${value === undefined ? "not measured" : met(value) ? "yes" : "**no**"} |`);
+}
+
+const chartFile = path.join(REPO_ROOT, "docs", "benchmarks", "engine-speed.svg");
+const svg = drawChart(
+  Object.entries(results).flatMap(([type, byEngine]) => [
+    { group: `${type} prefill`, values: ENGINES.map((e) => ({ label: e, value: byEngine[e].prefill })) },
+    { group: `${type} decode`, values: ENGINES.map((e) => ({ label: e, value: byEngine[e].decode })) },
+  ]),
+  `tok/s, real Qwen3.5-0.8B shape, ${threads} threads, prompt ${promptTokens}, decode ${genTokens} (medians of ${repeat})`,
+);
+
+const when = new Date().toISOString().replace("T", " ").slice(0, 16);
+const report = [
+  `### Run of ${when} UTC`,
+  "",
+  `Machine: ${cpu} (${isa}), ${os.cpus().length} logical CPUs, ${(os.totalmem() / 2 ** 30).toFixed(0)} GiB, load average before the run ${os.loadavg()[0]!.toFixed(1)}; ` +
+    `memory read bandwidth ${(bandwidth / 1e9).toFixed(1)} GB/s (${threads} threads, median). Versions: ${Object.entries(versions).map(([k, v]) => `${k} ${v}`).join(", ")}.`,
+  "",
+  ...lines,
+  "",
+  `Engines: ${ENGINES.map((e) => `${e}: ${Object.values(results)[0]![e].detail}`).join("; ")}.`,
+  "",
+  "Targets (issue 14), ratios from this run:",
+  "",
+  ...targets,
+  "",
+  "![tok/s per engine and phase](benchmarks/engine-speed.svg)",
+];
+console.log(report.join("\n"));
+if (write) {
+  fs.writeFileSync(chartFile, svg);
+  const fragment = path.join(REPO_ROOT, "docs", "benchmarks", "engine.md");
+  const text = fs.readFileSync(fragment, "utf8");
+  const marker = "<!-- bench:results -->";
+  const [head] = text.split(marker);
+  fs.writeFileSync(fragment, `${head!.trimEnd()}\n\n${marker}\n\n${report.join("\n")}\n`);
+  execFileSync(tsx, [path.join(REPO_ROOT, "tools", "repo-checks", "src", "write-docs.ts")], { cwd: REPO_ROOT, stdio: "inherit" });
+  log(`wrote ${path.relative(REPO_ROOT, fragment)}, ${path.relative(REPO_ROOT, chartFile)} and docs/BENCHMARKS.md`);
+}
