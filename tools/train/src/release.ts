@@ -52,8 +52,7 @@ async function main(): Promise<void> {
     vocab,
     tensors,
     extraMetadata: {
-      "general.description": `A small qwen35 trained by keepquant's tools/train on the fortune cookie files of Debian's ${recipe.corpus.packages.join(" and ")} packages.`,
-      "general.license": "MIT",
+      "general.description": `A small qwen35 trained by keepquant's tools/train on the fortune cookie files of Debian's ${recipe.corpus.packages.join(" and ")} packages (a collection under the BSD licence of the University of California, see /usr/share/doc/fortunes/copyright).`,
     },
   });
   const files: ReleaseFile[] = [];
