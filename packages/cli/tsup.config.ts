@@ -1,9 +1,11 @@
-import { readFileSync } from "node:fs";
+import { cpSync, readFileSync } from "node:fs";
 import { defineConfig } from "tsup";
 
 const { version } = JSON.parse(readFileSync(new URL("./package.json", import.meta.url), "utf8")) as { version: string };
 
-// Workspace packages (and the engine's pure-JS jinja) are bundled; the native addon stays external.
+// Workspace packages (and the engine's pure-JS jinja) are bundled; the native addon stays external,
+// and so do the CLI's npm dependencies (prom-client, for serve's metrics). The server's web page
+// files are copied to dist/webui, where the bundled server looks for them.
 export default defineConfig({
   entry: { index: "src/index.ts", keepquant: "src/bin.ts" },
   format: ["esm"],
@@ -15,4 +17,7 @@ export default defineConfig({
   external: ["@keepquant/tt-native"],
   define: { __KEEPQUANT_VERSION__: JSON.stringify(version) },
   banner: { js: "#!/usr/bin/env node" },
+  onSuccess: async () => {
+    cpSync(new URL("../server/webui", import.meta.url), new URL("./dist/webui", import.meta.url), { recursive: true });
+  },
 });

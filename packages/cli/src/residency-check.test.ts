@@ -56,6 +56,13 @@ describe("run and chat consult the planner for cpu before loading", () => {
     expect(r.stderr).toMatch(/^error: PLAN_DOES_NOT_FIT: /);
   });
 
+  it("serve refuses it before opening its port", () => {
+    const r = cli(["serve", huge, "--port", "0"]);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/^error: PLAN_DOES_NOT_FIT: /m);
+    expect(r.stderr).not.toMatch(/listening on/);
+  });
+
   it("--force overrides: the refusal becomes a warning and the load goes on (here to the undecodable norm)", () => {
     const r = cli(["run", huge, "--prompt-ids", "1,2,3", "--force"]);
     expect(r.stderr).toMatch(/^warning: PLAN_DOES_NOT_FIT: .*Loading anyway \(--force\)$/m);

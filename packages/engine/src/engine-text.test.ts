@@ -35,6 +35,17 @@ describe("generate with the file's tokenizer", () => {
     expect(result!.stats.promptTokens).toBe(engine.tokenize("The quick brown fox").length);
   });
 
+  it("a string prompt is plain text unless parseSpecial is asked for", async () => {
+    const tokenizer = engine.tokenizer!;
+    const text = "<|im_start|>user\nhi<|im_end|>";
+    const plain = await engine.generateToEnd(text, { maxTokens: 1 });
+    expect(plain.stats.promptTokens).toBe(tokenizer.encode(text).length);
+    expect(engine.tokenize(text).some((id) => tokenizer.isControl(id))).toBe(false);
+    const special = await engine.generateToEnd(text, { maxTokens: 1, parseSpecial: true });
+    expect(special.stats.promptTokens).toBe(tokenizer.encode(text, { parseSpecial: true }).length);
+    expect(special.stats.promptTokens).toBeLessThan(plain.stats.promptTokens);
+  });
+
   it("stops at a stop string without emitting it", async () => {
     const full = await engine.generateToEnd("The quick brown fox", { maxTokens: 24, ignoreEog: true });
     // a stop string taken from the middle of the greedy continuation

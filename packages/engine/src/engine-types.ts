@@ -1,7 +1,7 @@
 import type { KvType } from "./kv/paged-kv.js";
 import type { Numerics } from "./model/matmul.js";
 import type { PrefixCacheStats } from "./kv/prefix-cache.js";
-import type { SamplingParams as SamplingModuleParams, StopReason } from "./sampling/index.js";
+import type { SamplingParams as SamplingModuleParams, StopReason, TokenLogprob } from "./sampling/index.js";
 
 export interface EngineOptions {
   /**
@@ -67,10 +67,24 @@ export interface EngineOptions {
 export interface GenerateParams extends SamplingModuleParams {
   /** Aborts the request; the stream then ends with stopReason "abort". */
   signal?: AbortSignal;
-  /** Recognize special-token texts in a string prompt (default true). */
+  /**
+   * Recognize special-token texts (e.g. "<|im_start|>") in a string prompt. Default false: the
+   * prompt is plain text. Opt in only for trusted prompts; chats go through `encodeChat`.
+   */
   parseSpecial?: boolean;
   /** Same as `ignoreEog: !stopAtEog` (default true). */
   stopAtEog?: boolean;
+  /**
+   * When set, each token event carries `logprob` (of the raw model distribution, before penalties
+   * and temperature) and `topLogprobs`: this many most likely tokens (0 to MAX_TOP_LOGPROBS).
+   */
+  logprobs?: number;
+  /**
+   * With the prefix cache on: further prompt lengths (in tokens) where this prompt's prefix is
+   * cached, rounded down to a KV block, besides its last full block. A server passes the end of a
+   * shared system prompt so that other conversations starting with it skip recomputing it.
+   */
+  prefixCachePoints?: readonly number[];
 }
 
 /** @deprecated use GenerateParams */
@@ -101,7 +115,7 @@ export interface GenerationResult {
 }
 
 export type GenerationEvent =
-  | { type: "token"; token: number; text: string }
+  | { type: "token"; token: number; text: string; logprob?: number; topLogprobs?: TokenLogprob[] }
   | { type: "done"; result: GenerationResult };
 
 export interface ResidentBytes {

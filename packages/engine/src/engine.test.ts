@@ -90,6 +90,27 @@ describe("Engine scheduling", () => {
     expect(cached.stats().states.slotsFree).toBe(stats.states.slotsTotal);
   });
 
+  it("prefix cache points: a shared head (a system prompt) is cached for prompts that differ after it", async () => {
+    const options = { provider: "ts" as const, kvType: "f32" as const, flashAttention: false, blockSize: 4 };
+    const plain = await Engine.fromWeights(weights, options);
+    const cached = await Engine.fromWeights(weights, { ...options, prefixCacheSnapshots: 4 });
+    const random = seededRandom(4242);
+    const head = randomPrompt(random, 22);
+    const prompts = [[...head, ...randomPrompt(random, 9)], [...head, ...randomPrompt(random, 5)], [...head, ...randomPrompt(random, 13)]];
+    for (const [i, prompt] of prompts.entries()) {
+      const expected = await plain.generateToEnd(prompt, { maxTokens: 6 });
+      const before = cached.stats().counters.prefillTokens;
+      const got = await cached.generateToEnd(prompt, { maxTokens: 6, prefixCachePoints: [head.length] });
+      expect(got.tokens).toEqual(expected.tokens);
+      // the head's full blocks (20 of its 22 tokens) come from the cache after the first request
+      expect(got.stats.cachedPromptTokens).toBe(i === 0 ? 0 : 20);
+      expect(cached.stats().counters.prefillTokens - before).toBe(prompt.length - got.stats.cachedPromptTokens);
+    }
+    expect(() => cached.generate([1, 2, 3], { prefixCachePoints: [-1] })).toThrow(/prefixCachePoints/);
+    cached.clearPrefixCache();
+    expect(cached.stats().kv.blocksFree).toBe(cached.stats().kv.blocksTotal);
+  });
+
   it("prefix cache under pressure: evictions and preemptions still return every block", async () => {
     const engine = await Engine.fromWeights(weights, {
       provider: "ts",

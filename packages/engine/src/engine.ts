@@ -19,7 +19,7 @@ import type { MatmulProvider, Numerics } from "./model/matmul.js";
 import { quantDequantizeRow, selectProviders, typescriptProviders, allMatrices } from "./model/providers.js";
 import type { ModelWeights, PackedMatrix } from "./model/weights.js";
 import { Scheduler, type ScheduledSequence } from "./scheduler.js";
-import { Sampler, StopStringMatcher } from "./sampling/index.js";
+import { logprobsOf, MAX_TOP_LOGPROBS, Sampler, StopStringMatcher, type SampledLogprobs } from "./sampling/index.js";
 import { StreamingDetokenizer, Tokenizer } from "./tokenizer/index.js";
 
 interface ResolvedOptions {
@@ -113,6 +113,7 @@ class Request implements ScheduledSequence {
   blockTable: number[] = [];
   stateSlot = -1;
   finished = false;
+  snapshotPoints: readonly number[] | undefined;
   preemptions = 0;
   readonly generated: number[] = [];
   text = "";
@@ -380,8 +381,12 @@ export class Engine {
     return new Engine(weights, resolved, { ...selection.opProviders }, diagnostics, selection.byWeight, extras.tokenizer, native);
   }
 
-  /** Encodes a prompt with the file's tokenizer. */
-  tokenize(text: string, parseSpecial = true): number[] {
+  /**
+   * Encodes a prompt with the file's tokenizer. Plain text by default: "<|im_start|>" in `text`
+   * stays text; `parseSpecial: true` (an explicit opt-in, for trusted prompts) turns special-token
+   * texts into their tokens.
+   */
+  tokenize(text: string, parseSpecial = false): number[] {
     if (!this.tokenizer) throw new EngineError("ENGINE_NO_TOKENIZER", "this model has no usable tokenizer: pass token ids");
     return this.tokenizer.encode(text, { parseSpecial });
   }
@@ -403,11 +408,14 @@ export class Engine {
    */
   generate(prompt: string | readonly number[], params: GenerateParams = {}): GenerationStream {
     if (this.disposed) throw new EngineError("ENGINE_DISPOSED", "engine is disposed");
-    const ids = typeof prompt === "string" ? this.tokenize(prompt, params.parseSpecial ?? true) : [...prompt];
+    const ids = typeof prompt === "string" ? this.tokenize(prompt, params.parseSpecial ?? false) : [...prompt];
     if (ids.length === 0) throw new EngineOptionError("ENGINE_BAD_REQUEST", "prompt is empty", { field: "prompt" });
     this.checkIds(ids, "prompt");
-    const { signal, parseSpecial, stopAtEog, ...samplingParams } = params;
+    const { signal, parseSpecial, stopAtEog, logprobs, prefixCachePoints, ...samplingParams } = params;
     void parseSpecial;
+    if (logprobs !== undefined && (!Number.isInteger(logprobs) || logprobs < 0 || logprobs > MAX_TOP_LOGPROBS)) {
+      throw new EngineOptionError("ENGINE_BAD_REQUEST", `logprobs must be an integer in [0, ${MAX_TOP_LOGPROBS}], got ${String(logprobs)}`, { field: "logprobs" });
+    }
     let sampler: Sampler;
     try {
       sampler = new Sampler({ ...samplingParams, temperature: samplingParams.temperature ?? 0 });
@@ -438,6 +446,10 @@ export class Engine {
       detokenizer,
       new StopStringMatcher(sampler.params.stop),
     );
+    if (prefixCachePoints !== undefined && (!Array.isArray(prefixCachePoints) || prefixCachePoints.some((p) => !Number.isSafeInteger(p) || p < 0))) {
+      throw new EngineOptionError("ENGINE_BAD_REQUEST", "prefixCachePoints must be an array of token counts >= 0", { field: "prefixCachePoints" });
+    }
+    request.snapshotPoints = prefixCachePoints;
     this.requests.add(request);
     if (signal) {
       if (signal.aborted) {
@@ -557,11 +569,13 @@ export class Engine {
       request.numComputed += chunk.numTokens;
       this.scheduler.afterStep(request);
       if (!rowLogits) continue;
-      this.acceptToken(request, request.sampler.sample(rowLogits, request.tokens));
+      const token = request.sampler.sample(rowLogits, request.tokens);
+      const n = request.params.logprobs;
+      this.acceptToken(request, token, n === undefined ? undefined : logprobsOf(rowLogits, token, n));
     }
   }
 
-  private acceptToken(request: Request, token: number): void {
+  private acceptToken(request: Request, token: number, logprobs?: SampledLogprobs): void {
     if (request.finished) return;
     if (request.generated.length === 0) request.firstTokenAt = performance.now();
     if (!request.ignoreEog && this.tokenizer?.isEog(token) === true) {
@@ -578,7 +592,7 @@ export class Engine {
       stopped = match.stop !== undefined;
       request.text += text;
     }
-    request.push({ type: "token", token, text });
+    request.push(logprobs ? { type: "token", token, text, logprob: logprobs.logprob, topLogprobs: logprobs.top } : { type: "token", token, text });
     if (stopped) this.finishRequest(request, "stop_string");
     else if (request.generated.length >= request.maxTokens) this.finishRequest(request, "max_tokens");
     else if (request.tokens.length >= request.maxLength) this.finishRequest(request, "context");

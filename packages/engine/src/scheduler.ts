@@ -18,6 +18,11 @@ export interface ScheduledSequence {
   readonly promptLength: number;
   /** prompt tokens served from the prefix cache */
   cachedTokens: number;
+  /**
+   * Further prompt lengths at which the prefix cache snapshots this sequence (rounded down to a
+   * block; e.g. the end of a shared system prompt), besides the prompt's last full block.
+   */
+  readonly snapshotPoints?: readonly number[];
 }
 
 export interface ScheduledChunk {
@@ -47,23 +52,35 @@ export class Scheduler {
     private readonly prefixCache?: PrefixCache,
   ) {}
 
-  /** Tokens of the next chunk: cut at the prefix-cache snapshot boundary when the chunk would cross it. */
+  /** Where the prefix cache snapshots `sequence`: its extra points (block-aligned) and its last full block, ascending. */
+  private boundaries(sequence: ScheduledSequence, cache: PrefixCache): number[] {
+    const last = cache.snapshotBoundary(sequence.promptLength);
+    if (!sequence.snapshotPoints || sequence.snapshotPoints.length === 0) return last > 0 ? [last] : [];
+    const points = new Set<number>();
+    for (const point of sequence.snapshotPoints) {
+      const aligned = cache.snapshotBoundary(point + 1);
+      if (aligned > 0 && aligned < last) points.add(aligned);
+    }
+    if (last > 0) points.add(last);
+    return [...points].sort((a, b) => a - b);
+  }
+
+  /** Tokens of the next chunk: cut at the next prefix-cache snapshot boundary when the chunk would cross it. */
   private chunkLength(sequence: ScheduledSequence, budget: number): number {
     const remaining = sequence.tokens.length - sequence.numComputed;
     let n = Math.min(remaining, budget, this.maxChunkTokens);
     if (this.prefixCache) {
-      const boundary = this.prefixCache.snapshotBoundary(sequence.promptLength);
-      if (boundary > sequence.numComputed && sequence.numComputed + n > boundary) n = boundary - sequence.numComputed;
+      const boundary = this.boundaries(sequence, this.prefixCache).find((b) => b > sequence.numComputed);
+      if (boundary !== undefined && sequence.numComputed + n > boundary) n = boundary - sequence.numComputed;
     }
     return n;
   }
 
-  /** After a step: registers the prefix when the sequence just reached its snapshot boundary. */
+  /** After a step: registers the prefix when the sequence just reached one of its snapshot boundaries. */
   afterStep(sequence: ScheduledSequence): void {
     if (!this.prefixCache) return;
-    const boundary = this.prefixCache.snapshotBoundary(sequence.promptLength);
-    if (boundary > 0 && sequence.numComputed === boundary) {
-      this.prefixCache.insert(sequence.tokens, boundary, sequence.blockTable, sequence.stateSlot);
+    if (this.boundaries(sequence, this.prefixCache).includes(sequence.numComputed)) {
+      this.prefixCache.insert(sequence.tokens, sequence.numComputed, sequence.blockTable, sequence.stateSlot);
     }
   }
 

@@ -57,6 +57,7 @@ void initSets() {
     for (int t = 0; t < kTypeCount; ++t) {
       gSets[l].vecDot[t] = genericVecDot(t);
       gSets[l].vecDotMulti[t] = nullptr;
+      gSets[l].multiRows[t] = kMultiRows;
     }
     gSets[l].dotF32 = dotF32Generic;
     gSets[l].dequant = dequantizeRow;
@@ -74,7 +75,7 @@ void initSets() {
   }
   if (cpuHasAvx512()) {
     KernelSet& k = gSets[(int)IsaLevel::Avx512];
-    fillAvx512VecDot(k.vecDot, k.vecDotMulti);
+    fillAvx512VecDot(k.vecDot, k.vecDotMulti, k.multiRows);
     k.dotF32 = avx512DotF32();
     k.dequant = avx512Dequant();
     k.sumWords = avx2SumWords();

@@ -21,6 +21,7 @@ std::string selectIsaLevel(const std::string& name);
 struct KernelSet {
   VecDotFn vecDot[kTypeCount];
   VecDotMultiFn vecDotMulti[kTypeCount];  // null: loop over vecDot
+  int multiRows[kTypeCount];              // activation rows one vecDotMulti call takes (at most)
   DotF32Fn dotF32;
   DequantFn dequant;
   SumWordsFn sumWords;

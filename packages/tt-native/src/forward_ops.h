@@ -27,6 +27,10 @@ struct ForwardOps {
   void (*madF16)(float* acc, const uint16_t* v, float scale, int n);
   // ggml_v_expf, one lane.
   float (*vexpf)(float x);
+  // Attention scores of `n` K rows (f16 or f32, `dh` values each) against q: each an f64 dot
+  // accumulated in element order, rounded to f32, times `scale` in f32.
+  void (*scoresF16)(const uint16_t* const* rows, int n, const float* q, int dh, float scale, float* out);
+  void (*scoresF32)(const float* const* rows, int n, const float* q, int dh, float scale, float* out);
 };
 
 // The kernels of the current ISA level (see dispatch.h).

@@ -28,14 +28,14 @@ VecDotFn genericVecDot(int weightType);
 // One weight row against `rows` (1..4) activation rows `as` bytes apart; out[r * os]. Gives the
 // same bits per row as the VecDotFn of the same level.
 typedef void (*VecDotMultiFn)(int n, const void* w, const uint8_t* a, size_t as, int rows, float* out, size_t os);
-constexpr int kMultiRows = 4;
+constexpr int kMultiRows = 4;  // the default; a level may take more rows per call for some types
 
 typedef bool (*DequantFn)(int type, const void* src, float* dst, int64_t k);
 
 // ISA-specific tables: fill `table[type]` for every type (the portable kernels recompiled for the
 // ISA, then hand-written ones where they exist).
 void fillAvx2VecDot(VecDotFn* table, VecDotMultiFn* multi);
-void fillAvx512VecDot(VecDotFn* table, VecDotMultiFn* multi);
+void fillAvx512VecDot(VecDotFn* table, VecDotMultiFn* multi, int* multiRows);
 DequantFn avx2Dequant();
 // Wrapping sum of `words` 8-byte words (the memory-bandwidth probe's inner loop).
 typedef uint64_t (*SumWordsFn)(const uint8_t* p, size_t words);

@@ -28,34 +28,58 @@ int64_t rowsPerTask(int64_t n, int64_t m) {
 
 }  // namespace
 
-void matmulLlamaRows(int type, const uint8_t* w, int64_t n, int64_t k, const uint8_t* actData, size_t actBytes,
-                     int64_t m, float* y) {
-  const VecDotFn dot = kernels().vecDot[type];
-  const size_t wBytes = weightRowBytes(type, k);
-  const VecDotMultiFn multi = kernels().vecDotMulti[type];
-  const int64_t rpt = rowsPerTask(n, m);
-  const int tasks = (int)((n + rpt - 1) / rpt);
-  // Each task owns a block of weight rows; activation rows are walked in tiles that stay in cache.
-  // Every y[mi, r] is one kernel call's result whatever the split, so threads never change bits.
+namespace {
+
+// Rows [r0, r1) of one job. Each task owns a block of weight rows; activation rows are walked in
+// tiles that stay in cache. Every y[mi, r] is one kernel call's result whatever the split, so
+// threads never change bits.
+void rowBlock(const LlamaRowsJob& job, int64_t r0, int64_t r1) {
+  const VecDotFn dot = kernels().vecDot[job.type];
+  const VecDotMultiFn multi = kernels().vecDotMulti[job.type];
+  const int multiRows = kernels().multiRows[job.type];
+  const size_t wBytes = weightRowBytes(job.type, job.k);
+  const int64_t m = job.m, n = job.n;
   const int64_t mTile = 32;
-  parallelFor(tasks, [&](int t) {
-    const int64_t r0 = (int64_t)t * rpt;
-    const int64_t r1 = std::min(n, r0 + rpt);
-    for (int64_t m0 = 0; m0 < m; m0 += mTile) {
-      const int64_t m1 = std::min(m, m0 + mTile);
-      for (int64_t r = r0; r < r1; ++r) {
-        const uint8_t* wr = w + (size_t)r * wBytes;
-        if (multi) {
-          for (int64_t mi = m0; mi < m1; mi += kMultiRows) {
-            const int rows = (int)std::min<int64_t>(kMultiRows, m1 - mi);
-            multi((int)k, wr, actData + (size_t)mi * actBytes, actBytes, rows, y + (size_t)mi * n + r, (size_t)n);
-          }
-        } else {
-          for (int64_t mi = m0; mi < m1; ++mi) y[(size_t)mi * n + r] = dot((int)k, wr, actData + (size_t)mi * actBytes);
+  for (int64_t m0 = 0; m0 < m; m0 += mTile) {
+    const int64_t m1 = std::min(m, m0 + mTile);
+    for (int64_t r = r0; r < r1; ++r) {
+      const uint8_t* wr = job.w + (size_t)r * wBytes;
+      if (multi) {
+        for (int64_t mi = m0; mi < m1; mi += multiRows) {
+          const int rows = (int)std::min<int64_t>(multiRows, m1 - mi);
+          multi((int)job.k, wr, job.act + (size_t)mi * job.actBytes, job.actBytes, rows, job.y + (size_t)mi * n + r, (size_t)n);
         }
+      } else {
+        for (int64_t mi = m0; mi < m1; ++mi) job.y[(size_t)mi * n + r] = dot((int)job.k, wr, job.act + (size_t)mi * job.actBytes);
       }
     }
+  }
+}
+
+}  // namespace
+
+void matmulLlamaRowsBatch(const LlamaRowsJob* jobs, int count) {
+  // one task space over every job's row blocks: one dispatch (one wait) for matmuls sharing an input
+  constexpr int kMaxJobs = 8;
+  int64_t rpt[kMaxJobs];
+  int first[kMaxJobs + 1];
+  first[0] = 0;
+  for (int j = 0; j < count; ++j) {
+    rpt[j] = rowsPerTask(jobs[j].n, jobs[j].m);
+    first[j + 1] = first[j] + (int)((jobs[j].n + rpt[j] - 1) / rpt[j]);
+  }
+  parallelFor(first[count], [&](int t) {
+    int j = 0;
+    while (t >= first[j + 1]) ++j;
+    const int64_t r0 = (int64_t)(t - first[j]) * rpt[j];
+    rowBlock(jobs[j], r0, std::min(jobs[j].n, r0 + rpt[j]));
   });
+}
+
+void matmulLlamaRows(int type, const uint8_t* w, int64_t n, int64_t k, const uint8_t* actData, size_t actBytes,
+                     int64_t m, float* y) {
+  const LlamaRowsJob job{type, w, n, k, actData, actBytes, m, y};
+  matmulLlamaRowsBatch(&job, 1);
 }
 
 void matmulLlama(int type, const uint8_t* w, int64_t n, int64_t k, const float* x, int64_t m, float* y) {

@@ -15,6 +15,18 @@ void matmulLlama(int type, const uint8_t* w, int64_t n, int64_t k, const float* 
 void matmulLlamaRows(int type, const uint8_t* w, int64_t n, int64_t k, const uint8_t* act, size_t actBytes, int64_t m,
                      float* y);
 
+// Several matmulLlamaRows in one parallel dispatch (at most 8; e.g. Q, K and V of one input).
+struct LlamaRowsJob {
+  int type;
+  const uint8_t* w;
+  int64_t n, k;
+  const uint8_t* act;
+  size_t actBytes;
+  int64_t m;
+  float* y;
+};
+void matmulLlamaRowsBatch(const LlamaRowsJob* jobs, int count);
+
 // Contract numerics (keep-quant bf16): rows [rowStart, rowStart + rowCount) of W are decoded,
 // rounded once to bf16 and dotted with x in f32. Writes y[m * ldy + (row - rowStart) + yOffset].
 void matmulBf16Rows(int type, const uint8_t* w, int64_t k, int64_t rowStart, int64_t rowCount,

@@ -283,29 +283,40 @@ void Model::prepareInput(const float* x, int rows, int cols) {
   for (int& t : actType_) t = -1;
 }
 
-void Model::matmul(const WeightMatrix& w, float* y) {
-  const int m = actRows_;
+const uint8_t* Model::activations(int actType, size_t* actBytes) {
   const int64_t k = actCols_;
-  if (spec_.numerics == Numerics::Bf16 && registeredEncoding(w.type)) {
-    matmulBf16Rows(w.type, w.data, k, 0, w.rows, actSource_, m, y, w.rows, 0);
-    return;
+  *actBytes = actRowBytes(actType, k);
+  if (actType == T_F32) return reinterpret_cast<const uint8_t*>(actSource_);
+  const int slot = actType == T_Q8_K ? 0 : actType == T_Q8_0 ? 1 : actType == T_Q8_1 ? 2 : 3;
+  uint8_t* buffer = actBuffer_[slot].data();
+  if (actType_[slot] != actType) {
+    const float* x = actSource_;
+    const size_t bytes = *actBytes;
+    parallelRange(actRows_, 4, [&](int row) { quantizeActRow(actType, x + (size_t)row * k, buffer + (size_t)row * bytes, k); });
+    actType_[slot] = actType;
   }
-  const int actType = vecDotType(w.type);
-  const size_t actBytes = actRowBytes(actType, k);
-  const uint8_t* act;
-  if (actType == T_F32) {
-    act = reinterpret_cast<const uint8_t*>(actSource_);
-  } else {
-    const int slot = actType == T_Q8_K ? 0 : actType == T_Q8_0 ? 1 : actType == T_Q8_1 ? 2 : 3;
-    uint8_t* buffer = actBuffer_[slot].data();
-    if (actType_[slot] != actType) {
-      const float* x = actSource_;
-      parallelRange(m, 4, [&](int row) { quantizeActRow(actType, x + (size_t)row * k, buffer + (size_t)row * actBytes, k); });
-      actType_[slot] = actType;
+  return buffer;
+}
+
+void Model::matmul(const WeightMatrix& w, float* y) {
+  const MatmulOut one{&w, y};
+  matmulMany(&one, 1);
+}
+
+void Model::matmulMany(const MatmulOut* outs, int count) {
+  LlamaRowsJob jobs[8];
+  int jobCount = 0;
+  for (int i = 0; i < count; ++i) {
+    const WeightMatrix& w = *outs[i].weight;
+    if (spec_.numerics == Numerics::Bf16 && registeredEncoding(w.type)) {
+      matmulBf16Rows(w.type, w.data, actCols_, 0, w.rows, actSource_, actRows_, outs[i].y, w.rows, 0);
+      continue;
     }
-    act = buffer;
+    size_t actBytes = 0;
+    const uint8_t* act = activations(vecDotType(w.type), &actBytes);
+    jobs[jobCount++] = LlamaRowsJob{w.type, w.data, w.rows, actCols_, act, actBytes, actRows_, outs[i].y};
   }
-  matmulLlamaRows(w.type, w.data, w.rows, k, act, actBytes, m, y);
+  if (jobCount > 0) matmulLlamaRowsBatch(jobs, jobCount);
 }
 
 void Model::rmsNormRows(const float* x, const float* w, float* out, int rows) {
@@ -395,8 +406,8 @@ void Model::ffn(const LayerWeights& L, int rows) {
   const int nFf = spec_.shape.nFf;
   const ForwardOps& ops = forwardOps();
   prepareInput(normed_.data(), rows, spec_.shape.nEmbd);
-  matmul(L.ffnGate, ffnGate_.data());
-  matmul(L.ffnUp, ffnUp_.data());
+  const MatmulOut gateUp[] = {{&L.ffnGate, ffnGate_.data()}, {&L.ffnUp, ffnUp_.data()}};
+  matmulMany(gateUp, 2);
   float* g = ffnGate_.data();
   const float* u = ffnUp_.data();
   parallelRange(rows, 4, [&](int r) { ops.swigluRow(g + (size_t)r * nFf, u + (size_t)r * nFf, nFf); });
@@ -421,46 +432,16 @@ struct AttentionContext {
   size_t offset(const int32_t* blockTable, int j, int kvHead) const {
     return ((size_t)blockTable[j / blockSize] * blockSize + (size_t)(j % blockSize)) * rowStride + (size_t)kvHead * Dh;
   }
-  float kAt(size_t base, int i) const {
-    return f16 ? halfToF32(static_cast<const uint16_t*>(kPlane)[base + i]) : static_cast<const float*>(kPlane)[base + i];
-  }
-  // f64 dot of K rows at positions [j0, j1) against q, four independent chains (each in order)
+  // f64 dots of the K rows at positions [j0, j1) against q (each in element order), f32 scores
   void scores(const int32_t* blockTable, int j0, int j1, int kvHead, const float* q, float* out) const {
-    int j = j0;
-    for (; j + 4 <= j1; j += 4) {
-      const size_t b0 = offset(blockTable, j, kvHead), b1 = offset(blockTable, j + 1, kvHead);
-      const size_t b2 = offset(blockTable, j + 2, kvHead), b3 = offset(blockTable, j + 3, kvHead);
-      double d0 = 0, d1 = 0, d2 = 0, d3 = 0;
-      if (f16) {
-        const uint16_t* k = static_cast<const uint16_t*>(kPlane);
-        for (int i = 0; i < Dh; ++i) {
-          const double qi = q[i];
-          d0 += (double)halfToF32(k[b0 + i]) * qi;
-          d1 += (double)halfToF32(k[b1 + i]) * qi;
-          d2 += (double)halfToF32(k[b2 + i]) * qi;
-          d3 += (double)halfToF32(k[b3 + i]) * qi;
-        }
-      } else {
-        const float* k = static_cast<const float*>(kPlane);
-        for (int i = 0; i < Dh; ++i) {
-          const double qi = q[i];
-          d0 += (double)k[b0 + i] * qi;
-          d1 += (double)k[b1 + i] * qi;
-          d2 += (double)k[b2 + i] * qi;
-          d3 += (double)k[b3 + i] * qi;
-        }
-      }
-      out[j - j0] = (float)d0 * scale;
-      out[j + 1 - j0] = (float)d1 * scale;
-      out[j + 2 - j0] = (float)d2 * scale;
-      out[j + 3 - j0] = (float)d3 * scale;
+    thread_local std::vector<const void*> rows;
+    if (rows.size() < (size_t)(j1 - j0)) rows.resize((size_t)(j1 - j0));
+    for (int j = j0; j < j1; ++j) {
+      const size_t base = offset(blockTable, j, kvHead);
+      rows[j - j0] = f16 ? (const void*)(static_cast<const uint16_t*>(kPlane) + base) : (const void*)(static_cast<const float*>(kPlane) + base);
     }
-    for (; j < j1; ++j) {
-      const size_t b = offset(blockTable, j, kvHead);
-      double d = 0;
-      for (int i = 0; i < Dh; ++i) d += (double)kAt(b, i) * (double)q[i];
-      out[j - j0] = (float)d * scale;
-    }
+    if (f16) ops->scoresF16(reinterpret_cast<const uint16_t* const*>(rows.data()), j1 - j0, q, Dh, scale, out);
+    else ops->scoresF32(reinterpret_cast<const float* const*>(rows.data()), j1 - j0, q, Dh, scale, out);
   }
   void madV(float* acc, size_t base, float p) const {
     if (f16) ops->madF16(acc, static_cast<const uint16_t*>(vPlane) + base, p, Dh);
@@ -606,9 +587,8 @@ void Model::attention(const LayerWeights& L, const std::vector<StepEntry>& entri
   const int H = c.nHead, Hkv = c.nHeadKv, Dh = c.headDim, D = c.nEmbd;
   const float eps = c.eps;
   prepareInput(normed_.data(), T, D);
-  matmul(L.q, qg_.data());
-  matmul(L.k, kRows_.data());
-  matmul(L.v, vRows_.data());
+  const MatmulOut qkv[] = {{&L.q, qg_.data()}, {&L.k, kRows_.data()}, {&L.v, vRows_.data()}};
+  matmulMany(qkv, 3);
   const KvStorage& kv = spec_.kv;
   void* kPlane = kv.k[L.cacheIndex];
   void* vPlane = kv.v[L.cacheIndex];
@@ -681,10 +661,8 @@ void Model::gatedDeltaNet(const LayerWeights& L, const std::vector<StepEntry>& e
   const float eps = c.eps;
   const ForwardOps& ops = forwardOps();
   prepareInput(normed_.data(), T, D);
-  matmul(L.qkv, mixed_.data());
-  matmul(L.gate, z_.data());
-  matmul(L.beta, betaRows_.data());
-  matmul(L.alpha, alphaRows_.data());
+  const MatmulOut inputs[] = {{&L.qkv, mixed_.data()}, {&L.gate, z_.data()}, {&L.beta, betaRows_.data()}, {&L.alpha, alphaRows_.data()}};
+  matmulMany(inputs, 4);
   float* convPlane = spec_.states.conv[L.cacheIndex];
   float* ssmPlane = spec_.states.ssm[L.cacheIndex];
   const float* mixed = mixed_.data();

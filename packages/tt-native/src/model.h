@@ -109,8 +109,16 @@ class Model {
   int maxBatchTokens() const { return spec_.maxBatchTokens; }
 
  private:
+  struct MatmulOut {
+    const WeightMatrix* weight;
+    float* y;
+  };
   void prepareInput(const float* x, int rows, int cols);
+  // The prepared input in `actType` (quantized once per input and encoding).
+  const uint8_t* activations(int actType, size_t* actBytes);
   void matmul(const WeightMatrix& w, float* y);
+  // Matmuls sharing the prepared input, in one parallel dispatch.
+  void matmulMany(const MatmulOut* outs, int count);
   void rmsNormRows(const float* x, const float* w, float* out, int rows);
   void embed(const std::vector<StepEntry>& entries, int rows);
   void attention(const LayerWeights& L, const std::vector<StepEntry>& entries, int rows);

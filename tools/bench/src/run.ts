@@ -10,6 +10,7 @@
  */
 import { execFileSync, spawnSync } from "node:child_process";
 import fs from "node:fs";
+import { createRequire } from "node:module";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -89,9 +90,20 @@ const files = await ensureRealShape(types, log);
 const cpu = os.cpus()[0]?.model ?? "unknown CPU";
 const flags = fs.readFileSync("/proc/cpuinfo", "utf8").match(/^flags\s*:\s*(.*)$/m)?.[1]?.split(/\s+/) ?? [];
 const isa = flags.includes("avx512_vnni") ? "AVX-512 VNNI" : flags.includes("avx2") ? "AVX2" : "baseline";
+const requireHere = createRequire(import.meta.url);
+/** A dependency's version from its package.json (found upward from its entry point: some export only "."). */
 const packageVersion = (name: string): string => {
   try {
-    return execFileSync(process.execPath, ["-e", `console.log(require(${JSON.stringify(`${name}/package.json`)}).version)`], { cwd: path.join(here, ".."), encoding: "utf8" }).trim();
+    const entry = (() => {
+      try {
+        return requireHere.resolve(name);
+      } catch {
+        return fileURLToPath(import.meta.resolve(name));
+      }
+    })();
+    let dir = path.dirname(entry);
+    while (!fs.existsSync(path.join(dir, "package.json")) && path.dirname(dir) !== dir) dir = path.dirname(dir);
+    return (JSON.parse(fs.readFileSync(path.join(dir, "package.json"), "utf8")) as { version: string }).version;
   } catch {
     return "?";
   }

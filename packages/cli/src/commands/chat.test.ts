@@ -39,7 +39,7 @@ describe("keepquant chat", () => {
       bosToken: vocab.tokens[vocab.specials.bos]!,
       eosToken: vocab.tokens[vocab.specials.eos]!,
     });
-    const run = cli("", "run", "--prompt", rendered, "--max-tokens", "6");
+    const run = cli("", "run", "--prompt", rendered, "--parse-special", "--max-tokens", "6");
     expect(run.code, run.stderr).toBe(0);
     // chat prints answer 1 + "\n" + answer 2 + "\n"; run prints its text + "\n".
     expect(chat.stdout.startsWith(run.stdout)).toBe(true);

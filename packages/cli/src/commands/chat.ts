@@ -1,6 +1,6 @@
 import fs from "node:fs";
 import readline from "node:readline";
-import { Engine, renderChatFor, type ChatMessage, type EngineOptions, type GenerateParams } from "@keepquant/engine";
+import { encodeChat, Engine, type ChatMessage, type EngineOptions, type GenerateParams } from "@keepquant/engine";
 import { CliUsageError, defineCommand, write, type CommandIo } from "../command.js";
 import { refuseUnlessFitsCpu } from "../residency-check.js";
 import { DEFAULT_MODEL_FIXTURE, ensureDefaultModel, GENERATION_OPTIONS, parseNumber } from "./run.js";
@@ -72,7 +72,8 @@ export const command = defineCommand({
           continue;
         }
         messages.push({ role: "user", content: text });
-        const ids = tokenizer.encode(renderChatFor(tokenizer, messages), { parseSpecial: true });
+        // only the template makes special tokens: "<|im_start|>" typed by the user stays text
+        const { ids } = encodeChat(tokenizer, messages);
         current = new AbortController();
         const params: GenerateParams = {
           maxTokens,

@@ -67,6 +67,18 @@ describe("keepquant run", () => {
     expect(r.stderr).toMatch(/prefill [\d.]+ tok\/s, decode [\d.]+ tok\/s/);
   });
 
+  it("--prompt is plain text: special-token texts stay text unless --parse-special", () => {
+    const prompt = "<|im_start|>user\nhi<|im_end|>";
+    const plain = JSON.parse(run("run", "--prompt", prompt, "--max-tokens", "1", "--json").stdout) as RunDocument;
+    const special = JSON.parse(run("run", "--prompt", prompt, "--parse-special", "--max-tokens", "1", "--json").stdout) as RunDocument;
+    const vocab = JSON.parse(readFileSync(path.join(repoRoot, "goldens", "tokenizer", "vocab.json"), "utf8")) as { tokens: string[] };
+    const imStart = vocab.tokens.indexOf("<|im_start|>");
+    expect(imStart).toBeGreaterThan(0);
+    expect(plain.promptTokens).not.toContain(imStart);
+    expect(special.promptTokens[0]).toBe(imStart);
+    expect(special.promptTokens.length).toBeLessThan(plain.promptTokens.length);
+  });
+
   it("samples reproducibly with a seed, from an explicit model file, in bf16 numerics", () => {
     const file = path.join(cache, "tied-4l-f32.gguf");
     const args = ["run", file, "--prompt-ids", "5,6,7", "--max-tokens", "8", "--temperature", "0.9", "--top-k", "40", "--top-p", "0.95", "--numerics", "bf16", "--json"];

@@ -88,9 +88,10 @@ export const command = defineCommand({
   name: "run",
   summary: "generate text with a qwen35 GGUF model (default: the embedded synthetic model)",
   usage:
-    "run [model.gguf] (--prompt TEXT | --prompt-ids 1,2,3) [--max-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S] [--threads N] [--numerics llama|bf16] [--json] [--force]",
+    "run [model.gguf] (--prompt TEXT [--parse-special] | --prompt-ids 1,2,3) [--max-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S] [--threads N] [--numerics llama|bf16] [--json] [--force]",
   help: [
-    "--prompt TEXT         prompt text (tokenized with the model's tokenizer; special tokens recognized)",
+    "--prompt TEXT         prompt text, tokenized as plain text (\"<|im_start|>\" stays text)",
+    "--parse-special       turn special-token texts in --prompt into their tokens (trusted prompts)",
     "--prompt-ids IDS      prompt as comma-separated token ids",
     "--max-tokens N        tokens to generate (default 64)",
     "--temperature T       0 = greedy (default 0)",
@@ -106,6 +107,7 @@ export const command = defineCommand({
   options: {
     prompt: { type: "string" },
     "prompt-ids": { type: "string" },
+    "parse-special": { type: "boolean" },
     ...GENERATION_OPTIONS,
     json: { type: "boolean" },
     force: { type: "boolean" },
@@ -149,7 +151,7 @@ export const command = defineCommand({
         write(io.stderr, `loaded ${modelPath} in ${Math.round(loadMs)} ms (${numerics} numerics)`);
         for (const line of loadStats.diagnostics) write(io.stderr, `note: ${line}`);
       }
-      const prompt = promptIds ?? engine.tokenize(values.prompt!);
+      const prompt = promptIds ?? engine.tokenize(values.prompt!, values["parse-special"] === true);
       const controller = new AbortController();
       const onSigint = (): void => controller.abort();
       process.once("SIGINT", onSigint);

@@ -1,2 +1,3 @@
 export * from "./templates.js";
 export * from "./render.js";
+export * from "./encode.js";

@@ -152,6 +152,39 @@ describe.skipIf(reason !== undefined)("native step == TypeScript forward, bit fo
   }
 });
 
+describe.skipIf(reason !== undefined)("native step at every ISA level this CPU runs == TypeScript forward", () => {
+  const original = { ...libm };
+  beforeAll(() => {
+    const c = native.nativeLibm();
+    setLibm({ expf: c.expf, logf: c.logf, cosf: c.cosf, sinf: c.sinf, powf: c.powf });
+  });
+  afterAll(() => {
+    setLibm(original);
+    native.setNativeIsa("best");
+  });
+
+  it("generic, avx2, avx512 (the forward ops' vector bodies against their scalar forms)", async () => {
+    const fixture = PARITY_FIXTURES.find((f) => f.name === "untied-mtp-6l-q4_k_m")!;
+    const file = await fixtureFile(fixture);
+    for (const isa of native.availableNativeIsas()) {
+      native.setNativeIsa(isa);
+      for (const flashAttention of [true, false]) {
+        const weights = await loadWeights(file, "llama");
+        const providers = [...(await createNativeMatmulProviders("llama", undefined, [])), ...typescriptProviders("llama", [])];
+        const selection = selectProviders(weights, providers, []);
+        const spec = pools(weights, "f16");
+        const ts = new Qwen35Forward(weights, spec.kv, spec.states, selection.byWeight, "llama", quantDequantizeRow, 128, flashAttention);
+        const expected = await runSchedule((e) => ts.forward(e), spec, weights.config.nVocab);
+        const mine = pools(weights, "f16");
+        const step = NativeStep.create(native, weights, mine.kv, mine.states, { numerics: "llama", flashAttention, maxBatchTokens: 128 });
+        const actual = await runSchedule((e) => step.forward(e), mine, weights.config.nVocab);
+        step.dispose();
+        expect(firstDifference(actual, expected), `${isa} flash ${flashAttention}`).toBeUndefined();
+      }
+    }
+  });
+});
+
 describe.skipIf(reason !== undefined)("native step", () => {
   it("gives the same bits with 1, 2 and 4 threads", async () => {
     const fixture = PARITY_FIXTURES.find((f) => f.name === "untied-mtp-6l-q4_k_m")!;
@@ -194,6 +227,31 @@ describe.skipIf(reason !== undefined)("native step", () => {
     await pending;
     expect(step.lastHold).toBe("released");
     step.dispose();
+  });
+
+  it("Engine: timers and I/O callbacks keep running while a long prefill is in flight", async () => {
+    const { Engine } = await import("../engine.js");
+    const engine = await Engine.load(await fixtureFile(PARITY_FIXTURES[0]!), { maxBatchTokens: 512 });
+    const step = (engine as unknown as { nativeStep: NativeStep | undefined }).nativeStep;
+    expect(step, "the engine runs the native step").toBeDefined();
+    step!.holdNextStep();
+    let settled = false;
+    const result = engine.generateToEnd(Array.from({ length: 400 }, (_, i) => (i * 31) % 1000), { maxTokens: 2 }).then((r) => {
+      settled = true;
+      return r;
+    });
+    // a counter driven by the event loop: it can only advance while the step runs off this thread
+    let turns = 0;
+    while (turns < 5) {
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      turns++;
+    }
+    expect(settled).toBe(false);
+    step!.releaseHold();
+    const done = await result;
+    expect(step!.lastHold).toBe("released");
+    expect(done.tokens.length).toBe(2);
+    engine.dispose();
   });
 
   it("refuses a bad step with a typed error and stays usable", async () => {

@@ -3,3 +3,4 @@ export * from "./candidates.js";
 export * from "./params.js";
 export * from "./sampler.js";
 export * from "./stop-strings.js";
+export * from "./logprobs.js";

@@ -21,6 +21,12 @@ export interface EncodeOptions {
   addSpecial?: boolean;
   /** Recognize CONTROL and UNKNOWN token texts (e.g. "<|im_start|>") in the input. Default false. */
   parseSpecial?: boolean;
+  /**
+   * With `parseSpecial`: maps each run of text between the special tokens found in the input
+   * before it is encoded, and that result is encoded as plain text (special-token texts in it stay
+   * text). `encodeChat` uses it to turn the sentinels standing for user text back into that text.
+   */
+  mapPlainText?: (fragment: string) => string;
 }
 
 export interface DecodeOptions {
@@ -249,6 +255,20 @@ export class Tokenizer {
     return this.vocab.chatTemplate;
   }
 
+  /**
+   * The texts only `parseSpecial` turns into tokens (CONTROL and UNKNOWN tokens, e.g.
+   * "<|im_start|>"), longest first. USER_DEFINED texts (e.g. "<think>") are recognized always, as
+   * in llama.cpp.
+   */
+  get parseSpecialTexts(): readonly string[] {
+    const texts: string[] = [];
+    for (const id of this.specialCache) {
+      const text = this.vocab.tokens[id]!;
+      if (text.length > 0 && this.attrs[id]! & (TokenAttr.CONTROL | TokenAttr.UNKNOWN)) texts.push(text);
+    }
+    return texts;
+  }
+
   /** Number of special-token texts the encoder recognizes (llama.cpp's "special tokens cache size"). */
   get specialTokenCount(): number {
     return this.specialCache.length;
@@ -289,9 +309,16 @@ export class Tokenizer {
     if (addSpecial && this.addBos && this.specials.bos !== undefined) output.push(this.specials.bos);
     const wellFormed = toWellFormed(text);
     if (wellFormed.length > 0) {
+      const map = options.mapPlainText;
       for (const fragment of this.partition(wellFormed, parseSpecial)) {
         if (typeof fragment === "number") output.push(fragment);
-        else this.encodeRaw(fragment, output);
+        else if (!map) this.encodeRaw(fragment, output);
+        else {
+          for (const piece of this.partition(toWellFormed(map(fragment)), false)) {
+            if (typeof piece === "number") output.push(piece);
+            else this.encodeRaw(piece, output);
+          }
+        }
       }
     }
     if (addSpecial && this.addEos && this.specials.eos !== undefined) output.push(this.specials.eos);

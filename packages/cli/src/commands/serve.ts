@@ -1,0 +1,163 @@
+import fs from "node:fs";
+import path from "node:path";
+import { Engine, type EngineOptions, type KvType } from "@keepquant/engine";
+import { parseQwen35Config, readGguf } from "@keepquant/gguf";
+import { createKeepquantServer, DEFAULT_CONTEXT_TOKENS, DEFAULT_DRAIN_TIMEOUT_MS, DEFAULT_MAX_QUEUE } from "@keepquant/server";
+import { CliUsageError, defineCommand, write, type CommandIo } from "../command.js";
+import { refuseUnlessFitsCpu } from "../residency-check.js";
+import { DEFAULT_MODEL_FIXTURE, ensureDefaultModel, parseNumber } from "./run.js";
+
+/** Prefix-cache snapshots `serve` keeps by default (each one: KV blocks of a prompt prefix plus a GDN state copy). */
+export const DEFAULT_PREFIX_CACHE_SNAPSHOTS = 8;
+const DEFAULT_MAX_SEQS = 4;
+
+export const command = defineCommand({
+  name: "serve",
+  summary: "serve a qwen35 GGUF model over an OpenAI-compatible HTTP API, with metrics and a web chat page",
+  usage:
+    "serve [model.gguf] [--host 127.0.0.1] [--port 8080] [--api-key K] [--ctx N] [--max-seqs N] [--max-queue N] [--numerics llama|bf16] [--threads N] [--kv-type f16|f32] [--flash-attn on|off] [--no-prefix-cache] [--no-webui] [--force]",
+  help: [
+    "--host H               address to listen on (default 127.0.0.1, loopback only)",
+    "--port P               port (default 8080; 0 = any free port)",
+    "--api-key K            require Authorization: Bearer K (or KEEPQUANT_API_KEY); /health and the web page stay open",
+    `--ctx N                most tokens per request, prompt + answer (default ${DEFAULT_CONTEXT_TOKENS}, at most the model's context_length)`,
+    `--max-seqs N           sequences computed at once (GDN state slots; default ${DEFAULT_MAX_SEQS})`,
+    `--max-queue N          requests waiting beyond those before 429 (default ${DEFAULT_MAX_QUEUE})`,
+    "--numerics MODE        llama (default) or bf16",
+    "--threads N            threads for the native provider",
+    "--kv-type T            KV cache type f16 (default) or f32 (llama.cpp's -ctk/-ctv)",
+    "--flash-attn on|off    attention numerics of llama.cpp's -fa (default on)",
+    `--prefix-cache N       prefix-cache snapshots (default ${DEFAULT_PREFIX_CACHE_SNAPSHOTS}); --no-prefix-cache turns it off`,
+    "--no-webui             do not serve the web chat page on /",
+    "--model-name NAME      model id in /v1/models (default: the file name)",
+    `--drain-timeout S      seconds SIGINT/SIGTERM wait for in-flight requests (default ${DEFAULT_DRAIN_TIMEOUT_MS / 1000})`,
+    "--force                serve even when the planner says the model does not fit in available memory",
+    "without model.gguf: the embedded default, a small SYNTHETIC qwen35 (random weights, gibberish output)",
+  ],
+  options: {
+    host: { type: "string" },
+    port: { type: "string" },
+    "api-key": { type: "string" },
+    ctx: { type: "string" },
+    "max-seqs": { type: "string" },
+    "max-queue": { type: "string" },
+    numerics: { type: "string" },
+    threads: { type: "string" },
+    "kv-type": { type: "string" },
+    "flash-attn": { type: "string" },
+    "prefix-cache": { type: "string" },
+    "no-prefix-cache": { type: "boolean" },
+    "no-webui": { type: "boolean" },
+    "model-name": { type: "string" },
+    "drain-timeout": { type: "string" },
+    force: { type: "boolean" },
+  },
+  async run(values, positionals, io: CommandIo): Promise<number> {
+    if (positionals.length > 1) throw new CliUsageError(`expected at most one model file, got ${positionals.length}`);
+    const host = values.host ?? "127.0.0.1";
+    const port = parseNumber("port", values.port, (n) => Number.isInteger(n) && n >= 0 && n <= 65535, "an integer in [0, 65535]") ?? 8080;
+    const numerics = values.numerics ?? "llama";
+    if (numerics !== "llama" && numerics !== "bf16") throw new CliUsageError(`--numerics ${JSON.stringify(numerics)}: expected llama or bf16`);
+    const kvType = (values["kv-type"] ?? "f16") as KvType;
+    if (kvType !== "f16" && kvType !== "f32") throw new CliUsageError(`--kv-type ${JSON.stringify(kvType)}: expected f16 or f32`);
+    const flashAttn = values["flash-attn"] ?? "on";
+    if (flashAttn !== "on" && flashAttn !== "off") throw new CliUsageError(`--flash-attn ${JSON.stringify(flashAttn)}: expected on or off`);
+    const threads = parseNumber("threads", values.threads, (n) => Number.isInteger(n) && n >= 1, "an integer >= 1");
+    const maxSeqs = parseNumber("max-seqs", values["max-seqs"], (n) => Number.isInteger(n) && n >= 1 && n <= 256, "an integer in [1, 256]") ?? DEFAULT_MAX_SEQS;
+    const maxQueue = parseNumber("max-queue", values["max-queue"], (n) => Number.isInteger(n) && n >= 0, "an integer >= 0") ?? DEFAULT_MAX_QUEUE;
+    const requestedCtx = parseNumber("ctx", values.ctx, (n) => Number.isInteger(n) && n >= 16, "an integer >= 16");
+    if (values["no-prefix-cache"] && values["prefix-cache"] !== undefined) throw new CliUsageError("give --prefix-cache N or --no-prefix-cache, not both");
+    const snapshots = values["no-prefix-cache"]
+      ? 0
+      : (parseNumber("prefix-cache", values["prefix-cache"], (n) => Number.isInteger(n) && n >= 0, "an integer >= 0") ?? DEFAULT_PREFIX_CACHE_SNAPSHOTS);
+    const drainSeconds = parseNumber("drain-timeout", values["drain-timeout"], (n) => n >= 0, "a number of seconds >= 0") ?? DEFAULT_DRAIN_TIMEOUT_MS / 1000;
+    const apiKey = values["api-key"] ?? (io.env.KEEPQUANT_API_KEY || undefined);
+
+    const synthetic = positionals.length === 0;
+    let modelPath: string;
+    if (synthetic) {
+      write(io.stderr, `keepquant: no model given, serving the embedded SYNTHETIC qwen35 model (${DEFAULT_MODEL_FIXTURE}: random weights, gibberish answers)`);
+      modelPath = await ensureDefaultModel(io.env);
+    } else {
+      modelPath = positionals[0]!;
+      if (!fs.existsSync(modelPath) || !fs.statSync(modelPath).isFile()) throw Object.assign(new Error(`model file not found: ${modelPath}`), { code: "MODEL_NOT_FOUND" });
+    }
+    // the context: --ctx, else the default, never above the model's own context_length
+    const modelContext = parseQwen35Config(await readGguf(modelPath)).contextLength;
+    if (requestedCtx !== undefined && requestedCtx > modelContext) {
+      throw new CliUsageError(`--ctx ${requestedCtx}: the model's context_length is ${modelContext}`);
+    }
+    const ctx = requestedCtx ?? Math.min(DEFAULT_CONTEXT_TOKENS, modelContext);
+    const modelName = values["model-name"] ?? (synthetic ? DEFAULT_MODEL_FIXTURE : path.basename(modelPath).replace(/\.gguf$/i, ""));
+
+    const options: EngineOptions = {
+      numerics,
+      kvType,
+      flashAttention: flashAttn === "on",
+      maxSequences: maxSeqs,
+      kvCacheTokens: ctx * maxSeqs,
+      prefixCacheSnapshots: snapshots,
+      ...(threads === undefined ? {} : { threads }),
+    };
+    // the planner first (header only): a model that cannot fit is refused before the port opens
+    await refuseUnlessFitsCpu(modelPath, options, { force: values.force === true, io });
+    const loading = Engine.load(modelPath, options);
+    loading.catch(() => undefined);
+    const server = createKeepquantServer({
+      engine: loading,
+      modelName,
+      synthetic,
+      ...(apiKey ? { apiKey } : {}),
+      contextTokens: ctx,
+      maxQueue,
+      webui: values["no-webui"] !== true,
+      drainTimeoutMs: drainSeconds * 1000,
+    });
+    const address = await server.listen(port, host);
+    const shown = address.family === "IPv6" ? `[${address.address}]` : address.address;
+    write(io.stderr, `keepquant serve: listening on http://${shown}:${address.port} (loading ${modelName})`);
+    if (!["127.0.0.1", "::1", "localhost"].includes(host) && !apiKey) {
+      write(io.stderr, `warning: listening on ${host} without an API key: anyone who reaches this address can use the model`);
+    }
+
+    let stopping: Promise<void> | undefined;
+    let signals = 0;
+    const stopped = new Promise<number>((resolve) => {
+      const onSignal = (signal: NodeJS.Signals): void => {
+        signals++;
+        if (signals > 1) {
+          write(io.stderr, `keepquant serve: ${signal} again, aborting in-flight requests`);
+          void server.close(0);
+          return;
+        }
+        write(io.stderr, `keepquant serve: ${signal}, draining ${server.inFlight} request(s) (up to ${drainSeconds} s)`);
+        stopping = server.close();
+        void stopping.then(() => {
+          process.off("SIGINT", onSignal);
+          process.off("SIGTERM", onSignal);
+          resolve(0);
+        });
+      };
+      process.on("SIGINT", onSignal);
+      process.on("SIGTERM", onSignal);
+    });
+
+    let engine: Engine;
+    try {
+      engine = await loading;
+    } catch (error) {
+      await server.close(0);
+      throw error;
+    }
+    const stats = engine.stats();
+    write(
+      io.stderr,
+      `keepquant serve: ready: ${modelName} (${numerics} numerics, ${maxSeqs} sequences, ctx ${ctx}, ${stats.kv.blocksTotal} KV blocks of ${stats.kv.blockSize}, prefix cache ${snapshots > 0 ? `${snapshots} snapshots` : "off"}${values["no-webui"] ? "" : ", web page on /"})`,
+    );
+    for (const line of stats.diagnostics) write(io.stderr, `note: ${line}`);
+    const code = await stopped;
+    engine.dispose();
+    write(io.stderr, "keepquant serve: stopped");
+    return code;
+  },
+});

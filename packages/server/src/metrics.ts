@@ -1,0 +1,96 @@
+/**
+ * Prometheus metrics (prom-client), one registry per server. Engine state (requests, KV blocks,
+ * GDN state slots, prefix cache, preemptions) is read from `Engine.stats()` at scrape time;
+ * token counters and latency histograms are fed by the server as requests run. Names follow
+ * vLLM's where one exists (`vllm:num_requests_running` -> `keepquant_requests_running`, ...).
+ */
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client";
+import type { EngineStats } from "@keepquant/engine";
+
+export const TTFT_BUCKETS = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80];
+export const ITL_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5];
+export const E2E_BUCKETS = [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 80, 160, 320];
+
+/** How a generation request ended, as a label. */
+export type FinishLabel = "stop" | "length" | "tool_calls" | "abort" | "error";
+
+export class ServerMetrics {
+  readonly registry = new Registry();
+  readonly promptTokens: Counter;
+  readonly generationTokens: Counter;
+  readonly requests: Counter<"endpoint" | "finish_reason">;
+  readonly httpResponses: Counter<"route" | "status">;
+  readonly ttft: Histogram;
+  readonly itl: Histogram;
+  readonly e2e: Histogram;
+
+  constructor(stats: () => EngineStats | undefined) {
+    const registers = [this.registry];
+    collectDefaultMetrics({ register: this.registry });
+    // engine state, read when scraped
+    const gauge = (name: string, help: string, read: (s: EngineStats) => number): void => {
+      new Gauge({
+        name,
+        help,
+        registers,
+        collect() {
+          const s = stats();
+          this.set(s ? read(s) : 0);
+        },
+      });
+    };
+    const mirror = (name: string, help: string, read: (s: EngineStats) => number): void => {
+      new Counter({
+        name,
+        help,
+        registers,
+        collect() {
+          const s = stats();
+          this.reset();
+          if (s) this.inc(read(s));
+        },
+      });
+    };
+    gauge("keepquant_requests_running", "Requests in the engine's running set (prefill or decode).", (s) => s.requests.running);
+    gauge("keepquant_requests_waiting", "Requests waiting for a state slot or KV blocks.", (s) => s.requests.waiting);
+    gauge("keepquant_kv_blocks_used", "KV cache blocks in use (sequences and prefix-cache entries).", (s) => s.kv.blocksTotal - s.kv.blocksFree);
+    gauge("keepquant_kv_blocks_total", "KV cache blocks in the pool.", (s) => s.kv.blocksTotal);
+    gauge("keepquant_kv_block_tokens", "Tokens per KV block.", (s) => s.kv.blockSize);
+    gauge("keepquant_gdn_state_slots_used", "Gated DeltaNet state slots in use (one per running sequence).", (s) => s.states.slotsTotal - s.states.slotsFree);
+    gauge("keepquant_gdn_state_slots_total", "Gated DeltaNet state slots (the most concurrent sequences).", (s) => s.states.slotsTotal);
+    gauge("keepquant_prefix_cache_entries", "Prefix-cache entries (each holds KV blocks and a GDN state snapshot).", (s) => s.prefixCache?.entries ?? 0);
+    mirror("keepquant_prefix_cache_queries_total", "Prefix-cache lookups.", (s) => s.prefixCache?.lookups ?? 0);
+    mirror("keepquant_prefix_cache_hits_total", "Prefix-cache lookups that hit.", (s) => s.prefixCache?.hits ?? 0);
+    mirror("keepquant_prefix_cache_hit_tokens_total", "Prompt tokens served from the prefix cache (not recomputed).", (s) => s.prefixCache?.hitTokens ?? 0);
+    mirror("keepquant_prefix_cache_evictions_total", "Prefix-cache entries evicted.", (s) => s.prefixCache?.evictions ?? 0);
+    mirror("keepquant_preemptions_total", "Sequences preempted by recompute when KV blocks ran out.", (s) => s.counters.preemptions);
+    mirror("keepquant_engine_steps_total", "Scheduler steps (batched forward passes).", (s) => s.counters.steps);
+    mirror("keepquant_prefill_tokens_computed_total", "Prompt tokens run through the model (cache hits excluded, recomputes included).", (s) => s.counters.prefillTokens);
+
+    this.promptTokens = new Counter({ name: "keepquant_prompt_tokens_total", help: "Prompt tokens of finished requests (cached ones included).", registers });
+    this.generationTokens = new Counter({ name: "keepquant_generation_tokens_total", help: "Tokens generated, aborted requests included.", registers });
+    this.requests = new Counter({
+      name: "keepquant_requests_total",
+      help: "Generation requests that ended, by endpoint and finish reason (abort = client went away).",
+      labelNames: ["endpoint", "finish_reason"],
+      registers,
+    });
+    this.httpResponses = new Counter({
+      name: "keepquant_http_responses_total",
+      help: "HTTP responses by route and status code.",
+      labelNames: ["route", "status"],
+      registers,
+    });
+    this.ttft = new Histogram({ name: "keepquant_time_to_first_token_seconds", help: "Time from request arrival to the first generated token.", buckets: TTFT_BUCKETS, registers });
+    this.itl = new Histogram({ name: "keepquant_inter_token_latency_seconds", help: "Time between consecutive generated tokens of a request.", buckets: ITL_BUCKETS, registers });
+    this.e2e = new Histogram({ name: "keepquant_e2e_request_latency_seconds", help: "Time from request arrival to its last token.", buckets: E2E_BUCKETS, registers });
+  }
+
+  async text(): Promise<string> {
+    return this.registry.metrics();
+  }
+
+  get contentType(): string {
+    return this.registry.contentType;
+  }
+}

@@ -1,0 +1,709 @@
+/**
+ * The OpenAI-compatible HTTP server over an `Engine`. `createKeepquantServer(options).handler` is a
+ * plain `(req, res)` listener an application can mount (node:http, or `app.use` in express-like
+ * frameworks); `listen()` runs it on its own node:http server, and `close()` drains it.
+ *
+ * The server sits on the public Engine API only: generate (with an AbortSignal per request),
+ * stats(), tokenizer and encodeChat. It never reaches into the scheduler step.
+ */
+import { randomBytes, randomInt, timingSafeEqual } from "node:crypto";
+import http from "node:http";
+import type { AddressInfo } from "node:net";
+import {
+  type ChatMessage,
+  type Engine,
+  type EngineStats,
+  EngineError,
+  encodeChat,
+  type GenerateParams,
+  type GenerationResult,
+  type StopReason,
+  type TokenLogprob,
+  type Tokenizer,
+} from "@keepquant/engine";
+import { ApiError, invalidRequest } from "./errors.js";
+import { type FinishLabel, ServerMetrics } from "./metrics.js";
+import { OutputParser, type ParsedOutput } from "./output-parser.js";
+import { type ChatRequest, type CompletionRequest, parseChatRequest, parseCompletionRequest, type SamplingFields } from "./requests.js";
+import { loadWebUi, type StaticFile } from "./webui.js";
+
+export interface KeepquantServerOptions {
+  /** The engine, or its loading promise (the server answers 503 until it resolves). */
+  engine: Engine | Promise<Engine>;
+  /** Model id in /v1/models and responses (default "keepquant"). */
+  modelName?: string;
+  /** Whether the model is the synthetic embedded one (said in /v1/models and the web page). */
+  synthetic?: boolean;
+  /** When set, every route but /health and the web page needs `Authorization: Bearer <apiKey>`. */
+  apiKey?: string;
+  /** Most tokens one request may hold, prompt plus generated (default 4096). */
+  contextTokens?: number;
+  /** Requests accepted beyond the engine's concurrent sequences before 429 (default 64). */
+  maxQueue?: number;
+  /** Largest request body in bytes (default 8 MiB): 413 beyond. */
+  maxBodyBytes?: number;
+  /** Serve the web chat page on GET / (default true). */
+  webui?: boolean;
+  /** Folder of the web page's files (default: the package's `webui/`). */
+  webuiDir?: string;
+  /** How long close() waits for in-flight requests before aborting them (default 10 s). */
+  drainTimeoutMs?: number;
+}
+
+export const DEFAULT_CONTEXT_TOKENS = 4096;
+export const DEFAULT_MAX_QUEUE = 64;
+export const DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024;
+export const DEFAULT_DRAIN_TIMEOUT_MS = 10_000;
+const SYSTEM_FINGERPRINT = "keepquant";
+
+type Handler = (req: http.IncomingMessage, res: http.ServerResponse) => Promise<void>;
+
+interface Route {
+  name: string;
+  method: "GET" | "POST";
+  /** needs the API key when one is set */
+  auth: boolean;
+  run: Handler;
+}
+
+function positive(value: number | undefined, name: string, fallback: number): number {
+  if (value === undefined) return fallback;
+  if (!Number.isSafeInteger(value) || value < 1) throw new RangeError(`${name} must be a positive integer, got ${value}`);
+  return value;
+}
+
+function finishReason(stop: StopReason, toolCalls: number): "stop" | "length" | "tool_calls" {
+  if (stop === "max_tokens" || stop === "context") return "length";
+  return toolCalls > 0 ? "tool_calls" : "stop";
+}
+
+function usageOf(result: GenerationResult) {
+  const s = result.stats;
+  return {
+    prompt_tokens: s.promptTokens,
+    completion_tokens: s.generatedTokens,
+    total_tokens: s.promptTokens + s.generatedTokens,
+    prompt_tokens_details: { cached_tokens: s.cachedPromptTokens },
+  };
+}
+
+/** llama.cpp's `timings` object (the web page shows it). */
+function timingsOf(result: GenerationResult) {
+  const s = result.stats;
+  const predictedMs = Math.max(0, s.totalMs - s.timeToFirstTokenMs);
+  return {
+    cache_n: s.cachedPromptTokens,
+    prompt_n: s.promptTokens,
+    prompt_ms: s.timeToFirstTokenMs,
+    prompt_per_second: s.prefillTokensPerSecond,
+    predicted_n: s.generatedTokens,
+    predicted_ms: predictedMs,
+    predicted_per_second: s.generatedTokens > 0 && predictedMs > 0 ? (s.generatedTokens * 1000) / predictedMs : 0,
+  };
+}
+
+function newId(prefix: string): string {
+  return `${prefix}${randomBytes(12).toString("hex")}`;
+}
+
+export class KeepquantServer {
+  /** Mountable request listener. */
+  readonly handler: (req: http.IncomingMessage, res: http.ServerResponse) => void;
+  readonly metrics: ServerMetrics;
+  private engine: Engine | undefined;
+  private loadError: Error | undefined;
+  private readonly modelName: string;
+  private readonly synthetic: boolean;
+  private readonly apiKey: Buffer | undefined;
+  readonly contextTokens: number;
+  private readonly maxQueue: number;
+  private readonly maxBodyBytes: number;
+  private readonly drainTimeoutMs: number;
+  private readonly webui: Map<string, StaticFile> | undefined;
+  private readonly routes = new Map<string, Route>();
+  private readonly created = Math.floor(Date.now() / 1000);
+  private active = 0;
+  private readonly controllers = new Set<AbortController>();
+  private idleWaiters: (() => void)[] = [];
+  private draining = false;
+  private httpServer: http.Server | undefined;
+
+  constructor(options: KeepquantServerOptions) {
+    this.modelName = options.modelName ?? "keepquant";
+    this.synthetic = options.synthetic ?? false;
+    this.apiKey = options.apiKey ? Buffer.from(options.apiKey) : undefined;
+    this.contextTokens = positive(options.contextTokens, "contextTokens", DEFAULT_CONTEXT_TOKENS);
+    this.maxQueue = options.maxQueue === 0 ? 0 : positive(options.maxQueue, "maxQueue", DEFAULT_MAX_QUEUE);
+    this.maxBodyBytes = positive(options.maxBodyBytes, "maxBodyBytes", DEFAULT_MAX_BODY_BYTES);
+    this.drainTimeoutMs = options.drainTimeoutMs ?? DEFAULT_DRAIN_TIMEOUT_MS;
+    this.metrics = new ServerMetrics(() => this.engine?.stats());
+    this.webui = options.webui === false ? undefined : loadWebUi(options.webuiDir);
+    Promise.resolve(options.engine).then(
+      (engine) => {
+        this.engine = engine;
+      },
+      (error: unknown) => {
+        this.loadError = error instanceof Error ? error : new Error(String(error));
+      },
+    );
+    const add = (paths: string[], route: Route): void => {
+      for (const path of paths) this.routes.set(path, route);
+    };
+    add(["/health", "/v1/health"], { name: "health", method: "GET", auth: false, run: (_req, res) => this.health(res) });
+    add(["/v1/models", "/models"], { name: "models", method: "GET", auth: true, run: (_req, res) => this.models(res) });
+    add(["/v1/chat/completions", "/chat/completions"], { name: "chat", method: "POST", auth: true, run: (req, res) => this.chat(req, res) });
+    add(["/v1/completions", "/completions"], { name: "completions", method: "POST", auth: true, run: (req, res) => this.completions(req, res) });
+    add(["/metrics"], { name: "metrics", method: "GET", auth: true, run: (_req, res) => this.metricsRoute(res) });
+    if (this.webui) {
+      for (const [path, file] of this.webui) {
+        add([path], { name: "webui", method: "GET", auth: false, run: async (_req, res) => this.sendStatic(res, file) });
+      }
+    }
+    this.handler = (req, res) => {
+      void this.handle(req, res);
+    };
+  }
+
+  /** True once the engine is loaded (and not draining). */
+  get ready(): boolean {
+    return this.engine !== undefined && !this.draining;
+  }
+
+  /** Generation requests in flight (running or waiting in the engine). */
+  get inFlight(): number {
+    return this.active;
+  }
+
+  /** Starts a node:http server on host:port (port 0 = any free port). */
+  async listen(port: number, host = "127.0.0.1"): Promise<AddressInfo> {
+    const server = http.createServer(this.handler);
+    server.keepAliveTimeout = 5_000;
+    this.httpServer = server;
+    await new Promise<void>((resolve, reject) => {
+      server.once("error", reject);
+      server.listen(port, host, () => {
+        server.off("error", reject);
+        resolve();
+      });
+    });
+    return server.address() as AddressInfo;
+  }
+
+  /**
+   * Drains: stops accepting connections, answers 503 to new requests, waits up to `timeoutMs` for
+   * in-flight requests, aborts the rest (their blocks and slots return to the pools), then closes
+   * every connection. The engine is the caller's to dispose.
+   */
+  async close(timeoutMs = this.drainTimeoutMs): Promise<void> {
+    this.draining = true;
+    const server = this.httpServer;
+    const closed = server ? new Promise<void>((resolve) => server.close(() => resolve())) : Promise.resolve();
+    server?.closeIdleConnections();
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([this.idle(), new Promise<void>((resolve) => (timer = setTimeout(resolve, timeoutMs)))]);
+    clearTimeout(timer);
+    for (const controller of this.controllers) controller.abort();
+    await this.idle();
+    server?.closeAllConnections();
+    await closed;
+  }
+
+  private idle(): Promise<void> {
+    if (this.active === 0) return Promise.resolve();
+    return new Promise((resolve) => this.idleWaiters.push(resolve));
+  }
+
+  private async handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    const path = (req.url ?? "/").split("?")[0]!;
+    const route = this.routes.get(path);
+    // "close" comes for finished responses and for clients that went away mid-stream alike
+    res.once("close", () => this.metrics.httpResponses.inc({ route: route?.name ?? "unknown", status: String(res.statusCode) }));
+    if (this.draining) res.setHeader("Connection", "close");
+    try {
+      if (!route) throw new ApiError(404, "not_found_error", `no route for ${req.method} ${path}`, null, "not_found");
+      if (req.method !== route.method && !(route.method === "GET" && req.method === "HEAD")) {
+        throw new ApiError(405, "invalid_request_error", `${path} accepts ${route.method}, not ${req.method}`, null, "method_not_allowed", { Allow: route.method });
+      }
+      if (route.auth) this.authorize(req);
+      await route.run(req, res);
+    } catch (error) {
+      this.sendError(res, error);
+    }
+  }
+
+  private authorize(req: http.IncomingMessage): void {
+    if (!this.apiKey) return;
+    const header = req.headers.authorization ?? "";
+    const match = /^Bearer\s+(.+)$/i.exec(header);
+    const given = match ? Buffer.from(match[1]!.trim()) : undefined;
+    if (!given || given.length !== this.apiKey.length || !timingSafeEqual(given, this.apiKey)) {
+      throw new ApiError(401, "authentication_error", match ? "invalid API key" : "missing API key: send Authorization: Bearer <key>", null, "invalid_api_key", {
+        "WWW-Authenticate": "Bearer",
+      });
+    }
+  }
+
+  private requireEngine(): Engine {
+    if (this.draining) throw new ApiError(503, "unavailable_error", "the server is shutting down", null, "shutting_down", { "Retry-After": "1" });
+    if (this.loadError) throw new ApiError(500, "server_error", `the model failed to load: ${this.loadError.message}`, null, "load_failed");
+    if (!this.engine) throw new ApiError(503, "unavailable_error", "the model is still loading", null, "loading", { "Retry-After": "1" });
+    return this.engine;
+  }
+
+  private sendJson(res: http.ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
+    if (res.headersSent) {
+      res.end();
+      return;
+    }
+    const text = JSON.stringify(body);
+    res.writeHead(status, { "Content-Type": "application/json; charset=utf-8", "Content-Length": Buffer.byteLength(text), ...headers });
+    res.end(text);
+  }
+
+  private sendError(res: http.ServerResponse, error: unknown): void {
+    const api = ApiError.isInstance(error) ? error : new ApiError(500, "server_error", "internal server error", null, "internal_error");
+    if (res.headersSent) {
+      // mid-stream: one error event, then the end (as llama.cpp's server does)
+      if (!res.writableEnded) res.end(`data: ${JSON.stringify(api.toJSON())}\n\n`);
+      return;
+    }
+    this.sendJson(res, api.status, api.toJSON(), api.headers);
+  }
+
+  private health(res: http.ServerResponse): Promise<void> {
+    if (this.loadError) this.sendJson(res, 500, { status: "error", message: this.loadError.message });
+    else if (this.draining) this.sendJson(res, 503, { status: "draining" });
+    else if (!this.engine) this.sendJson(res, 503, { status: "loading" });
+    else this.sendJson(res, 200, { status: "ok" });
+    return Promise.resolve();
+  }
+
+  private models(res: http.ServerResponse): Promise<void> {
+    const engine = this.requireEngine();
+    const stats = engine.stats();
+    this.sendJson(res, 200, {
+      object: "list",
+      data: [
+        {
+          id: this.modelName,
+          object: "model",
+          created: this.created,
+          owned_by: "keepquant",
+          meta: {
+            synthetic: this.synthetic,
+            context_tokens: this.contextTokens,
+            vocab_size: engine.weights.config.nVocab,
+            numerics: stats.numerics,
+            max_sequences: stats.states.slotsTotal,
+            kv_blocks: stats.kv.blocksTotal,
+            kv_block_tokens: stats.kv.blockSize,
+            prefix_cache: stats.prefixCache !== undefined,
+          },
+        },
+      ],
+    });
+    return Promise.resolve();
+  }
+
+  private async metricsRoute(res: http.ServerResponse): Promise<void> {
+    const text = await this.metrics.text();
+    res.writeHead(200, { "Content-Type": this.metrics.contentType, "Content-Length": Buffer.byteLength(text) });
+    res.end(text);
+  }
+
+  private sendStatic(res: http.ServerResponse, file: StaticFile): void {
+    res.writeHead(200, {
+      "Content-Type": file.contentType,
+      "Content-Length": file.body.length,
+      "Cache-Control": "no-cache",
+      "X-Content-Type-Options": "nosniff",
+      // the page runs its own files only: no inline script, nothing from elsewhere
+      "Content-Security-Policy":
+        "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'none'",
+      "Referrer-Policy": "no-referrer",
+    });
+    res.end(file.body);
+  }
+
+  private readJson(req: http.IncomingMessage): Promise<unknown> {
+    const limit = this.maxBodyBytes;
+    const declared = Number(req.headers["content-length"]);
+    const tooLarge = (): ApiError =>
+      new ApiError(413, "invalid_request_error", `request body is larger than ${limit} bytes`, null, "request_too_large", { Connection: "close" });
+    if (Number.isFinite(declared) && declared > limit) {
+      req.resume();
+      return Promise.reject(tooLarge());
+    }
+    return new Promise((resolve, reject) => {
+      const chunks: Buffer[] = [];
+      let size = 0;
+      let failed = false;
+      req.on("data", (chunk: Buffer) => {
+        if (failed) return;
+        size += chunk.length;
+        if (size > limit) {
+          failed = true;
+          reject(tooLarge());
+          return;
+        }
+        chunks.push(chunk);
+      });
+      req.on("error", (error) => {
+        if (!failed) reject(invalidRequest(null, `could not read the request body: ${error.message}`, "bad_body"));
+        failed = true;
+      });
+      req.on("end", () => {
+        if (failed) return;
+        const text = Buffer.concat(chunks).toString("utf8");
+        try {
+          resolve(JSON.parse(text));
+        } catch (error) {
+          reject(invalidRequest(null, `the request body is not valid JSON: ${(error as Error).message}`, "invalid_json"));
+        }
+      });
+    });
+  }
+
+  /** Prompt length checks against the context, and max_tokens resolved. */
+  private fitContext(promptTokens: number, requested: number | undefined, param: string): number {
+    const ctx = this.contextTokens;
+    if (promptTokens >= ctx) {
+      throw invalidRequest(param, `This model's maximum context length is ${ctx} tokens; the prompt has ${promptTokens} tokens. Please shorten it.`, "context_length_exceeded");
+    }
+    if (requested !== undefined && promptTokens + requested > ctx) {
+      throw invalidRequest(
+        "max_tokens",
+        `This model's maximum context length is ${ctx} tokens. However, you requested ${promptTokens + requested} tokens (${promptTokens} in the prompt, ${requested} for the completion). Please reduce the prompt or max_tokens.`,
+        "context_length_exceeded",
+      );
+    }
+    return requested ?? ctx - promptTokens;
+  }
+
+  private admit(engine: Engine): void {
+    const slots = engine.stats().states.slotsTotal;
+    const limit = slots + this.maxQueue;
+    if (this.active >= limit) {
+      throw new ApiError(
+        429,
+        "rate_limit_error",
+        `the server is at capacity (${this.active} requests in flight: ${slots} running at most, ${this.maxQueue} queued); retry later`,
+        null,
+        "queue_full",
+        { "Retry-After": "1" },
+      );
+    }
+  }
+
+  private engineParams(request: SamplingFields, maxTokens: number, signal: AbortSignal): GenerateParams {
+    return {
+      maxTokens,
+      temperature: request.temperature,
+      topK: request.topK,
+      topP: request.topP,
+      minP: request.minP,
+      repeatPenalty: request.repeatPenalty,
+      presencePenalty: request.presencePenalty,
+      frequencyPenalty: request.frequencyPenalty,
+      seed: request.seed ?? randomInt(0, 2 ** 31),
+      stop: request.stop,
+      ignoreEog: request.ignoreEos,
+      signal,
+      ...(request.logprobs === undefined ? {} : { logprobs: request.logprobs }),
+    };
+  }
+
+  /**
+   * Runs one generation and feeds `onToken` each token event; returns the result (stopReason
+   * "abort" when the client went away). Counts tokens and latencies in the metrics.
+   */
+  private async run(
+    engine: Engine,
+    endpoint: "chat" | "completions",
+    ids: readonly number[],
+    params: GenerateParams,
+    arrival: number,
+    onToken: (text: string, token: number, logprob: number | undefined, top: TokenLogprob[] | undefined) => void,
+  ): Promise<GenerationResult> {
+    let stream;
+    try {
+      stream = engine.generate(ids, params);
+    } catch (error) {
+      if (EngineError.isInstance(error)) throw invalidRequest(error.field ?? null, error.message);
+      throw error;
+    }
+    let last = 0;
+    let result: GenerationResult | undefined;
+    try {
+      for await (const event of stream) {
+        if (event.type === "token") {
+          if (event.token >= 0) {
+            const now = performance.now();
+            if (last === 0) this.metrics.ttft.observe((now - arrival) / 1000);
+            else this.metrics.itl.observe((now - last) / 1000);
+            last = now;
+          }
+          onToken(event.text, event.token, event.logprob, event.topLogprobs);
+        } else {
+          result = event.result;
+        }
+      }
+      if (!result) throw new Error("generation ended without a result");
+    } catch (error) {
+      this.metrics.requests.inc({ endpoint, finish_reason: "error" });
+      throw error;
+    }
+    this.metrics.promptTokens.inc(result.stats.promptTokens);
+    this.metrics.generationTokens.inc(result.stats.generatedTokens);
+    this.metrics.e2e.observe((performance.now() - arrival) / 1000);
+    if (result.stopReason === "abort") this.metrics.requests.inc({ endpoint, finish_reason: "abort" });
+    return result;
+  }
+
+  private countFinish(endpoint: "chat" | "completions", finish: FinishLabel): void {
+    this.metrics.requests.inc({ endpoint, finish_reason: finish });
+  }
+
+  /** A token's text and bytes for logprobs. */
+  private tokenEntry(engine: Engine, token: number, logprob: number): { token: string; logprob: number; bytes: number[] } {
+    const tokenizer = engine.tokenizer!;
+    return { token: tokenizer.decode([token], { special: true }), logprob, bytes: Array.from(tokenizer.tokenToPiece(token, { special: true })) };
+  }
+
+  /** Tracks a generation request for admission and drain; aborts it when the client goes away. */
+  private async track<T>(res: http.ServerResponse, body: (controller: AbortController) => Promise<T>): Promise<T> {
+    const controller = new AbortController();
+    this.active++;
+    this.controllers.add(controller);
+    const onClose = (): void => {
+      if (!res.writableFinished) controller.abort();
+    };
+    res.on("close", onClose);
+    // the client may have gone while the body was read or the prompt tokenized
+    if (res.destroyed || res.socket?.destroyed === true) controller.abort();
+    try {
+      return await body(controller);
+    } finally {
+      res.off("close", onClose);
+      this.controllers.delete(controller);
+      this.active--;
+      if (this.active === 0) {
+        const waiters = this.idleWaiters;
+        this.idleWaiters = [];
+        for (const wake of waiters) wake();
+      }
+    }
+  }
+
+  private startStream(res: http.ServerResponse): void {
+    res.writeHead(200, {
+      "Content-Type": "text/event-stream; charset=utf-8",
+      "Cache-Control": "no-cache",
+      Connection: this.draining ? "close" : "keep-alive",
+      "X-Accel-Buffering": "no",
+    });
+    res.flushHeaders();
+  }
+
+  private async chat(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    const arrival = performance.now();
+    const engine = this.requireEngine();
+    const request: ChatRequest = parseChatRequest(await this.readJson(req));
+    const tokenizer = engine.tokenizer;
+    if (!tokenizer) throw invalidRequest("messages", "this model has no usable tokenizer: use /v1/completions with token ids");
+    const useTools = request.tools !== undefined && request.tools.length > 0 && request.toolChoice === "auto";
+    let encoded;
+    try {
+      encoded = encodeChat(tokenizer, request.messages, {
+        ...(useTools ? { tools: request.tools } : {}),
+        ...(request.enableThinking === undefined ? {} : { enableThinking: request.enableThinking }),
+      });
+    } catch (error) {
+      throw invalidRequest("messages", `the chat template failed: ${(error as Error).message}`, "template_error");
+    }
+    const maxTokens = this.fitContext(encoded.ids.length, request.maxTokens, "messages");
+    const head = sharedHeadLength(tokenizer, request.messages, useTools ? request.tools : undefined, encoded.ids);
+    this.admit(engine);
+    await this.track(res, async (controller) => {
+      const id = newId("chatcmpl-");
+      const created = Math.floor(Date.now() / 1000);
+      const parser = new OutputParser({ reasoning: /<think>\s*$/.test(encoded.text), tools: useTools });
+      const base = { id, object: "chat.completion.chunk", created, model: this.modelName, system_fingerprint: SYSTEM_FINGERPRINT };
+      const usageField = request.stream && request.includeUsage ? { usage: null } : {};
+      let content = "";
+      let reasoning = "";
+      const toolCalls: { id: string; type: "function"; function: { name: string; arguments: string } }[] = [];
+      const logprobEntries: unknown[] = [];
+      const send = (delta: Record<string, unknown>, logprobs: unknown[] | undefined, finish: string | null, extra: Record<string, unknown> = {}): void => {
+        if (controller.signal.aborted) return;
+        const choice = { index: 0, delta, logprobs: logprobs ? { content: logprobs } : null, finish_reason: finish };
+        res.write(`data: ${JSON.stringify({ ...base, choices: [choice], ...usageField, ...extra })}\n\n`);
+      };
+      const apply = (parts: ParsedOutput[], logprobs: unknown[] | undefined): void => {
+        let pendingLogprobs = logprobs;
+        for (const part of parts) {
+          let delta: Record<string, unknown>;
+          if (part.kind === "reasoning") {
+            reasoning += part.text;
+            delta = { reasoning_content: part.text };
+          } else if (part.kind === "content") {
+            content += part.text;
+            delta = { content: part.text };
+          } else {
+            const call = { id: newId("call_"), type: "function" as const, function: { name: part.name, arguments: part.arguments } };
+            delta = { tool_calls: [{ index: toolCalls.length, ...call }] };
+            toolCalls.push(call);
+          }
+          if (request.stream) send(delta, pendingLogprobs, null);
+          pendingLogprobs = undefined;
+        }
+        if (request.stream && pendingLogprobs) send({}, pendingLogprobs, null);
+      };
+      if (request.stream) {
+        this.startStream(res);
+        send({ role: "assistant", content: "" }, undefined, null);
+      }
+      const result = await this.run(
+        engine,
+        "chat",
+        encoded.ids,
+        { ...this.engineParams(request, maxTokens, controller.signal), ...(head > 0 ? { prefixCachePoints: [head] } : {}) },
+        arrival,
+        (text, token, logprob, top) => {
+          let entries: unknown[] | undefined;
+          if (logprob !== undefined && token >= 0) {
+            const entry = {
+              ...this.tokenEntry(engine, token, logprob),
+              top_logprobs: (top ?? []).map((t) => this.tokenEntry(engine, t.token, t.logprob)),
+            };
+            logprobEntries.push(entry);
+            entries = [entry];
+          }
+          apply(parser.push(text), entries);
+        },
+      );
+      if (result.stopReason === "abort") return;
+      apply(parser.flush(), undefined);
+      const finish = finishReason(result.stopReason, parser.toolCallCount);
+      this.countFinish("chat", finish);
+      if (request.stream) {
+        send({}, undefined, finish, { timings: timingsOf(result) });
+        if (request.includeUsage) res.write(`data: ${JSON.stringify({ ...base, choices: [], usage: usageOf(result) })}\n\n`);
+        res.end("data: [DONE]\n\n");
+        return;
+      }
+      const message: Record<string, unknown> = { role: "assistant", content: content === "" && toolCalls.length > 0 ? null : content };
+      if (reasoning !== "") message["reasoning_content"] = reasoning;
+      if (toolCalls.length > 0) message["tool_calls"] = toolCalls;
+      this.sendJson(res, 200, {
+        id,
+        object: "chat.completion",
+        created,
+        model: this.modelName,
+        system_fingerprint: SYSTEM_FINGERPRINT,
+        choices: [{ index: 0, message, logprobs: request.logprobs === undefined ? null : { content: logprobEntries }, finish_reason: finish }],
+        usage: usageOf(result),
+        timings: timingsOf(result),
+      });
+    });
+  }
+
+  private async completions(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    const arrival = performance.now();
+    const engine = this.requireEngine();
+    const request: CompletionRequest = parseCompletionRequest(await this.readJson(req), engine.weights.config.nVocab);
+    let ids: number[];
+    if (typeof request.prompt === "string") {
+      if (!engine.tokenizer) throw invalidRequest("prompt", "this model has no usable tokenizer: send the prompt as token ids");
+      ids = engine.tokenize(request.prompt, request.parseSpecial);
+      if (ids.length === 0) throw invalidRequest("prompt", "prompt has no tokens");
+    } else {
+      ids = request.prompt;
+    }
+    if (request.echo && request.logprobs !== undefined) throw invalidRequest("echo", "echo with logprobs is not supported", "unsupported_value");
+    const maxTokens = this.fitContext(ids.length, request.maxTokens, "prompt");
+    this.admit(engine);
+    await this.track(res, async (controller) => {
+      const id = newId("cmpl-");
+      const created = Math.floor(Date.now() / 1000);
+      const base = { id, object: "text_completion", created, model: this.modelName, system_fingerprint: SYSTEM_FINGERPRINT };
+      const usageField = request.stream && request.includeUsage ? { usage: null } : {};
+      const echo = request.echo && engine.tokenizer ? engine.tokenizer.decode(ids) : "";
+      let text = echo;
+      const legacy = { tokens: [] as string[], token_logprobs: [] as number[], top_logprobs: [] as Record<string, number>[], text_offset: [] as number[] };
+      const send = (chunkText: string, logprobs: unknown, finish: string | null, extra: Record<string, unknown> = {}): void => {
+        if (controller.signal.aborted) return;
+        res.write(`data: ${JSON.stringify({ ...base, choices: [{ index: 0, text: chunkText, logprobs, finish_reason: finish }], ...usageField, ...extra })}\n\n`);
+      };
+      if (request.stream) {
+        this.startStream(res);
+        if (echo) send(echo, null, null);
+      }
+      const result = await this.run(
+        engine,
+        "completions",
+        ids,
+        this.engineParams(request, maxTokens, controller.signal),
+        arrival,
+        (delta, token, logprob, top) => {
+          let logprobs: unknown = null;
+          if (logprob !== undefined && token >= 0) {
+            const tokenText = this.tokenEntry(engine, token, logprob).token;
+            const topMap: Record<string, number> = {};
+            for (const t of top ?? []) topMap[this.tokenEntry(engine, t.token, t.logprob).token] = t.logprob;
+            legacy.tokens.push(tokenText);
+            legacy.token_logprobs.push(logprob);
+            legacy.top_logprobs.push(topMap);
+            legacy.text_offset.push(text.length);
+            logprobs = { tokens: [tokenText], token_logprobs: [logprob], top_logprobs: [topMap], text_offset: [text.length] };
+          }
+          text += delta;
+          if (request.stream && (delta !== "" || logprobs !== null)) send(delta, logprobs, null);
+        },
+      );
+      if (result.stopReason === "abort") return;
+      const finish = finishReason(result.stopReason, 0);
+      this.countFinish("completions", finish);
+      if (request.stream) {
+        send("", null, finish, { timings: timingsOf(result) });
+        if (request.includeUsage) res.write(`data: ${JSON.stringify({ ...base, choices: [], usage: usageOf(result) })}\n\n`);
+        res.end("data: [DONE]\n\n");
+        return;
+      }
+      this.sendJson(res, 200, {
+        ...base,
+        choices: [{ index: 0, text, logprobs: request.logprobs === undefined ? null : legacy, finish_reason: finish }],
+        usage: usageOf(result),
+        timings: timingsOf(result),
+      });
+    });
+  }
+
+  /** Engine stats, or undefined while loading (for embedding applications and tests). */
+  engineStats(): EngineStats | undefined {
+    return this.engine?.stats();
+  }
+}
+
+/**
+ * Tokens of the conversation's leading system turn(s) (tools included) when the prompt starts with
+ * exactly them, else 0: the prefix cache also snapshots there, so other conversations with the same
+ * system prompt skip recomputing it.
+ */
+function sharedHeadLength(tokenizer: Tokenizer, messages: readonly ChatMessage[], tools: readonly unknown[] | undefined, ids: readonly number[]): number {
+  let count = 0;
+  while (count < messages.length && messages[count]!.role === "system") count++;
+  if (count === 0 || count === messages.length) return 0;
+  try {
+    const head = encodeChat(tokenizer, messages.slice(0, count), { addGenerationPrompt: false, ...(tools ? { tools } : {}) }).ids;
+    if (head.length === 0 || head.length >= ids.length) return 0;
+    for (let i = 0; i < head.length; i++) if (head[i] !== ids[i]) return 0;
+    return head.length;
+  } catch {
+    return 0;
+  }
+}
+
+export function createKeepquantServer(options: KeepquantServerOptions): KeepquantServer {
+  return new KeepquantServer(options);
+}

@@ -1,0 +1,233 @@
+/**
+ * Test support (not exported from the package): the embedded default model (the parity fixture
+ * `tied-4l-f32`, generated on first use into a test-owned folder), a scripted tool-calling model,
+ * and a server on loopback.
+ */
+import fs from "node:fs";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import {
+  bytesToByteLevel,
+  Engine,
+  type EngineOptions,
+  ensureFixture,
+  fixtureTokenizerFromJson,
+  parityFixture,
+  Tokenizer,
+  vocabFromJson,
+} from "@keepquant/engine";
+import { createKeepquantServer, type KeepquantServer, type KeepquantServerOptions } from "./server.js";
+
+/**
+ * Engines in tests use one native thread: package test suites run in parallel on small CI machines,
+ * and every engine's thread pool competes for the same cores.
+ */
+export const TEST_ENGINE_OPTIONS: EngineOptions = { threads: 1 };
+
+export const REPO_ROOT = fileURLToPath(new URL("../../../", import.meta.url));
+const vocabJson = (): unknown => JSON.parse(fs.readFileSync(path.join(REPO_ROOT, "goldens", "tokenizer", "vocab.json"), "utf8"));
+
+/** The embedded default model file (what `keepquant serve` uses without a model argument). */
+export async function defaultModelFile(cacheDir: string): Promise<string> {
+  const manifest = JSON.parse(fs.readFileSync(path.join(REPO_ROOT, "goldens", "parity", "manifest.json"), "utf8")) as {
+    fixtures: { name: string; sha256: string }[];
+  };
+  const name = "tied-4l-f32";
+  const sha = manifest.fixtures.find((f) => f.name === name)?.sha256;
+  return ensureFixture(parityFixture(name), {
+    cacheDir,
+    tokenizer: fixtureTokenizerFromJson(vocabJson()),
+    ...(sha ? { expectedSha256: { [name]: sha } } : {}),
+  });
+}
+
+export interface TestServer {
+  server: KeepquantServer;
+  engine: Engine;
+  /** http://127.0.0.1:PORT */
+  url: string;
+  close(): Promise<void>;
+}
+
+export async function startTestServer(engine: Engine, options: Omit<KeepquantServerOptions, "engine"> = {}): Promise<TestServer> {
+  const server = createKeepquantServer({ engine, ...options });
+  const address = await server.listen(0, "127.0.0.1");
+  return {
+    server,
+    engine,
+    url: `http://127.0.0.1:${address.port}`,
+    async close() {
+      await server.close(1_000);
+    },
+  };
+}
+
+/** What the scripted model says (see scriptedToolEngine). */
+export const SCRIPT = {
+  reasoning: "The user asks for the weather, so I call the tool.",
+  toolName: "get_weather",
+  toolArguments: { city: "Oslo" },
+  answer: "It is -3 °C in Oslo.",
+} as const;
+
+type ModelWeights = Parameters<typeof Engine.fromWeights>[0];
+type PackedMatrix = ModelWeights["tokenEmbd"];
+
+/**
+ * A qwen35 model built by hand so that greedy decoding follows a script: every layer's output
+ * projection is zero (the residual stream is the token's embedding), except one attention head
+ * that looks for a `<tool_response>` token anywhere in the context and adds a flag direction.
+ * Embeddings are one-hot "slots" (plus a constant bias dimension the query reads), and the
+ * untied head maps each scripted token's slot to the next token:
+ *
+ *   no tool result:  "\n" -> REASONING -> </think> -> <tool_call> -> CALL -> </tool_call> -> <|im_end|>
+ *   with a result:   "\n" -> REASONING -> </think> -> ANSWER -> <|im_end|>
+ *
+ * The prompt ends with the template's "<think>\n", so the answer is reasoning, then a tool call
+ * (first turn) or a text answer (after the tool result). The vocabulary is the fixture vocabulary
+ * plus three tokens whose texts are the reasoning, the call body and the answer.
+ */
+export async function scriptedToolEngine(options: EngineOptions = {}, script: { answer?: string } = {}): Promise<Engine> {
+  const base = vocabFromJson(vocabJson());
+  const byteLevel = (text: string): string => bytesToByteLevel(new TextEncoder().encode(text));
+  const call = `\n${JSON.stringify({ name: SCRIPT.toolName, arguments: SCRIPT.toolArguments })}\n`;
+  const extra = [byteLevel(SCRIPT.reasoning), byteLevel(call), byteLevel(script.answer ?? SCRIPT.answer)];
+  const vocab = { ...base, tokens: [...base.tokens, ...extra], tokenTypes: [...Array.from(base.tokenTypes ?? base.tokens.map(() => 1)), 1, 1, 1] };
+  const tokenizer = Tokenizer.fromVocab(vocab);
+  const id = (text: string): number => {
+    const found = tokenizer.tokenId(text);
+    if (found === undefined) throw new Error(`scripted model: no token ${JSON.stringify(text)}`);
+    return found;
+  };
+  const newline = tokenizer.encode("\n", { addSpecial: false });
+  if (newline.length !== 1) throw new Error("scripted model: the fixture vocabulary has no single-token newline");
+  const V = vocab.tokens.length;
+  const [reasoning, callBody, answer] = [V - 3, V - 2, V - 1];
+  const nl = newline[0]!;
+  const thinkEnd = id("</think>");
+  const toolStart = id("<tool_call>");
+  const toolEnd = id("</tool_call>");
+  const imEnd = id("<|im_end|>");
+  const toolResponse = id("<tool_response>");
+
+  const D = 64;
+  const headDim = 32;
+  const config = {
+    nLayer: 4,
+    nEmbd: D,
+    nFf: 96,
+    nHead: 4,
+    nHeadKv: 2,
+    headDim,
+    eps: 1e-6,
+    nRot: 16,
+    ropeFreqBase: 10000,
+    convKernel: 4,
+    ssmStateSize: 16,
+    ssmGroupCount: 2,
+    ssmTimeStepRank: 4,
+    ssmInnerSize: 64,
+    recurrent: [true, true, true, false],
+    nVocab: V,
+  };
+  const DEFAULT_SLOT = 0;
+  const BIAS = 1;
+  const FLAG = D - 1;
+  const slotted = [nl, reasoning, thinkEnd, toolStart, callBody, toolEnd, answer, imEnd, toolResponse];
+  const slotOf = new Map(slotted.map((token, i) => [token, 2 + i]));
+
+  const matrix = (name: string, rows: number, cols: number, fill?: (values: Float32Array) => void): PackedMatrix => {
+    const values = new Float32Array(rows * cols);
+    fill?.(values);
+    return { name, type: 0, typeName: "F32", rows, cols, rowBytes: cols * 4, data: new Uint8Array(values.buffer) };
+  };
+  const ones = (n: number): Float32Array => new Float32Array(n).fill(1);
+
+  const tokenEmbd = matrix("token_embd.weight", V, D, (w) => {
+    for (let t = 0; t < V; t++) {
+      w[t * D + BIAS] = 1;
+      w[t * D + (slotOf.get(t) ?? DEFAULT_SLOT)] = 1;
+    }
+  });
+  // logits: next token after each slot (10), the answer also rides the flag
+  const output = matrix("output.weight", V, D, (w) => {
+    const next = (from: number, to: number, weight = 10): void => {
+      w[to * D + slotOf.get(from)!] = weight;
+    };
+    next(nl, reasoning);
+    next(reasoning, thinkEnd);
+    next(thinkEnd, toolStart);
+    next(toolStart, callBody);
+    next(callBody, toolEnd);
+    next(toolEnd, imEnd);
+    next(answer, imEnd);
+    next(thinkEnd, answer, 5);
+    w[answer * D + FLAG] = 7.5;
+    w[imEnd * D + DEFAULT_SLOT] = 10;
+  });
+
+  const convDim = 2 * config.ssmGroupCount * config.ssmStateSize + config.ssmInnerSize;
+  const hDh = config.nHead * headDim;
+  const kvDim = config.nHeadKv * headDim;
+  const NOT_ROTATED = 20; // >= nRot: RoPE leaves it alone
+  const normScale = Math.sqrt(D / 2); // RMSNorm of a two-hot embedding
+  const layers = config.recurrent.map((recurrent, il) => {
+    const p = `blk.${il}.`;
+    const ffn = {
+      ffnGate: matrix(`${p}ffn_gate.weight`, config.nFf, D),
+      ffnUp: matrix(`${p}ffn_up.weight`, config.nFf, D),
+      ffnDown: matrix(`${p}ffn_down.weight`, D, config.nFf),
+    };
+    if (recurrent) {
+      return {
+        kind: "gdn" as const,
+        attnNorm: ones(D),
+        postAttnNorm: ones(D),
+        qkv: matrix(`${p}attn_qkv.weight`, convDim, D),
+        gate: matrix(`${p}attn_gate.weight`, config.ssmInnerSize, D),
+        beta: matrix(`${p}ssm_beta.weight`, config.ssmTimeStepRank, D),
+        alpha: matrix(`${p}ssm_alpha.weight`, config.ssmTimeStepRank, D),
+        conv: new Float32Array(convDim * config.convKernel),
+        dtBias: new Float32Array(config.ssmTimeStepRank),
+        a: new Float32Array(config.ssmTimeStepRank).fill(-1),
+        norm: ones(config.ssmInnerSize / config.ssmTimeStepRank),
+        out: matrix(`${p}ssm_out.weight`, D, config.ssmInnerSize),
+        ...ffn,
+      };
+    }
+    return {
+      kind: "attention" as const,
+      attnNorm: ones(D),
+      postAttnNorm: ones(D),
+      // head 0's query reads the bias dimension: the same query at every position
+      q: matrix(`${p}attn_q.weight`, 2 * hDh, D, (w) => {
+        w[NOT_ROTATED * D + BIAS] = 1;
+      }),
+      // kv head 0's key is non-zero only for <tool_response>: attention lands there when it exists
+      k: matrix(`${p}attn_k.weight`, kvDim, D, (w) => {
+        w[NOT_ROTATED * D + slotOf.get(toolResponse)!] = 1;
+      }),
+      // its value is 1 there (0 elsewhere)
+      v: matrix(`${p}attn_v.weight`, kvDim, D, (w) => {
+        w[0 * D + slotOf.get(toolResponse)!] = 1 / normScale;
+      }),
+      // sigmoid(0) = 0.5 gate, so the flag direction gets 2 * 0.5 = 1
+      o: matrix(`${p}attn_output.weight`, D, hDh, (w) => {
+        w[FLAG * hDh + 0] = 2;
+      }),
+      qNorm: ones(headDim).fill(4),
+      kNorm: ones(headDim).fill(4),
+      ...ffn,
+    };
+  });
+  const weights: ModelWeights = {
+    config,
+    tokenEmbd,
+    tokenEmbdTwin: undefined,
+    outputNorm: ones(D),
+    output,
+    tied: false,
+    layers,
+  } as ModelWeights;
+  return Engine.fromWeights(weights, options, { tokenizer });
+}
