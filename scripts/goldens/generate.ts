@@ -11,16 +11,10 @@
  */
 import fs from "node:fs";
 import path from "node:path";
-import { ORACLE_PACKAGE, ORACLE_VERSION, decodeF32, runOracle } from "../../tools/oracle/src/index.js";
 import { readGguf, ggmlTypeName } from "../../packages/gguf/src/index.js";
 import { PARITY_FIXTURES, ensureFixture, sha256File } from "../../packages/engine/src/parity/fixtures.js";
-import {
-  goldensFromOracleRun,
-  goldensPath,
-  serializeGoldens,
-  type ParityGoldens,
-  type ParityOracleInfo,
-} from "../../packages/engine/src/parity/goldens.js";
+import { goldensPath, serializeGoldens } from "../../packages/engine/src/parity/goldens.js";
+import { GOLDENS_N_TOKENS, GOLDENS_TOP_K, oracleGoldens, oracleGoldensInfo, parityPromptIds } from "../../packages/engine/src/parity/oracle-goldens.js";
 import {
   PARITY_MANIFEST_FORMAT,
   PARITY_PROMPTS,
@@ -29,32 +23,15 @@ import {
 } from "../../packages/engine/src/parity/manifest.js";
 import { FIXTURE_CACHE, GOLDENS_DIR, MANIFEST_FILE, TOKENIZER_FILE, loadFixtureTokenizer, oracleQuantize, relativeToRepo } from "../fixtures/common.js";
 
-const N_TOKENS = 16;
-const TOP_K = 64;
-const THREADS = 1;
+const N_TOKENS = GOLDENS_N_TOKENS;
+const TOP_K = GOLDENS_TOP_K;
 const check = process.argv.includes("--check");
 
 const { tokenizer, sha256: tokenizerSha } = loadFixtureTokenizer();
-const info = await runOracle({ kind: "info", model: await ensureFixture(PARITY_FIXTURES[0]!, { cacheDir: FIXTURE_CACHE, tokenizer }) });
-const oracle: ParityOracleInfo = {
-  package: ORACLE_PACKAGE,
-  version: ORACLE_VERSION,
-  llamaVersion: info.version,
-  cpuVariant: info.cpuVariant,
-  settings: { kvType: "f32", repack: false, flashAttention: false, threads: THREADS },
-};
+const oracle = await oracleGoldensInfo(await ensureFixture(PARITY_FIXTURES[0]!, { cacheDir: FIXTURE_CACHE, tokenizer }));
 
 // Prompt ids: text prompts tokenized by the oracle's tokenizer (all fixture models share the vocabulary).
-const texts = PARITY_PROMPTS.flatMap((p) => (p.text === undefined ? [] : [p.text]));
-const tokenized = await runOracle({
-  kind: "tokenize",
-  model: path.join(FIXTURE_CACHE, PARITY_FIXTURES[0]!.file),
-  texts,
-  addSpecial: false,
-  parseSpecial: true,
-});
-let textIndex = 0;
-const promptIds = PARITY_PROMPTS.map((p) => (p.text === undefined ? p.ids! : tokenized.tokens[textIndex++]!));
+const prompts = await parityPromptIds(path.join(FIXTURE_CACHE, PARITY_FIXTURES[0]!.file));
 
 const fixtures: ParityManifestFixture[] = [];
 let mismatches = 0;
@@ -69,28 +46,16 @@ for (const fixture of PARITY_FIXTURES) {
     tensorTypes[name] = (tensorTypes[name] ?? 0) + 1;
   }
   const sha256 = sha256File(file);
-  const result = await runOracle({
-    kind: "greedy",
+  const goldens = await oracleGoldens({
     model: file,
-    prompts: promptIds,
-    nTokens: N_TOKENS,
-    withLogits: true,
-    threads: THREADS,
-    repack: false,
-    kvType: "f32",
-  });
-  const goldens: ParityGoldens = goldensFromOracleRun({
     fixture: fixture.name,
     weightType: fixture.weightType,
     modelSha256: sha256,
     modelBytes: fs.statSync(file).size,
     oracle,
+    prompts,
+    nTokens: N_TOKENS,
     topK: TOP_K,
-    prompts: promptIds.map((ids, p) => {
-      const text = PARITY_PROMPTS[p]!.text;
-      return text === undefined ? { ids } : { ids, text };
-    }),
-    runs: result.tokens.map((tokens, p) => ({ tokens, logits: result.logits![p]!.map(decodeF32) })),
   });
   const target = goldensPath(GOLDENS_DIR, fixture.name);
   const serialized = serializeGoldens(goldens);
@@ -101,7 +66,7 @@ for (const fixture of PARITY_FIXTURES) {
     console.log(`${fixture.name}: ${same ? "identical to" : "DIFFERS from"} ${relativeToRepo(target)} (${ms} ms)`);
   } else {
     fs.writeFileSync(target, serialized);
-    const distinct = new Set(result.tokens.flat()).size;
+    const distinct = new Set(goldens.prompts.flatMap((p) => p.tokens)).size;
     console.log(`${fixture.name}: ${relativeToRepo(target)}  ${JSON.stringify(tensorTypes)}  ${distinct} distinct tokens  (${ms} ms)`);
   }
   fixtures.push({

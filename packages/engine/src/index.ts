@@ -22,6 +22,7 @@ export * from "./parity/errors.js";
 export * from "./parity/gate.js";
 export * from "./parity/fixtures.js";
 export * from "./parity/manifest.js";
+export * from "./parity/default-model-manifest.js";
 export * from "./parity/engine-runner.js";
 export { topK as topKLogits } from "./parity/goldens.js";
 export {

@@ -8,3 +8,4 @@ export * from "./quantize.js";
 export * from "./llama-numerics/index.js";
 export { wasmDequantizeUnavailableReason } from "./wasm-dequantize.js";
 export * from "./wasm-provider.js";
+export * from "./llama-quantize.js";

@@ -190,3 +190,11 @@ export function formatParityReport(report: ParityReport): string {
     `  ${report.passed ? "PASS" : `FAIL (needs STRICT >= ${report.rules.minStrict}, FORWARD-DIVERGENT <= ${report.rules.maxForwardDivergent})`}`
   );
 }
+
+/** The report line plus one line per non-STRICT prompt (step, tokens, gap): what a failing test prints. */
+export function describeParityFailures(report: ParityReport): string {
+  const lines = report.prompts
+    .filter((p) => p.status !== "strict")
+    .map((p) => `  prompt ${p.index}: ${p.status} at step ${p.divergedAt} (oracle ${p.oracleToken}, ours ${p.ourToken}, gap ${Math.round((p.gapNats ?? 0) * 1000)} mnats)`);
+  return [formatParityReport(report), ...lines].join("\n");
+}

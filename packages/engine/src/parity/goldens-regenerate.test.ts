@@ -6,9 +6,10 @@ import fs from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
-import { decodeF32, llamaUnavailableReason, runOracle } from "@keepquant/oracle";
+import { llamaUnavailableReason, runOracle } from "@keepquant/oracle";
 import { ensureFixture, fixtureTokenizerFromJson, parityFixture } from "./fixtures.js";
-import { goldensFromOracleRun, readGoldensFile, serializeGoldens } from "./goldens.js";
+import { readGoldensFile, serializeGoldens } from "./goldens.js";
+import { regenerateGoldens } from "./oracle-goldens.js";
 import { readParityManifest } from "./manifest.js";
 
 const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..", "..", "..");
@@ -33,26 +34,7 @@ describe.skipIf(reason !== undefined)("parity goldens", () => {
     });
     const committedFile = path.join(GOLDENS_DIR, entry.goldens);
     const committed = readGoldensFile(committedFile);
-    const result = await runOracle({
-      kind: "greedy",
-      model: file,
-      prompts: committed.prompts.map((p) => p.ids),
-      nTokens: committed.nTokens,
-      withLogits: true,
-      threads: committed.oracle.settings.threads,
-      repack: false,
-      kvType: "f32",
-    });
-    const regenerated = goldensFromOracleRun({
-      fixture: name,
-      weightType: entry.weightType,
-      modelSha256: entry.sha256,
-      modelBytes: entry.bytes,
-      oracle: committed.oracle,
-      topK: committed.topK,
-      prompts: committed.prompts.map((p) => (p.text === undefined ? { ids: p.ids } : { ids: p.ids, text: p.text })),
-      runs: result.tokens.map((tokens, p) => ({ tokens, logits: result.logits![p]!.map(decodeF32) })),
-    });
+    const regenerated = await regenerateGoldens(file, committed);
     expect(regenerated.prompts.map((p) => p.tokens)).toEqual(committed.prompts.map((p) => p.tokens));
     const { cpuVariant } = await runOracle({ kind: "info", model: file });
     if (cpuVariant === committed.oracle.cpuVariant) {

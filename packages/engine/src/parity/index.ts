@@ -5,3 +5,4 @@ export * from "./fixtures.js";
 export * from "./manifest.js";
 export * from "./engine-runner.js";
 export * from "./teacher-forced.js";
+export * from "./default-model-manifest.js";

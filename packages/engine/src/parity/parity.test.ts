@@ -11,7 +11,7 @@ import { llamaUnavailableReason, runOracle } from "@keepquant/oracle";
 import { Engine } from "../engine.js";
 import { PARITY_ENGINE_OPTIONS, engineParityRunner } from "./engine-runner.js";
 import { ensureFixture, fixtureTokenizerFromJson, parityFixture, type FixtureQuantizer } from "./fixtures.js";
-import { formatParityReport, runParityGate, type ParityNumerics, type ParityReport } from "./gate.js";
+import { describeParityFailures, formatParityReport, runParityGate, type ParityNumerics, type ParityReport } from "./gate.js";
 import { readGoldensFile } from "./goldens.js";
 import { readParityManifest } from "./manifest.js";
 import { medianAndMax, teacherForced, teacherForcedGate, topKDistances, type TeacherForcedPrompt } from "./teacher-forced.js";
@@ -35,13 +35,6 @@ function skipReason(name: string): string | undefined {
   if (fs.existsSync(path.join(CACHE_DIR, fixture.file))) return undefined;
   if (fixture.weightType !== "F32" && oracleReason) return `fixture ${name} is not cached and llama.cpp's quantizer is unavailable: ${oracleReason}`;
   return undefined;
-}
-
-function describeFailures(report: ParityReport): string {
-  const lines = report.prompts
-    .filter((p) => p.status !== "strict")
-    .map((p) => `  prompt ${p.index}: ${p.status} at step ${p.divergedAt} (oracle ${p.oracleToken}, ours ${p.ourToken}, gap ${Math.round((p.gapNats ?? 0) * 1000)} mnats)`);
-  return [formatParityReport(report), ...lines].join("\n");
 }
 
 async function fixtureFile(name: string): Promise<string> {
@@ -96,12 +89,12 @@ describe("parity gate vs llama.cpp goldens", () => {
     if (reason) console.log(`SKIP: parity ${entry.name}: ${reason}`);
     it.skipIf(reason !== undefined)(`${entry.name}: llama numerics pass the gate`, async () => {
       const report = await gate(entry.name, "llama");
-      expect(report.passed, describeFailures(report)).toBe(true);
+      expect(report.passed, describeParityFailures(report)).toBe(true);
     });
     if (BF16_GATE_WEIGHT_TYPES.has(entry.weightType.toUpperCase())) {
       it.skipIf(reason !== undefined)(`${entry.name}: bf16 numerics have 0 forward-divergent prompts`, async () => {
         const report = await gate(entry.name, "bf16");
-        expect(report.forwardDivergent, describeFailures(report)).toBe(0);
+        expect(report.forwardDivergent, describeParityFailures(report)).toBe(0);
       });
       continue;
     }
@@ -110,7 +103,7 @@ describe("parity gate vs llama.cpp goldens", () => {
       async () => {
         // the gate itself, reported (its 0 forward-divergent requirement is not asserted on this weight type)
         const report = await gate(entry.name, "bf16", "measurement");
-        console.log(describeFailures(report).split("\n").slice(1).join("\n"));
+        console.log(describeParityFailures(report).split("\n").slice(1).join("\n"));
         expect(report.total).toBe(manifest.prompts.length);
         const goldens = readGoldensFile(path.join(GOLDENS_DIR, `${entry.name}.json`));
         const exact = await teacherForcedOn(entry.name, "exact");
