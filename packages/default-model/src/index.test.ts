@@ -32,14 +32,21 @@ describe("@keepquant/default-model", () => {
     expect(await sha256OfFile(info.file)).toBe(info.sha256);
   });
 
-  it("a parity-fixture source is that fixture bit for bit, so the llama.cpp goldens apply to it", () => {
+  it("is the very file llama.cpp's goldens were made from (its sha256 is pinned by their manifest)", () => {
     const info = defaultModelInfo();
-    if (info.source.kind !== "parity-fixture") throw new Error("this check is for a parity-fixture source");
-    const manifest = JSON.parse(readFileSync(path.join(repoRoot, "goldens", "parity", "manifest.json"), "utf8")) as {
-      fixtures: { name: string; sha256: string; bytes: number }[];
-    };
-    const pinned = manifest.fixtures.find((f) => f.name === (info.source as { fixture: string }).fixture);
-    expect(pinned).toMatchObject({ sha256: info.sha256, bytes: info.bytes });
+    if (info.source.kind === "parity-fixture") {
+      const manifest = JSON.parse(readFileSync(path.join(repoRoot, "goldens", "parity", "manifest.json"), "utf8")) as {
+        fixtures: { name: string; sha256: string; bytes: number }[];
+      };
+      const pinned = manifest.fixtures.find((f) => f.name === (info.source as { fixture: string }).fixture);
+      expect(pinned).toMatchObject({ sha256: info.sha256, bytes: info.bytes });
+    } else {
+      const manifest = JSON.parse(readFileSync(path.join(repoRoot, "goldens", "default-model", "manifest.json"), "utf8")) as {
+        model: { file: string; sha256: string; bytes: number };
+      };
+      expect(manifest.model).toMatchObject({ sha256: info.sha256, bytes: info.bytes });
+      expect(path.resolve(repoRoot, manifest.model.file)).toBe(info.file);
+    }
   });
 
   it("refuses a missing file, a file of another size and a file with other bytes, with typed errors", async () => {

@@ -10,7 +10,7 @@ const EXIT_COMMANDS = new Set(["/exit", "/quit"]);
 
 export const command = defineCommand({
   name: "chat",
-  summary: "chat with a qwen35 GGUF model through its chat template (default: the embedded synthetic model)",
+  summary: "chat with a qwen35 GGUF model through its chat template (default: the embedded default model)",
   usage:
     "chat [model.gguf] [--system TEXT] [--max-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S] [--ignore-eog] [--threads N] [--numerics llama|bf16] [--ctx N] [--kv-type f16|f32] [--flash-attn on|off] [--force]",
   help: [

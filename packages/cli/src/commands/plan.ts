@@ -188,7 +188,7 @@ export const command = defineCommand({
 
     let modelPath: string;
     if (positionals.length === 0) {
-      if (!values.json) write(io.stderr, `keepquant: no model given, planning the embedded SYNTHETIC qwen35 model (${defaultModelInfo().name})`);
+      if (!values.json) write(io.stderr, `keepquant: no model given, planning the embedded ${defaultModelInfo().synthetic ? "SYNTHETIC " : ""}qwen35 model (${defaultModelInfo().name})`);
       modelPath = await defaultModelPath();
     } else {
       modelPath = positionals[0]!;

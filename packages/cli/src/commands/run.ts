@@ -1,5 +1,6 @@
 import path from "node:path";
 import { Engine, type GenerateParams, type GenerationResult } from "@keepquant/engine";
+import { defaultModelInfo } from "@keepquant/default-model";
 import { CliUsageError, defineCommand, toJson, write, type CommandIo } from "../command.js";
 import { refuseUnlessFitsCpu } from "../residency-check.js";
 import { applyForcedThreads, chooseModel, ENGINE_OPTIONS, ENGINE_OPTIONS_HELP, resolveEngineOptions } from "./engine-options.js";
@@ -81,7 +82,7 @@ export function parseSampling(
 
 export const command = defineCommand({
   name: "run",
-  summary: "generate text with a qwen35 GGUF model (default: the embedded synthetic model)",
+  summary: "generate text with a qwen35 GGUF model (default: the embedded default model)",
   usage:
     "run [model.gguf] (--prompt TEXT [--parse-special] | --prompt-ids 1,2,3) [--max-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S] [--ignore-eog] [--threads N] [--numerics llama|bf16] [--ctx N] [--kv-type f16|f32] [--flash-attn on|off] [--force] [--json]",
   help: [
@@ -91,7 +92,7 @@ export const command = defineCommand({
     "--max-tokens N        tokens to generate (default 64)",
     ...GENERATION_OPTIONS_HELP,
     "--json                print one JSON document instead of streaming text",
-    "without model.gguf: the embedded default, a small SYNTHETIC qwen35 (random weights, gibberish output)",
+    "without model.gguf: the embedded default model (@keepquant/default-model: a small qwen35 trained on English fortunes)",
     "Ctrl-C stops the generation and exits 130",
   ],
   options: {
@@ -113,7 +114,7 @@ export const command = defineCommand({
     const json = values.json === true;
 
     const model = await chooseModel(positionals);
-    const synthetic = model.isDefault;
+    const synthetic = model.isDefault && defaultModelInfo().synthetic;
     const modelPath = model.file;
     if (model.notice && !json) write(io.stderr, model.notice);
 

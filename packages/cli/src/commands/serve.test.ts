@@ -3,6 +3,7 @@ import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { defaultModelInfo } from "@keepquant/default-model";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
 const bin = fileURLToPath(new URL("../../dist/keepquant.js", import.meta.url));
@@ -40,12 +41,12 @@ describe("keepquant serve", () => {
   it("serves the embedded model with the key from KEEPQUANT_API_KEY; SIGTERM drains an in-flight stream and exits 0", async () => {
     const server = await serve(["--max-seqs", "2", "--drain-timeout", "120"], { KEEPQUANT_API_KEY: "sekrit" });
     try {
-      expect(server.stderr()).toMatch(/SYNTHETIC/);
+      expect(server.stderr()).toMatch(/embedded qwen35 model/);
       expect((await fetch(`${server.url}/health`)).status).toBe(200);
       expect((await fetch(`${server.url}/v1/models`)).status).toBe(401);
       const auth = { Authorization: "Bearer sekrit" };
       const models = (await (await fetch(`${server.url}/v1/models`, { headers: auth })).json()) as { data: { id: string; meta: { synthetic: boolean; max_sequences: number } }[] };
-      expect(models.data[0]).toMatchObject({ id: "tied-4l-f32", meta: { synthetic: true, max_sequences: 2 } });
+      expect(models.data[0]).toMatchObject({ id: defaultModelInfo().name, meta: { synthetic: defaultModelInfo().synthetic, max_sequences: 2 } });
 
       // a stream in flight when SIGTERM arrives still gets its whole answer
       const response = await fetch(`${server.url}/v1/completions`, {

@@ -33,7 +33,7 @@ export const command = defineCommand({
     "--model-name NAME      model id in /v1/models (default: the file name)",
     `--drain-timeout S      seconds SIGINT/SIGTERM wait for in-flight requests (default ${DEFAULT_DRAIN_TIMEOUT_MS / 1000})`,
     "--force                serve even when the planner says the model does not fit in available memory",
-    "without model.gguf: the embedded default, a small SYNTHETIC qwen35 (random weights, gibberish output)",
+    "without model.gguf: the embedded default model (@keepquant/default-model)",
   ],
   options: {
     host: { type: "string" },
@@ -74,10 +74,12 @@ export const command = defineCommand({
     const drainSeconds = parseNumber("drain-timeout", values["drain-timeout"], (n) => n >= 0, "a number of seconds >= 0") ?? DEFAULT_DRAIN_TIMEOUT_MS / 1000;
     const apiKey = values["api-key"] ?? (io.env.KEEPQUANT_API_KEY || undefined);
 
-    const synthetic = positionals.length === 0;
+    const isDefault = positionals.length === 0;
+    const synthetic = isDefault && defaultModelInfo().synthetic;
     let modelPath: string;
-    if (synthetic) {
-      write(io.stderr, `keepquant: no model given, serving the embedded SYNTHETIC qwen35 model (${defaultModelInfo().name}: random weights, gibberish answers)`);
+    if (isDefault) {
+      const info = defaultModelInfo();
+      write(io.stderr, `keepquant: no model given, serving the embedded ${info.synthetic ? "SYNTHETIC " : ""}qwen35 model ${info.name} (${info.description})`);
       modelPath = await defaultModelPath();
     } else {
       modelPath = positionals[0]!;
@@ -89,7 +91,7 @@ export const command = defineCommand({
       throw new CliUsageError(`--ctx ${requestedCtx}: the model's context_length is ${modelContext}`);
     }
     const ctx = requestedCtx ?? Math.min(DEFAULT_CONTEXT_TOKENS, modelContext);
-    const modelName = values["model-name"] ?? (synthetic ? defaultModelId() : path.basename(modelPath).replace(/\.gguf$/i, ""));
+    const modelName = values["model-name"] ?? (isDefault ? defaultModelId() : path.basename(modelPath).replace(/\.gguf$/i, ""));
 
     const options: EngineOptions = {
       numerics,
