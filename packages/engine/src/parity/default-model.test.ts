@@ -13,7 +13,7 @@ import { Engine } from "../engine.js";
 import { defaultModelGoldensDir, readDefaultModelManifest } from "./default-model-manifest.js";
 import { PARITY_ENGINE_OPTIONS, engineParityRunner } from "./engine-runner.js";
 import { sha256File } from "./fixtures.js";
-import { describeParityFailures, formatParityReport, runParityGate, type ParityNumerics, type ParityReport } from "./gate.js";
+import { describeParityFailures, runParityGate, type ParityNumerics, type ParityReport } from "./gate.js";
 import { readGoldensFile, serializeGoldens } from "./goldens.js";
 import { regenerateGoldens } from "./oracle-goldens.js";
 
