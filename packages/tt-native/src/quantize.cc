@@ -7,6 +7,13 @@
 namespace kq {
 namespace {
 
+// roundf (halves away from zero), inline: the library call was a measurable part of prefill.
+inline float roundHalfAway(float v) {
+  if (!(std::fabs(v) < 8388608.0f)) return v;  // already an integer (or NaN)
+  const float t = (float)(int32_t)v;            // truncation toward zero, exact here
+  return std::fabs(v - t) >= 0.5f ? t + (v < 0 ? -1.0f : 1.0f) : t;
+}
+
 // ggml's nearest_int: round half to even through the 1.5 * 2^23 trick.
 inline int nearestInt(float fval) {
   const float val = fval + 12582912.f;
@@ -54,7 +61,7 @@ void quantizeQ8_0(const float* x, BlockQ8_0* y, int64_t k) {
     const float d = amax / ((1 << 7) - 1);
     const float id = d ? 1.0f / d : 0.0f;
     y[i].d = f32ToHalf(d);
-    for (int j = 0; j < QK; ++j) y[i].qs[j] = (int8_t)std::round(x[i * QK + j] * id);
+    for (int j = 0; j < QK; ++j) y[i].qs[j] = (int8_t)roundHalfAway(x[i * QK + j] * id);
   }
 }
 
@@ -70,8 +77,8 @@ void quantizeQ8_1(const float* x, BlockQ8_1* y, int64_t k) {
     for (int j = 0; j < QK / 2; ++j) {
       const float v0 = x[i * QK + j] * id;
       const float v1 = x[i * QK + QK / 2 + j] * id;
-      y[i].qs[j] = (int8_t)std::round(v0);
-      y[i].qs[QK / 2 + j] = (int8_t)std::round(v1);
+      y[i].qs[j] = (int8_t)roundHalfAway(v0);
+      y[i].qs[QK / 2 + j] = (int8_t)roundHalfAway(v1);
       sum += y[i].qs[j];
       sum += y[i].qs[QK / 2 + j];
     }
