@@ -48,10 +48,14 @@ function check(condition, message) {
 
 /** Starts a replica and resolves when it says ready. */
 function startReplica(name, port, cacheDir) {
-  const child = spawn(process.execPath, [bin, "serve", "--port", String(port), "--model-name", name, "--drain-timeout", "5", "--threads", "1"], {
-    env: { ...process.env, KEEPQUANT_CACHE_DIR: cacheDir, CI: "1" },
-    stdio: ["ignore", "ignore", "pipe"],
-  });
+  const child = spawn(
+    process.execPath,
+    [bin, "serve", "--port", String(port), "--model-name", name, "--drain-timeout", "5", "--threads", "1"],
+    {
+      env: { ...process.env, KEEPQUANT_CACHE_DIR: cacheDir, CI: "1" },
+      stdio: ["ignore", "ignore", "pipe"],
+    },
+  );
   let stderr = "";
   const exit = new Promise((resolve) => child.on("exit", (code) => resolve(code)));
   const ready = new Promise((resolve, reject) => {
@@ -75,7 +79,12 @@ async function chat(base, session, stream = false) {
   const response = await fetch(`${base}/v1/chat/completions`, {
     method: "POST",
     headers: { "Content-Type": "application/json", ...(session ? { "X-Session-Id": session } : {}) },
-    body: JSON.stringify({ messages: [{ role: "user", content: `hello from ${session ?? "nobody"}` }], max_tokens: 4, temperature: 0, stream }),
+    body: JSON.stringify({
+      messages: [{ role: "user", content: `hello from ${session ?? "nobody"}` }],
+      max_tokens: 4,
+      temperature: 0,
+      stream,
+    }),
   });
   if (response.status !== 200) throw new Error(`chat for ${session}: HTTP ${response.status} ${await response.text()}`);
   if (!stream) return { model: (await response.json()).model, events: 1 };
@@ -138,7 +147,10 @@ async function main() {
     const base = `http://127.0.0.1:${portLb}`;
     let up = false;
     for (let i = 0; i < 100 && !up; i++) {
-      up = await fetch(`${base}/health`).then((r) => r.status === 200, () => false);
+      up = await fetch(`${base}/health`).then(
+        (r) => r.status === 200,
+        () => false,
+      );
       if (!up) await sleep(100);
     }
     check(up, "GET /health through nginx answers 200");
@@ -152,7 +164,10 @@ async function main() {
       if (seen.size !== 1) throw new Error(`${session} was served by ${[...seen].join(" and ")}`);
       placement.set(session, [...seen][0]);
     }
-    check([...placement.values()].every((m) => m === "replica-a" || m === "replica-b"), `${placement.size} sessions, 3 requests each, each served by one replica`);
+    check(
+      [...placement.values()].every((m) => m === "replica-a" || m === "replica-b"),
+      `${placement.size} sessions, 3 requests each, each served by one replica`,
+    );
     check(new Set(placement.values()).size === 2, "both replicas serve sessions");
     const streamed = await chat(base, "stream-check", true);
     check(streamed.events > 3, `a streamed answer passes through nginx as ${streamed.events} events ending in [DONE]`);

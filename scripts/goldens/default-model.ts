@@ -15,7 +15,13 @@ import fs from "node:fs";
 import path from "node:path";
 import { sha256File } from "../../packages/engine/src/parity/fixtures.js";
 import { serializeGoldens } from "../../packages/engine/src/parity/goldens.js";
-import { GOLDENS_N_TOKENS, GOLDENS_TOP_K, oracleGoldens, oracleGoldensInfo, parityPromptIds } from "../../packages/engine/src/parity/oracle-goldens.js";
+import {
+  GOLDENS_N_TOKENS,
+  GOLDENS_TOP_K,
+  oracleGoldens,
+  oracleGoldensInfo,
+  parityPromptIds,
+} from "../../packages/engine/src/parity/oracle-goldens.js";
 import {
   defaultModelGoldensDir,
   DEFAULT_MODEL_MANIFEST_FORMAT,
@@ -29,7 +35,8 @@ const check = process.argv.includes("--check");
 const modelArg = process.argv.indexOf("--model");
 const manifestFile = path.join(defaultModelGoldensDir(REPO_ROOT), "manifest.json");
 const previous = fs.existsSync(manifestFile) ? readDefaultModelManifest(manifestFile) : undefined;
-const modelFile = modelArg > 0 ? path.resolve(process.argv[modelArg + 1]!) : previous ? path.join(REPO_ROOT, previous.model.file) : undefined;
+const modelFile =
+  modelArg > 0 ? path.resolve(process.argv[modelArg + 1]!) : previous ? path.join(REPO_ROOT, previous.model.file) : undefined;
 if (!modelFile || !fs.existsSync(modelFile)) {
   console.error(`default model file not found (${modelFile ?? "no manifest and no --model"})`);
   process.exit(1);

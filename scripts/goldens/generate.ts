@@ -14,14 +14,28 @@ import path from "node:path";
 import { readGguf, ggmlTypeName } from "../../packages/gguf/src/index.js";
 import { PARITY_FIXTURES, ensureFixture, sha256File } from "../../packages/engine/src/parity/fixtures.js";
 import { goldensPath, serializeGoldens } from "../../packages/engine/src/parity/goldens.js";
-import { GOLDENS_N_TOKENS, GOLDENS_TOP_K, oracleGoldens, oracleGoldensInfo, parityPromptIds } from "../../packages/engine/src/parity/oracle-goldens.js";
+import {
+  GOLDENS_N_TOKENS,
+  GOLDENS_TOP_K,
+  oracleGoldens,
+  oracleGoldensInfo,
+  parityPromptIds,
+} from "../../packages/engine/src/parity/oracle-goldens.js";
 import {
   PARITY_MANIFEST_FORMAT,
   PARITY_PROMPTS,
   type ParityManifest,
   type ParityManifestFixture,
 } from "../../packages/engine/src/parity/manifest.js";
-import { FIXTURE_CACHE, GOLDENS_DIR, MANIFEST_FILE, TOKENIZER_FILE, loadFixtureTokenizer, oracleQuantize, relativeToRepo } from "../fixtures/common.js";
+import {
+  FIXTURE_CACHE,
+  GOLDENS_DIR,
+  MANIFEST_FILE,
+  TOKENIZER_FILE,
+  loadFixtureTokenizer,
+  oracleQuantize,
+  relativeToRepo,
+} from "../fixtures/common.js";
 
 const N_TOKENS = GOLDENS_N_TOKENS;
 const TOP_K = GOLDENS_TOP_K;

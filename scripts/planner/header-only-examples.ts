@@ -10,7 +10,8 @@ import { QWEN35_0_8B_SHAPE, QWEN35_27B_SHAPE, qwen35Q4KMClassMix, writeQwen35Hea
 
 /** File name -> how it is written (packages/cli/src/commands/plan.test.ts writes the same files). */
 const PLAN_EXAMPLE_FILES = {
-  "qwen35-0.8b-q4_k_m-class.gguf": (file: string) => writeQwen35HeaderOnly(file, QWEN35_0_8B_SHAPE, { types: qwen35Q4KMClassMix(24, true) }),
+  "qwen35-0.8b-q4_k_m-class.gguf": (file: string) =>
+    writeQwen35HeaderOnly(file, QWEN35_0_8B_SHAPE, { types: qwen35Q4KMClassMix(24, true) }),
   "qwen35-27b-q4_k_m-class.gguf": (file: string) => writeQwen35HeaderOnly(file, QWEN35_27B_SHAPE, { types: qwen35Q4KMClassMix(64, false) }),
 } as const;
 

@@ -44,7 +44,9 @@ async function main(): Promise<void> {
     tok.encode(text, { addSpecial: false, parseSpecial: false });
     const warmMs = ms(start);
     console.log(`ours: construct ${constructMs.toFixed(1)} ms, maps on first encode ${mapsMs.toFixed(1)} ms`);
-    console.log(`ours: encode ${(megabytes / (coldMs / 1000)).toFixed(2)} MB/s cold cache, ${(megabytes / (warmMs / 1000)).toFixed(2)} MB/s warm (${ours.length} tokens)`);
+    console.log(
+      `ours: encode ${(megabytes / (coldMs / 1000)).toFixed(2)} MB/s cold cache, ${(megabytes / (warmMs / 1000)).toFixed(2)} MB/s warm (${ours.length} tokens)`,
+    );
 
     const reason = llamaUnavailableReason();
     if (reason) {

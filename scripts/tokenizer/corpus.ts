@@ -46,4 +46,3 @@ export function collectCorpus(): { files: CorpusFile[]; texts: string[] } {
   }
   return { files, texts };
 }
-

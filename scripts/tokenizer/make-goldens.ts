@@ -80,7 +80,9 @@ async function main(): Promise<void> {
     };
     fs.writeFileSync(OUTPUT, `${JSON.stringify(golden)}\n`);
     const cases = tokenize.reduce((n, group) => n + group.tokens.length, 0);
-    console.log(`wrote ${path.relative(ROOT, OUTPUT)}: ${cases} tokenizations, ${sequences.length * 2} detokenizations, oracle ${info.version}`);
+    console.log(
+      `wrote ${path.relative(ROOT, OUTPUT)}: ${cases} tokenizations, ${sequences.length * 2} detokenizations, oracle ${info.version}`,
+    );
   } finally {
     fs.rmSync(folder, { recursive: true, force: true });
   }

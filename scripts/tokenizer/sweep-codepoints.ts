@@ -56,7 +56,15 @@ async function main(): Promise<void> {
     fs.rmSync(folder, { recursive: true, force: true });
   }
   process.stdout.write("\n");
-  const classNames: Record<number, string> = { 0xd0: "other", 0xd1: "number", 0xd2: "letter", 0xd3: "punctuation", 0xd4: "mark", 0xd5: "symbol", 0x0b: "whitespace" };
+  const classNames: Record<number, string> = {
+    0xd0: "other",
+    0xd1: "number",
+    0xd2: "letter",
+    0xd3: "punctuation",
+    0xd4: "mark",
+    0xd5: "symbol",
+    0x0b: "whitespace",
+  };
   const rows = differing.map((cp) => ({ cp: `U+${cp.toString(16).toUpperCase().padStart(4, "0")}`, ours: classNames[codePointClass(cp)] }));
   // Compress into ranges for the report.
   const ranges: string[] = [];
@@ -69,7 +77,8 @@ async function main(): Promise<void> {
   console.log(`${codePoints.length} code points swept, ${differing.length} differ`);
   for (const range of ranges) console.log(`  ${range}`);
   const outIndex = process.argv.indexOf("--out");
-  if (outIndex > 0) fs.writeFileSync(process.argv[outIndex + 1]!, `${JSON.stringify({ swept: codePoints.length, differing: rows, ranges }, null, 1)}\n`);
+  if (outIndex > 0)
+    fs.writeFileSync(process.argv[outIndex + 1]!, `${JSON.stringify({ swept: codePoints.length, differing: rows, ranges }, null, 1)}\n`);
 }
 
 await main();

@@ -43,7 +43,13 @@ beforeAll(async () => {
   list.find((t) => t.name === "blk.0.ssm_out.weight")!.ne = [64, 256];
   writeFileSync(files.refused, writeGguf({ metadata, tensors: list.map((t) => ({ ...t, data: new Uint8Array(tensorByteLength(t)) })) }));
   writeFileSync(files.badConfig, writeGguf({ metadata: metadata.filter((e) => e.key !== "qwen35.embedding_length"), tensors: [] }));
-  writeFileSync(files.other, writeGguf({ metadata: [gguf.str("general.architecture", "llama")], tensors: [{ name: "w", type: GgmlType.F32, ne: [4], data: new Uint8Array(16) }] }));
+  writeFileSync(
+    files.other,
+    writeGguf({
+      metadata: [gguf.str("general.architecture", "llama")],
+      tensors: [{ name: "w", type: GgmlType.F32, ne: [4], data: new Uint8Array(16) }],
+    }),
+  );
 });
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
@@ -152,7 +158,9 @@ describe("keepquant inspect", () => {
     const r = run("inspect", files.refused, "--json");
     expect(r.code).toBe(1);
     const doc = JSON.parse(r.stdout);
-    expect(doc.plan.refused).toEqual([{ name: "blk.0.ssm_out.weight", reason: "wrong shape: ne [64, 256], expected ne [128, 256]", expectedNe: [128, 256] }]);
+    expect(doc.plan.refused).toEqual([
+      { name: "blk.0.ssm_out.weight", reason: "wrong shape: ne [64, 256], expected ne [128, 256]", expectedNe: [128, 256] },
+    ]);
     expect(r.stderr).toMatch(/^error: QWEN35_PLAN_REFUSED: .*blk\.0\.ssm_out\.weight/);
   });
 

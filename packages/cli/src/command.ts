@@ -45,7 +45,8 @@ export function toJson(value: unknown, indent = 2): string {
   return JSON.stringify(
     value,
     (_key, v: unknown) => {
-      if (typeof v === "bigint") return v >= BigInt(Number.MIN_SAFE_INTEGER) && v <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(v) : v.toString();
+      if (typeof v === "bigint")
+        return v >= BigInt(Number.MIN_SAFE_INTEGER) && v <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(v) : v.toString();
       if (typeof v === "number" && !Number.isFinite(v)) return String(v);
       return v;
     },

@@ -8,10 +8,21 @@ export interface ErrorDocument {
 /** A stable code and message for any thrown value; never a stack trace. */
 export function describeError(error: unknown): ErrorDocument["error"] {
   if (GgufError.isInstance(error)) {
-    return { code: error.code, message: error.message, offset: error.offset ?? null, ...(error.field !== undefined ? { field: error.field } : {}) };
+    return {
+      code: error.code,
+      message: error.message,
+      offset: error.offset ?? null,
+      ...(error.field !== undefined ? { field: error.field } : {}),
+    };
   }
   if (error instanceof CliUsageError) return { code: error.code, message: error.message, offset: null };
-  if (typeof error === "object" && error !== null && "code" in error && typeof (error as { code: unknown }).code === "string" && error instanceof Error) {
+  if (
+    typeof error === "object" &&
+    error !== null &&
+    "code" in error &&
+    typeof (error as { code: unknown }).code === "string" &&
+    error instanceof Error
+  ) {
     return { code: (error as Error & { code: string }).code, message: error.message, offset: null };
   }
   return { code: "INTERNAL", message: error instanceof Error ? error.message : String(error), offset: null };

@@ -19,7 +19,15 @@ function mainHelp(): string {
 }
 
 function commandHelp(command: CliCommand): string {
-  return [`usage: keepquant ${command.usage}`, "", command.summary, "", "options:", ...command.help.map((h) => `  ${h}`), "  --help       show this help"].join("\n");
+  return [
+    `usage: keepquant ${command.usage}`,
+    "",
+    command.summary,
+    "",
+    "options:",
+    ...command.help.map((h) => `  ${h}`),
+    "  --help       show this help",
+  ].join("\n");
 }
 
 /** Runs the CLI with `argv` (without node and script) and returns the exit code. */

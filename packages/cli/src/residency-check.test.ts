@@ -30,12 +30,20 @@ beforeAll(async () => {
   const base: Qwen35Spec = { ...QWEN35_27B_SHAPE, vocab: 4096, layers: 4 };
   const perFourLayers = qwen35SpecLayout(base).tensors.reduce((sum, t) => sum + t.ne.reduce((a, b) => a * b, 1) * 4, 0);
   const layers = 4 * Math.max(16, Math.ceil((4 * available) / perFourLayers));
-  await writeQwen35HeaderOnly(huge, { ...base, layers }, { types: (t) => (t.name === "blk.0.attn_norm.weight" ? GgmlType.IQ2_XXS : GgmlType.F32) });
+  await writeQwen35HeaderOnly(
+    huge,
+    { ...base, layers },
+    { types: (t) => (t.name === "blk.0.attn_norm.weight" ? GgmlType.IQ2_XXS : GgmlType.F32) },
+  );
 });
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 function cli(args: string[], input = "") {
-  const result = spawnSync(process.execPath, [bin, ...args], { input, encoding: "utf8", env: { ...process.env, KEEPQUANT_DEBUG: "", CI: "1" } });
+  const result = spawnSync(process.execPath, [bin, ...args], {
+    input,
+    encoding: "utf8",
+    env: { ...process.env, KEEPQUANT_DEBUG: "", CI: "1" },
+  });
   return { code: result.status, stdout: result.stdout, stderr: result.stderr };
 }
 

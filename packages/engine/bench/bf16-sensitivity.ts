@@ -128,13 +128,21 @@ for (const label of labels) {
       decodeRow(embd, r, row, quantDequantizeRow);
       for (let c = 0; c < cols; c++) noisy[r * cols + c] = row[c]! * (1 + (2 * rand() - 1) * 2 ** -9);
     }
-    (engine.weights as { tokenEmbd: PackedMatrix }).tokenEmbd = { ...embd, type: GgmlType.F32, typeName: "F32", rowBytes: cols * 4, data: new Uint8Array(noisy.buffer) };
+    (engine.weights as { tokenEmbd: PackedMatrix }).tokenEmbd = {
+      ...embd,
+      type: GgmlType.F32,
+      typeName: "F32",
+      rowBytes: cols * 4,
+      data: new Uint8Array(noisy.buffer),
+    };
   }
   const all: Float32Array[][] = [];
   for (const s of sequences) all.push(await engine.evaluate(s));
   results.set(label, all);
   if (nPrompts === goldens.prompts.length) {
-    const report = await runParityGate(goldens, engineParityRunner(engine), { numerics: label === "llama" ? "llama" : label === "ideal" ? "exact" : "bf16" });
+    const report = await runParityGate(goldens, engineParityRunner(engine), {
+      numerics: label === "llama" ? "llama" : label === "ideal" ? "exact" : "bf16",
+    });
     gateLines.push(`${label.padEnd(12)} gate: ${formatParityReport(report).replace(/^\S+\s+\S+\s+/, "")}`);
   }
   engine.dispose();
@@ -173,9 +181,7 @@ for (const label of labels) {
   const late: number[] = [];
   ours.forEach((seq, i) => seq.forEach((l, pos) => (pos < 8 ? early : pos >= 24 ? late : []).push(maxAbsDiff(l, ideal[i]![pos]!))));
   const med = (v: number[]): string => (v.length === 0 ? "-" : [...v].sort((a, b) => a - b)[v.length >> 1]!.toExponential(2));
-  console.log(
-    `${label.padEnd(12)} vs ideal by position: median at pos < 8 ${med(early)}, at pos >= 24 ${med(late)}`,
-  );
+  console.log(`${label.padEnd(12)} vs ideal by position: median at pos < 8 ${med(early)}, at pos >= 24 ${med(late)}`);
   console.log(
     `${label.padEnd(12)} vs oracle: ${quantiles(vsOracle)} | vs ideal: ${quantiles(vsIdeal)} | argmax flips ${gaps.length}, max oracle gap ${Math.round(1000 * Math.max(0, ...gaps))} mnats`,
   );

@@ -58,7 +58,12 @@ for (const ftype of ftypes) {
   let llamaDecode = NaN;
   if (llama) {
     const model = llama.loadModel(file);
-    const ctx = model.createContext({ nCtx: Math.max(512, prompt.length + decodeTokens + 16), threads, kvType: "f16", flashAttention: true });
+    const ctx = model.createContext({
+      nCtx: Math.max(512, prompt.length + decodeTokens + 16),
+      threads,
+      kvType: "f16",
+      flashAttention: true,
+    });
     const prefill: number[] = [];
     const decode: number[] = [];
     for (let r = 0; r < repeats; r++) {
@@ -87,11 +92,19 @@ for (const ftype of ftypes) {
   const p = best(ourPrefill);
   const d = best(ourDecode);
   rows.push(
-    `| ${shapeName} | ${ftype} | ${p.toFixed(1)} | ${llamaPrefill.toFixed(1)} | ${(p / llamaPrefill).toFixed(2)} | ${d.toFixed(1)} | ${llamaDecode.toFixed(1)} | ${(d / llamaDecode).toFixed(2)} | ${[...new Set(Object.entries(providers).filter(([k]) => k.startsWith("matmul")).map(([, v]) => v))].join(", ")} |`,
+    `| ${shapeName} | ${ftype} | ${p.toFixed(1)} | ${llamaPrefill.toFixed(1)} | ${(p / llamaPrefill).toFixed(2)} | ${d.toFixed(1)} | ${llamaDecode.toFixed(1)} | ${(d / llamaDecode).toFixed(2)} | ${[
+      ...new Set(
+        Object.entries(providers)
+          .filter(([k]) => k.startsWith("matmul"))
+          .map(([, v]) => v),
+      ),
+    ].join(", ")} |`,
   );
   console.log(rows[rows.length - 1]);
 }
 console.log(`\nprompt ${promptLength} tokens, decode ${decodeTokens} tokens, ${threads} threads, best of ${repeats}\n`);
-console.log("| shape | weights | prefill tok/s (ours) | prefill tok/s (llama.cpp) | ratio | decode tok/s (ours) | decode tok/s (llama.cpp) | ratio | matmul provider |");
+console.log(
+  "| shape | weights | prefill tok/s (ours) | prefill tok/s (llama.cpp) | ratio | decode tok/s (ours) | decode tok/s (llama.cpp) | ratio | matmul provider |",
+);
 console.log("|---|---|---|---|---|---|---|---|---|");
 for (const row of rows) console.log(row);

@@ -31,7 +31,14 @@ describe("load refusals", () => {
     const layer = weights.layers[0]!;
     const ffnUp = layer.ffnUp;
     // pretend ffn_up is IQ2_XXS (66-byte blocks of 256): no llama-numerics kernel in the TS tier
-    const fake: PackedMatrix = { ...ffnUp, type: GgmlType.IQ2_XXS, typeName: "IQ2_XXS", cols: 256, rowBytes: 66, data: new Uint8Array(ffnUp.rows * 66) };
+    const fake: PackedMatrix = {
+      ...ffnUp,
+      type: GgmlType.IQ2_XXS,
+      typeName: "IQ2_XXS",
+      cols: 256,
+      rowBytes: 66,
+      data: new Uint8Array(ffnUp.rows * 66),
+    };
     (layer as { ffnUp: PackedMatrix }).ffnUp = fake;
     const error = await Engine.fromWeights(weights, { provider: "ts" }).catch((e: unknown) => e);
     expect(error).toMatchObject({ code: "ENGINE_UNSUPPORTED_TYPE", field: "blk.0.ffn_up.weight" });

@@ -96,7 +96,11 @@ describe("Engine scheduling", () => {
     const cached = await Engine.fromWeights(weights, { ...options, prefixCacheSnapshots: 4 });
     const random = seededRandom(4242);
     const head = randomPrompt(random, 22);
-    const prompts = [[...head, ...randomPrompt(random, 9)], [...head, ...randomPrompt(random, 5)], [...head, ...randomPrompt(random, 13)]];
+    const prompts = [
+      [...head, ...randomPrompt(random, 9)],
+      [...head, ...randomPrompt(random, 5)],
+      [...head, ...randomPrompt(random, 13)],
+    ];
     for (const [i, prompt] of prompts.entries()) {
       const expected = await plain.generateToEnd(prompt, { maxTokens: 6 });
       const before = cached.stats().counters.prefillTokens;
@@ -159,7 +163,8 @@ describe("Engine scheduling", () => {
     const stats = engine.stats();
     expect(stats.providers["matmul:F32"]).toBeDefined();
     // the native step when the addon loads (it computes every op), else the TypeScript forward
-    if (stats.providers.step!.startsWith("native-step-")) expect(stats.providers.embedding).toBe(`${stats.providers.step}-exact-row-decode`);
+    if (stats.providers.step!.startsWith("native-step-"))
+      expect(stats.providers.embedding).toBe(`${stats.providers.step}-exact-row-decode`);
     else expect(stats.providers.embedding).toBe("ts-exact-row-decode");
     expect(stats.residentBytes.twin).toBe(0);
     expect(stats.residentBytes.packed).toBeGreaterThan(0);

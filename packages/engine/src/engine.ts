@@ -1,12 +1,5 @@
 import { buildLoadPlan, readGguf } from "@keepquant/gguf";
-import type {
-  EngineOptions,
-  EngineStats,
-  GenerationEvent,
-  GenerationResult,
-  GenerateParams,
-  StopReason,
-} from "./engine-types.js";
+import type { EngineOptions, EngineStats, GenerationEvent, GenerationResult, GenerateParams, StopReason } from "./engine-types.js";
 import { EngineError, EngineLoadError, EngineOptionError } from "./errors.js";
 import { allocateJsStorage, PagedKvCache, type AllocateStorage, type KvType } from "./kv/paged-kv.js";
 import { GdnStatePool } from "./kv/state-pool.js";
@@ -50,7 +43,9 @@ function positiveInteger(value: unknown, field: string, fallback: number): numbe
 function resolveOptions(options: EngineOptions): ResolvedOptions {
   const numerics = options.numerics ?? "llama";
   if (numerics !== "llama" && numerics !== "bf16" && numerics !== "exact") {
-    throw new EngineOptionError("ENGINE_BAD_OPTION", `numerics must be "llama", "bf16" or "exact", got ${String(numerics)}`, { field: "numerics" });
+    throw new EngineOptionError("ENGINE_BAD_OPTION", `numerics must be "llama", "bf16" or "exact", got ${String(numerics)}`, {
+      field: "numerics",
+    });
   }
   const kvType = options.kvType ?? "f16";
   if (kvType !== "f16" && kvType !== "f32") {
@@ -99,11 +94,7 @@ async function loadNative(): Promise<{ native: TtNative; reason?: undefined } | 
 }
 
 /** Loads the native CPU arm when present; undefined (with the reason in diagnostics) otherwise. */
-async function nativeProviders(
-  numerics: Numerics,
-  threads: number | undefined,
-  diagnostics: string[],
-): Promise<MatmulProvider[]> {
+async function nativeProviders(numerics: Numerics, threads: number | undefined, diagnostics: string[]): Promise<MatmulProvider[]> {
   try {
     const { createNativeMatmulProviders } = await import("./model/native-provider.js");
     return await createNativeMatmulProviders(numerics, threads, diagnostics);
@@ -243,7 +234,9 @@ export class Engine {
     // llama.cpp casts an F32 K/V cache to F16 for flash attention: same numbers, so store f16.
     const kvType: KvType = options.flashAttention ? "f16" : options.kvType;
     if (kvType !== options.kvType) {
-      diagnostics.push('kvType "f32" with flash attention computes as f16 (llama.cpp casts K/V to F16 for flash attention); the cache is stored as f16. Pass flashAttention: false for an f32 cache.');
+      diagnostics.push(
+        'kvType "f32" with flash attention computes as f16 (llama.cpp casts K/V to F16 for flash attention); the cache is stored as f16. Pass flashAttention: false for an f32 cache.',
+      );
     }
     // storage of the pools: natively allocated when the native step owns the compute
     const allocate: AllocateStorage = native ? (bytes) => native.allocNativeBuffer(bytes) : allocateJsStorage;
@@ -353,7 +346,11 @@ export class Engine {
     } catch (error) {
       diagnostics.push(`tokenizer unavailable: ${(error as Error).message}; string prompts are refused`);
     }
-    return Engine.fromWeights(loaded.weights, { ...options, contextLength: options.contextLength ?? plan.config.contextLength }, { tokenizer, diagnostics });
+    return Engine.fromWeights(
+      loaded.weights,
+      { ...options, contextLength: options.contextLength ?? plan.config.contextLength },
+      { tokenizer, diagnostics },
+    );
   }
 
   /**
@@ -393,7 +390,8 @@ export class Engine {
     if (wantsNative && resolved.nativeStep) {
       const loaded = await loadNative();
       if (!loaded.native) diagnostics.push(`native step unavailable (${loaded.reason}); the TypeScript forward runs`);
-      else if (exactFallback) diagnostics.push("native step off: a native kernel is not bit-exact with llama.cpp (see above); the TypeScript forward runs");
+      else if (exactFallback)
+        diagnostics.push("native step off: a native kernel is not bit-exact with llama.cpp (see above); the TypeScript forward runs");
       else native = loaded.native;
     }
     return new Engine(weights, resolved, { ...selection.opProviders }, diagnostics, selection.byWeight, extras.tokenizer, native);
@@ -432,13 +430,20 @@ export class Engine {
     const { signal, parseSpecial, stopAtEog, logprobs, prefixCachePoints, ...samplingParams } = params;
     void parseSpecial;
     if (logprobs !== undefined && (!Number.isInteger(logprobs) || logprobs < 0 || logprobs > MAX_TOP_LOGPROBS)) {
-      throw new EngineOptionError("ENGINE_BAD_REQUEST", `logprobs must be an integer in [0, ${MAX_TOP_LOGPROBS}], got ${String(logprobs)}`, { field: "logprobs" });
+      throw new EngineOptionError(
+        "ENGINE_BAD_REQUEST",
+        `logprobs must be an integer in [0, ${MAX_TOP_LOGPROBS}], got ${String(logprobs)}`,
+        { field: "logprobs" },
+      );
     }
     let sampler: Sampler;
     try {
       sampler = new Sampler({ ...samplingParams, temperature: samplingParams.temperature ?? 0 });
     } catch (error) {
-      throw new EngineOptionError("ENGINE_BAD_REQUEST", (error as Error).message, { field: (error as { field?: string }).field, cause: error });
+      throw new EngineOptionError("ENGINE_BAD_REQUEST", (error as Error).message, {
+        field: (error as { field?: string }).field,
+        cause: error,
+      });
     }
     const maxTokens = Number.isFinite(sampler.params.maxTokens) ? sampler.params.maxTokens : 256;
     const ignoreEog = sampler.params.ignoreEog || stopAtEog === false;
@@ -451,9 +456,13 @@ export class Engine {
     }
     const capacity = Math.min(this.options.contextLength, this.kv.numBlocks * this.kv.blockSize);
     if (ids.length + 1 > capacity) {
-      throw new EngineError("ENGINE_CAPACITY", `prompt of ${ids.length} tokens does not fit the KV cache (${capacity} tokens; raise kvCacheTokens, --ctx in the CLI)`, {
-        field: "prompt",
-      });
+      throw new EngineError(
+        "ENGINE_CAPACITY",
+        `prompt of ${ids.length} tokens does not fit the KV cache (${capacity} tokens; raise kvCacheTokens, --ctx in the CLI)`,
+        {
+          field: "prompt",
+        },
+      );
     }
     const detokenizer = this.tokenizer ? new StreamingDetokenizer(this.tokenizer) : undefined;
     if (sampler.params.stop.length > 0 && !detokenizer) {
@@ -471,8 +480,13 @@ export class Engine {
       detokenizer,
       new StopStringMatcher(sampler.params.stop),
     );
-    if (prefixCachePoints !== undefined && (!Array.isArray(prefixCachePoints) || prefixCachePoints.some((p) => !Number.isSafeInteger(p) || p < 0))) {
-      throw new EngineOptionError("ENGINE_BAD_REQUEST", "prefixCachePoints must be an array of token counts >= 0", { field: "prefixCachePoints" });
+    if (
+      prefixCachePoints !== undefined &&
+      (!Array.isArray(prefixCachePoints) || prefixCachePoints.some((p) => !Number.isSafeInteger(p) || p < 0))
+    ) {
+      throw new EngineOptionError("ENGINE_BAD_REQUEST", "prefixCachePoints must be an array of token counts >= 0", {
+        field: "prefixCachePoints",
+      });
     }
     request.snapshotPoints = prefixCachePoints;
     this.requests.add(request);
@@ -525,7 +539,14 @@ export class Engine {
           const chunk = ids.slice(start, start + this.options.maxBatchTokens);
           const rows: number[] = [];
           for (let i = 0; i < chunk.length; i++) if (wanted.has(start + i)) rows.push(i);
-          const entry: StepEntry = { tokens: chunk, startPos: start, blockTable, stateSlot: slot, logits: rows.length === chunk.length ? "all" : "none", logitRows: rows };
+          const entry: StepEntry = {
+            tokens: chunk,
+            startPos: start,
+            blockTable,
+            stateSlot: slot,
+            logits: rows.length === chunk.length ? "all" : "none",
+            logitRows: rows,
+          };
           const logits = await this.runForward([entry]);
           this.counters.prefillTokens += chunk.length;
           rows.forEach((r, k) => byPosition.set(start + r, logits.slice(k * vocab, (k + 1) * vocab)));
@@ -617,7 +638,9 @@ export class Engine {
       stopped = match.stop !== undefined;
       request.text += text;
     }
-    request.push(logprobs ? { type: "token", token, text, logprob: logprobs.logprob, topLogprobs: logprobs.top } : { type: "token", token, text });
+    request.push(
+      logprobs ? { type: "token", token, text, logprob: logprobs.logprob, topLogprobs: logprobs.top } : { type: "token", token, text },
+    );
     if (stopped) this.finishRequest(request, "stop_string");
     else if (request.generated.length >= request.maxTokens) this.finishRequest(request, "max_tokens");
     else if (request.tokens.length >= request.maxLength) this.finishRequest(request, "context");

@@ -37,9 +37,7 @@ export class EngineError extends Error {
 
   /** Works across duplicate copies of this package. */
   static isInstance(value: unknown): value is EngineError {
-    return (
-      typeof value === "object" && value !== null && (value as Record<symbol, unknown>)[ENGINE_ERROR_MARKER] === true
-    );
+    return typeof value === "object" && value !== null && (value as Record<symbol, unknown>)[ENGINE_ERROR_MARKER] === true;
   }
 }
 

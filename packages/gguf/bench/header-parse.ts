@@ -53,11 +53,16 @@ async function main(): Promise<void> {
     const path = join(dir, "qwen35-0.8b-header-only.gguf");
     const { tokens, merges } = vocabulary();
     const base = defaultQwen35Tokenizer(VOCAB);
-    await writeQwen35HeaderOnly(path, { ...QWEN35_0_8B_SHAPE, tokenizer: { ...base, tokens, merges, tokenTypes: tokens.map((_, i) => (i >= VOCAB - 3 ? 3 : 1)) } });
+    await writeQwen35HeaderOnly(path, {
+      ...QWEN35_0_8B_SHAPE,
+      tokenizer: { ...base, tokens, merges, tokenTypes: tokens.map((_, i) => (i >= VOCAB - 3 ? 3 : 1)) },
+    });
     const parsed = await readGguf(path);
     const headerBytes = parsed.dataOffset;
-    console.log(`file: ${statSync(path).size} bytes (sparse), header ${headerBytes} bytes, ${parsed.tensors.length} tensors, ` +
-      `${(getMetadata(parsed, "tokenizer.ggml.tokens") as string[]).length} tokens, ${(getMetadata(parsed, "tokenizer.ggml.merges") as string[]).length} merges`);
+    console.log(
+      `file: ${statSync(path).size} bytes (sparse), header ${headerBytes} bytes, ${parsed.tensors.length} tensors, ` +
+        `${(getMetadata(parsed, "tokenizer.ggml.tokens") as string[]).length} tokens, ${(getMetadata(parsed, "tokenizer.ggml.merges") as string[]).length} merges`,
+    );
 
     const ours = async () => {
       const file = await readGguf(path);

@@ -70,11 +70,7 @@ export class GgufLimitError extends GgufError {
   readonly value: number;
   readonly maximum: number;
   constructor(limit: string, value: number, maximum: number, details?: GgufErrorDetails) {
-    super(
-      "GGUF_LIMIT_EXCEEDED",
-      `${limit} ${value} exceeds the maximum allowed (${maximum})${where(details)}`,
-      details,
-    );
+    super("GGUF_LIMIT_EXCEEDED", `${limit} ${value} exceeds the maximum allowed (${maximum})${where(details)}`, details);
     this.name = "GgufLimitError";
     this.limit = limit;
     this.value = value;

@@ -47,7 +47,7 @@ class Raw {
   }
   pad(to: number): this {
     const len = this.length;
-    return this.bytes(new Uint8Array((Math.ceil(len / to) * to) - len));
+    return this.bytes(new Uint8Array(Math.ceil(len / to) * to - len));
   }
   zeros(n: number): this {
     return this.bytes(new Uint8Array(n));
@@ -142,9 +142,18 @@ describe("refusals: typed errors that name the field and the file offset", () =>
     const oob = await failure(new Raw().header(1, 0).tensor("w", [64], GgmlType.F32, 0).pad(32).zeros(100).build());
     expect(oob.code).toBe("GGUF_TENSOR_OUT_OF_BOUNDS");
     expect(oob.offset).toBe(24);
-    const over = await failure(new Raw().header(2, 0).tensor("a", [16], GgmlType.F32, 0).tensor("b", [16], GgmlType.F32, 32).pad(32).zeros(128).build());
+    const over = await failure(
+      new Raw().header(2, 0).tensor("a", [16], GgmlType.F32, 0).tensor("b", [16], GgmlType.F32, 32).pad(32).zeros(128).build(),
+    );
     expect([over.code, over.field]).toEqual(["GGUF_OVERLAPPING_TENSORS", "b"]);
-    const huge = await failure(new Raw().header(1, 0).tensor("w", [4], GgmlType.F32, 1n << 62n).pad(32).zeros(64).build());
+    const huge = await failure(
+      new Raw()
+        .header(1, 0)
+        .tensor("w", [4], GgmlType.F32, 1n << 62n)
+        .pad(32)
+        .zeros(64)
+        .build(),
+    );
     expect([huge.code, huge.offset]).toEqual(["GGUF_TENSOR_OUT_OF_BOUNDS", 24 + 9 + 4 + 8 + 4]);
   });
 
@@ -157,9 +166,20 @@ describe("refusals: typed errors that name the field and the file offset", () =>
       expect(e.message).toMatch(/exceeds the maximum allowed \(\d+\)/);
       return e;
     };
-    await limit(new Raw().header(0, 1).str("s").u32(GgufValueType.STRING).str("x".repeat(100)).build(), "string length", { maxStringBytes: 99 });
+    await limit(new Raw().header(0, 1).str("s").u32(GgufValueType.STRING).str("x".repeat(100)).build(), "string length", {
+      maxStringBytes: 99,
+    });
     await limit(new Raw().header(0, 1).str("k".repeat(70_000)).u32(GgufValueType.UINT8).u8(0).build(), "key length");
-    await limit(new Raw().header(0, 1).str("a").u32(GgufValueType.ARRAY).u32(GgufValueType.UINT8).u64(1n << 40n).build(), "array length");
+    await limit(
+      new Raw()
+        .header(0, 1)
+        .str("a")
+        .u32(GgufValueType.ARRAY)
+        .u32(GgufValueType.UINT8)
+        .u64(1n << 40n)
+        .build(),
+      "array length",
+    );
     let nested = new Raw().header(0, 1).str("n").u32(GgufValueType.ARRAY);
     for (let i = 0; i < 12; i++) nested = nested.u32(GgufValueType.ARRAY).u64(1);
     await limit(nested.u32(GgufValueType.UINT8).u64(0).build(), "array nesting");
@@ -167,9 +187,17 @@ describe("refusals: typed errors that name the field and the file offset", () =>
     await limit(new Raw().header(0, 100_000).build(), "metadata key count");
     await limit(new Raw().header(2_000_000, 0).build(), "tensor count");
     await limit(new Raw().header(1, 0).tensor("w", [1, 1, 1, 1, 1], GgmlType.F32, 0).build(), "tensor dimension count");
-    const over = await limit(new Raw().header(1, 0).tensor("w", [1 << 30, 1 << 30, 1 << 30], GgmlType.F32, 0).build(), "tensor element count");
+    const over = await limit(
+      new Raw()
+        .header(1, 0)
+        .tensor("w", [1 << 30, 1 << 30, 1 << 30], GgmlType.F32, 0)
+        .build(),
+      "tensor element count",
+    );
     expect(over.field).toBe("w.ne[1]"); // 2^30 * 2^30 > 2^53 - 1
-    await limit(new Raw().header(0, 1).str("s").u32(GgufValueType.STRING).str("x".repeat(5000)).build(), "header size", { maxHeaderBytes: 4096 });
+    await limit(new Raw().header(0, 1).str("s").u32(GgufValueType.STRING).str("x".repeat(5000)).build(), "header size", {
+      maxHeaderBytes: 4096,
+    });
   });
 
   it("counts that the file cannot hold are refused before allocating", async () => {

@@ -55,7 +55,10 @@ describe.skipIf(skipReason !== undefined)("a GGUF written by llama.cpp's own qua
       } else if (t.ne[0]! % 256 === 0) {
         expect(K_QUANTS.has(q.type), `${t.name} (row ${t.ne[0]}) is a K-quant, got ${ggmlTypeName(q.type)}`).toBe(true);
       } else {
-        expect([GgmlType.Q5_0, GgmlType.Q5_1, GgmlType.Q8_0, GgmlType.Q4_0].includes(q.type), `${t.name} (row ${t.ne[0]}) falls back, got ${ggmlTypeName(q.type)}`).toBe(true);
+        expect(
+          [GgmlType.Q5_0, GgmlType.Q5_1, GgmlType.Q8_0, GgmlType.Q4_0].includes(q.type),
+          `${t.name} (row ${t.ne[0]}) falls back, got ${ggmlTypeName(q.type)}`,
+        ).toBe(true);
       }
     }
     expect(counts.Q4_K).toBeGreaterThan(0);

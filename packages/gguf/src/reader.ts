@@ -1,10 +1,4 @@
-import {
-  GgufFormatError,
-  GgufLimitError,
-  GgufTensorError,
-  where,
-  type GgufErrorCode,
-} from "./errors.js";
+import { GgufFormatError, GgufLimitError, GgufTensorError, where, type GgufErrorCode } from "./errors.js";
 import { GGML_TYPE_TRAITS, ggmlTypeName, isGgmlType, type GgmlType } from "./ggml-type.js";
 import { GGUF_LIMITS, type GgufLimits } from "./limits.js";
 import { toByteSource, type GgufByteSource } from "./source.js";
@@ -203,11 +197,18 @@ async function readScalar(c: Cursor, type: GgufValueType, field: string, limits:
     case GgufValueType.BOOL: {
       const at = c.offset;
       const b = c.u8();
-      if (b > 1) throw new GgufFormatError("GGUF_BAD_VALUE", `bool value ${b} is neither 0 nor 1${where({ offset: at, field })}`, { offset: at, field });
+      if (b > 1)
+        throw new GgufFormatError("GGUF_BAD_VALUE", `bool value ${b} is neither 0 nor 1${where({ offset: at, field })}`, {
+          offset: at,
+          field,
+        });
       return b === 1;
     }
     default:
-      throw new GgufFormatError("GGUF_BAD_VALUE_TYPE", `value type ${type} is not a scalar${where({ offset: c.offset, field })}`, { offset: c.offset, field });
+      throw new GgufFormatError("GGUF_BAD_VALUE_TYPE", `value type ${type} is not a scalar${where({ offset: c.offset, field })}`, {
+        offset: c.offset,
+        field,
+      });
   }
 }
 
@@ -316,10 +317,14 @@ async function readArray(c: Cursor, field: string, limits: GgufLimits, depth: nu
     for (let i = 0; i < n; i++) {
       const b = c.buf[c.pos]!;
       if (b > 1) {
-        throw new GgufFormatError("GGUF_BAD_VALUE", `bool value ${b} is neither 0 nor 1${where({ offset: c.offset, field: `${field}[${i}]` })}`, {
-          offset: c.offset,
-          field: `${field}[${i}]`,
-        });
+        throw new GgufFormatError(
+          "GGUF_BAD_VALUE",
+          `bool value ${b} is neither 0 nor 1${where({ offset: c.offset, field: `${field}[${i}]` })}`,
+          {
+            offset: c.offset,
+            field: `${field}[${i}]`,
+          },
+        );
       }
       c.pos++;
       out[i] = b === 1;
@@ -369,7 +374,7 @@ async function parse(source: GgufByteSource, limits: GgufLimits, whole: Uint8Arr
   const versionAt = c.offset;
   const version = c.u32();
   if (version !== 2 && version !== 3) {
-    const swapped = ((version & 0xff) << 24) | ((version >>> 8) & 0xff) << 16 | ((version >>> 16) & 0xff) << 8 | (version >>> 24);
+    const swapped = ((version & 0xff) << 24) | (((version >>> 8) & 0xff) << 16) | (((version >>> 16) & 0xff) << 8) | (version >>> 24);
     const detail =
       version === 1
         ? "GGUF v1 (32-bit counts) is not supported; re-convert the model with a current converter"
@@ -402,10 +407,14 @@ async function parse(source: GgufByteSource, limits: GgufLimits, whole: Uint8Arr
   for (let i = 0; i < kvCount; i++) {
     const entry = await readKv(c, limits, i);
     if (metadata.has(entry.key)) {
-      throw new GgufFormatError("GGUF_DUPLICATE_KEY", `duplicate metadata key "${entry.key}"${where({ offset: entry.offset, field: entry.key })}`, {
-        offset: entry.offset,
-        field: entry.key,
-      });
+      throw new GgufFormatError(
+        "GGUF_DUPLICATE_KEY",
+        `duplicate metadata key "${entry.key}"${where({ offset: entry.offset, field: entry.key })}`,
+        {
+          offset: entry.offset,
+          field: entry.key,
+        },
+      );
     }
     metadata.set(entry.key, entry);
   }
@@ -442,10 +451,15 @@ async function parse(source: GgufByteSource, limits: GgufLimits, whole: Uint8Arr
       const dimAt = c.offset;
       const dim = c.u64num();
       if (dim > limits.maxTensorElements || (dim > 0 && elements > Math.floor(limits.maxTensorElements / dim))) {
-        throw new GgufLimitError("tensor element count", dim === Number.POSITIVE_INFINITY ? dim : elements * dim, limits.maxTensorElements, {
-          offset: dimAt,
-          field: `${name}.ne[${d}]`,
-        });
+        throw new GgufLimitError(
+          "tensor element count",
+          dim === Number.POSITIVE_INFINITY ? dim : elements * dim,
+          limits.maxTensorElements,
+          {
+            offset: dimAt,
+            field: `${name}.ne[${d}]`,
+          },
+        );
       }
       ne[d] = dim;
       elements *= dim;
@@ -502,10 +516,14 @@ async function parse(source: GgufByteSource, limits: GgufLimits, whole: Uint8Arr
   }
   const dataOffset = Math.ceil(headerEnd / alignment) * alignment;
   if (tensorCount > 0 && dataOffset > source.size) {
-    throw new GgufFormatError("GGUF_TRUNCATED", `truncated: data section starts at ${dataOffset} but the ${source.description} ends at ${source.size}`, {
-      offset: headerEnd,
-      field: "data section",
-    });
+    throw new GgufFormatError(
+      "GGUF_TRUNCATED",
+      `truncated: data section starts at ${dataOffset} but the ${source.description} ends at ${source.size}`,
+      {
+        offset: headerEnd,
+        field: "data section",
+      },
+    );
   }
   for (const tensor of tensors) {
     tensor.offset = dataOffset + tensor.relativeOffset;
@@ -538,10 +556,14 @@ async function parse(source: GgufByteSource, limits: GgufLimits, whole: Uint8Arr
 function badMagic(c: Cursor): GgufFormatError {
   const head = c.buf.subarray(0, Math.min(4, c.buf.length));
   const shown = Array.from(head, (b) => b.toString(16).padStart(2, "0")).join(" ");
-  return new GgufFormatError("GGUF_BAD_MAGIC", `not a GGUF file: magic is [${shown}], expected "GGUF" (47 47 55 46)${where({ offset: 0, field: "magic" })}`, {
-    offset: 0,
-    field: "magic",
-  });
+  return new GgufFormatError(
+    "GGUF_BAD_MAGIC",
+    `not a GGUF file: magic is [${shown}], expected "GGUF" (47 47 55 46)${where({ offset: 0, field: "magic" })}`,
+    {
+      offset: 0,
+      field: "magic",
+    },
+  );
 }
 
 /** The bytes of one tensor (a view for buffers, a positioned read for files), bounds-checked. */
@@ -561,4 +583,3 @@ export async function readTensorBytes(source: string | Uint8Array | GgufByteSour
     if (owned) await bytes.close();
   }
 }
-

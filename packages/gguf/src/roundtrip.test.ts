@@ -81,7 +81,8 @@ function tensors(): GgufWriteTensor[] {
 
 function plain(value: unknown): unknown {
   if (ArrayBuffer.isView(value)) return Array.from(value as unknown as ArrayLike<unknown>);
-  if (Array.isArray(value)) return value.map((v) => (typeof v === "object" && v !== null && "itemType" in v ? { itemType: v.itemType, value: plain(v.value) } : v));
+  if (Array.isArray(value))
+    return value.map((v) => (typeof v === "object" && v !== null && "itemType" in v ? { itemType: v.itemType, value: plain(v.value) } : v));
   return value;
 }
 

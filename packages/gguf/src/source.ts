@@ -60,10 +60,9 @@ export class FileSource implements GgufByteSource {
 
   async read(position: number, length: number): Promise<Uint8Array> {
     if (position < 0 || length < 0 || position + length > this.size) {
-      throw new GgufIoError(
-        `read of ${length} bytes at offset ${position} is beyond the end of ${this.description} (${this.size} bytes)`,
-        { offset: position },
-      );
+      throw new GgufIoError(`read of ${length} bytes at offset ${position} is beyond the end of ${this.description} (${this.size} bytes)`, {
+        offset: position,
+      });
     }
     const out = Buffer.allocUnsafe(length);
     let done = 0;
@@ -85,9 +84,7 @@ export class FileSource implements GgufByteSource {
 }
 
 /** Opens a path as a FileSource or wraps a buffer; `owned` says whether the caller must close it. */
-export async function toByteSource(
-  source: string | Uint8Array | GgufByteSource,
-): Promise<{ source: GgufByteSource; owned: boolean }> {
+export async function toByteSource(source: string | Uint8Array | GgufByteSource): Promise<{ source: GgufByteSource; owned: boolean }> {
   if (typeof source === "string") return { source: await FileSource.open(source), owned: true };
   if (source instanceof Uint8Array) return { source: new BufferSource(source), owned: true };
   return { source, owned: false };

@@ -133,7 +133,8 @@ function toBigInt(v: unknown, field: string): bigint {
 
 function toInt(v: unknown, min: number, max: number, field: string): number {
   const n = typeof v === "bigint" ? Number(v) : v;
-  if (typeof n !== "number" || !Number.isInteger(n) || n < min || n > max) fail(`expected an integer in [${min}, ${max}], found ${String(v)}`, field);
+  if (typeof n !== "number" || !Number.isInteger(n) || n < min || n > max)
+    fail(`expected an integer in [${min}, ${max}], found ${String(v)}`, field);
   return n;
 }
 
@@ -187,7 +188,8 @@ function writeArray(out: ByteBuilder, itemType: GgufValueType, items: GgufArrayI
   if (itemType === GgufValueType.ARRAY) {
     for (let i = 0; i < list.length; i++) {
       const inner = list[i] as GgufArrayValue;
-      if (typeof inner !== "object" || inner === null || !("itemType" in inner)) fail("nested array items must be { itemType, value }", `${field}[${i}]`);
+      if (typeof inner !== "object" || inner === null || !("itemType" in inner))
+        fail("nested array items must be { itemType, value }", `${field}[${i}]`);
       writeArray(out, inner.itemType, inner.value, `${field}[${i}]`);
     }
     return;
@@ -242,7 +244,8 @@ export function encodeGgufHeader(input: {
   const alignEntry = metadata.find((e) => e.key === "general.alignment");
   let alignment = input.alignment ?? GGUF_DEFAULT_ALIGNMENT;
   if (alignEntry) {
-    if (alignEntry.type !== GgufValueType.UINT32 || typeof alignEntry.value !== "number") fail("general.alignment must be a u32", "general.alignment");
+    if (alignEntry.type !== GgufValueType.UINT32 || typeof alignEntry.value !== "number")
+      fail("general.alignment must be a u32", "general.alignment");
     if (input.alignment !== undefined && input.alignment !== alignEntry.value) {
       fail(`alignment option ${input.alignment} disagrees with the key (${alignEntry.value})`, "general.alignment");
     }
@@ -250,7 +253,8 @@ export function encodeGgufHeader(input: {
   } else if (alignment !== GGUF_DEFAULT_ALIGNMENT) {
     metadata.push({ key: "general.alignment", type: GgufValueType.UINT32, value: alignment });
   }
-  if (!Number.isInteger(alignment) || alignment <= 0 || (alignment & (alignment - 1)) !== 0) fail(`alignment ${alignment} is not a power of two`, "general.alignment");
+  if (!Number.isInteger(alignment) || alignment <= 0 || (alignment & (alignment - 1)) !== 0)
+    fail(`alignment ${alignment} is not a power of two`, "general.alignment");
 
   const out = new ByteBuilder();
   out.u32(GGUF_MAGIC);

@@ -15,7 +15,6 @@ const TARGET_BYTES = 8 * 1024 * 1024; // packed input per call: larger than L2, 
 const MIN_SECONDS = 0.4;
 const ROUNDS = 5;
 
-
 const reason = oracleUnavailableReason();
 if (reason) {
   console.log(`SKIP: dequantize benchmark needs the ggml oracle: ${reason}`);
@@ -23,7 +22,10 @@ if (reason) {
 }
 const oracle = loadGgmlOracle();
 const rows = loadGgmlRowOracle();
-const filters = process.argv.slice(2).filter((a) => a !== "--").map((a) => a.toLowerCase());
+const filters = process.argv
+  .slice(2)
+  .filter((a) => a !== "--")
+  .map((a) => a.toLowerCase());
 
 function seconds(): number {
   return Number(process.hrtime.bigint()) / 1e9;
@@ -104,9 +106,13 @@ for (const type of DEQUANTIZE_TYPES) {
   }
   const [ts, ggml] = measurePair(tsRun, ggmlRun, src.length);
   results.push({ name, ts, ggml });
-  console.log(`${name.padEnd(7)} TS ${ts.toFixed(2).padStart(6)} GB/s   ggml ${ggml.toFixed(2).padStart(6)} GB/s   ratio ${(ts / ggml).toFixed(2)}`);
+  console.log(
+    `${name.padEnd(7)} TS ${ts.toFixed(2).padStart(6)} GB/s   ggml ${ggml.toFixed(2).padStart(6)} GB/s   ratio ${(ts / ggml).toFixed(2)}`,
+  );
 }
 
-console.log(`\noracle @node-llama-cpp/linux-x64 ${ORACLE_VERSION}, node ${process.version}, ${TARGET_BYTES / 1024 / 1024} MiB packed per call, best of ${ROUNDS} alternating rounds of >= ${MIN_SECONDS} s`);
+console.log(
+  `\noracle @node-llama-cpp/linux-x64 ${ORACLE_VERSION}, node ${process.version}, ${TARGET_BYTES / 1024 / 1024} MiB packed per call, best of ${ROUNDS} alternating rounds of >= ${MIN_SECONDS} s`,
+);
 console.log("\n| type | TS GB/s | ggml GB/s | TS / ggml |\n|---|---:|---:|---:|");
 for (const r of results) console.log(`| ${r.name} | ${r.ts.toFixed(2)} | ${r.ggml.toFixed(2)} | ${(r.ts / r.ggml).toFixed(2)} |`);

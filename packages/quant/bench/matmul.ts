@@ -33,6 +33,8 @@ for (const type of KEEPQUANT_ENCODINGS) {
     const args = { x: randomActivations(m * K, 7), xGroups: 1, m, p: 1, weight: randomPackedWeight(type, 1, N, K, 8) };
     const reference = (N * K * m) / timeCall(referenceProvider, args) / 1e9;
     const wasm = (N * K * m) / timeCall(wasmSimdProvider, args) / 1e9;
-    console.log(`| ${GGML_TYPE_TRAITS[type].name} | ${m} | ${reference.toFixed(3)} | ${wasm.toFixed(3)} | ${(wasm / reference).toFixed(1)} |`);
+    console.log(
+      `| ${GGML_TYPE_TRAITS[type].name} | ${m} | ${reference.toFixed(3)} | ${wasm.toFixed(3)} | ${(wasm / reference).toFixed(1)} |`,
+    );
   }
 }

@@ -10,22 +10,20 @@ import { dequantizeKernel } from "./dequantize.js";
 export const MATMUL_BT_QUANT_GROUPED = "MatmulBTQuantGrouped";
 
 /** Exactly the encodings the contract has kernels for, in the order the refusal lists them. */
-export const KEEPQUANT_ENCODINGS: readonly GgmlType[] = Object.freeze([
-  GgmlType.Q4_K,
-  GgmlType.Q5_K,
-  GgmlType.Q6_K,
-  GgmlType.Q8_0,
-]);
+export const KEEPQUANT_ENCODINGS: readonly GgmlType[] = Object.freeze([GgmlType.Q4_K, GgmlType.Q5_K, GgmlType.Q6_K, GgmlType.Q8_0]);
 
 export function isKeepQuantEncoding(type: number): boolean {
   return (KEEPQUANT_ENCODINGS as readonly number[]).includes(type);
 }
 
-
 /** Throws UnregisteredEncodingError unless `type` is one of KEEPQUANT_ENCODINGS. */
 export function assertKeepQuantEncoding(type: number, op: string = MATMUL_BT_QUANT_GROUPED): asserts type is GgmlType {
   if (!isKeepQuantEncoding(type)) {
-    throw new UnregisteredEncodingError(op, ggmlTypeLabel(type), KEEPQUANT_ENCODINGS.map((t) => ggmlTypeLabel(t)));
+    throw new UnregisteredEncodingError(
+      op,
+      ggmlTypeLabel(type),
+      KEEPQUANT_ENCODINGS.map((t) => ggmlTypeLabel(t)),
+    );
   }
 }
 
@@ -223,13 +221,7 @@ export function chunkPlan(n: number, k: number, env: EnvSource = process.env): C
  * Decodes rows [rowStart, rowEnd) of group `group` of `weight` into `dst` (row-major [rows, K],
  * from dst[0]); bit-exact against dequantizeRow on the same bytes. Returns dst.
  */
-export function decodeSlice(
-  weight: PackedWeight,
-  group: number,
-  rowStart: number,
-  rowEnd: number,
-  dst: Float32Array,
-): Float32Array {
+export function decodeSlice(weight: PackedWeight, group: number, rowStart: number, rowEnd: number, dst: Float32Array): Float32Array {
   const op = "decodeSlice";
   const kernel = dequantizeKernel(weight.type, op);
   const rowBytes = checkPackedWeight(weight, op);

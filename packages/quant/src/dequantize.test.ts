@@ -16,11 +16,10 @@ import { F16_SCALE_FIELDS } from "./testing/block-layout.js";
 
 const RANDOM_BLOCKS = 10_000;
 
-
 /** f16 scales that break naive decoders: zeros, subnormals, negatives, infinities, NaNs, extremes. */
 const SPECIAL_F16 = [
-  0x0000, 0x8000, 0x0001, 0x8001, 0x03ff, 0x83ff, 0x0200, 0x0400, 0x7c00, 0xfc00, 0x7e00, 0xfe00, 0x7c01, 0xfc01,
-  0x7d55, 0x7bff, 0xfbff, 0x3c00, 0xbc00, 0xb800,
+  0x0000, 0x8000, 0x0001, 0x8001, 0x03ff, 0x83ff, 0x0200, 0x0400, 0x7c00, 0xfc00, 0x7e00, 0xfe00, 0x7c01, 0xfc01, 0x7d55, 0x7bff, 0xfbff,
+  0x3c00, 0xbc00, 0xb800,
 ];
 const SPECIAL_F32_BITS = [0, 0x80000000, 1, 0x80000001, 0x7f800000, 0xff800000, 0x7fc00000, 0x7f800001, 0xffc12345, 0xbf800000, 0x7f7fffff];
 const SPECIAL_E8M0 = [0, 1, 2, 3, 127, 128, 200, 254, 255];
@@ -105,7 +104,25 @@ function oracleDequantize(type: GgmlType, src: Uint8Array, elements: number): Fl
 describe("dequantizeRow: bit-exact against ggml's dequantize_row_<type>", () => {
   it("covers exactly the issue's type list", () => {
     expect(DEQUANTIZE_TYPES.map((t) => GGML_TYPE_TRAITS[t].name).sort()).toEqual(
-      ["F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "Q8_K", "IQ4_NL", "IQ4_XS", "MXFP4"].sort(),
+      [
+        "F32",
+        "F16",
+        "BF16",
+        "Q4_0",
+        "Q4_1",
+        "Q5_0",
+        "Q5_1",
+        "Q8_0",
+        "Q2_K",
+        "Q3_K",
+        "Q4_K",
+        "Q5_K",
+        "Q6_K",
+        "Q8_K",
+        "IQ4_NL",
+        "IQ4_XS",
+        "MXFP4",
+      ].sort(),
     );
   });
 
@@ -185,8 +202,12 @@ describe("dequantize argument contract", () => {
 
   it("checks whole blocks and source length once, naming the argument", () => {
     expect(() => dequantizeRow(GgmlType.Q4_K, new Uint8Array(144), new Float32Array(255))).toThrow(QuantArgumentError);
-    expect(() => dequantizeRow(GgmlType.Q4_K, new Uint8Array(144), new Float32Array(255))).toThrow(/dst\.length.*whole number of Q4_K blocks/);
-    expect(() => dequantizeRow(GgmlType.Q4_K, new Uint8Array(143), new Float32Array(256))).toThrow(/argument src: 256 Q4_K values need 144 bytes, src has 143/);
+    expect(() => dequantizeRow(GgmlType.Q4_K, new Uint8Array(144), new Float32Array(255))).toThrow(
+      /dst\.length.*whole number of Q4_K blocks/,
+    );
+    expect(() => dequantizeRow(GgmlType.Q4_K, new Uint8Array(143), new Float32Array(256))).toThrow(
+      /argument src: 256 Q4_K values need 144 bytes, src has 143/,
+    );
     expect(() => dequantizeTensor(GgmlType.Q8_0, new Uint8Array(35), 32)).toThrow(/src: 32 Q8_0 values are 34 bytes, src has 35/);
     try {
       dequantizeTensor(GgmlType.Q8_0, new Uint8Array(35), 32);

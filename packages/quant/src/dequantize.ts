@@ -11,13 +11,7 @@ import { FP16_TO_FP32 } from "./fp.js";
 import { wasmKernel } from "./wasm-dequantize.js";
 
 /** Decodes `blocks` blocks from `src[srcOffset..]` into `dst[dstOffset..]`. */
-export type DequantizeKernel = (
-  src: Uint8Array,
-  srcOffset: number,
-  dst: Float32Array,
-  dstOffset: number,
-  blocks: number,
-) => void;
+export type DequantizeKernel = (src: Uint8Array, srcOffset: number, dst: Float32Array, dstOffset: number, blocks: number) => void;
 
 const F16 = FP16_TO_FP32;
 const fround = Math.fround;
@@ -374,16 +368,17 @@ export const DEQUANTIZE_KERNELS: Readonly<Partial<Record<GgmlType, DequantizeKer
   [GgmlType.Q5_1]: wasmKernel(GgmlType.Q5_1, dequantizeQ5_1),
 };
 
-export const DEQUANTIZE_TYPES: readonly GgmlType[] = (Object.keys(DEQUANTIZE_KERNELS) as string[]).map(
-  (id) => Number(id) as GgmlType,
-);
-
+export const DEQUANTIZE_TYPES: readonly GgmlType[] = (Object.keys(DEQUANTIZE_KERNELS) as string[]).map((id) => Number(id) as GgmlType);
 
 /** The kernel for `type`, or a typed refusal naming the type. */
 export function dequantizeKernel(type: GgmlType, operation = "dequantizeRow"): DequantizeKernel {
   const kernel = DEQUANTIZE_KERNELS[type];
   if (!kernel) {
-    throw new UnsupportedGgmlTypeError(ggmlTypeLabel(type), operation, DEQUANTIZE_TYPES.map((t) => ggmlTypeLabel(t)));
+    throw new UnsupportedGgmlTypeError(
+      ggmlTypeLabel(type),
+      operation,
+      DEQUANTIZE_TYPES.map((t) => ggmlTypeLabel(t)),
+    );
   }
   return kernel;
 }

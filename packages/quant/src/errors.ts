@@ -32,10 +32,7 @@ export class UnsupportedGgmlTypeError extends KeepQuantError {
   readonly operation: string;
 
   constructor(typeName: string, operation: string, supported: readonly string[]) {
-    super(
-      "KEEPQUANT_UNSUPPORTED_GGML_TYPE",
-      `${operation}: ggml type ${typeName} is not supported (supported: ${supported.join(", ")})`,
-    );
+    super("KEEPQUANT_UNSUPPORTED_GGML_TYPE", `${operation}: ggml type ${typeName} is not supported (supported: ${supported.join(", ")})`);
     this.typeName = typeName;
     this.operation = operation;
   }

@@ -4,7 +4,14 @@ import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { GgmlType, QWEN35_TEST_SHAPE, readGguf, synthesizeQwen35, writeGguf, gguf, type Qwen35Spec } from "@keepquant/gguf";
 import { llamaUnavailableReason, runOracle } from "@keepquant/oracle";
-import { LLAMA_FILE_TYPE_IDS, QuantArgumentError, llamaTensorOrder, planLlamaQuantization, quantizeGgufModel, type LlamaFileType } from "./index.js";
+import {
+  LLAMA_FILE_TYPE_IDS,
+  QuantArgumentError,
+  llamaTensorOrder,
+  planLlamaQuantization,
+  quantizeGgufModel,
+  type LlamaFileType,
+} from "./index.js";
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), "kq-llama-quantize-"));
 afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
@@ -23,7 +30,13 @@ const SHAPES: Record<string, Qwen35Spec> = {
 describe("planLlamaQuantization (llama.cpp's llama_tensor_get_type rules)", () => {
   it("orders tensors as llama.cpp: non-block tensors first, then by layer number, by name within a layer", () => {
     const names = ["blk.10.ffn_up.weight", "token_embd.weight", "blk.2.attn_norm.weight", "output_norm.weight", "blk.2.attn_k.weight"];
-    expect(names.sort(llamaTensorOrder)).toEqual(["output_norm.weight", "token_embd.weight", "blk.2.attn_k.weight", "blk.2.attn_norm.weight", "blk.10.ffn_up.weight"]);
+    expect(names.sort(llamaTensorOrder)).toEqual([
+      "output_norm.weight",
+      "token_embd.weight",
+      "blk.2.attn_k.weight",
+      "blk.2.attn_norm.weight",
+      "blk.10.ffn_up.weight",
+    ]);
   });
 
   it("Q4_K_M: Q6_K for the tied head and for V-like / ffn_down tensors where use_more_bits holds; norms, ssm_a, ssm_dt, conv stay F32", () => {

@@ -110,7 +110,11 @@ function fallback(name: string, rowLength: number, type: GgmlType): GgmlType {
   const next =
     type === GgmlType.Q4_K ? GgmlType.Q5_0 : type === GgmlType.Q5_K ? GgmlType.Q5_1 : type === GgmlType.Q6_K ? GgmlType.Q8_0 : undefined;
   if (next === undefined) {
-    throw new QuantArgumentError("planLlamaQuantization", name, `row length ${rowLength} is not a multiple of ${GGML_TYPE_TRAITS[type].name}'s block and no fallback is defined`);
+    throw new QuantArgumentError(
+      "planLlamaQuantization",
+      name,
+      `row length ${rowLength} is not a multiple of ${GGML_TYPE_TRAITS[type].name}'s block and no fallback is defined`,
+    );
   }
   return rowLength % GGML_TYPE_TRAITS[next].blockSize === 0 ? next : GgmlType.F16;
 }
@@ -151,7 +155,11 @@ function toF32(type: GgmlType, bytes: Uint8Array, name: string): Float32Array {
   const halves = new Uint16Array(bytes.slice().buffer);
   if (type === GgmlType.F16) return Float32Array.from(halves, fp16ToFp32);
   if (type === GgmlType.BF16) return Float32Array.from(halves, bf16ToFp32);
-  throw new QuantArgumentError("quantizeGgufModel", name, `source type ${GGML_TYPE_TRAITS[type].name} is not F32, F16 or BF16 (re-quantization is not supported)`);
+  throw new QuantArgumentError(
+    "quantizeGgufModel",
+    name,
+    `source type ${GGML_TYPE_TRAITS[type].name} is not F32, F16 or BF16 (re-quantization is not supported)`,
+  );
 }
 
 function encode(type: GgmlType, values: Float32Array): Uint8Array {
@@ -164,7 +172,10 @@ function encode(type: GgmlType, values: Float32Array): Uint8Array {
  * Quantizes a whole GGUF model (file path or bytes, held in memory: meant for small models) to
  * `fileType`; returns the bytes of the new file, identical to what llama_model_quantize writes.
  */
-export async function quantizeGgufModel(source: string | Uint8Array, fileType: LlamaFileType): Promise<{ bytes: Uint8Array; plan: TensorQuantization[] }> {
+export async function quantizeGgufModel(
+  source: string | Uint8Array,
+  fileType: LlamaFileType,
+): Promise<{ bytes: Uint8Array; plan: TensorQuantization[] }> {
   const file: GgufFile = await readGguf(source);
   const architecture = getMetadata(file, "general.architecture");
   const blockCount = getMetadata(file, `${String(architecture)}.block_count`);
@@ -184,6 +195,9 @@ export async function quantizeGgufModel(source: string | Uint8Array, fileType: L
   const metadata = [...file.metadata.values()]
     .filter((e) => e.key !== "general.quantization_version" && e.key !== "general.file_type")
     .map(({ offset: _offset, ...entry }) => entry);
-  metadata.push(gguf.u32("general.quantization_version", GGML_QUANTIZATION_VERSION), gguf.u32("general.file_type", LLAMA_FILE_TYPE_IDS[fileType]));
+  metadata.push(
+    gguf.u32("general.quantization_version", GGML_QUANTIZATION_VERSION),
+    gguf.u32("general.file_type", LLAMA_FILE_TYPE_IDS[fileType]),
+  );
   return { bytes: writeGguf({ metadata, tensors, alignment: file.alignment, version: file.version }), plan };
 }

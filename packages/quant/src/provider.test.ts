@@ -41,7 +41,11 @@ describe("provider ranking and selection", () => {
     const b = fake("a-native", 100, "llama", [GgmlType.Q4_K]);
     const c = fake("ts", 0, "llama", [GgmlType.Q4_K]);
     const d = fake("wasm", 10, "llama", [GgmlType.Q4_K]);
-    for (const offered of [[a, b, c, d], [d, c, b, a], [c, a, d, b]]) {
+    for (const offered of [
+      [a, b, c, d],
+      [d, c, b, a],
+      [c, a, d, b],
+    ]) {
       expect(rankProviders(offered).map((p) => p.name)).toEqual(["a-native", "b-native", "wasm", "ts"]);
     }
     expect(compareProviders(a, b)).toBeGreaterThan(0);

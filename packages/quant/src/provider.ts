@@ -7,12 +7,7 @@
  */
 import type { GgmlType } from "@keepquant/gguf";
 import { QuantArgumentError } from "./errors.js";
-import {
-  isKeepQuantEncoding,
-  type MatmulBTQuantGroupedArgs,
-  type MatmulBTQuantGroupedShape,
-  type PackedWeight,
-} from "./contract.js";
+import { isKeepQuantEncoding, type MatmulBTQuantGroupedArgs, type MatmulBTQuantGroupedShape, type PackedWeight } from "./contract.js";
 
 /**
  * How a provider computes.
@@ -73,11 +68,7 @@ export function matmulNumericsFor(mode: MatmulNumerics, type: GgmlType): MatmulN
 }
 
 /** The highest-ranked provider of `numerics` that supports `type`, or undefined. */
-export function selectProvider(
-  providers: readonly MatmulProvider[],
-  numerics: MatmulNumerics,
-  type: GgmlType,
-): MatmulProvider | undefined {
+export function selectProvider(providers: readonly MatmulProvider[], numerics: MatmulNumerics, type: GgmlType): MatmulProvider | undefined {
   return rankProviders(providers).find((p) => p.numerics === numerics && p.supports(type));
 }
 
@@ -85,13 +76,7 @@ export function selectProvider(
  * The dense case E = 1, P = 1: y [M, N] = x [M, K] W^T. `x` may be longer than M K and `out`
  * longer than M N (only the leading rows are read and written). Returns the [M, N] view of out.
  */
-export function matmulDense(
-  provider: MatmulProvider,
-  weight: PackedWeight,
-  x: Float32Array,
-  m: number,
-  out: Float32Array,
-): Float32Array {
+export function matmulDense(provider: MatmulProvider, weight: PackedWeight, x: Float32Array, m: number, out: Float32Array): Float32Array {
   const xRows = x.length === m * weight.cols ? x : x.subarray(0, m * weight.cols);
   const yRows = out.length === m * weight.rows ? out : out.subarray(0, m * weight.rows);
   return provider.matmulBTQuantGrouped({ x: xRows, xGroups: 1, m, weight, p: 1, out: yRows });
@@ -120,4 +105,3 @@ export function runDenseGroups(
   }
   return out;
 }
-

@@ -1,7 +1,15 @@
 import { describe, expect, it } from "vitest";
 import { GgmlType, GGML_TYPE_TRAITS } from "@keepquant/gguf";
 import { loadGgmlOracle } from "@keepquant/oracle";
-import { dequantizeTensor, nearestInt, quantizeRow, quantizeTensor, QUANTIZE_TYPES, QuantArgumentError, UnsupportedGgmlTypeError } from "./index.js";
+import {
+  dequantizeTensor,
+  nearestInt,
+  quantizeRow,
+  quantizeTensor,
+  QUANTIZE_TYPES,
+  QuantArgumentError,
+  UnsupportedGgmlTypeError,
+} from "./index.js";
 import { firstByteDifference, ORACLE_SKIP_REASON, prng } from "./test-support.js";
 
 /** Random blocks: per-block magnitude from 2^-20 to 2^20, a few outliers, both signs. */
@@ -98,8 +106,12 @@ describe("quantizeRow: bit-exact against ggml's quantize_row_<type>_ref", () => 
 
   it("refuses types without a reference quantizer and partial blocks", () => {
     expect(() => quantizeRow(GgmlType.IQ4_XS, new Float32Array(256), new Uint8Array(136))).toThrow(UnsupportedGgmlTypeError);
-    expect(() => quantizeRow(GgmlType.IQ4_XS, new Float32Array(256), new Uint8Array(136))).toThrow(/quantizeRow: ggml type IQ4_XS is not supported/);
+    expect(() => quantizeRow(GgmlType.IQ4_XS, new Float32Array(256), new Uint8Array(136))).toThrow(
+      /quantizeRow: ggml type IQ4_XS is not supported/,
+    );
     expect(() => quantizeRow(GgmlType.Q4_K, new Float32Array(255), new Uint8Array(144))).toThrow(QuantArgumentError);
-    expect(() => quantizeRow(GgmlType.Q4_K, new Float32Array(256), new Uint8Array(143))).toThrow(/argument dst: 1 Q4_K blocks need 144 bytes/);
+    expect(() => quantizeRow(GgmlType.Q4_K, new Float32Array(256), new Uint8Array(143))).toThrow(
+      /argument dst: 1 Q4_K blocks need 144 bytes/,
+    );
   });
 });

@@ -744,10 +744,7 @@ export const QUANTIZE_KERNELS: Readonly<Partial<Record<GgmlType, QuantizeKernel>
   [GgmlType.Q8_K]: quantizeQ8_K,
 };
 
-export const QUANTIZE_TYPES: readonly GgmlType[] = (Object.keys(QUANTIZE_KERNELS) as string[]).map(
-  (id) => Number(id) as GgmlType,
-);
-
+export const QUANTIZE_TYPES: readonly GgmlType[] = (Object.keys(QUANTIZE_KERNELS) as string[]).map((id) => Number(id) as GgmlType);
 
 /**
  * Quantizes `src` (a whole number of blocks) into `dst` as ggml's quantize_row_<type>_ref would,
@@ -755,10 +752,19 @@ export const QUANTIZE_TYPES: readonly GgmlType[] = (Object.keys(QUANTIZE_KERNELS
  */
 export function quantizeRow(type: GgmlType, src: Float32Array, dst: Uint8Array): Uint8Array {
   const kernel = QUANTIZE_KERNELS[type];
-  if (!kernel) throw new UnsupportedGgmlTypeError(ggmlTypeLabel(type), "quantizeRow", QUANTIZE_TYPES.map((t) => ggmlTypeLabel(t)));
+  if (!kernel)
+    throw new UnsupportedGgmlTypeError(
+      ggmlTypeLabel(type),
+      "quantizeRow",
+      QUANTIZE_TYPES.map((t) => ggmlTypeLabel(t)),
+    );
   const { blockSize, typeSize, name } = GGML_TYPE_TRAITS[type];
   if (src.length % blockSize !== 0) {
-    throw new QuantArgumentError("quantizeRow", "src.length", `${src.length} is not a whole number of ${name} blocks (${blockSize} per block)`);
+    throw new QuantArgumentError(
+      "quantizeRow",
+      "src.length",
+      `${src.length} is not a whole number of ${name} blocks (${blockSize} per block)`,
+    );
   }
   const blocks = src.length / blockSize;
   if (dst.length < blocks * typeSize) {

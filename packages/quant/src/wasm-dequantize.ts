@@ -118,7 +118,9 @@ export class Code {
    */
   store16(vec: number, signed: boolean, scale: number, min: number | undefined, outOffset: number, addMin = false): this {
     for (let half = 0; half < 2; half++) {
-      this.get(vec).simd(signed ? 0x87 + half : 0x89 + half).set(V3);
+      this.get(vec)
+        .simd(signed ? 0x87 + half : 0x89 + half)
+        .set(V3);
       for (let quarter = 0; quarter < 2; quarter++) {
         this.get(O);
         this.get(V3).simd(signed ? 0xa7 + quarter : 0xa9 + quarter);
@@ -149,12 +151,38 @@ function blockLoop(inBytes: number, outBytes: number, body: (c: Code) => void): 
 }
 
 function scaleK4(c: Code, j: number): Code {
-  if (j < 4) return c.u8(4 + j).i32(63).op(0x71);
-  return c.u8(4 + j + 4).i32(0x0f).op(0x71).u8(4 + j - 4).i32(6).op(0x76).i32(4).op(0x74).op(0x72);
+  if (j < 4)
+    return c
+      .u8(4 + j)
+      .i32(63)
+      .op(0x71);
+  return c
+    .u8(4 + j + 4)
+    .i32(0x0f)
+    .op(0x71)
+    .u8(4 + j - 4)
+    .i32(6)
+    .op(0x76)
+    .i32(4)
+    .op(0x74)
+    .op(0x72);
 }
 function minK4(c: Code, j: number): Code {
-  if (j < 4) return c.u8(4 + j + 4).i32(63).op(0x71);
-  return c.u8(4 + j + 4).i32(4).op(0x76).u8(4 + j).i32(6).op(0x76).i32(4).op(0x74).op(0x72);
+  if (j < 4)
+    return c
+      .u8(4 + j + 4)
+      .i32(63)
+      .op(0x71);
+  return c
+    .u8(4 + j + 4)
+    .i32(4)
+    .op(0x76)
+    .u8(4 + j)
+    .i32(6)
+    .op(0x76)
+    .i32(4)
+    .op(0x74)
+    .op(0x72);
 }
 /** f32 (on stack) = base local * f32(i32 on stack) */
 function timesLocal(c: Code, base: number): Code {
@@ -194,8 +222,16 @@ const q5_K = blockLoop(176, 1024, (c) => {
         if (nibble === 0) c.vconst8(0x0f).simd(0x4e);
         else c.i32(4).simd(0x6d);
         // fifth bit: ((qh >> (2 pair + nibble)) << 4) & 0x10
-        c.vload(16 + 16 * half).i32(2 * pair + nibble).simd(0x6d).i32(4).simd(0x6b).vconst8(0x10).simd(0x4e);
-        c.simd(0x50).set(V0).store16(V0, false, V4, V5, (64 * pair + 32 * nibble + 16 * half) * 4);
+        c.vload(16 + 16 * half)
+          .i32(2 * pair + nibble)
+          .simd(0x6d)
+          .i32(4)
+          .simd(0x6b)
+          .vconst8(0x10)
+          .simd(0x4e);
+        c.simd(0x50)
+          .set(V0)
+          .store16(V0, false, V4, V5, (64 * pair + 32 * nibble + 16 * half) * 4);
       }
     }
   }
@@ -209,7 +245,12 @@ const q6_K = blockLoop(210, 1024, (c) => {
     const sc = 192 + 8 * n;
     for (let half = 0; half < 2; half++) {
       const l0 = 16 * half;
-      c.vload(ql + l0).set(V0).vload(ql + 32 + l0).set(V1).vload(qh + l0).set(V2);
+      c.vload(ql + l0)
+        .set(V0)
+        .vload(ql + 32 + l0)
+        .set(V1)
+        .vload(qh + l0)
+        .set(V2);
       // level = low | high - 32, as i8; scale = d * sc[is + 2 k]
       const parts: Array<(c: Code) => void> = [
         (c) => c.get(V0).vconst8(0x0f).simd(0x4e).get(V2).i32(4).simd(0x6b).vconst8(0x30).simd(0x4e),
@@ -236,7 +277,10 @@ const q4_0 = blockLoop(18, 128, (c) => {
 
 const q8_K = blockLoop(292, 1024, (c) => {
   c.get(P).mem(0x2a, 0, 0).splatTo(V4); // f32 d
-  for (let k = 0; k < 16; k++) c.vload(4 + 16 * k).set(V0).store16(V0, true, V4, undefined, 64 * k);
+  for (let k = 0; k < 16; k++)
+    c.vload(4 + 16 * k)
+      .set(V0)
+      .store16(V0, true, V4, undefined, 64 * k);
 });
 
 const q2_K = blockLoop(84, 1024, (c) => {
@@ -247,7 +291,12 @@ const q2_K = blockLoop(84, 1024, (c) => {
         const is = 8 * n + 2 * j + g;
         timesLocal(c.u8(is).i32(0x0f).op(0x71), D).splatTo(V4);
         timesLocal(c.u8(is).i32(4).op(0x76), M).splatTo(V5);
-        c.vload(16 + 32 * n + 16 * g).i32(2 * j).simd(0x6d).vconst8(3).simd(0x4e).set(V0);
+        c.vload(16 + 32 * n + 16 * g)
+          .i32(2 * j)
+          .simd(0x6d)
+          .vconst8(3)
+          .simd(0x4e)
+          .set(V0);
         c.store16(V0, false, V4, V5, (128 * n + 32 * j + 16 * g) * 4);
       }
     }
@@ -258,17 +307,42 @@ const q3_K = blockLoop(110, 1024, (c) => {
   c.f16(108).set(D);
   const scale = (j: number) => {
     // (low | high << 4) - 32 of the 12-byte 6-bit scale array at 96
-    if (j < 8) c.u8(96 + j).i32(0x0f).op(0x71);
-    else c.u8(96 + j - 8).i32(4).op(0x76);
-    c.u8(96 + 8 + (j & 3)).i32(2 * (j >> 2)).op(0x76).i32(3).op(0x71).i32(4).op(0x74).op(0x72).i32(32).op(0x6b);
+    if (j < 8)
+      c.u8(96 + j)
+        .i32(0x0f)
+        .op(0x71);
+    else
+      c.u8(96 + j - 8)
+        .i32(4)
+        .op(0x76);
+    c.u8(96 + 8 + (j & 3))
+      .i32(2 * (j >> 2))
+      .op(0x76)
+      .i32(3)
+      .op(0x71)
+      .i32(4)
+      .op(0x74)
+      .op(0x72)
+      .i32(32)
+      .op(0x6b);
   };
   for (let n = 0; n < 2; n++) {
     for (let j = 0; j < 4; j++) {
       for (let g = 0; g < 2; g++) {
         scale(8 * n + 2 * j + g);
         timesLocal(c, D).splatTo(V4);
-        c.vload(32 + 32 * n + 16 * g).i32(2 * j).simd(0x6d).vconst8(3).simd(0x4e); // (q >> shift) & 3
-        c.vload(16 * g).i32(4 * n + j).simd(0x6d).i32(2).simd(0x6b).vconst8(4).simd(0x4e); // hbit << 2
+        c.vload(32 + 32 * n + 16 * g)
+          .i32(2 * j)
+          .simd(0x6d)
+          .vconst8(3)
+          .simd(0x4e); // (q >> shift) & 3
+        c.vload(16 * g)
+          .i32(4 * n + j)
+          .simd(0x6d)
+          .i32(2)
+          .simd(0x6b)
+          .vconst8(4)
+          .simd(0x4e); // hbit << 2
         c.simd(0x6e).vconst8(4).simd(0x71).set(V0); // + , - 4
         c.store16(V0, true, V4, undefined, (128 * n + 32 * j + 16 * g) * 4);
       }
@@ -295,8 +369,22 @@ const iq4_nl = blockLoop(18, 128, (c) => {
 const iq4_xs = blockLoop(136, 1024, (c) => {
   c.f16(0).set(D);
   for (let ib = 0; ib < 8; ib++) {
-    c.u8(4 + (ib >> 1)).i32(4 * (ib & 1)).op(0x76).i32(0x0f).op(0x71);
-    c.get(P).mem(0x2f, 0, 2).i32(2 * ib).op(0x76).i32(3).op(0x71).i32(4).op(0x74).op(0x72).i32(32).op(0x6b);
+    c.u8(4 + (ib >> 1))
+      .i32(4 * (ib & 1))
+      .op(0x76)
+      .i32(0x0f)
+      .op(0x71);
+    c.get(P)
+      .mem(0x2f, 0, 2)
+      .i32(2 * ib)
+      .op(0x76)
+      .i32(3)
+      .op(0x71)
+      .i32(4)
+      .op(0x74)
+      .op(0x72)
+      .i32(32)
+      .op(0x6b);
     timesLocal(c, D).splatTo(V4);
     codebook32(c, KVALUES_IQ4NL_BYTES, 8 + 16 * ib, 128 * ib);
   }
@@ -340,7 +428,11 @@ const q5_1 = blockLoop(24, 128, (c) => {
 /** BF16: 8 values (16 bytes) per step; each u16 moves to the top half of a u32. Pure integer work. */
 const bf16 = blockLoop(16, 32, (c) => {
   for (let half = 0; half < 2; half++) {
-    c.get(O).vload(0).simd(half === 0 ? 0xa9 : 0xaa).i32(16).simd(0xab); // i32x4.extend_*_i16x8_u, i32x4.shl
+    c.get(O)
+      .vload(0)
+      .simd(half === 0 ? 0xa9 : 0xaa)
+      .i32(16)
+      .simd(0xab); // i32x4.extend_*_i16x8_u, i32x4.shl
     c.op(0xfd, 0x0b, 0);
     uleb(16 * half, c.bytes);
   }
@@ -432,7 +524,9 @@ function load(): WasmDequantizer | null {
     const memory = exports.memory as { buffer: ArrayBuffer };
     const bytes = new Uint8Array(memory.buffer);
     new Uint32Array(memory.buffer, TABLE, 65536).set(FP16_TO_FP32_BITS);
-    new Uint32Array(memory.buffer, E8M0_TABLE, 256).set(Uint32Array.from({ length: 256 }, (_, e) => (e < 2 ? 0x00200000 << e : (e - 1) << 23)));
+    new Uint32Array(memory.buffer, E8M0_TABLE, 256).set(
+      Uint32Array.from({ length: 256 }, (_, e) => (e < 2 ? 0x00200000 << e : (e - 1) << 23)),
+    );
     const fn = (key: string) => exports[key] as (blocks: number) => void;
     instance = {
       memory: bytes,

@@ -43,14 +43,16 @@ describe("wasm-simd provider", () => {
   it("rounds to bf16 exactly as fp32BitsToBf16Bits (ties, subnormals, infinities, NaN payloads)", () => {
     const random = prng(9);
     const bits = new Uint32Array(200_003);
-    const specials = [0, 0x80000000, 1, 0x7f800000, 0xff800000, 0x7f800001, 0x7fbfffff, 0xffc00001, 0x3f808000, 0x3f818000, 0x7f7fffff, 0x7f7f8000];
+    const specials = [
+      0, 0x80000000, 1, 0x7f800000, 0xff800000, 0x7f800001, 0x7fbfffff, 0xffc00001, 0x3f808000, 0x3f818000, 0x7f7fffff, 0x7f7f8000,
+    ];
     bits.set(specials);
     for (let i = specials.length; i < bits.length; i++) bits[i] = (random() * 4294967296) >>> 0;
     const values = new Float32Array(bits.buffer.slice(0));
     roundToBf16Wasm(values);
     const rounded = new Uint32Array(values.buffer);
     let mismatches = 0;
-    for (let i = 0; i < bits.length; i++) if (rounded[i] !== ((fp32BitsToBf16Bits(bits[i]!) << 16) >>> 0)) mismatches++;
+    for (let i = 0; i < bits.length; i++) if (rounded[i] !== (fp32BitsToBf16Bits(bits[i]!) << 16) >>> 0) mismatches++;
     expect(mismatches).toBe(0);
   });
 

@@ -6,7 +6,13 @@
  * provider. Rows are processed in tiles of at most one chunk (chunk policy of the contract).
  */
 import { GGML_TYPE_TRAITS } from "@keepquant/gguf";
-import { chunkRows, checkMatmulBTQuantGroupedArgs, isKeepQuantEncoding, type EnvSource, type MatmulBTQuantGroupedArgs } from "./contract.js";
+import {
+  chunkRows,
+  checkMatmulBTQuantGroupedArgs,
+  isKeepQuantEncoding,
+  type EnvSource,
+  type MatmulBTQuantGroupedArgs,
+} from "./contract.js";
 import type { KeepQuantProvider } from "./provider.js";
 import { dequantizeKernel } from "./dequantize.js";
 import { Code, section, uleb, wasmName } from "./wasm-dequantize.js";

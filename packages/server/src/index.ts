@@ -1,4 +1,12 @@
-export { createKeepquantServer, KeepquantServer, type KeepquantServerOptions, DEFAULT_CONTEXT_TOKENS, DEFAULT_MAX_QUEUE, DEFAULT_MAX_BODY_BYTES, DEFAULT_DRAIN_TIMEOUT_MS } from "./server.js";
+export {
+  createKeepquantServer,
+  KeepquantServer,
+  type KeepquantServerOptions,
+  DEFAULT_CONTEXT_TOKENS,
+  DEFAULT_MAX_QUEUE,
+  DEFAULT_MAX_BODY_BYTES,
+  DEFAULT_DRAIN_TIMEOUT_MS,
+} from "./server.js";
 export { ApiError, type ApiErrorType } from "./errors.js";
 export { ServerMetrics, type FinishLabel } from "./metrics.js";
 export { OutputParser, parseToolCallBody, type ParsedOutput } from "./output-parser.js";

@@ -12,7 +12,12 @@ let serving: TestServer;
 
 beforeAll(async () => {
   // a small KV pool (4 sequences x 512 tokens) so that blocks run short under load
-  engine = await Engine.load(await defaultModelFile(cacheDir), { ...TEST_ENGINE_OPTIONS, maxSequences: 4, kvCacheTokens: 2048, prefixCacheSnapshots: 8 });
+  engine = await Engine.load(await defaultModelFile(cacheDir), {
+    ...TEST_ENGINE_OPTIONS,
+    maxSequences: 4,
+    kvCacheTokens: 2048,
+    prefixCacheSnapshots: 8,
+  });
   serving = await startTestServer(engine, { contextTokens: 1024 });
 });
 
@@ -81,7 +86,9 @@ describe("load: 32 concurrent streams, a quarter disconnecting, some sharing pre
     expect((await metric("keepquant_prompt_tokens_total")) - before.prompt).toBe(promptSum);
     const completedTokens = completed.reduce((s, r) => s + r.tokens, 0);
     const receivedByDisconnected = disconnected.reduce((s, r) => s + r.tokens, 0);
-    expect((await metric("keepquant_generation_tokens_total")) - before.generated).toBeGreaterThanOrEqual(completedTokens + receivedByDisconnected);
+    expect((await metric("keepquant_generation_tokens_total")) - before.generated).toBeGreaterThanOrEqual(
+      completedTokens + receivedByDisconnected,
+    );
     expect((await metric("keepquant_requests_total", ['endpoint="chat"', 'finish_reason="abort"'])) - before.aborts).toBe(8);
     expect((await metric("keepquant_requests_total", ['endpoint="chat"'])) - before.finished).toBe(32);
     expect((await metric("keepquant_http_responses_total", ['route="chat"', 'status="200"'])) - before.ok).toBe(32);
@@ -89,7 +96,10 @@ describe("load: 32 concurrent streams, a quarter disconnecting, some sharing pre
     expect((await metric("keepquant_prefix_cache_hit_tokens_total")) - before.hits).toBeGreaterThan(0);
 
     // and the server still answers
-    const after = await fetch(`${serving.url}/v1/completions`, { method: "POST", body: JSON.stringify({ prompt: "still there?", max_tokens: 3, temperature: 0 }) });
+    const after = await fetch(`${serving.url}/v1/completions`, {
+      method: "POST",
+      body: JSON.stringify({ prompt: "still there?", max_tokens: 3, temperature: 0 }),
+    });
     expect(after.status).toBe(200);
     expect(((await after.json()) as { usage: { completion_tokens: number } }).usage.completion_tokens).toBe(3);
   });

@@ -40,7 +40,23 @@ export interface LoadRecord {
   totalMs: number;
 }
 
-const WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "fox", "golf", "hotel", "india", "juliet", "kilo", "lima", "model", "token", "cache"];
+const WORDS = [
+  "alpha",
+  "bravo",
+  "charlie",
+  "delta",
+  "echo",
+  "fox",
+  "golf",
+  "hotel",
+  "india",
+  "juliet",
+  "kilo",
+  "lima",
+  "model",
+  "token",
+  "cache",
+];
 
 function words(random: () => number, count: number): string {
   return Array.from({ length: count }, () => WORDS[Math.floor(random() * WORDS.length)]).join(" ");
@@ -82,8 +98,7 @@ async function one(url: string, record: LoadRecord, apiKey: string | undefined):
       const { done, value } = await reader.read();
       if (done) break;
       buffer += decoder.decode(value, { stream: true });
-      let newline: number;
-      while ((newline = buffer.indexOf("\n\n")) >= 0) {
+      for (let newline = buffer.indexOf("\n\n"); newline >= 0; newline = buffer.indexOf("\n\n")) {
         const event = buffer.slice(0, newline);
         buffer = buffer.slice(newline + 2);
         if (!event.startsWith("data: ")) continue;
@@ -93,7 +108,11 @@ async function one(url: string, record: LoadRecord, apiKey: string | undefined):
           continue;
         }
         const chunk = JSON.parse(data) as {
-          choices: { delta: { content?: string; reasoning_content?: string }; logprobs: { content: unknown[] } | null; finish_reason: string | null }[];
+          choices: {
+            delta: { content?: string; reasoning_content?: string };
+            logprobs: { content: unknown[] } | null;
+            finish_reason: string | null;
+          }[];
           usage?: LoadRecord["usage"] | null;
         };
         if (chunk.usage) record.usage = chunk.usage;
@@ -124,10 +143,7 @@ async function one(url: string, record: LoadRecord, apiKey: string | undefined):
 /** Builds the requests (deterministic for a seed) and runs them all at once. */
 export async function runLoad(options: LoadOptions): Promise<{ records: LoadRecord[]; wallMs: number }> {
   const random = mulberry32(options.seed);
-  const prefixes = [
-    `You are agent A. ${words(random, 60)}`,
-    `You are agent B. ${words(random, 80)}`,
-  ];
+  const prefixes = [`You are agent A. ${words(random, 60)}`, `You are agent B. ${words(random, 80)}`];
   const records: LoadRecord[] = [];
   for (let i = 0; i < options.requests; i++) {
     const shared = random() < options.sharedPrefixShare;

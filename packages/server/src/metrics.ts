@@ -53,22 +53,50 @@ export class ServerMetrics {
     };
     gauge("keepquant_requests_running", "Requests in the engine's running set (prefill or decode).", (s) => s.requests.running);
     gauge("keepquant_requests_waiting", "Requests waiting for a state slot or KV blocks.", (s) => s.requests.waiting);
-    gauge("keepquant_kv_blocks_used", "KV cache blocks in use (sequences and prefix-cache entries).", (s) => s.kv.blocksTotal - s.kv.blocksFree);
+    gauge(
+      "keepquant_kv_blocks_used",
+      "KV cache blocks in use (sequences and prefix-cache entries).",
+      (s) => s.kv.blocksTotal - s.kv.blocksFree,
+    );
     gauge("keepquant_kv_blocks_total", "KV cache blocks in the pool.", (s) => s.kv.blocksTotal);
     gauge("keepquant_kv_block_tokens", "Tokens per KV block.", (s) => s.kv.blockSize);
-    gauge("keepquant_gdn_state_slots_used", "Gated DeltaNet state slots in use (one per running sequence).", (s) => s.states.slotsTotal - s.states.slotsFree);
+    gauge(
+      "keepquant_gdn_state_slots_used",
+      "Gated DeltaNet state slots in use (one per running sequence).",
+      (s) => s.states.slotsTotal - s.states.slotsFree,
+    );
     gauge("keepquant_gdn_state_slots_total", "Gated DeltaNet state slots (the most concurrent sequences).", (s) => s.states.slotsTotal);
-    gauge("keepquant_prefix_cache_entries", "Prefix-cache entries (each holds KV blocks and a GDN state snapshot).", (s) => s.prefixCache?.entries ?? 0);
+    gauge(
+      "keepquant_prefix_cache_entries",
+      "Prefix-cache entries (each holds KV blocks and a GDN state snapshot).",
+      (s) => s.prefixCache?.entries ?? 0,
+    );
     mirror("keepquant_prefix_cache_queries_total", "Prefix-cache lookups.", (s) => s.prefixCache?.lookups ?? 0);
     mirror("keepquant_prefix_cache_hits_total", "Prefix-cache lookups that hit.", (s) => s.prefixCache?.hits ?? 0);
-    mirror("keepquant_prefix_cache_hit_tokens_total", "Prompt tokens served from the prefix cache (not recomputed).", (s) => s.prefixCache?.hitTokens ?? 0);
+    mirror(
+      "keepquant_prefix_cache_hit_tokens_total",
+      "Prompt tokens served from the prefix cache (not recomputed).",
+      (s) => s.prefixCache?.hitTokens ?? 0,
+    );
     mirror("keepquant_prefix_cache_evictions_total", "Prefix-cache entries evicted.", (s) => s.prefixCache?.evictions ?? 0);
     mirror("keepquant_preemptions_total", "Sequences preempted by recompute when KV blocks ran out.", (s) => s.counters.preemptions);
     mirror("keepquant_engine_steps_total", "Scheduler steps (batched forward passes).", (s) => s.counters.steps);
-    mirror("keepquant_prefill_tokens_computed_total", "Prompt tokens run through the model (cache hits excluded, recomputes included).", (s) => s.counters.prefillTokens);
+    mirror(
+      "keepquant_prefill_tokens_computed_total",
+      "Prompt tokens run through the model (cache hits excluded, recomputes included).",
+      (s) => s.counters.prefillTokens,
+    );
 
-    this.promptTokens = new Counter({ name: "keepquant_prompt_tokens_total", help: "Prompt tokens of finished requests (cached ones included).", registers });
-    this.generationTokens = new Counter({ name: "keepquant_generation_tokens_total", help: "Tokens generated, aborted requests included.", registers });
+    this.promptTokens = new Counter({
+      name: "keepquant_prompt_tokens_total",
+      help: "Prompt tokens of finished requests (cached ones included).",
+      registers,
+    });
+    this.generationTokens = new Counter({
+      name: "keepquant_generation_tokens_total",
+      help: "Tokens generated, aborted requests included.",
+      registers,
+    });
     this.requests = new Counter({
       name: "keepquant_requests_total",
       help: "Generation requests that ended, by endpoint and finish reason (abort = client went away).",
@@ -81,9 +109,24 @@ export class ServerMetrics {
       labelNames: ["route", "status"],
       registers,
     });
-    this.ttft = new Histogram({ name: "keepquant_time_to_first_token_seconds", help: "Time from request arrival to the first generated token.", buckets: TTFT_BUCKETS, registers });
-    this.itl = new Histogram({ name: "keepquant_inter_token_latency_seconds", help: "Time between consecutive generated tokens of a request.", buckets: ITL_BUCKETS, registers });
-    this.e2e = new Histogram({ name: "keepquant_e2e_request_latency_seconds", help: "Time from request arrival to its last token.", buckets: E2E_BUCKETS, registers });
+    this.ttft = new Histogram({
+      name: "keepquant_time_to_first_token_seconds",
+      help: "Time from request arrival to the first generated token.",
+      buckets: TTFT_BUCKETS,
+      registers,
+    });
+    this.itl = new Histogram({
+      name: "keepquant_inter_token_latency_seconds",
+      help: "Time between consecutive generated tokens of a request.",
+      buckets: ITL_BUCKETS,
+      registers,
+    });
+    this.e2e = new Histogram({
+      name: "keepquant_e2e_request_latency_seconds",
+      help: "Time from request arrival to its last token.",
+      buckets: E2E_BUCKETS,
+      registers,
+    });
   }
 
   async text(): Promise<string> {

@@ -43,11 +43,17 @@ describe("OutputParser", () => {
     expect(parse("x <tool_call>not json</tool_call> y", { reasoning: false, tools: true }, 4)).toEqual([
       { kind: "content", text: "x <tool_call>not json</tool_call> y" },
     ]);
-    expect(parse('<tool_call>\n{"name": "f", "arguments": {}}', { reasoning: false, tools: true }, 3)).toEqual([{ kind: "tool_call", name: "f", arguments: "{}" }]);
-    expect(parse("<tool_call>\n{\"name\": ", { reasoning: false, tools: true }, 3)).toEqual([{ kind: "content", text: '<tool_call>\n{"name": ' }]);
+    expect(parse('<tool_call>\n{"name": "f", "arguments": {}}', { reasoning: false, tools: true }, 3)).toEqual([
+      { kind: "tool_call", name: "f", arguments: "{}" },
+    ]);
+    expect(parse('<tool_call>\n{"name": ', { reasoning: false, tools: true }, 3)).toEqual([
+      { kind: "content", text: '<tool_call>\n{"name": ' },
+    ]);
   });
 
   it("an answer that never closes its thinking is all reasoning", () => {
-    expect(parse("still thinking </thi", { reasoning: true, tools: true }, 2)).toEqual([{ kind: "reasoning", text: "still thinking </thi" }]);
+    expect(parse("still thinking </thi", { reasoning: true, tools: true }, 2)).toEqual([
+      { kind: "reasoning", text: "still thinking </thi" },
+    ]);
   });
 });

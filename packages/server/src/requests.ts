@@ -115,7 +115,8 @@ function parseSampling(body: Body, logprobs: number | undefined): SamplingFields
   const streamOptions = body["stream_options"];
   let includeUsage = false;
   if (streamOptions !== undefined && streamOptions !== null) {
-    if (!isObject(streamOptions)) throw invalidRequest("stream_options", `stream_options must be an object, got ${typeName(streamOptions)}`, "invalid_type");
+    if (!isObject(streamOptions))
+      throw invalidRequest("stream_options", `stream_options must be an object, got ${typeName(streamOptions)}`, "invalid_type");
     includeUsage = optionalBoolean(streamOptions, "include_usage") ?? false;
   }
   const stream = optionalBoolean(body, "stream") ?? false;
@@ -143,14 +144,20 @@ function parseSampling(body: Body, logprobs: number | undefined): SamplingFields
 function parseContent(value: unknown, param: string): string {
   if (typeof value === "string") return value;
   if (value === null || value === undefined) return "";
-  if (!Array.isArray(value)) throw invalidRequest(param, `${param} must be a string or an array of content parts, got ${typeName(value)}`, "invalid_type");
+  if (!Array.isArray(value))
+    throw invalidRequest(param, `${param} must be a string or an array of content parts, got ${typeName(value)}`, "invalid_type");
   const texts: string[] = [];
   value.forEach((part, i) => {
     if (!isObject(part)) throw invalidRequest(`${param}[${i}]`, `${param}[${i}] must be an object`, "invalid_type");
     if (part["type"] !== "text") {
-      throw invalidRequest(`${param}[${i}].type`, `content part type ${JSON.stringify(part["type"])} is not supported (only "text")`, "unsupported_value");
+      throw invalidRequest(
+        `${param}[${i}].type`,
+        `content part type ${JSON.stringify(part["type"])} is not supported (only "text")`,
+        "unsupported_value",
+      );
     }
-    if (typeof part["text"] !== "string") throw invalidRequest(`${param}[${i}].text`, `${param}[${i}].text must be a string`, "invalid_type");
+    if (typeof part["text"] !== "string")
+      throw invalidRequest(`${param}[${i}].text`, `${param}[${i}].text must be a string`, "invalid_type");
     texts.push(part["text"]);
   });
   return texts.join("\n");
@@ -162,9 +169,11 @@ function parseToolCalls(value: unknown, param: string): ChatToolCall[] {
   if (!Array.isArray(value)) throw invalidRequest(param, `${param} must be an array`, "invalid_type");
   return value.map((call, j) => {
     const at = `${param}[${j}]`;
-    if (!isObject(call) || !isObject(call["function"])) throw invalidRequest(at, `${at} must be {type: "function", id, function: {name, arguments}}`, "invalid_type");
+    if (!isObject(call) || !isObject(call["function"]))
+      throw invalidRequest(at, `${at} must be {type: "function", id, function: {name, arguments}}`, "invalid_type");
     const fn = call["function"];
-    if (typeof fn["name"] !== "string" || fn["name"] === "") throw invalidRequest(`${at}.function.name`, `${at}.function.name must be a non-empty string`, "invalid_type");
+    if (typeof fn["name"] !== "string" || fn["name"] === "")
+      throw invalidRequest(`${at}.function.name`, `${at}.function.name must be a non-empty string`, "invalid_type");
     let args: unknown = fn["arguments"] ?? {};
     if (typeof args === "string") {
       try {
@@ -190,7 +199,10 @@ function parseMessages(value: unknown): ChatMessage[] {
     if (!isObject(message)) throw invalidRequest(param, `${param} must be an object, got ${typeName(message)}`, "invalid_type");
     const role = message["role"];
     if (typeof role !== "string" || !ROLES.has(role)) {
-      throw invalidRequest(`${param}.role`, `${param}.role must be one of system, developer, user, assistant, tool; got ${JSON.stringify(role)}`);
+      throw invalidRequest(
+        `${param}.role`,
+        `${param}.role must be one of system, developer, user, assistant, tool; got ${JSON.stringify(role)}`,
+      );
     }
     const content = parseContent(message["content"], `${param}.content`);
     const out: ChatMessage = { role: role === "developer" ? "system" : role, content };
@@ -201,7 +213,8 @@ function parseMessages(value: unknown): ChatMessage[] {
     if (role === "assistant" && typeof message["reasoning_content"] === "string") out.reasoning_content = message["reasoning_content"];
     if (role === "tool") {
       const id = message["tool_call_id"];
-      if (id !== undefined && typeof id !== "string") throw invalidRequest(`${param}.tool_call_id`, `${param}.tool_call_id must be a string`, "invalid_type");
+      if (id !== undefined && typeof id !== "string")
+        throw invalidRequest(`${param}.tool_call_id`, `${param}.tool_call_id must be a string`, "invalid_type");
       if (id !== undefined) {
         out.tool_call_id = id;
         const name = callNames.get(id);
@@ -266,14 +279,23 @@ export function parseChatRequest(raw: unknown): ChatRequest {
   const body = requireObject(raw);
   const messages = parseMessages(body["messages"]);
   const logprobsOn = optionalBoolean(body, "logprobs") ?? false;
-  const top = optionalNumber(body, "top_logprobs", (v) => isInt(v) && v >= 0 && v <= MAX_CHAT_TOP_LOGPROBS, `an integer in [0, ${MAX_CHAT_TOP_LOGPROBS}]`);
+  const top = optionalNumber(
+    body,
+    "top_logprobs",
+    (v) => isInt(v) && v >= 0 && v <= MAX_CHAT_TOP_LOGPROBS,
+    `an integer in [0, ${MAX_CHAT_TOP_LOGPROBS}]`,
+  );
   if (top !== undefined && !logprobsOn) throw invalidRequest("top_logprobs", "top_logprobs needs logprobs: true");
   const tools = parseTools(body);
   const toolChoice = parseToolChoice(body, tools);
   const responseFormat = body["response_format"];
   if (responseFormat !== undefined && responseFormat !== null) {
     if (!isObject(responseFormat) || responseFormat["type"] !== "text") {
-      throw invalidRequest("response_format", 'response_format other than {"type": "text"} is not supported (no constrained decoding)', "unsupported_value");
+      throw invalidRequest(
+        "response_format",
+        'response_format other than {"type": "text"} is not supported (no constrained decoding)',
+        "unsupported_value",
+      );
     }
   }
   let enableThinking: boolean | undefined;
@@ -297,7 +319,8 @@ export function parseCompletionRequest(raw: unknown, vocabSize: number): Complet
   let prompt = body["prompt"];
   if (Array.isArray(prompt) && prompt.length === 1 && (typeof prompt[0] === "string" || Array.isArray(prompt[0]))) prompt = prompt[0];
   if (typeof prompt !== "string") {
-    if (!Array.isArray(prompt)) throw invalidRequest("prompt", `prompt must be a string or an array of token ids, got ${typeName(prompt)}`, "invalid_type");
+    if (!Array.isArray(prompt))
+      throw invalidRequest("prompt", `prompt must be a string or an array of token ids, got ${typeName(prompt)}`, "invalid_type");
     if (prompt.some((id) => typeof id === "string" || Array.isArray(id))) {
       throw invalidRequest("prompt", "several prompts in one request are not supported: send one prompt per request", "unsupported_value");
     }
@@ -308,8 +331,14 @@ export function parseCompletionRequest(raw: unknown, vocabSize: number): Complet
     });
   }
   if ((typeof prompt === "string" ? prompt.length : prompt.length) === 0) throw invalidRequest("prompt", "prompt must not be empty");
-  const logprobs = optionalNumber(body, "logprobs", (v) => isInt(v) && v >= 0 && v <= MAX_COMPLETION_LOGPROBS, `an integer in [0, ${MAX_COMPLETION_LOGPROBS}]`);
-  if (optionalString(body, "suffix") !== undefined) throw invalidRequest("suffix", "suffix (fill-in-the-middle) is not supported", "unsupported_value");
+  const logprobs = optionalNumber(
+    body,
+    "logprobs",
+    (v) => isInt(v) && v >= 0 && v <= MAX_COMPLETION_LOGPROBS,
+    `an integer in [0, ${MAX_COMPLETION_LOGPROBS}]`,
+  );
+  if (optionalString(body, "suffix") !== undefined)
+    throw invalidRequest("suffix", "suffix (fill-in-the-middle) is not supported", "unsupported_value");
   const bestOf = optionalNumber(body, "best_of", isInt, "an integer");
   if (bestOf !== undefined && bestOf !== 1) throw invalidRequest("best_of", `best_of must be 1, got ${bestOf}`);
   const sampling = parseSampling(body, logprobs);

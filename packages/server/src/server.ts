@@ -151,8 +151,18 @@ export class KeepquantServer {
     };
     add(["/health", "/v1/health"], { name: "health", method: "GET", auth: false, run: (_req, res) => this.health(res) });
     add(["/v1/models", "/models"], { name: "models", method: "GET", auth: true, run: (_req, res) => this.models(res) });
-    add(["/v1/chat/completions", "/chat/completions"], { name: "chat", method: "POST", auth: true, run: (req, res) => this.chat(req, res) });
-    add(["/v1/completions", "/completions"], { name: "completions", method: "POST", auth: true, run: (req, res) => this.completions(req, res) });
+    add(["/v1/chat/completions", "/chat/completions"], {
+      name: "chat",
+      method: "POST",
+      auth: true,
+      run: (req, res) => this.chat(req, res),
+    });
+    add(["/v1/completions", "/completions"], {
+      name: "completions",
+      method: "POST",
+      auth: true,
+      run: (req, res) => this.completions(req, res),
+    });
     add(["/metrics"], { name: "metrics", method: "GET", auth: true, run: (_req, res) => this.metricsRoute(res) });
     if (this.webui) {
       for (const [path, file] of this.webui) {
@@ -222,7 +232,9 @@ export class KeepquantServer {
     try {
       if (!route) throw new ApiError(404, "not_found_error", `no route for ${req.method} ${path}`, null, "not_found");
       if (req.method !== route.method && !(route.method === "GET" && req.method === "HEAD")) {
-        throw new ApiError(405, "invalid_request_error", `${path} accepts ${route.method}, not ${req.method}`, null, "method_not_allowed", { Allow: route.method });
+        throw new ApiError(405, "invalid_request_error", `${path} accepts ${route.method}, not ${req.method}`, null, "method_not_allowed", {
+          Allow: route.method,
+        });
       }
       if (route.auth) this.authorize(req);
       await route.run(req, res);
@@ -237,14 +249,22 @@ export class KeepquantServer {
     const match = /^Bearer\s+(.+)$/i.exec(header);
     const given = match ? Buffer.from(match[1]!.trim()) : undefined;
     if (!given || given.length !== this.apiKey.length || !timingSafeEqual(given, this.apiKey)) {
-      throw new ApiError(401, "authentication_error", match ? "invalid API key" : "missing API key: send Authorization: Bearer <key>", null, "invalid_api_key", {
-        "WWW-Authenticate": "Bearer",
-      });
+      throw new ApiError(
+        401,
+        "authentication_error",
+        match ? "invalid API key" : "missing API key: send Authorization: Bearer <key>",
+        null,
+        "invalid_api_key",
+        {
+          "WWW-Authenticate": "Bearer",
+        },
+      );
     }
   }
 
   private requireEngine(): Engine {
-    if (this.draining) throw new ApiError(503, "unavailable_error", "the server is shutting down", null, "shutting_down", { "Retry-After": "1" });
+    if (this.draining)
+      throw new ApiError(503, "unavailable_error", "the server is shutting down", null, "shutting_down", { "Retry-After": "1" });
     if (this.loadError) throw new ApiError(500, "server_error", `the model failed to load: ${this.loadError.message}`, null, "load_failed");
     if (!this.engine) throw new ApiError(503, "unavailable_error", "the model is still loading", null, "loading", { "Retry-After": "1" });
     return this.engine;
@@ -329,7 +349,9 @@ export class KeepquantServer {
     const limit = this.maxBodyBytes;
     const declared = Number(req.headers["content-length"]);
     const tooLarge = (): ApiError =>
-      new ApiError(413, "invalid_request_error", `request body is larger than ${limit} bytes`, null, "request_too_large", { Connection: "close" });
+      new ApiError(413, "invalid_request_error", `request body is larger than ${limit} bytes`, null, "request_too_large", {
+        Connection: "close",
+      });
     if (Number.isFinite(declared) && declared > limit) {
       req.resume();
       return Promise.reject(tooLarge());
@@ -368,7 +390,11 @@ export class KeepquantServer {
   private fitContext(promptTokens: number, requested: number | undefined, param: string): number {
     const ctx = this.contextTokens;
     if (promptTokens >= ctx) {
-      throw invalidRequest(param, `This model's maximum context length is ${ctx} tokens; the prompt has ${promptTokens} tokens. Please shorten it.`, "context_length_exceeded");
+      throw invalidRequest(
+        param,
+        `This model's maximum context length is ${ctx} tokens; the prompt has ${promptTokens} tokens. Please shorten it.`,
+        "context_length_exceeded",
+      );
     }
     if (requested !== undefined && promptTokens + requested > ctx) {
       throw invalidRequest(
@@ -425,7 +451,7 @@ export class KeepquantServer {
     arrival: number,
     onToken: (text: string, token: number, logprob: number | undefined, top: TokenLogprob[] | undefined) => void,
   ): Promise<GenerationResult> {
-    let stream;
+    let stream: ReturnType<Engine["generate"]>;
     try {
       stream = engine.generate(ids, params);
     } catch (error) {
@@ -467,7 +493,11 @@ export class KeepquantServer {
   /** A token's text and bytes for logprobs. */
   private tokenEntry(engine: Engine, token: number, logprob: number): { token: string; logprob: number; bytes: number[] } {
     const tokenizer = engine.tokenizer!;
-    return { token: tokenizer.decode([token], { special: true }), logprob, bytes: Array.from(tokenizer.tokenToPiece(token, { special: true })) };
+    return {
+      token: tokenizer.decode([token], { special: true }),
+      logprob,
+      bytes: Array.from(tokenizer.tokenToPiece(token, { special: true })),
+    };
   }
 
   /** Tracks a generation request for admission and drain; aborts it when the client goes away. */
@@ -512,7 +542,7 @@ export class KeepquantServer {
     const tokenizer = engine.tokenizer;
     if (!tokenizer) throw invalidRequest("messages", "this model has no usable tokenizer: use /v1/completions with token ids");
     const useTools = request.tools !== undefined && request.tools.length > 0 && request.toolChoice === "auto";
-    let encoded;
+    let encoded: ReturnType<typeof encodeChat>;
     try {
       encoded = encodeChat(tokenizer, request.messages, {
         ...(useTools ? { tools: request.tools } : {}),
@@ -534,7 +564,12 @@ export class KeepquantServer {
       let reasoning = "";
       const toolCalls: { id: string; type: "function"; function: { name: string; arguments: string } }[] = [];
       const logprobEntries: unknown[] = [];
-      const send = (delta: Record<string, unknown>, logprobs: unknown[] | undefined, finish: string | null, extra: Record<string, unknown> = {}): void => {
+      const send = (
+        delta: Record<string, unknown>,
+        logprobs: unknown[] | undefined,
+        finish: string | null,
+        extra: Record<string, unknown> = {},
+      ): void => {
         if (controller.signal.aborted) return;
         const choice = { index: 0, delta, logprobs: logprobs ? { content: logprobs } : null, finish_reason: finish };
         res.write(`data: ${JSON.stringify({ ...base, choices: [choice], ...usageField, ...extra })}\n\n`);
@@ -601,7 +636,9 @@ export class KeepquantServer {
         created,
         model: this.modelName,
         system_fingerprint: SYSTEM_FINGERPRINT,
-        choices: [{ index: 0, message, logprobs: request.logprobs === undefined ? null : { content: logprobEntries }, finish_reason: finish }],
+        choices: [
+          { index: 0, message, logprobs: request.logprobs === undefined ? null : { content: logprobEntries }, finish_reason: finish },
+        ],
         usage: usageOf(result),
         timings: timingsOf(result),
       });
@@ -620,7 +657,8 @@ export class KeepquantServer {
     } else {
       ids = request.prompt;
     }
-    if (request.echo && request.logprobs !== undefined) throw invalidRequest("echo", "echo with logprobs is not supported", "unsupported_value");
+    if (request.echo && request.logprobs !== undefined)
+      throw invalidRequest("echo", "echo with logprobs is not supported", "unsupported_value");
     const maxTokens = this.fitContext(ids.length, request.maxTokens, "prompt");
     this.admit(engine);
     await this.track(res, async (controller) => {
@@ -630,10 +668,17 @@ export class KeepquantServer {
       const usageField = request.stream && request.includeUsage ? { usage: null } : {};
       const echo = request.echo && engine.tokenizer ? engine.tokenizer.decode(ids) : "";
       let text = echo;
-      const legacy = { tokens: [] as string[], token_logprobs: [] as number[], top_logprobs: [] as Record<string, number>[], text_offset: [] as number[] };
+      const legacy = {
+        tokens: [] as string[],
+        token_logprobs: [] as number[],
+        top_logprobs: [] as Record<string, number>[],
+        text_offset: [] as number[],
+      };
       const send = (chunkText: string, logprobs: unknown, finish: string | null, extra: Record<string, unknown> = {}): void => {
         if (controller.signal.aborted) return;
-        res.write(`data: ${JSON.stringify({ ...base, choices: [{ index: 0, text: chunkText, logprobs, finish_reason: finish }], ...usageField, ...extra })}\n\n`);
+        res.write(
+          `data: ${JSON.stringify({ ...base, choices: [{ index: 0, text: chunkText, logprobs, finish_reason: finish }], ...usageField, ...extra })}\n\n`,
+        );
       };
       if (request.stream) {
         this.startStream(res);
@@ -690,7 +735,12 @@ export class KeepquantServer {
  * exactly them, else 0: the prefix cache also snapshots there, so other conversations with the same
  * system prompt skip recomputing it.
  */
-function sharedHeadLength(tokenizer: Tokenizer, messages: readonly ChatMessage[], tools: readonly unknown[] | undefined, ids: readonly number[]): number {
+function sharedHeadLength(
+  tokenizer: Tokenizer,
+  messages: readonly ChatMessage[],
+  tools: readonly unknown[] | undefined,
+  ids: readonly number[],
+): number {
   let count = 0;
   while (count < messages.length && messages[count]!.role === "system") count++;
   if (count === 0 || count === messages.length) return 0;

@@ -94,7 +94,11 @@ export async function scriptedToolEngine(options: EngineOptions = {}, script: { 
   const byteLevel = (text: string): string => bytesToByteLevel(new TextEncoder().encode(text));
   const call = `\n${JSON.stringify({ name: SCRIPT.toolName, arguments: SCRIPT.toolArguments })}\n`;
   const extra = [byteLevel(SCRIPT.reasoning), byteLevel(call), byteLevel(script.answer ?? SCRIPT.answer)];
-  const vocab = { ...base, tokens: [...base.tokens, ...extra], tokenTypes: [...Array.from(base.tokenTypes ?? base.tokens.map(() => 1)), 1, 1, 1] };
+  const vocab = {
+    ...base,
+    tokens: [...base.tokens, ...extra],
+    tokenTypes: [...Array.from(base.tokenTypes ?? base.tokens.map(() => 1)), 1, 1, 1],
+  };
   const tokenizer = Tokenizer.fromVocab(vocab);
   const id = (text: string): number => {
     const found = tokenizer.tokenId(text);
@@ -131,7 +135,16 @@ export async function scriptedToolEngine(options: EngineOptions = {}, script: { 
     const [cols, rows] = neOf.get(name)!;
     const values = new Float32Array(rows! * cols!);
     fill?.(values);
-    return { name, type: GgmlType.F32, typeName: "F32", groups: 1, rows: rows!, cols: cols!, rowBytes: cols! * 4, data: new Uint8Array(values.buffer) };
+    return {
+      name,
+      type: GgmlType.F32,
+      typeName: "F32",
+      groups: 1,
+      rows: rows!,
+      cols: cols!,
+      rowBytes: cols! * 4,
+      data: new Uint8Array(values.buffer),
+    };
   };
   /** an f32 vector of the layout's length for `name` */
   const vector = (name: string, value: number): Float32Array => new Float32Array(neOf.get(name)!.reduce((a, b) => a * b, 1)).fill(value);

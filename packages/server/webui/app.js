@@ -89,7 +89,8 @@ async function showModel() {
         const badge = document.createElement("span");
         badge.className = "badge";
         badge.textContent = "synthetic";
-        badge.title = "The embedded demo model: random weights, so its answers are gibberish. Run `keepquant serve model.gguf` for a real model.";
+        badge.title =
+          "The embedded demo model: random weights, so its answers are gibberish. Run `keepquant serve model.gguf` for a real model.";
         ui.model.append(badge);
       }
       ui.model.dataset.ready = "true";
@@ -205,8 +206,7 @@ async function readStream(response, view) {
     const { done, value } = await reader.read();
     if (done) break;
     buffer += decoder.decode(value, { stream: true });
-    let end;
-    while ((end = buffer.indexOf("\n\n")) >= 0) {
+    for (let end = buffer.indexOf("\n\n"); end >= 0; end = buffer.indexOf("\n\n")) {
       const event = buffer.slice(0, end);
       buffer = buffer.slice(end + 2);
       if (!event.startsWith("data: ")) continue;

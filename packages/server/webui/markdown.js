@@ -13,7 +13,8 @@ function el(tag, className, text) {
 }
 
 // Inline spans: `code`, **bold**, *italic* / _italic_, ~~strike~~, [text](url); everything else is text.
-const INLINE = /(`+)([\s\S]*?[^`])\1(?!`)|\*\*([\s\S]+?)\*\*|(?<![\w])__([\s\S]+?)__(?![\w])|~~([\s\S]+?)~~|\*([^*\s][^*]*?)\*|(?<![\w])_([^_\s][^_]*?)_(?![\w])|\[([^\]]+)\]\(([^)\s]+)\)/g;
+const INLINE =
+  /(`+)([\s\S]*?[^`])\1(?!`)|\*\*([\s\S]+?)\*\*|(?<![\w])__([\s\S]+?)__(?![\w])|~~([\s\S]+?)~~|\*([^*\s][^*]*?)\*|(?<![\w])_([^_\s][^_]*?)_(?![\w])|\[([^\]]+)\]\(([^)\s]+)\)/g;
 
 function appendInline(parent, text) {
   let last = 0;
@@ -106,7 +107,8 @@ export function renderMarkdown(text) {
       continue;
     }
     const paragraph = [];
-    while (i < lines.length && lines[i].trim() !== "" && !/^\s*(```|~~~|#{1,6}\s|>|[-*+]\s|\d{1,9}[.)]\s)/.test(lines[i])) paragraph.push(lines[i++]);
+    while (i < lines.length && lines[i].trim() !== "" && !/^\s*(```|~~~|#{1,6}\s|>|[-*+]\s|\d{1,9}[.)]\s)/.test(lines[i]))
+      paragraph.push(lines[i++]);
     if (paragraph.length === 0) paragraph.push(lines[i++]);
     const p = el("p");
     appendLines(p, paragraph);

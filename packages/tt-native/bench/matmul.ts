@@ -80,7 +80,9 @@ log(`# tt-native benchmark`);
 log();
 log(`- machine: ${os.cpus()[0]?.model ?? "unknown"}, ${os.cpus().length} logical CPUs, node ${process.version}`);
 log(`- keepquant: ISA level ${getNativeIsa()} (available: ${status.cpu.isaAvailable?.join(", ")}), ${threads} threads`);
-log(`- oracle: ${oracleReason ? `unavailable (${oracleReason})` : `@node-llama-cpp/linux-x64@${ORACLE_VERSION}, libggml-cpu-${loadGgmlCpuOracle().variant}.so, ${threads} threads`}`);
+log(
+  `- oracle: ${oracleReason ? `unavailable (${oracleReason})` : `@node-llama-cpp/linux-x64@${ORACLE_VERSION}, libggml-cpu-${loadGgmlCpuOracle().variant}.so, ${threads} threads`}`,
+);
 log();
 
 // ------------------------------------------------------------- 1. bandwidth
@@ -94,17 +96,37 @@ log(`${(bandwidth / 1e9).toFixed(1)} GB/s (${threads} threads summing 512 MiB, m
 log();
 
 // ------------------------------------------------------------- 2. matmul
-interface Shape { name: string; n: number; k: number }
+interface Shape {
+  name: string;
+  n: number;
+  k: number;
+}
 // Qwen3.5-0.8B layer shapes, from the gguf package's tensor table (layer 0 is a GDN layer)
 const SHAPES: Shape[] = ["attn_qkv", "ffn_up", "ffn_down", "ssm_out"].map((slot) => {
   const tensor = qwen35SpecLayout(QWEN35_0_8B_SHAPE).tensors.find((t) => t.layer === 0 && t.slot === slot)!;
   return { name: slot, n: tensor.ne[1]!, k: tensor.ne[0]! };
 });
-const typeFilter = process.argv.find((a) => a.startsWith("--types="))?.slice(8).split(",");
+const typeFilter = process.argv
+  .find((a) => a.startsWith("--types="))
+  ?.slice(8)
+  .split(",");
 const ALL_TYPES: GgmlType[] = [
-  GgmlType.Q4_K, GgmlType.Q5_K, GgmlType.Q6_K, GgmlType.Q8_0, GgmlType.Q4_0, GgmlType.Q4_1, GgmlType.Q5_0,
-  GgmlType.Q5_1, GgmlType.Q2_K, GgmlType.Q3_K, GgmlType.IQ4_NL, GgmlType.IQ4_XS, GgmlType.MXFP4, GgmlType.F16,
-  GgmlType.BF16, GgmlType.F32,
+  GgmlType.Q4_K,
+  GgmlType.Q5_K,
+  GgmlType.Q6_K,
+  GgmlType.Q8_0,
+  GgmlType.Q4_0,
+  GgmlType.Q4_1,
+  GgmlType.Q5_0,
+  GgmlType.Q5_1,
+  GgmlType.Q2_K,
+  GgmlType.Q3_K,
+  GgmlType.IQ4_NL,
+  GgmlType.IQ4_XS,
+  GgmlType.MXFP4,
+  GgmlType.F16,
+  GgmlType.BF16,
+  GgmlType.F32,
 ];
 const TYPES = typeFilter ? ALL_TYPES.filter((t) => typeFilter.includes(GGML_TYPE_TRAITS[t].name)) : ALL_TYPES;
 const sectionFilter = process.argv.find((a) => a.startsWith("--only="))?.slice(7);
@@ -122,8 +144,14 @@ function makeWeight(type: GgmlType, n: number, k: number, seed: number): Uint8Ar
 }
 
 interface MatmulRow {
-  type: string; shape: string; n: number; k: number; m: number;
-  oursSeconds: number; ggmlSeconds: number; weightBytes: number;
+  type: string;
+  shape: string;
+  n: number;
+  k: number;
+  m: number;
+  oursSeconds: number;
+  ggmlSeconds: number;
+  weightBytes: number;
 }
 const matmulRows: MatmulRow[] = [];
 const dequantRows: { type: string; rows: number; threads: number; native: number; ts: number }[] = [];
@@ -154,11 +182,12 @@ if (oracleReason) {
         const x = randomFloats(m * k, 3, 1);
         const out = new Float32Array(m * n);
         let next = 0;
-        const ours = timeIt(() => {
-          for (let c = 0; c < copies; c++) {
-            matmulLlama({ type, rows: n, cols: k, data: weights[(next++) % copies]! }, x, m, out);
-          }
-        }) / copies;
+        const ours =
+          timeIt(() => {
+            for (let c = 0; c < copies; c++) {
+              matmulLlama({ type, rows: n, cols: k, data: weights[next++ % copies]! }, x, m, out);
+            }
+          }) / copies;
         const graph = ggml.mulMatGraph(type, weights, n, k, x, m);
         const theirs = timeIt(() => graph.compute(threads)) / copies;
         // sanity: same numerics family (llama.cpp's), so outputs agree closely
@@ -169,7 +198,8 @@ if (oracleReason) {
         for (let i = 0; i < mine.length; i++) maxAbs = Math.max(maxAbs, Math.abs(g0[i]!));
         for (let i = 0; i < mine.length; i++) maxRel = Math.max(maxRel, Math.abs(mine[i]! - g0[i]!) / maxAbs);
         graph.free();
-        if (maxRel > 1e-3) log(`WARNING: ${name} ${shape.name} M=${m}: outputs differ from ggml by ${maxRel.toExponential(2)} (relative to max |y|)`);
+        if (maxRel > 1e-3)
+          log(`WARNING: ${name} ${shape.name} M=${m}: outputs differ from ggml by ${maxRel.toExponential(2)} (relative to max |y|)`);
         const flop = 2 * m * n * k;
         matmulRows.push({ type: name, shape: shape.name, n, k, m, oursSeconds: ours, ggmlSeconds: theirs, weightBytes });
         log(
@@ -196,54 +226,61 @@ if (oracleReason) {
 
 // ------------------------------------------------------------- 3. dequant
 if (runSection("dequant")) {
-log(`## Dequantization: native vs @keepquant/quant (TS)`);
-log();
-log(`Output GB/s (f32 bytes written / time). [256, 1024] stays in cache (kernel speed, 1 thread both sides);`);
-log(`[3584, 1024] streams (native with the pool's ${threads} threads, TS single-threaded).`);
-log();
-log(`| type | rows x K | native threads | native GB/s | TS GB/s | speed-up |`);
-log(`|---|---|---|---|---|---|`);
-for (const type of [GgmlType.Q4_K, GgmlType.Q5_K, GgmlType.Q6_K, GgmlType.Q8_0, GgmlType.Q4_0, GgmlType.IQ4_XS, GgmlType.F16]) {
-  for (const [n, pool] of [[256, 1], [3584, threads]] as const) {
-    const k = 1024;
-    const { blockSize, typeSize } = GGML_TYPE_TRAITS[type];
-    const bytes = new Uint8Array((n * k * typeSize) / blockSize);
-    if (oracleReason) {
-      const fill = randomFloats(bytes.length / 4 + 1, 5, 1);
-      bytes.set(new Uint8Array(fill.buffer).subarray(0, bytes.length));
-    } else bytes.set(makeWeight(type, n, k, 9));
-    const dst = new Float32Array(n * k);
-    setNativeThreads(pool);
-    const native = timeIt(() => nativeDequantizeRows(type, bytes, dst, n));
-    setNativeThreads(threads);
-    const ts = timeIt(() => dequantizeTensor(type, bytes, n * k, dst));
-    dequantRows.push({ type: GGML_TYPE_TRAITS[type].name, rows: n, threads: pool, native, ts });
-    log(`| ${GGML_TYPE_TRAITS[type].name} | ${n} x ${k} | ${pool} | ${((4 * n * k) / native / 1e9).toFixed(2)} | ${((4 * n * k) / ts / 1e9).toFixed(2)} | ${(ts / native).toFixed(1)}x |`);
+  log(`## Dequantization: native vs @keepquant/quant (TS)`);
+  log();
+  log(`Output GB/s (f32 bytes written / time). [256, 1024] stays in cache (kernel speed, 1 thread both sides);`);
+  log(`[3584, 1024] streams (native with the pool's ${threads} threads, TS single-threaded).`);
+  log();
+  log(`| type | rows x K | native threads | native GB/s | TS GB/s | speed-up |`);
+  log(`|---|---|---|---|---|---|`);
+  for (const type of [GgmlType.Q4_K, GgmlType.Q5_K, GgmlType.Q6_K, GgmlType.Q8_0, GgmlType.Q4_0, GgmlType.IQ4_XS, GgmlType.F16]) {
+    for (const [n, pool] of [
+      [256, 1],
+      [3584, threads],
+    ] as const) {
+      const k = 1024;
+      const { blockSize, typeSize } = GGML_TYPE_TRAITS[type];
+      const bytes = new Uint8Array((n * k * typeSize) / blockSize);
+      if (oracleReason) {
+        const fill = randomFloats(bytes.length / 4 + 1, 5, 1);
+        bytes.set(new Uint8Array(fill.buffer).subarray(0, bytes.length));
+      } else bytes.set(makeWeight(type, n, k, 9));
+      const dst = new Float32Array(n * k);
+      setNativeThreads(pool);
+      const native = timeIt(() => nativeDequantizeRows(type, bytes, dst, n));
+      setNativeThreads(threads);
+      const ts = timeIt(() => dequantizeTensor(type, bytes, n * k, dst));
+      dequantRows.push({ type: GGML_TYPE_TRAITS[type].name, rows: n, threads: pool, native, ts });
+      log(
+        `| ${GGML_TYPE_TRAITS[type].name} | ${n} x ${k} | ${pool} | ${((4 * n * k) / native / 1e9).toFixed(2)} | ${((4 * n * k) / ts / 1e9).toFixed(2)} | ${(ts / native).toFixed(1)}x |`,
+      );
+    }
   }
-}
-log();
+  log();
 }
 
 // ------------------------------------------------------------- 4. contract provider
 if (runSection("contract")) {
-log(`## bf16 contract provider (cpu-native) vs TS reference provider, Q4_K [3584, 1024]`);
-log();
-log(`| M | cpu-native GFLOP/s | ts-reference GFLOP/s | speed-up |`);
-log(`|---|---|---|---|`);
-const provider = createNativeProvider();
-for (const m of [1, 16]) {
-  const weight = randomPackedWeight(GgmlType.Q4_K, 1, 3584, 1024, 3);
-  const x = randomFloats(m * 1024, 4, 1);
-  const args = { x, xGroups: 1, m, weight, p: 1 };
-  const native = timeIt(() => provider.matmulBTQuantGrouped(args));
-  const ts = timeIt(() => referenceProvider.matmulBTQuantGrouped(args), 0.3);
-  contractRows.push({ m, native, ts });
-  const flop = 2 * m * 3584 * 1024;
-  log(`| ${m} | ${(flop / native / 1e9).toFixed(2)} | ${(flop / ts / 1e9).toFixed(3)} | ${(ts / native).toFixed(0)}x |`);
-}
-log();
+  log(`## bf16 contract provider (cpu-native) vs TS reference provider, Q4_K [3584, 1024]`);
+  log();
+  log(`| M | cpu-native GFLOP/s | ts-reference GFLOP/s | speed-up |`);
+  log(`|---|---|---|---|`);
+  const provider = createNativeProvider();
+  for (const m of [1, 16]) {
+    const weight = randomPackedWeight(GgmlType.Q4_K, 1, 3584, 1024, 3);
+    const x = randomFloats(m * 1024, 4, 1);
+    const args = { x, xGroups: 1, m, weight, p: 1 };
+    const native = timeIt(() => provider.matmulBTQuantGrouped(args));
+    const ts = timeIt(() => referenceProvider.matmulBTQuantGrouped(args), 0.3);
+    contractRows.push({ m, native, ts });
+    const flop = 2 * m * 3584 * 1024;
+    log(`| ${m} | ${(flop / native / 1e9).toFixed(2)} | ${(flop / ts / 1e9).toFixed(3)} | ${(ts / native).toFixed(0)}x |`);
+  }
+  log();
 }
 
 if (json) {
-  console.log(JSON.stringify({ bandwidth, threads, isa: getNativeIsa(), matmul: matmulRows, dequant: dequantRows, contract: contractRows }, null, 2));
+  console.log(
+    JSON.stringify({ bandwidth, threads, isa: getNativeIsa(), matmul: matmulRows, dequant: dequantRows, contract: contractRows }, null, 2),
+  );
 }

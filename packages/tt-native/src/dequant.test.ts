@@ -84,9 +84,7 @@ describe("native dequantization", () => {
   });
 
   it("refuses types it cannot decode and shapes that are not whole blocks", () => {
-    expect(() => nativeDequantizeRow(GgmlType.IQ2_XXS, new Uint8Array(66), new Float32Array(256))).toThrow(
-      UnsupportedGgmlTypeError,
-    );
+    expect(() => nativeDequantizeRow(GgmlType.IQ2_XXS, new Uint8Array(66), new Float32Array(256))).toThrow(UnsupportedGgmlTypeError);
     expect(() => nativeDequantizeRow(GgmlType.Q4_K, new Uint8Array(144), new Float32Array(200))).toThrow(
       /200 is not a whole number of Q4_K blocks/,
     );

@@ -130,11 +130,25 @@ export function getNativeThreads(): number {
 
 // ---------------------------------------------------------------- dequantization
 
-
 const NATIVE_DEQUANT_CANDIDATES: readonly GgmlType[] = [
-  GgmlType.F32, GgmlType.F16, GgmlType.BF16, GgmlType.Q4_0, GgmlType.Q4_1, GgmlType.Q5_0, GgmlType.Q5_1,
-  GgmlType.Q8_0, GgmlType.Q8_1, GgmlType.Q2_K, GgmlType.Q3_K, GgmlType.Q4_K, GgmlType.Q5_K, GgmlType.Q6_K,
-  GgmlType.Q8_K, GgmlType.IQ4_NL, GgmlType.IQ4_XS, GgmlType.MXFP4,
+  GgmlType.F32,
+  GgmlType.F16,
+  GgmlType.BF16,
+  GgmlType.Q4_0,
+  GgmlType.Q4_1,
+  GgmlType.Q5_0,
+  GgmlType.Q5_1,
+  GgmlType.Q8_0,
+  GgmlType.Q8_1,
+  GgmlType.Q2_K,
+  GgmlType.Q3_K,
+  GgmlType.Q4_K,
+  GgmlType.Q5_K,
+  GgmlType.Q6_K,
+  GgmlType.Q8_K,
+  GgmlType.IQ4_NL,
+  GgmlType.IQ4_XS,
+  GgmlType.MXFP4,
 ];
 
 /** Types the native dequantizer decodes (bit-exact with ggml and @keepquant/quant). */
@@ -143,7 +157,11 @@ export const NATIVE_DEQUANTIZE_TYPES: readonly GgmlType[] = NATIVE_DEQUANT_CANDI
 function rowBytesOf(type: GgmlType, cols: number, operation: string, argument: string): number {
   const { blockSize, typeSize } = GGML_TYPE_TRAITS[type];
   if (!Number.isSafeInteger(cols) || cols < 1 || cols % blockSize !== 0) {
-    throw new QuantArgumentError(operation, argument, `${cols} is not a whole number of ${ggmlTypeLabel(type)} blocks (${blockSize} per block)`);
+    throw new QuantArgumentError(
+      operation,
+      argument,
+      `${cols} is not a whole number of ${ggmlTypeLabel(type)} blocks (${blockSize} per block)`,
+    );
   }
   return (cols / blockSize) * typeSize;
 }
@@ -161,7 +179,8 @@ export function nativeDequantizeRows(
 ): Float32Array {
   const op = "nativeDequantizeRows";
   const addon = requireAddon(op);
-  if (!addon.dequantSupported(type)) throw new UnsupportedGgmlTypeError(ggmlTypeLabel(type), op, NATIVE_DEQUANTIZE_TYPES.map(ggmlTypeLabel));
+  if (!addon.dequantSupported(type))
+    throw new UnsupportedGgmlTypeError(ggmlTypeLabel(type), op, NATIVE_DEQUANTIZE_TYPES.map(ggmlTypeLabel));
   if (!Number.isSafeInteger(rows) || rows < 1 || dst.length % rows !== 0) {
     throw new QuantArgumentError(op, "rows", `${rows} does not divide dst.length ${dst.length}`);
   }
@@ -191,9 +210,22 @@ export interface NativeLlamaWeight {
 
 /** Weight types matmulLlama accepts. */
 export const NATIVE_LLAMA_TYPES: readonly GgmlType[] = [
-  GgmlType.F32, GgmlType.F16, GgmlType.BF16, GgmlType.Q4_0, GgmlType.Q4_1, GgmlType.Q5_0, GgmlType.Q5_1,
-  GgmlType.Q8_0, GgmlType.Q2_K, GgmlType.Q3_K, GgmlType.Q4_K, GgmlType.Q5_K, GgmlType.Q6_K, GgmlType.IQ4_NL,
-  GgmlType.IQ4_XS, GgmlType.MXFP4,
+  GgmlType.F32,
+  GgmlType.F16,
+  GgmlType.BF16,
+  GgmlType.Q4_0,
+  GgmlType.Q4_1,
+  GgmlType.Q5_0,
+  GgmlType.Q5_1,
+  GgmlType.Q8_0,
+  GgmlType.Q2_K,
+  GgmlType.Q3_K,
+  GgmlType.Q4_K,
+  GgmlType.Q5_K,
+  GgmlType.Q6_K,
+  GgmlType.IQ4_NL,
+  GgmlType.IQ4_XS,
+  GgmlType.MXFP4,
 ];
 
 function checkLlama(op: string, addon: NativeAddon, weight: NativeLlamaWeight, x: Float32Array, m: number, out?: Float32Array) {
@@ -230,12 +262,7 @@ export function matmulLlama(weight: NativeLlamaWeight, x: Float32Array, m: numbe
 }
 
 /** matmulLlama on a libuv worker thread: the event loop keeps running. Do not touch x/out until it settles. */
-export async function matmulLlamaAsync(
-  weight: NativeLlamaWeight,
-  x: Float32Array,
-  m: number,
-  out?: Float32Array,
-): Promise<Float32Array> {
+export async function matmulLlamaAsync(weight: NativeLlamaWeight, x: Float32Array, m: number, out?: Float32Array): Promise<Float32Array> {
   const op = "matmulLlamaAsync";
   const addon = requireAddon(op);
   const y = checkLlama(op, addon, weight, x, m, out);
@@ -274,12 +301,24 @@ export interface NativeMatmulProvider extends MatmulProvider {
 export type NativeKeepQuantProvider = NativeMatmulProvider & KeepQuantProvider;
 
 type Bf16Call = (
-  type: GgmlType, weight: Uint8Array, k: number, rowStart: number, rowCount: number,
-  x: Float32Array, m: number, y: Float32Array, ldy: number, yOffset: number,
+  type: GgmlType,
+  weight: Uint8Array,
+  k: number,
+  rowStart: number,
+  rowCount: number,
+  x: Float32Array,
+  m: number,
+  y: Float32Array,
+  ldy: number,
+  yOffset: number,
 ) => unknown;
 
 /** Plans the contract call and issues one native call per (output p, chunk). */
-function planCalls(args: MatmulBTQuantGroupedArgs, options: NativeProviderOptions, call: Bf16Call): { out: Float32Array; pending: unknown[] } {
+function planCalls(
+  args: MatmulBTQuantGroupedArgs,
+  options: NativeProviderOptions,
+  call: Bf16Call,
+): { out: Float32Array; pending: unknown[] } {
   const shape = checkMatmulBTQuantGroupedArgs(args);
   const { n, k, m, p, pa, groupBytes, groupOf } = shape;
   const out = args.out ?? new Float32Array(p * m * n);
@@ -356,7 +395,8 @@ export function createNativeLlamaProvider(options: NativeLlamaProviderOptions = 
   const checked = (args: MatmulBTQuantGroupedArgs): { addon: NativeAddon; shape: ReturnType<typeof checkGroupedMatmulShape> } => {
     const shape = checkGroupedMatmulShape(args, op);
     const addon = requireAddon(op);
-    if (addon.vecDotType(args.weight.type) < 0) throw new UnsupportedGgmlTypeError(ggmlTypeLabel(args.weight.type), op, NATIVE_LLAMA_TYPES.map(ggmlTypeLabel));
+    if (addon.vecDotType(args.weight.type) < 0)
+      throw new UnsupportedGgmlTypeError(ggmlTypeLabel(args.weight.type), op, NATIVE_LLAMA_TYPES.map(ggmlTypeLabel));
     return { addon, shape };
   };
   return {
@@ -417,7 +457,8 @@ export function mapFile(path: string, options: { populate?: boolean } = {}): Arr
 
 /** Zeroed native memory of `bytes` bytes (pages resident when first touched), freed on collection. */
 export function allocNativeBuffer(bytes: number): ArrayBuffer {
-  if (!Number.isSafeInteger(bytes) || bytes < 1) throw new NativeArgumentError("allocNativeBuffer", "bytes", `expected a positive integer, got ${bytes}`);
+  if (!Number.isSafeInteger(bytes) || bytes < 1)
+    throw new NativeArgumentError("allocNativeBuffer", "bytes", `expected a positive integer, got ${bytes}`);
   return requireAddon("allocNativeBuffer").allocBuffer(bytes);
 }
 
@@ -447,8 +488,10 @@ export function measureReadBandwidth(options: { bytes?: number; passes?: number 
   const addon = requireAddon(op);
   const bytes = options.bytes ?? 512 * 2 ** 20;
   const passes = options.passes ?? 7;
-  if (!Number.isSafeInteger(bytes) || bytes < 2 ** 20) throw new NativeArgumentError(op, "bytes", `expected an integer >= 1 MiB, got ${bytes}`);
-  if (!Number.isSafeInteger(passes) || passes < 1 || passes > 1000) throw new NativeArgumentError(op, "passes", `expected an integer in [1, 1000], got ${passes}`);
+  if (!Number.isSafeInteger(bytes) || bytes < 2 ** 20)
+    throw new NativeArgumentError(op, "bytes", `expected an integer >= 1 MiB, got ${bytes}`);
+  if (!Number.isSafeInteger(passes) || passes < 1 || passes > 1000)
+    throw new NativeArgumentError(op, "passes", `expected an integer in [1, 1000], got ${passes}`);
   const buffer = new Uint8Array(addon.allocBuffer(bytes));
   buffer.fill(0x5a);
   addon.sumWords(buffer); // warm-up (page tables, frequency)

@@ -69,9 +69,22 @@ function makeWeight(type: GgmlType, n: number, k: number, seed: number): NativeL
  * bit: same integer lanes, same f32 operation order, and FMA where ggml's compiler contracts.
  */
 const HASWELL_EXACT: readonly GgmlType[] = [
-  GgmlType.Q4_0, GgmlType.Q4_1, GgmlType.Q5_0, GgmlType.Q5_1, GgmlType.Q8_0, GgmlType.Q4_K, GgmlType.Q5_K,
-  GgmlType.Q6_K, GgmlType.IQ4_NL, GgmlType.IQ4_XS, GgmlType.MXFP4, GgmlType.F32, GgmlType.F16, GgmlType.BF16,
-  GgmlType.Q2_K, GgmlType.Q3_K,
+  GgmlType.Q4_0,
+  GgmlType.Q4_1,
+  GgmlType.Q5_0,
+  GgmlType.Q5_1,
+  GgmlType.Q8_0,
+  GgmlType.Q4_K,
+  GgmlType.Q5_K,
+  GgmlType.Q6_K,
+  GgmlType.IQ4_NL,
+  GgmlType.IQ4_XS,
+  GgmlType.MXFP4,
+  GgmlType.F32,
+  GgmlType.F16,
+  GgmlType.BF16,
+  GgmlType.Q2_K,
+  GgmlType.Q3_K,
 ];
 
 const N = 37;
@@ -86,7 +99,11 @@ describe.skipIf(ORACLE_REASON)("activation quantizers (vec_dot_type) are byte-ex
   const x = randomFloats(4 * 256, 3, 2);
   x.fill(0, 256, 512); // an all-zero block
   x[600] = 1e-30; // tiny
-  for (const [act, name] of [[GgmlType.Q8_K, "q8_K"], [GgmlType.Q8_0, "q8_0"], [GgmlType.Q8_1, "q8_1"]] as const) {
+  for (const [act, name] of [
+    [GgmlType.Q8_K, "q8_K"],
+    [GgmlType.Q8_0, "q8_0"],
+    [GgmlType.Q8_1, "q8_1"],
+  ] as const) {
     it(`${name}: native = TS reference = ggml quantize_row_${name}_ref`, () => {
       const bytes = (x.length / GGML_TYPE_TRAITS[act].blockSize) * GGML_TYPE_TRAITS[act].typeSize;
       const native = new Uint8Array(bytes);
@@ -184,25 +201,25 @@ describe.skipIf(ORACLE_REASON)("matmulLlama", () => {
   it.skipIf(oddBlockSkip !== undefined)(
     `odd block counts (K = 800) stay bit-identical to ggml's haswell kernels for the block-32 types${oddBlockSkip ? ` (skipped: ${oddBlockSkip})` : ""}`,
     () => {
-    const ggml = loadGgmlCpuOracle();
-    const oracle = loadGgmlOracle();
-    setNativeIsa("best");
-    const k = 800;
-    const xs = randomFloats(2 * k, 31);
-    for (const type of [GgmlType.Q4_0, GgmlType.Q5_0, GgmlType.Q8_0, GgmlType.IQ4_NL, GgmlType.MXFP4, GgmlType.Q4_1, GgmlType.Q5_1]) {
-      const weight = makeWeight(type, 11, k, 500 + type);
-      const y = matmulLlama(weight, xs, 2);
-      const act = llamaVecDotType(type);
-      const rowBytes = (k / 32) * GGML_TYPE_TRAITS[type].typeSize;
-      for (let mi = 0; mi < 2; mi++) {
-        const a = new Uint8Array((k / 32) * GGML_TYPE_TRAITS[act].typeSize);
-        oracle.quantizeRowRef(oracle.typeName(act), xs.subarray(mi * k, (mi + 1) * k), a);
-        for (let r = 0; r < 11; r++) {
-          const g = ggml.vecDot(type, k, weight.data.subarray(r * rowBytes, (r + 1) * rowBytes), a);
-          expect(Object.is(y[mi * 11 + r], g), `${GGML_TYPE_TRAITS[type].name} m=${mi} r=${r}: ${y[mi * 11 + r]} vs ${g}`).toBe(true);
+      const ggml = loadGgmlCpuOracle();
+      const oracle = loadGgmlOracle();
+      setNativeIsa("best");
+      const k = 800;
+      const xs = randomFloats(2 * k, 31);
+      for (const type of [GgmlType.Q4_0, GgmlType.Q5_0, GgmlType.Q8_0, GgmlType.IQ4_NL, GgmlType.MXFP4, GgmlType.Q4_1, GgmlType.Q5_1]) {
+        const weight = makeWeight(type, 11, k, 500 + type);
+        const y = matmulLlama(weight, xs, 2);
+        const act = llamaVecDotType(type);
+        const rowBytes = (k / 32) * GGML_TYPE_TRAITS[type].typeSize;
+        for (let mi = 0; mi < 2; mi++) {
+          const a = new Uint8Array((k / 32) * GGML_TYPE_TRAITS[act].typeSize);
+          oracle.quantizeRowRef(oracle.typeName(act), xs.subarray(mi * k, (mi + 1) * k), a);
+          for (let r = 0; r < 11; r++) {
+            const g = ggml.vecDot(type, k, weight.data.subarray(r * rowBytes, (r + 1) * rowBytes), a);
+            expect(Object.is(y[mi * 11 + r], g), `${GGML_TYPE_TRAITS[type].name} m=${mi} r=${r}: ${y[mi * 11 + r]} vs ${g}`).toBe(true);
+          }
         }
       }
-    }
     },
   );
 

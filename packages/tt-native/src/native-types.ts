@@ -144,22 +144,36 @@ export interface NativeAddon {
   quantizeActivations(actType: GgmlType, x: Float32Array, dst: ByteView, rows: number): void;
   /** y[M, N] = llama.cpp numerics of W[N, K] x x[M, K] */
   matmulLlama(type: GgmlType, weight: ByteView, n: number, k: number, x: Float32Array, m: number, y: Float32Array): void;
-  matmulLlamaAsync(
-    type: GgmlType, weight: ByteView, n: number, k: number, x: Float32Array, m: number, y: Float32Array,
-  ): Promise<void>;
+  matmulLlamaAsync(type: GgmlType, weight: ByteView, n: number, k: number, x: Float32Array, m: number, y: Float32Array): Promise<void>;
   /**
    * Contract numerics (decode -> bf16 RNE once -> f32): rows [rowStart, rowStart + rowCount) of
    * W (K columns) against x[M, K]; y[mi * ldy + yOffset + r] for r in [0, rowCount).
    */
   matmulBf16(
-    type: GgmlType, weight: ByteView, k: number, rowStart: number, rowCount: number,
-    x: Float32Array, m: number, y: Float32Array, ldy: number, yOffset: number,
+    type: GgmlType,
+    weight: ByteView,
+    k: number,
+    rowStart: number,
+    rowCount: number,
+    x: Float32Array,
+    m: number,
+    y: Float32Array,
+    ldy: number,
+    yOffset: number,
   ): void;
   /** wrapping sum of the buffer's 8-byte words, read once across the pool (bandwidth probe) */
   sumWords(buffer: ByteView): bigint;
   matmulBf16Async(
-    type: GgmlType, weight: ByteView, k: number, rowStart: number, rowCount: number,
-    x: Float32Array, m: number, y: Float32Array, ldy: number, yOffset: number,
+    type: GgmlType,
+    weight: ByteView,
+    k: number,
+    rowStart: number,
+    rowCount: number,
+    x: Float32Array,
+    m: number,
+    y: Float32Array,
+    ldy: number,
+    yOffset: number,
   ): Promise<void>;
   NativeModel: new (spec: NativeModelSpec) => NativeModelHandle;
   /** The file mapped copy-on-write as one external ArrayBuffer; `populate` faults every page in now. */

@@ -70,8 +70,7 @@ describe("cpu-native KeepQuantProvider (bf16 contract)", () => {
     const provider = createNativeProvider();
     const weight = { type: GgmlType.Q4_0, groups: 1, rows: 2, cols: 32, data: new Uint8Array(36) };
     const args: MatmulBTQuantGroupedArgs = { x: new Float32Array(32), xGroups: 1, m: 1, weight, p: 1 };
-    const message =
-      "no kernel for op MatmulBTQuantGrouped: Q4_0 is not a registered encoding (registered: Q4_K, Q5_K, Q6_K, Q8_0)";
+    const message = "no kernel for op MatmulBTQuantGrouped: Q4_0 is not a registered encoding (registered: Q4_K, Q5_K, Q6_K, Q8_0)";
     expect(() => provider.matmulBTQuantGrouped(args)).toThrow(UnregisteredEncodingError);
     expect(() => provider.matmulBTQuantGrouped(args)).toThrow(message);
     expect(() => referenceProvider.matmulBTQuantGrouped(args)).toThrow(message);
@@ -197,7 +196,13 @@ describe("slice decode legs (native decode = quant decodeSlice, bit for bit)", (
       const k = 512;
       const weight = randomPackedWeight(type, 3, 21, k, 40 + type);
       const rowBytes = (k / GGML_TYPE_TRAITS[type].blockSize) * GGML_TYPE_TRAITS[type].typeSize;
-      for (const [g, r0, r1] of [[0, 0, 21], [1, 0, 7], [1, 7, 14], [2, 14, 21], [2, 20, 21]] as const) {
+      for (const [g, r0, r1] of [
+        [0, 0, 21],
+        [1, 0, 7],
+        [1, 7, 14],
+        [2, 14, 21],
+        [2, 20, 21],
+      ] as const) {
         const ts = decodeSlice(weight, g, r0, r1, new Float32Array((r1 - r0) * k));
         const bytes = weight.data.subarray((g * 21 + r0) * rowBytes, (g * 21 + r1) * rowBytes);
         const native = nativeDequantizeRows(type, bytes, new Float32Array((r1 - r0) * k), r1 - r0);

@@ -48,7 +48,10 @@ function readPins(): Pins {
 }
 
 /** Paths of the real-shape files, generated when missing; `log` gets one line per slow step. */
-export async function ensureRealShape(types: readonly RealShapeType[], log: (line: string) => void = () => {}): Promise<Record<RealShapeType, string>> {
+export async function ensureRealShape(
+  types: readonly RealShapeType[],
+  log: (line: string) => void = () => {},
+): Promise<Record<RealShapeType, string>> {
   fs.mkdirSync(CACHE, { recursive: true });
   const pins = readPins();
   const recipe = `writeSynthesizedQwen35(QWEN35_0_8B_SHAPE) -> llama_model_quantize (@node-llama-cpp/linux-x64@3.22.1)`;
@@ -74,7 +77,9 @@ export async function ensureRealShape(types: readonly RealShapeType[], log: (lin
     const digest = sha256(temporary);
     if (pin && pin.sha256 !== digest) {
       fs.rmSync(temporary, { force: true });
-      throw new Error(`${type}: the regenerated file's sha256 ${digest} differs from the pinned ${pin.sha256} (real-shape.json): the recipe or the quantizer changed`);
+      throw new Error(
+        `${type}: the regenerated file's sha256 ${digest} differs from the pinned ${pin.sha256} (real-shape.json): the recipe or the quantizer changed`,
+      );
     }
     fs.renameSync(temporary, file);
     if (!pin) {

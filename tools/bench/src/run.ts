@@ -47,7 +47,9 @@ function runWorker(engine: string, file: string, options: WorkerOptions): Worker
   });
   const line = result.stdout.trim().split("\n").at(-1) ?? "";
   if (result.status !== 0 || !line.startsWith("{")) {
-    throw new Error(`${engine} on ${path.basename(file)} failed (exit ${result.status}): ${result.stderr.trim().split("\n").slice(-5).join(" | ")}`);
+    throw new Error(
+      `${engine} on ${path.basename(file)} failed (exit ${result.status}): ${result.stderr.trim().split("\n").slice(-5).join(" | ")}`,
+    );
   }
   return JSON.parse(line) as WorkerResult;
 }
@@ -88,7 +90,11 @@ function summarize(runs: WorkerResult[]): Summary {
 const log = (line: string) => console.error(`[bench] ${line}`);
 const files = await ensureRealShape(types, log);
 const cpu = os.cpus()[0]?.model ?? "unknown CPU";
-const flags = fs.readFileSync("/proc/cpuinfo", "utf8").match(/^flags\s*:\s*(.*)$/m)?.[1]?.split(/\s+/) ?? [];
+const flags =
+  fs
+    .readFileSync("/proc/cpuinfo", "utf8")
+    .match(/^flags\s*:\s*(.*)$/m)?.[1]
+    ?.split(/\s+/) ?? [];
 const isa = flags.includes("avx512_vnni") ? "AVX-512 VNNI" : flags.includes("avx2") ? "AVX2" : "baseline";
 const requireHere = createRequire(import.meta.url);
 /** A dependency's version from its package.json (found upward from its entry point: some export only "."). */
@@ -108,14 +114,25 @@ const packageVersion = (name: string): string => {
     return "?";
   }
 };
-const versions = { node: process.version, "node-llama-cpp": packageVersion("node-llama-cpp"), "@node-llama-cpp/linux-x64": packageVersion("@node-llama-cpp/linux-x64") };
+const versions = {
+  node: process.version,
+  "node-llama-cpp": packageVersion("node-llama-cpp"),
+  "@node-llama-cpp/linux-x64": packageVersion("@node-llama-cpp/linux-x64"),
+};
 
 const results: Record<string, Record<EngineName, Summary>> = {};
 const bandwidths: number[] = [];
 for (const type of types) {
   const file = files[type];
   const vocab = ((await readGguf(file)).metadata.get("tokenizer.ggml.tokens")?.value as ArrayLike<unknown> | undefined)?.length ?? 0;
-  const options: WorkerOptions = { threads, prompt: promptTokens, gen: genTokens, context: Math.max(2048, seqs * (promptTokens + genTokens + 16)), seqs, vocab };
+  const options: WorkerOptions = {
+    threads,
+    prompt: promptTokens,
+    gen: genTokens,
+    context: Math.max(2048, seqs * (promptTokens + genTokens + 16)),
+    seqs,
+    vocab,
+  };
   const runs: Record<EngineName, WorkerResult[]> = { keepquant: [], "node-llama-cpp": [], "llama.cpp": [] };
   for (let r = 0; r < repeat; r++) {
     // alternate the order too, so no engine always runs first after the previous one's exit
@@ -124,8 +141,10 @@ for (const type of types) {
       log(`${type} repeat ${r + 1}/${repeat}: ${engine}`);
       const result = runWorker(engine, file, options);
       runs[engine].push(result);
-      log(`  load ${result.loadMs.toFixed(0)} ms, prefill ${result.prefillTokensPerSecond.toFixed(1)} tok/s, decode ${result.decodeTokensPerSecond.toFixed(1)} tok/s` +
-        `${result.aggregateTokensPerSecond ? `, ${seqs} seqs ${result.aggregateTokensPerSecond.toFixed(1)} tok/s` : ""}, peak RSS ${(result.peakRssBytes / 2 ** 20).toFixed(0)} MiB`);
+      log(
+        `  load ${result.loadMs.toFixed(0)} ms, prefill ${result.prefillTokensPerSecond.toFixed(1)} tok/s, decode ${result.decodeTokensPerSecond.toFixed(1)} tok/s` +
+          `${result.aggregateTokensPerSecond ? `, ${seqs} seqs ${result.aggregateTokensPerSecond.toFixed(1)} tok/s` : ""}, peak RSS ${(result.peakRssBytes / 2 ** 20).toFixed(0)} MiB`,
+      );
     }
     bandwidths.push(runWorker("bandwidth", file, options).bandwidthBytesPerSecond!);
   }
@@ -135,14 +154,18 @@ const bandwidth = median(bandwidths);
 
 // ------------------------------------------------------------------ report
 const fmt = (v: number | undefined, digits = 1) => (v === undefined ? "-" : v.toFixed(digits));
-const ratio = (a: number | undefined, b: number | undefined) => (a === undefined || b === undefined ? "-" : `${(a / b).toFixed(2)}x`);
 const lines: string[] = [];
-lines.push("| file | engine | load (ms) | prefill tok/s | time to first token (ms) | decode tok/s | " + `${seqs} seqs aggregate tok/s | peak RSS (MiB) |`);
+lines.push(
+  "| file | engine | load (ms) | prefill tok/s | time to first token (ms) | decode tok/s | " +
+    `${seqs} seqs aggregate tok/s | peak RSS (MiB) |`,
+);
 lines.push("|---|---|---:|---:|---:|---:|---:|---:|");
 for (const [type, byEngine] of Object.entries(results)) {
   for (const engine of ENGINES) {
     const s = byEngine[engine];
-    lines.push(`| ${type} | ${engine} | ${fmt(s.loadMs, 0)} | ${fmt(s.prefill)} | ${fmt(s.ttft, 0)} | ${fmt(s.decode)} | ${fmt(s.aggregate)} | ${fmt(s.rss / 2 ** 20, 0)} |`);
+    lines.push(
+      `| ${type} | ${engine} | ${fmt(s.loadMs, 0)} | ${fmt(s.prefill)} | ${fmt(s.ttft, 0)} | ${fmt(s.decode)} | ${fmt(s.aggregate)} | ${fmt(s.rss / 2 ** 20, 0)} |`,
+    );
   }
 }
 
@@ -159,9 +182,17 @@ for (const [type, byEngine] of Object.entries(results)) {
     ["prefill (128-token prompt) >= 1.2x node-llama-cpp", ours.prefill / nlc.prefill, (v) => v >= 1.2, (v) => `${v.toFixed(2)}x`],
     ["peak RSS <= 1.1x node-llama-cpp", ours.rss / nlc.rss, (v) => v <= 1.1, (v) => `${v.toFixed(2)}x`],
     ["load-to-ready <= node-llama-cpp", ours.loadMs / nlc.loadMs, (v) => v <= 1, (v) => `${v.toFixed(2)}x`],
-    [`${seqs} concurrent sequences >= 3x one sequence`, ours.aggregate !== undefined ? ours.aggregate / ours.decode : undefined, (v) => v >= 3, (v) => `${v.toFixed(2)}x`],
+    [
+      `${seqs} concurrent sequences >= 3x one sequence`,
+      ours.aggregate !== undefined ? ours.aggregate / ours.decode : undefined,
+      (v) => v >= 3,
+      (v) => `${v.toFixed(2)}x`,
+    ],
   ];
-  for (const [what, value, met, show] of rows) targets.push(`| ${type} | ${what} | ${value === undefined ? "-" : show(value)} | ${value === undefined ? "not measured" : met(value) ? "yes" : "**no**"} |`);
+  for (const [what, value, met, show] of rows)
+    targets.push(
+      `| ${type} | ${what} | ${value === undefined ? "-" : show(value)} | ${value === undefined ? "not measured" : met(value) ? "yes" : "**no**"} |`,
+    );
 }
 
 const chartFile = path.join(REPO_ROOT, "docs", "benchmarks", "engine-speed.svg");
@@ -178,7 +209,9 @@ const report = [
   `### Run of ${when} UTC`,
   "",
   `Machine: ${cpu} (${isa}), ${os.cpus().length} logical CPUs, ${(os.totalmem() / 2 ** 30).toFixed(0)} GiB, load average before the run ${os.loadavg()[0]!.toFixed(1)}; ` +
-    `memory read bandwidth ${(bandwidth / 1e9).toFixed(1)} GB/s (${threads} threads, median). Versions: ${Object.entries(versions).map(([k, v]) => `${k} ${v}`).join(", ")}.`,
+    `memory read bandwidth ${(bandwidth / 1e9).toFixed(1)} GB/s (${threads} threads, median). Versions: ${Object.entries(versions)
+      .map(([k, v]) => `${k} ${v}`)
+      .join(", ")}.`,
   "",
   ...lines,
   "",

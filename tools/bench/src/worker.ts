@@ -49,7 +49,11 @@ function aggregate(stamps: number[][]): number {
 }
 
 /** From token timestamps of one generation started at `start`: TTFT and decode rate. */
-function rates(start: number, times: number[], promptTokens: number): Pick<WorkerResult, "prefillTokensPerSecond" | "timeToFirstTokenMs" | "decodeTokensPerSecond"> {
+function rates(
+  start: number,
+  times: number[],
+  promptTokens: number,
+): Pick<WorkerResult, "prefillTokensPerSecond" | "timeToFirstTokenMs" | "decodeTokensPerSecond"> {
   const ttft = times[0]! - start;
   const decodeMs = times.at(-1)! - times[0]!;
   return {
@@ -62,12 +66,18 @@ function rates(start: number, times: number[], promptTokens: number): Pick<Worke
 async function keepquant(file: string, o: WorkerOptions): Promise<WorkerResult> {
   const { Engine } = await import("@keepquant/engine");
   const t0 = performance.now();
-  const engine = await Engine.load(file, { threads: o.threads, kvCacheTokens: o.context, maxSequences: Math.max(1, o.seqs), maxBatchTokens: 512 });
+  const engine = await Engine.load(file, {
+    threads: o.threads,
+    kvCacheTokens: o.context,
+    maxSequences: Math.max(1, o.seqs),
+    maxBatchTokens: 512,
+  });
   const loadMs = performance.now() - t0;
   const vocab = engine.weights.vocab;
   const run = async (ids: number[], maxTokens: number): Promise<number[]> => {
     const times: number[] = [];
-    for await (const event of engine.generate(ids, { maxTokens, temperature: 0, ignoreEog: true })) if (event.type === "token") times.push(performance.now());
+    for await (const event of engine.generate(ids, { maxTokens, temperature: 0, ignoreEog: true }))
+      if (event.type === "token") times.push(performance.now());
     return times;
   };
   await run(prompt(8, vocab, 99), 4); // warm-up
@@ -115,7 +125,13 @@ async function nodeLlamaCpp(file: string, o: WorkerOptions): Promise<WorkerResul
   await sequence.clearHistory();
   const start = performance.now();
   const times = await run(sequence, prompt(o.prompt, vocab), o.gen);
-  const result: WorkerResult = { engine: "node-llama-cpp", loadMs, ...rates(start, times, o.prompt), peakRssBytes: 0, detail: `node-llama-cpp ${llama.buildType} build, ${llama.cpuMathCores} math cores` };
+  const result: WorkerResult = {
+    engine: "node-llama-cpp",
+    loadMs,
+    ...rates(start, times, o.prompt),
+    peakRssBytes: 0,
+    detail: `node-llama-cpp ${llama.buildType} build, ${llama.cpuMathCores} math cores`,
+  };
   sequence.dispose();
   if (o.seqs > 1) {
     await context.dispose();
@@ -189,11 +205,15 @@ async function bandwidth(o: WorkerOptions): Promise<WorkerResult> {
 const [engine, file, json] = process.argv.slice(2);
 const options = JSON.parse(json ?? "{}") as WorkerOptions;
 const work =
-  engine === "keepquant" ? keepquant(file!, options)
-  : engine === "node-llama-cpp" ? nodeLlamaCpp(file!, options)
-  : engine === "llama.cpp" ? rawLlamaCpp(file!, options)
-  : engine === "bandwidth" ? bandwidth(options)
-  : Promise.reject(new Error(`unknown engine ${engine}`));
+  engine === "keepquant"
+    ? keepquant(file!, options)
+    : engine === "node-llama-cpp"
+      ? nodeLlamaCpp(file!, options)
+      : engine === "llama.cpp"
+        ? rawLlamaCpp(file!, options)
+        : engine === "bandwidth"
+          ? bandwidth(options)
+          : Promise.reject(new Error(`unknown engine ${engine}`));
 work.then(
   (result) => {
     process.stdout.write(`${JSON.stringify(result)}\n`);

@@ -68,7 +68,10 @@ describe.skipIf(reason !== undefined)("ggml CPU kernels of the pinned variant", 
     const swiglu = cpu.swiglu(x, g);
     for (let i = 0; i < x.length; i += 97) expect(swiglu[i]).toBeCloseTo(silu[i]! * g[i]!, 5);
     const { y, sum } = cpu.softMax(x, 8);
-    expect(sum).toBeCloseTo(y.reduce((s, v) => s + v, 0), 3);
+    expect(sum).toBeCloseTo(
+      y.reduce((s, v) => s + v, 0),
+      3,
+    );
     expect(y[10]).toBeCloseTo(Math.exp(x[10]! - 8), 6);
   });
 });

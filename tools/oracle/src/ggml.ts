@@ -11,9 +11,7 @@ const require = createRequire(import.meta.url);
 
 export const ORACLE_PACKAGE = "@node-llama-cpp/linux-x64";
 export const ORACLE_VERSION: string = (
-  JSON.parse(
-    fs.readFileSync(path.join(path.dirname(require.resolve(ORACLE_PACKAGE)), "..", "package.json"), "utf8"),
-  ) as { version: string }
+  JSON.parse(fs.readFileSync(path.join(path.dirname(require.resolve(ORACLE_PACKAGE)), "..", "package.json"), "utf8")) as { version: string }
 ).version;
 
 /** Folder holding libggml-base.so, libllama.v0.5.0.so, ... */

@@ -3,7 +3,17 @@ import koffi from "koffi";
 import fs from "node:fs";
 import path from "node:path";
 import { oracleLibDir } from "./ggml.js";
-import { GGML_TYPE_F16, LLAMA_FTYPE, LLAMA_LIBRARY, LLAMA_STRUCT_SIZES, ORACLE_CPU_VARIANT, llamaUnavailableReason, loadLlamaOracle, runOracle, argmax } from "./llama.js";
+import {
+  GGML_TYPE_F16,
+  LLAMA_FTYPE,
+  LLAMA_LIBRARY,
+  LLAMA_STRUCT_SIZES,
+  ORACLE_CPU_VARIANT,
+  llamaUnavailableReason,
+  loadLlamaOracle,
+  runOracle,
+  argmax,
+} from "./llama.js";
 
 const reason = llamaUnavailableReason();
 if (reason) console.log(`SKIP: llama oracle tests: ${reason}`);
@@ -27,16 +37,22 @@ describe.skipIf(reason)("llama oracle binding", () => {
   it("declares structs as large as this build writes them (rounded to 8)", () => {
     expect(Math.ceil(writtenBytes("llama_model_default_params") / 8) * 8).toBe(LLAMA_STRUCT_SIZES.llama_model_params);
     expect(Math.ceil(writtenBytes("llama_context_default_params") / 8) * 8).toBe(LLAMA_STRUCT_SIZES.llama_context_params);
-    expect(Math.ceil(writtenBytes("llama_model_quantize_default_params") / 8) * 8).toBe(
-      LLAMA_STRUCT_SIZES.llama_model_quantize_params,
-    );
+    expect(Math.ceil(writtenBytes("llama_model_quantize_default_params") / 8) * 8).toBe(LLAMA_STRUCT_SIZES.llama_model_quantize_params);
     expect(LLAMA_STRUCT_SIZES.llama_batch).toBe(56);
   });
 
   it("decodes the default params into the documented defaults", () => {
     const { model, context, quantize } = loadLlamaOracle().defaults();
     expect(model).toMatchObject({ n_gpu_layers: -1, load_mode: -1, vocab_only: false, use_extra_bufts: true, load_mtp: false });
-    expect(context).toMatchObject({ n_ctx: 512, n_batch: 2048, n_ubatch: 512, n_seq_max: 1, type_k: GGML_TYPE_F16, type_v: GGML_TYPE_F16, offload_kqv: true });
+    expect(context).toMatchObject({
+      n_ctx: 512,
+      n_batch: 2048,
+      n_ubatch: 512,
+      n_seq_max: 1,
+      type_k: GGML_TYPE_F16,
+      type_v: GGML_TYPE_F16,
+      offload_kqv: true,
+    });
     expect(quantize).toMatchObject({ nthread: 0, ftype: LLAMA_FTYPE.Q8_0, quantize_output_tensor: true, pure: false });
     expect(loadLlamaOracle().version()).toMatch(/^\d+\.\d+\.\d+/);
   });

@@ -718,9 +718,7 @@ export async function runOracle<K extends OracleJob["kind"]>(
           stderrText += chunk.toString("utf8");
           if (stderrText.length > 200_000) stderrText = stderrText.slice(-100_000);
         });
-        const timer = options.timeoutMs
-          ? setTimeout(() => child.kill("SIGKILL"), options.timeoutMs)
-          : undefined;
+        const timer = options.timeoutMs ? setTimeout(() => child.kill("SIGKILL"), options.timeoutMs) : undefined;
         child.on("error", reject);
         child.on("close", (exitCode, exitSignal) => {
           if (timer) clearTimeout(timer);
@@ -729,13 +727,21 @@ export async function runOracle<K extends OracleJob["kind"]>(
       },
     );
     if (code !== 0 || !fs.existsSync(resultFile)) {
-      const tail = stderr.split("\n").filter((line) => line.trim() !== "").slice(-12).join("\n");
+      const tail = stderr
+        .split("\n")
+        .filter((line) => line.trim() !== "")
+        .slice(-12)
+        .join("\n");
       throw new LlamaOracleError(
         "ORACLE_CRASHED",
         `oracle job ${job.kind} failed (exit ${code ?? "none"}${signal ? `, signal ${signal}` : ""}):\n${tail}`,
       );
     }
-    const parsed = JSON.parse(fs.readFileSync(resultFile, "utf8")) as { ok: boolean; result?: OracleResult<K>; error?: { code: string; message: string } };
+    const parsed = JSON.parse(fs.readFileSync(resultFile, "utf8")) as {
+      ok: boolean;
+      result?: OracleResult<K>;
+      error?: { code: string; message: string };
+    };
     if (!parsed.ok) throw new LlamaOracleError(parsed.error?.code ?? "ORACLE_FAILED", parsed.error?.message ?? "oracle job failed");
     return parsed.result as OracleResult<K>;
   } finally {

@@ -158,7 +158,9 @@ describe("the packed packages, installed with npm outside the workspace", () => 
       synthetic: boolean;
     };
     // the default model's own metadata says whether it is synthetic (the trained one is not)
-    const metadata = JSON.parse(fs.readFileSync(path.join(installed("@keepquant/default-model"), "default-model.json"), "utf8")) as { synthetic: boolean };
+    const metadata = JSON.parse(fs.readFileSync(path.join(installed("@keepquant/default-model"), "default-model.json"), "utf8")) as {
+      synthetic: boolean;
+    };
     expect(cli.synthetic).toBe(metadata.synthetic);
     expect(cli.tokens).toEqual(doc.tokens);
   });

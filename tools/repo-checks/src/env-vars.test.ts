@@ -25,10 +25,11 @@ describe("environment variables", () => {
     fs.writeFileSync(path.join(folder, "src", "b.cc"), 'const char* v = getenv("KQ_FOUR");\n');
     const reads = findEnvironmentReads(folder, ["src"]);
     expect(reads.map((read) => read.variable).sort()).toEqual(["KQ_FOUR", "KQ_ONE", "KQ_THREE", "KQ_TWO"]);
-    expect(undocumentedReads(reads, "KQ_ONE and KQ_FOUR are documented").map((read) => read.variable).sort()).toEqual([
-      "KQ_THREE",
-      "KQ_TWO",
-    ]);
+    expect(
+      undocumentedReads(reads, "KQ_ONE and KQ_FOUR are documented")
+        .map((read) => read.variable)
+        .sort(),
+    ).toEqual(["KQ_THREE", "KQ_TWO"]);
     fs.rmSync(folder, { recursive: true });
   });
 });

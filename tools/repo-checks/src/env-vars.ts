@@ -3,7 +3,15 @@ import path from "node:path";
 
 /** Variables that belong to the platform, not to keepquant; they need no entry in docs/USAGE.md. */
 export const PLATFORM_VARIABLES: ReadonlySet<string> = new Set([
-  "CI", "NODE_ENV", "HOME", "PATH", "TERM", "NO_COLOR", "FORCE_COLOR", "TMPDIR", "LD_LIBRARY_PATH",
+  "CI",
+  "NODE_ENV",
+  "HOME",
+  "PATH",
+  "TERM",
+  "NO_COLOR",
+  "FORCE_COLOR",
+  "TMPDIR",
+  "LD_LIBRARY_PATH",
 ]);
 
 const SOURCE_EXTENSIONS = new Set([".ts", ".mts", ".js", ".mjs", ".cc", ".cpp", ".h", ".hpp"]);

@@ -72,7 +72,10 @@ export function trainBpe(texts: readonly string[], mergeCount: number): TrainedB
       pairCounts.set(key, (pairCounts.get(key) ?? 0) + sign * count);
       if (sign > 0) {
         let set = pairWords.get(key);
-        if (!set) pairWords.set(key, (set = new Set()));
+        if (!set) {
+          set = new Set();
+          pairWords.set(key, set);
+        }
         set.add(index);
       }
     }

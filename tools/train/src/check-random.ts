@@ -59,7 +59,9 @@ try {
   for (const [what, diff] of results) {
     const ok = diff < CHECK_TOLERANCE;
     if (!ok) failed++;
-    console.log(`${what}: max |dlogit| vs PyTorch ${diff.toExponential(2)} over ${reference.ids.length} positions  ${ok ? "OK" : "MISMATCH"}`);
+    console.log(
+      `${what}: max |dlogit| vs PyTorch ${diff.toExponential(2)} over ${reference.ids.length} positions  ${ok ? "OK" : "MISMATCH"}`,
+    );
   }
   process.exitCode = failed === 0 ? 0 : 1;
 } finally {

@@ -53,12 +53,15 @@ function owner(file: string): string {
 
 /** One fortune file's documents: split on "%" lines, overstrike removed, trailing blanks trimmed. */
 export function splitFortunes(text: string): string[] {
-  return text
-    .replace(/\r/g, "")
-    .replace(/[^\n]\x08/g, "")
-    .split(/^%$/m)
-    .map((doc) => doc.replace(/^\n+/, "").replace(/\s+$/, ""))
-    .filter((doc) => doc.length > 0);
+  return (
+    text
+      .replace(/\r/g, "")
+      // biome-ignore lint/suspicious/noControlCharactersInRegex: fortune files overstrike with backspace; drop the struck character
+      .replace(/[^\n]\x08/g, "")
+      .split(/^%$/m)
+      .map((doc) => doc.replace(/^\n+/, "").replace(/\s+$/, ""))
+      .filter((doc) => doc.length > 0)
+  );
 }
 
 export function readCorpus(recipe: Recipe): Corpus {
@@ -86,7 +89,13 @@ export function readCorpus(recipe: Recipe): Corpus {
     if (!packageNames.includes(pkg)) throw new CorpusError(`${full} belongs to package ${pkg}, not one of ${packageNames.join(", ")}`);
     const docs = splitFortunes(new TextDecoder("utf-8").decode(bytes));
     documents.push(...docs);
-    files.push({ file: full, package: pkg, sha256: createHash("sha256").update(bytes).digest("hex"), bytes: bytes.length, documents: docs.length });
+    files.push({
+      file: full,
+      package: pkg,
+      sha256: createHash("sha256").update(bytes).digest("hex"),
+      bytes: bytes.length,
+      documents: docs.length,
+    });
   }
   const sha256 = createHash("sha256")
     .update(files.map((f) => `${f.sha256}  ${f.file}\n`).join(""))

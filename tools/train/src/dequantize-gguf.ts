@@ -26,6 +26,14 @@ export function writeTensorFile(file: string, tensors: readonly { name: string; 
   const length = Buffer.alloc(8);
   length.writeBigUInt64LE(BigInt(header.length));
   const temporary = `${file}.tmp-${process.pid}`;
-  fs.writeFileSync(temporary, Buffer.concat([Buffer.from("KQTW0001", "latin1"), length, header, ...tensors.map((t) => Buffer.from(t.data.buffer, t.data.byteOffset, t.data.byteLength))]));
+  fs.writeFileSync(
+    temporary,
+    Buffer.concat([
+      Buffer.from("KQTW0001", "latin1"),
+      length,
+      header,
+      ...tensors.map((t) => Buffer.from(t.data.buffer, t.data.byteOffset, t.data.byteLength)),
+    ]),
+  );
   fs.renameSync(temporary, file);
 }

@@ -34,7 +34,10 @@ const engine = await Engine.load(modelFile);
 let promptIds: number[][];
 try {
   const report = await measureQuality(engine, readWordList());
-  fs.writeFileSync(path.join(out, "quality.json"), `${JSON.stringify({ model: path.relative(REPO_ROOT, modelFile), sampling: QUALITY_SAMPLING, ...report }, null, 1)}\n`);
+  fs.writeFileSync(
+    path.join(out, "quality.json"),
+    `${JSON.stringify({ model: path.relative(REPO_ROOT, modelFile), sampling: QUALITY_SAMPLING, ...report }, null, 1)}\n`,
+  );
   console.log(`English words: ${report.englishWords}/${report.words} = ${(100 * report.fraction).toFixed(1)}%`);
   promptIds = QUALITY_PROMPTS.map((p) => engine.tokenizer!.encode(p));
 } finally {
@@ -57,7 +60,10 @@ try {
     execFileSync(PYTHON, [path.join(PYTHON_DIR, "mtp_acceptance.py"), file, prompts, result], { stdio: "inherit" });
     runs[label] = JSON.parse(fs.readFileSync(result, "utf8"));
   }
-  fs.writeFileSync(path.join(out, "mtp-acceptance.json"), `${JSON.stringify({ k: 1, greedy: true, nTokens: 64, computedIn: "PyTorch (python/mtp_acceptance.py)", runs }, null, 1)}\n`);
+  fs.writeFileSync(
+    path.join(out, "mtp-acceptance.json"),
+    `${JSON.stringify({ k: 1, greedy: true, nTokens: 64, computedIn: "PyTorch (python/mtp_acceptance.py)", runs }, null, 1)}\n`,
+  );
 } finally {
   fs.rmSync(dir, { recursive: true, force: true });
 }

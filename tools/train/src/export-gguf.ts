@@ -4,14 +4,7 @@
  * table our load plan checks files against), and nothing else.
  */
 import fs from "node:fs";
-import {
-  GgmlType,
-  gguf,
-  qwen35Metadata,
-  qwen35SpecLayout,
-  writeGguf,
-  type Qwen35Spec,
-} from "@keepquant/gguf";
+import { GgmlType, gguf, qwen35Metadata, qwen35SpecLayout, writeGguf, type Qwen35Spec } from "@keepquant/gguf";
 import { fixtureTokenizerFromJson } from "@keepquant/engine";
 import type { ModelShape } from "./recipe.js";
 import { TensorFileError, type TensorFileEntry } from "./tensor-file.js";

@@ -43,7 +43,9 @@ function main(): void {
   const corpus = readCorpus(recipe);
   const split = splitDocuments(corpus.documents, recipe);
   const texts = trainingTexts(split.train, recipe);
-  console.log(`corpus: ${corpus.files.length} files, ${corpus.documents.length} fortunes (${split.train.length} train, ${split.validation.length} validation), sha256 ${corpus.sha256}`);
+  console.log(
+    `corpus: ${corpus.files.length} files, ${corpus.documents.length} fortunes (${split.train.length} train, ${split.validation.length} validation), sha256 ${corpus.sha256}`,
+  );
 
   const mergeCount = recipe.vocab.size - 256 - QWEN35_SPECIAL_TOKENS.length;
   const trained = trainBpe([...split.train, ...recipe.corpus.chatPrompts], mergeCount);
@@ -69,7 +71,11 @@ function main(): void {
   const tokenizer = Tokenizer.fromJson(vocab);
   const endOfText = specials["bos"]!;
   const train = tokenStream(tokenizer, texts, endOfText);
-  const validation = tokenStream(tokenizer, split.validation.map((d) => `${d}\n`), endOfText);
+  const validation = tokenStream(
+    tokenizer,
+    split.validation.map((d) => `${d}\n`),
+    endOfText,
+  );
   const trainBytes = new Uint8Array(train.buffer);
   const validationBytes = new Uint8Array(validation.buffer);
   writeAtomic(path.join(WORK_DIR, "train.bin"), trainBytes);
@@ -77,7 +83,12 @@ function main(): void {
   const dataset = {
     vocabSize: tokens.length,
     endOfText,
-    train: { documents: split.train.length, tokens: train.length, sha256: sha256(trainBytes), characters: texts.reduce((a, t) => a + t.length, 0) },
+    train: {
+      documents: split.train.length,
+      tokens: train.length,
+      sha256: sha256(trainBytes),
+      characters: texts.reduce((a, t) => a + t.length, 0),
+    },
     validation: { documents: split.validation.length, tokens: validation.length, sha256: sha256(validationBytes) },
     vocabSha256: sha256(vocabJson),
   };

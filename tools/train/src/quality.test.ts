@@ -27,7 +27,9 @@ describe.skipIf(reason !== undefined)("the default model writes English", () => 
     const engine = await Engine.load(modelFile);
     try {
       const report = await measureQuality(engine, readWordList());
-      console.log(`English words: ${report.englishWords}/${report.words} = ${(100 * report.fraction).toFixed(1)}%; sample 0: ${JSON.stringify(report.samples[0]!.text)}`);
+      console.log(
+        `English words: ${report.englishWords}/${report.words} = ${(100 * report.fraction).toFixed(1)}%; sample 0: ${JSON.stringify(report.samples[0]!.text)}`,
+      );
       expect(report.samples).toHaveLength(QUALITY_PROMPTS.length);
       expect(report.words).toBeGreaterThan(20 * 20);
       expect(report.fraction).toBeGreaterThanOrEqual(MIN_ENGLISH_FRACTION);

@@ -43,7 +43,12 @@ export function qualitySeed(index: number): number {
 }
 
 export function readWordList(file = WORD_LIST): Set<string> {
-  return new Set(fs.readFileSync(file, "utf8").split("\n").filter((w) => w.length > 0));
+  return new Set(
+    fs
+      .readFileSync(file, "utf8")
+      .split("\n")
+      .filter((w) => w.length > 0),
+  );
 }
 
 export function words(text: string): string[] {

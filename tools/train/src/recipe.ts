@@ -11,7 +11,10 @@ export const RECIPE_FILE = path.join(TRAIN_DIR, "recipe.json");
 export const WORK_DIR = process.env.KEEPQUANT_TRAIN_DIR ?? path.join(TRAIN_DIR, ".work");
 
 /** The model's shape as the synthesizer spells it (the vocabulary comes from the trained tokenizer). */
-export type ModelShape = Omit<Qwen35Spec, "vocab" | "tokenizer" | "seed" | "name" | "residualGain" | "extraMetadata" | "recurrentLayers"> & {
+export type ModelShape = Omit<
+  Qwen35Spec,
+  "vocab" | "tokenizer" | "seed" | "name" | "residualGain" | "extraMetadata" | "recurrentLayers"
+> & {
   fullAttentionInterval: number;
   mtp: boolean;
 };
@@ -19,7 +22,14 @@ export type ModelShape = Omit<Qwen35Spec, "vocab" | "tokenizer" | "seed" | "name
 export interface Recipe {
   name: string;
   seed: number;
-  corpus: { packages: string[]; directory: string; exclude: string[]; validationFraction: number; chatFraction: number; chatPrompts: string[] };
+  corpus: {
+    packages: string[];
+    directory: string;
+    exclude: string[];
+    validationFraction: number;
+    chatFraction: number;
+    chatPrompts: string[];
+  };
   vocab: { size: number };
   model: ModelShape;
   training: Record<string, number>;

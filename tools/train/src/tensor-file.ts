@@ -16,9 +16,11 @@ export class TensorFileError extends Error {
 
 export function readTensorFile(file: string): { tensors: TensorFileEntry[]; meta: Record<string, unknown> } {
   const bytes = fs.readFileSync(file);
-  if (bytes.length < 16 || bytes.subarray(0, 8).toString("latin1") !== MAGIC) throw new TensorFileError(`${file}: not a ${MAGIC} tensor file`);
+  if (bytes.length < 16 || bytes.subarray(0, 8).toString("latin1") !== MAGIC)
+    throw new TensorFileError(`${file}: not a ${MAGIC} tensor file`);
   const headerLength = Number(bytes.readBigUInt64LE(8));
-  if (16 + headerLength > bytes.length) throw new TensorFileError(`${file}: header length ${headerLength} runs past the end (${bytes.length} B)`);
+  if (16 + headerLength > bytes.length)
+    throw new TensorFileError(`${file}: header length ${headerLength} runs past the end (${bytes.length} B)`);
   const header = JSON.parse(bytes.subarray(16, 16 + headerLength).toString("utf8")) as {
     tensors: { name: string; shape: number[]; offset: number }[];
     meta?: Record<string, unknown>;
@@ -27,7 +29,8 @@ export function readTensorFile(file: string): { tensors: TensorFileEntry[]; meta
   const tensors = header.tensors.map((entry) => {
     const count = entry.shape.reduce((a, b) => a * b, 1);
     const start = base + entry.offset;
-    if (start + 4 * count > bytes.length) throw new TensorFileError(`${file}: tensor ${entry.name} [${entry.shape}] at ${start} runs past the end`);
+    if (start + 4 * count > bytes.length)
+      throw new TensorFileError(`${file}: tensor ${entry.name} [${entry.shape}] at ${start} runs past the end`);
     const data = new Float32Array(count);
     new Uint8Array(data.buffer).set(bytes.subarray(start, start + 4 * count));
     return { name: entry.name, shape: entry.shape, data };

@@ -21,7 +21,17 @@ const recipe = readRecipe();
 function tinyVocab(): unknown {
   const trained = trainBpe(["the cat sat on the mat", "the dog ate the cat's hat"], 20);
   const { tokens, tokenTypes, specials } = withSpecialTokens(trained);
-  return { format: "keepquant-bpe-vocab/1", model: "gpt2", pre: "qwen35", addBos: false, specials, tokens, tokenTypes, merges: trained.merges, chatTemplate: QWEN_STYLE_TEMPLATE };
+  return {
+    format: "keepquant-bpe-vocab/1",
+    model: "gpt2",
+    pre: "qwen35",
+    addBos: false,
+    specials,
+    tokens,
+    tokenTypes,
+    merges: trained.merges,
+    chatTemplate: QWEN_STYLE_TEMPLATE,
+  };
 }
 
 describe("corpus", () => {
@@ -73,12 +83,16 @@ describe("export", () => {
   });
 
   it("names a missing tensor, a misshapen one and an unknown one", () => {
-    expect(() => exportGguf({ name: "t", shape, vocab, tensors: tensors.slice(1) })).toThrow(new RegExp(`${tensors[0]!.name.replace(/\./g, "\\.")}.*missing`));
+    expect(() => exportGguf({ name: "t", shape, vocab, tensors: tensors.slice(1) })).toThrow(
+      new RegExp(`${tensors[0]!.name.replace(/\./g, "\\.")}.*missing`),
+    );
     const bad = tensors.map((t, i) => (i === 2 ? { ...t, shape: [...t.shape].reverse() } : t));
     if (tensors[2]!.shape.length > 1 && tensors[2]!.shape[0] !== tensors[2]!.shape[1]) {
       expect(() => exportGguf({ name: "t", shape, vocab, tensors: bad })).toThrow(/loader expects/);
     }
-    expect(() => exportGguf({ name: "t", shape, vocab, tensors: [...tensors, { name: "blk.99.x.weight", shape: [1], data: new Float32Array(1) }] })).toThrow(TensorFileError);
+    expect(() =>
+      exportGguf({ name: "t", shape, vocab, tensors: [...tensors, { name: "blk.99.x.weight", shape: [1], data: new Float32Array(1) }] }),
+    ).toThrow(TensorFileError);
   });
 
   it("a truncated or foreign tensor file is a TensorFileError naming the file", () => {

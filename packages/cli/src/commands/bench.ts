@@ -19,15 +19,24 @@ const MiB = 2 ** 20;
 /** The human table: one measurement per line, aligned. */
 function table(result: BenchmarkResult): string[] {
   const rows: [string, string][] = [
-    ["model", `${result.model.path} (${(result.model.fileBytes / MiB).toFixed(0)} MiB, ${result.model.layers} layers, vocab ${result.model.vocab})`],
-    ["engine", `${result.engine.step}, numerics ${result.engine.numerics}${result.engine.threads ? `, ${result.engine.threads} threads` : ""}`],
+    [
+      "model",
+      `${result.model.path} (${(result.model.fileBytes / MiB).toFixed(0)} MiB, ${result.model.layers} layers, vocab ${result.model.vocab})`,
+    ],
+    [
+      "engine",
+      `${result.engine.step}, numerics ${result.engine.numerics}${result.engine.threads ? `, ${result.engine.threads} threads` : ""}`,
+    ],
     ["load", `${result.loadMs.toFixed(0)} ms`],
     [`prefill (${result.promptTokens} tokens)`, `${result.prefillTokensPerSecond.toFixed(1)} tok/s`],
     ["time to first token", `${result.timeToFirstTokenMs.toFixed(0)} ms`],
     [`decode (${result.genTokens} tokens)`, `${result.decodeTokensPerSecond.toFixed(1)} tok/s`],
   ];
   for (const c of result.concurrent.filter((c) => c.seqs > 1)) {
-    rows.push([`decode, ${c.seqs} sequences`, `${c.aggregateTokensPerSecond.toFixed(1)} tok/s aggregate (${c.speedup.toFixed(2)}x one sequence)`]);
+    rows.push([
+      `decode, ${c.seqs} sequences`,
+      `${c.aggregateTokensPerSecond.toFixed(1)} tok/s aggregate (${c.speedup.toFixed(2)}x one sequence)`,
+    ]);
   }
   rows.push(["peak RSS", `${(result.peakRssBytes / MiB).toFixed(0)} MiB`]);
   if (result.bandwidth) {
@@ -66,13 +75,15 @@ export const command = defineCommand({
   },
   async run(values, positionals, io: CommandIo): Promise<number> {
     if (positionals.length > 1) throw new CliUsageError(`expected at most one model file, got ${positionals.length}`);
-    const promptTokens = parseNumber("prompt", values.prompt, (n) => Number.isInteger(n) && n >= 1 && n <= 65_536, "an integer in [1, 65536]") ?? 128;
+    const promptTokens =
+      parseNumber("prompt", values.prompt, (n) => Number.isInteger(n) && n >= 1 && n <= 65_536, "an integer in [1, 65536]") ?? 128;
     const genTokens = parseNumber("gen", values.gen, (n) => Number.isInteger(n) && n >= 2 && n <= 65_536, "an integer in [2, 65536]") ?? 64;
     const repeat = parseNumber("repeat", values.repeat, (n) => Number.isInteger(n) && n >= 1 && n <= 100, "an integer in [1, 100]") ?? 3;
     const threads = parseNumber("threads", values.threads, (n) => Number.isInteger(n) && n >= 1, "an integer >= 1");
     const seqs = parseSeqs(values.seqs);
     const numerics = values.numerics ?? "llama";
-    if (numerics !== "llama" && numerics !== "bf16") throw new CliUsageError(`--numerics ${JSON.stringify(numerics)}: expected llama or bf16`);
+    if (numerics !== "llama" && numerics !== "bf16")
+      throw new CliUsageError(`--numerics ${JSON.stringify(numerics)}: expected llama or bf16`);
     const json = values.json === true;
 
     let model: string;

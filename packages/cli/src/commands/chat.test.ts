@@ -34,10 +34,14 @@ describe("keepquant chat", () => {
       const id = metadata.get(key)?.value as number | undefined;
       return id === undefined ? "" : tokens[id]!;
     };
-    const rendered = renderChat(metadata.get("tokenizer.chat_template")?.value as string | undefined, [{ role: "user", content: "Hello there" }], {
-      bosToken: special("tokenizer.ggml.bos_token_id"),
-      eosToken: special("tokenizer.ggml.eos_token_id"),
-    });
+    const rendered = renderChat(
+      metadata.get("tokenizer.chat_template")?.value as string | undefined,
+      [{ role: "user", content: "Hello there" }],
+      {
+        bosToken: special("tokenizer.ggml.bos_token_id"),
+        eosToken: special("tokenizer.ggml.eos_token_id"),
+      },
+    );
     const run = cli("", "run", "--prompt", rendered, "--parse-special", "--max-tokens", "6");
     expect(run.code, run.stderr).toBe(0);
     // chat prints answer 1 + "\n" + answer 2 + "\n"; run prints its text + "\n".
@@ -61,7 +65,11 @@ describe("keepquant chat", () => {
     expect(chat.stdout.split("\n").length - 1).toBeGreaterThanOrEqual(8);
     expect(chat.stderr.split("\n").filter((line) => line.startsWith("error:"))).toHaveLength(1);
     const notes = chat.stderr.split("\n").filter((line) => line.startsWith("note: the conversation is longer than the context"));
-    expect(notes).toEqual(["note: the conversation is longer than the context (96 tokens): dropping the oldest turns (the system message stays)"]);
-    expect(chat.stderr).toMatch(/^error: CHAT_MESSAGE_TOO_LONG: this message makes a prompt of \d+ tokens, longer than the context \(96 tokens\): not sent$/m);
+    expect(notes).toEqual([
+      "note: the conversation is longer than the context (96 tokens): dropping the oldest turns (the system message stays)",
+    ]);
+    expect(chat.stderr).toMatch(
+      /^error: CHAT_MESSAGE_TOO_LONG: this message makes a prompt of \d+ tokens, longer than the context \(96 tokens\): not sent$/m,
+    );
   });
 });

@@ -71,12 +71,18 @@ export const command = defineCommand({
         if (!window) {
           messages.pop();
           const length = encodeConversation([...messages.filter((m) => m.role === "system"), { role: "user", content: text }]).length;
-          write(io.stderr, `error: CHAT_MESSAGE_TOO_LONG: this message makes a prompt of ${length} tokens, longer than the context (${context} tokens): not sent`);
+          write(
+            io.stderr,
+            `error: CHAT_MESSAGE_TOO_LONG: this message makes a prompt of ${length} tokens, longer than the context (${context} tokens): not sent`,
+          );
           prompt();
           continue;
         }
         if (window.dropped > 0 && !toldDropping) {
-          write(io.stderr, `note: the conversation is longer than the context (${context} tokens): dropping the oldest turns (the system message stays)`);
+          write(
+            io.stderr,
+            `note: the conversation is longer than the context (${context} tokens): dropping the oldest turns (the system message stays)`,
+          );
           toldDropping = true;
         }
         messages = window.messages;

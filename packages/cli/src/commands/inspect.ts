@@ -74,13 +74,23 @@ async function sha256File(path: string, size: number, io: CommandIo): Promise<st
   return hash.digest("hex");
 }
 
-function buildReport(path: string, file: GgufFile, plan: LoadPlan | null, planError: ReturnType<typeof describeError> | null, full: boolean): InspectReport {
+function buildReport(
+  path: string,
+  file: GgufFile,
+  plan: LoadPlan | null,
+  planError: ReturnType<typeof describeError> | null,
+  full: boolean,
+): InspectReport {
   const byType: Record<string, number> = {};
   for (const t of file.tensors) byType[ggmlTypeName(t.type)] = (byType[ggmlTypeName(t.type)] ?? 0) + 1;
   const architecture = getArchitecture(file) ?? null;
   const diagnostics: InspectReport["diagnostics"] = plan ? plan.diagnostics.map((d) => ({ ...d })) : [];
   if (!plan && !planError) {
-    diagnostics.push({ level: "info", code: "NO_PLAN", message: `no load plan: architecture ${JSON.stringify(architecture)} is not qwen35` });
+    diagnostics.push({
+      level: "info",
+      code: "NO_PLAN",
+      message: `no load plan: architecture ${JSON.stringify(architecture)} is not qwen35`,
+    });
   }
   if (planError) diagnostics.push({ level: "error", code: planError.code, message: planError.message });
   return {
@@ -95,7 +105,14 @@ function buildReport(path: string, file: GgufFile, plan: LoadPlan | null, planEr
     tensorCount: file.tensors.length,
     tensorCountByType: byType,
     totalTensorBytes: file.tensors.reduce((a, t) => a + t.byteLength, 0),
-    tensors: file.tensors.map((t) => ({ name: t.name, type: ggmlTypeName(t.type), ne: t.ne, shape: t.shape, offset: t.offset, byteLength: t.byteLength })),
+    tensors: file.tensors.map((t) => ({
+      name: t.name,
+      type: ggmlTypeName(t.type),
+      ne: t.ne,
+      shape: t.shape,
+      offset: t.offset,
+      byteLength: t.byteLength,
+    })),
     plan: plan
       ? {
           speculative: plan.speculative ?? null,
@@ -162,13 +179,20 @@ function printText(report: InspectReport, showTensors: boolean, io: CommandIo): 
     ];
     for (const [k, v] of hp) lines.push(`  ${k.padEnd(12)}${v}`);
   }
-  lines.push("", `tensors       ${report.tensorCount} (${Object.entries(report.tensorCountByType).map(([t, n]) => `${n} ${t}`).join(", ")})`);
+  lines.push(
+    "",
+    `tensors       ${report.tensorCount} (${Object.entries(report.tensorCountByType)
+      .map(([t, n]) => `${n} ${t}`)
+      .join(", ")})`,
+  );
   row("tensor bytes", bytesText(report.totalTensorBytes));
   if (showTensors) {
     const width = Math.max(4, ...report.tensors.map((t) => t.name.length));
     lines.push(`  ${"name".padEnd(width)}  ${"type".padEnd(7)}  ${"shape".padEnd(16)}  ${"offset".padStart(12)}  ${"bytes".padStart(12)}`);
     for (const t of report.tensors) {
-      lines.push(`  ${t.name.padEnd(width)}  ${t.type.padEnd(7)}  ${`[${t.shape.join(", ")}]`.padEnd(16)}  ${String(t.offset).padStart(12)}  ${String(t.byteLength).padStart(12)}`);
+      lines.push(
+        `  ${t.name.padEnd(width)}  ${t.type.padEnd(7)}  ${`[${t.shape.join(", ")}]`.padEnd(16)}  ${String(t.offset).padStart(12)}  ${String(t.byteLength).padStart(12)}`,
+      );
     }
   }
   const p = report.plan;

@@ -15,7 +15,9 @@ let model = "";
 
 beforeAll(async () => {
   if (!existsSync(bin)) throw new Error(`${bin} is missing: run \`pnpm --filter @keepquant/cli build\` first`);
-  const manifest = JSON.parse(readFileSync(path.join(goldensDir, "manifest.json"), "utf8")) as { fixtures: { name: string; sha256: string }[] };
+  const manifest = JSON.parse(readFileSync(path.join(goldensDir, "manifest.json"), "utf8")) as {
+    fixtures: { name: string; sha256: string }[];
+  };
   const tokenizer = fixtureTokenizerFromJson(JSON.parse(readFileSync(path.join(repoRoot, "goldens", "tokenizer", "vocab.json"), "utf8")));
   model = await ensureFixture(parityFixture("tied-4l-f32"), {
     cacheDir,

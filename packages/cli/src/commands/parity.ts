@@ -50,7 +50,10 @@ export function findGoldens(dir: string, modelFile: string, sha256: string): Par
       `goldens ${byName.fixture} were made from a file with sha256 ${byName.modelSha256}; ${modelFile} has sha256 ${sha256} (regenerate the fixture: pnpm exec tsx scripts/fixtures/generate.ts)`,
     );
   }
-  throw new ParityError("PARITY_GOLDENS_NOT_FOUND", `no goldens in ${dir} for ${modelFile} (sha256 ${sha256}; ${candidates.length} goldens files read)`);
+  throw new ParityError(
+    "PARITY_GOLDENS_NOT_FOUND",
+    `no goldens in ${dir} for ${modelFile} (sha256 ${sha256}; ${candidates.length} goldens files read)`,
+  );
 }
 
 export const command = defineCommand({
@@ -102,7 +105,10 @@ export const command = defineCommand({
         for (const p of report.prompts) {
           if (p.status === "strict") continue;
           const gap = `${Math.round((p.gapNats ?? 0) * 1000)}${p.gapIsLowerBound ? "+" : ""} mnats`;
-          write(io.stdout, `  prompt ${p.index}: ${p.status.toUpperCase()} at step ${p.divergedAt}: oracle ${p.oracleToken}, ours ${p.ourToken}, gap ${gap}`);
+          write(
+            io.stdout,
+            `  prompt ${p.index}: ${p.status.toUpperCase()} at step ${p.divergedAt}: oracle ${p.oracleToken}, ours ${p.ourToken}, gap ${gap}`,
+          );
         }
       }
       return report.passed ? 0 : 1;

@@ -121,7 +121,9 @@ describe("keepquant plan", () => {
     const doc = JSON.parse(r.stdout) as PlanDocument;
     expect(doc.traceRegion.policy).toBe("dynamic");
     expect(doc.warnings).toEqual([expect.objectContaining({ variable: "KEEPQUANT_TT_TRACE_REGION_MB", value: "lots" })]);
-    const fixed = JSON.parse(plan([small, "--device", "tt-n150", "--json"], { KEEPQUANT_TT_TRACE_REGION_MB: "100" }).stdout) as PlanDocument;
+    const fixed = JSON.parse(
+      plan([small, "--device", "tt-n150", "--json"], { KEEPQUANT_TT_TRACE_REGION_MB: "100" }).stdout,
+    ) as PlanDocument;
     expect(fixed.traceRegion).toMatchObject({ policy: "fixed", bytes: 100 * 1024 * 1024 });
   });
 

@@ -52,7 +52,8 @@ export function parseByteSize(text: string): number {
 
 function choice<T extends string>(name: string, text: string | undefined, allowed: readonly T[]): T | undefined {
   if (text === undefined) return undefined;
-  if (!(allowed as readonly string[]).includes(text)) throw new CliUsageError(`--${name} ${JSON.stringify(text)}: expected ${allowed.join(", ")}`);
+  if (!(allowed as readonly string[]).includes(text))
+    throw new CliUsageError(`--${name} ${JSON.stringify(text)}: expected ${allowed.join(", ")}`);
   return text as T;
 }
 
@@ -130,11 +131,25 @@ function comparisonTable(file: string, plans: ResidencyPlan[]): string {
   const labels = [...first.classes.map((c) => c.label), "total", "headroom"];
   const width = Math.max("class (GiB)".length, ...labels.map((l) => l.length));
   const columns = plans.map((p) => Math.max(p.settings.policy.length, 6));
-  const row = (label: string, cells: string[]) => lines.push(`  ${label.padEnd(width)}${cells.map((c, i) => `  ${c.padStart(columns[i]!)}`).join("")}`);
-  row("class (GiB)", plans.map((p) => p.settings.policy));
-  for (const c of first.classes) row(c.label, plans.map((p) => gib(p.classes.find((k) => k.id === c.id)!.bytes)));
-  row("total", plans.map((p) => gib(p.totalBytes)));
-  row("headroom", plans.map((p) => gib(p.headroomBytes)));
+  const row = (label: string, cells: string[]) =>
+    lines.push(`  ${label.padEnd(width)}${cells.map((c, i) => `  ${c.padStart(columns[i]!)}`).join("")}`);
+  row(
+    "class (GiB)",
+    plans.map((p) => p.settings.policy),
+  );
+  for (const c of first.classes)
+    row(
+      c.label,
+      plans.map((p) => gib(p.classes.find((k) => k.id === c.id)!.bytes)),
+    );
+  row(
+    "total",
+    plans.map((p) => gib(p.totalBytes)),
+  );
+  row(
+    "headroom",
+    plans.map((p) => gib(p.headroomBytes)),
+  );
   lines.push("");
   for (const note of first.notes) lines.push(`note: ${note}`);
   for (const plan of plans) lines.push(...verdictLines(plan, `${plan.settings.policy}: `));
@@ -177,7 +192,8 @@ export const command = defineCommand({
     if (positionals.length > 1) throw new CliUsageError(`expected at most one model file, got ${positionals.length}`);
     const device = choice("device", values.device, DEVICE_NAMES);
     const memoryBytes = values.memory === undefined ? undefined : parseByteSize(values.memory);
-    const integer = (name: string, text: string | undefined) => parseNumber(name, text, (n) => Number.isSafeInteger(n) && n >= 1, "an integer >= 1");
+    const integer = (name: string, text: string | undefined) =>
+      parseNumber(name, text, (n) => Number.isSafeInteger(n) && n >= 1, "an integer >= 1");
     const contextLength = integer("ctx", values.ctx);
     const sequences = integer("seqs", values.seqs);
     const batchTokens = integer("batch-tokens", values["batch-tokens"]);
@@ -188,7 +204,11 @@ export const command = defineCommand({
 
     let modelPath: string;
     if (positionals.length === 0) {
-      if (!values.json) write(io.stderr, `keepquant: no model given, planning the embedded ${defaultModelInfo().synthetic ? "SYNTHETIC " : ""}qwen35 model (${defaultModelInfo().name})`);
+      if (!values.json)
+        write(
+          io.stderr,
+          `keepquant: no model given, planning the embedded ${defaultModelInfo().synthetic ? "SYNTHETIC " : ""}qwen35 model (${defaultModelInfo().name})`,
+        );
       modelPath = await defaultModelPath();
     } else {
       modelPath = positionals[0]!;
@@ -212,7 +232,10 @@ export const command = defineCommand({
     const warnings = new Set(plans.flatMap((p) => p.warnings.map((w) => `warning: ${w.code}: ${w.message}`)));
     for (const warning of warnings) write(io.stderr, warning);
     if (policy === "all") {
-      write(io.stdout, values.json ? toJson({ file: modelPath, plans: plans.map((p) => planDocument(modelPath, p)) }) : comparisonTable(modelPath, plans));
+      write(
+        io.stdout,
+        values.json ? toJson({ file: modelPath, plans: plans.map((p) => planDocument(modelPath, p)) }) : comparisonTable(modelPath, plans),
+      );
     } else {
       write(io.stdout, values.json ? toJson(planDocument(modelPath, plans[0]!)) : planTable(modelPath, plans[0]!));
     }

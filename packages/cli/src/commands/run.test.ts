@@ -39,7 +39,19 @@ describe("keepquant run", () => {
     // the default model's goldens were made with F32 K/V and flash attention off: run the same settings
     const goldensFile = path.join(repoRoot, "goldens", "default-model", "default-q4_k_m.json");
     const golden = readGoldensFile(goldensFile).prompts[0]!;
-    const r = run("run", "--prompt-ids", golden.ids.join(","), "--max-tokens", "16", "--kv-type", "f32", "--flash-attn", "off", "--ignore-eog", "--json");
+    const r = run(
+      "run",
+      "--prompt-ids",
+      golden.ids.join(","),
+      "--max-tokens",
+      "16",
+      "--kv-type",
+      "f32",
+      "--flash-attn",
+      "off",
+      "--ignore-eog",
+      "--json",
+    );
     expect(r.code, r.stderr).toBe(0);
     const doc = JSON.parse(r.stdout) as RunDocument;
     expect(doc.synthetic).toBe(false);
@@ -79,7 +91,23 @@ describe("keepquant run", () => {
 
   it("samples reproducibly with a seed, from an explicit model file, in bf16 numerics", () => {
     const file = defaultModel.file;
-    const args = ["run", file, "--prompt-ids", "5,6,7", "--max-tokens", "8", "--temperature", "0.9", "--top-k", "40", "--top-p", "0.95", "--numerics", "bf16", "--json"];
+    const args = [
+      "run",
+      file,
+      "--prompt-ids",
+      "5,6,7",
+      "--max-tokens",
+      "8",
+      "--temperature",
+      "0.9",
+      "--top-k",
+      "40",
+      "--top-p",
+      "0.95",
+      "--numerics",
+      "bf16",
+      "--json",
+    ];
     const a = run(...args, "--seed", "7");
     const b = run(...args, "--seed", "7");
     expect(a.code, a.stderr).toBe(0);
@@ -107,10 +135,15 @@ describe("keepquant run", () => {
     expect(tooMany.code).toBe(2);
     expect(tooMany.stderr).toContain(`expected an integer in [1, ${max}]`);
     expect(tooMany.stderr).toContain("--force");
-    expect(run("run", "--prompt-ids", "1,2", "--threads", "1000").stderr).toMatch(/^error: USAGE: --threads "1000": expected an integer in \[1, \d+\]/);
+    expect(run("run", "--prompt-ids", "1,2", "--threads", "1000").stderr).toMatch(
+      /^error: USAGE: --threads "1000": expected an integer in \[1, \d+\]/,
+    );
     expect(run("run", "--prompt-ids", "1,2", "--threads", "0").code).toBe(2);
     expect(run("run", "--prompt-ids", "1,2", "--threads", "2000", "--force").code).toBe(2); // beyond the pool's hard limit
-    const badEnv = spawnSync(process.execPath, [bin, "run", "--prompt-ids", "1,2"], { encoding: "utf8", env: { ...process.env, KEEPQUANT_NATIVE_THREADS: "5000" } });
+    const badEnv = spawnSync(process.execPath, [bin, "run", "--prompt-ids", "1,2"], {
+      encoding: "utf8",
+      env: { ...process.env, KEEPQUANT_NATIVE_THREADS: "5000" },
+    });
     expect(badEnv.status).toBe(2);
     expect(badEnv.stderr).toMatch(/KEEPQUANT_NATIVE_THREADS="5000": expected an integer in \[1, \d+\]/);
     // forced: the native provider still runs (never a silent fallback to TypeScript)

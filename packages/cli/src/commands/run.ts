@@ -11,7 +11,8 @@ export const EXIT_INTERRUPTED = 130;
 export function parseNumber(name: string, text: string | undefined, check: (n: number) => boolean, rule: string): number | undefined {
   if (text === undefined) return undefined;
   const value = Number(text);
-  if (text.trim() === "" || !Number.isFinite(value) || !check(value)) throw new CliUsageError(`--${name} ${JSON.stringify(text)}: expected ${rule}`);
+  if (text.trim() === "" || !Number.isFinite(value) || !check(value))
+    throw new CliUsageError(`--${name} ${JSON.stringify(text)}: expected ${rule}`);
   return value;
 }
 
@@ -64,9 +65,13 @@ export const GENERATION_OPTIONS_HELP: readonly string[] = [
 ];
 
 /** Parses the sampling part of GENERATION_OPTIONS (the engine part goes through resolveEngineOptions). */
-export function parseSampling(
-  values: { temperature?: string | undefined; "top-k"?: string | undefined; "top-p"?: string | undefined; seed?: string | undefined; "ignore-eog"?: boolean | undefined },
-): Pick<GenerateParams, "temperature" | "topK" | "topP" | "seed" | "ignoreEog"> {
+export function parseSampling(values: {
+  temperature?: string | undefined;
+  "top-k"?: string | undefined;
+  "top-p"?: string | undefined;
+  seed?: string | undefined;
+  "ignore-eog"?: boolean | undefined;
+}): Pick<GenerateParams, "temperature" | "topK" | "topP" | "seed" | "ignoreEog"> {
   const temperature = parseNumber("temperature", values.temperature, (n) => n >= 0, "a number >= 0") ?? 0;
   const topK = parseNumber("top-k", values["top-k"], (n) => Number.isInteger(n) && n >= 0, "an integer >= 0");
   const topP = parseNumber("top-p", values["top-p"], (n) => n > 0 && n <= 1, "a number in (0, 1]");
@@ -86,7 +91,7 @@ export const command = defineCommand({
   usage:
     "run [model.gguf] (--prompt TEXT [--parse-special] | --prompt-ids 1,2,3) [--max-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S] [--ignore-eog] [--threads N] [--numerics llama|bf16] [--ctx N] [--kv-type f16|f32] [--flash-attn on|off] [--force] [--json]",
   help: [
-    "--prompt TEXT         prompt text, tokenized as plain text (\"<|im_start|>\" stays text)",
+    '--prompt TEXT         prompt text, tokenized as plain text ("<|im_start|>" stays text)',
     "--parse-special       turn special-token texts in --prompt into their tokens (trusted prompts)",
     "--prompt-ids IDS      prompt as comma-separated token ids",
     "--max-tokens N        tokens to generate (default 64)",

@@ -24,7 +24,10 @@ interface Serving {
 
 /** Starts `keepquant serve --port 0 ...` and resolves once it says ready. */
 function serve(args: string[], extraEnv: Record<string, string> = {}): Promise<Serving> {
-  const child = spawn(process.execPath, [bin, "serve", "--port", "0", "--threads", "1", ...args], { env: { ...env, ...extraEnv }, stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(process.execPath, [bin, "serve", "--port", "0", "--threads", "1", ...args], {
+    env: { ...env, ...extraEnv },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
   let stderr = "";
   const exit = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)));
   return new Promise((resolve, reject) => {
@@ -45,14 +48,25 @@ describe("keepquant serve", () => {
       expect((await fetch(`${server.url}/health`)).status).toBe(200);
       expect((await fetch(`${server.url}/v1/models`)).status).toBe(401);
       const auth = { Authorization: "Bearer sekrit" };
-      const models = (await (await fetch(`${server.url}/v1/models`, { headers: auth })).json()) as { data: { id: string; meta: { synthetic: boolean; max_sequences: number } }[] };
-      expect(models.data[0]).toMatchObject({ id: defaultModelInfo().name, meta: { synthetic: defaultModelInfo().synthetic, max_sequences: 2 } });
+      const models = (await (await fetch(`${server.url}/v1/models`, { headers: auth })).json()) as {
+        data: { id: string; meta: { synthetic: boolean; max_sequences: number } }[];
+      };
+      expect(models.data[0]).toMatchObject({
+        id: defaultModelInfo().name,
+        meta: { synthetic: defaultModelInfo().synthetic, max_sequences: 2 },
+      });
 
       // a stream in flight when SIGTERM arrives still gets its whole answer
       const response = await fetch(`${server.url}/v1/completions`, {
         method: "POST",
         headers: auth,
-        body: JSON.stringify({ prompt: "Once upon a time", max_tokens: 96, temperature: 0, stream: true, stream_options: { include_usage: true } }),
+        body: JSON.stringify({
+          prompt: "Once upon a time",
+          max_tokens: 96,
+          temperature: 0,
+          stream: true,
+          stream_options: { include_usage: true },
+        }),
       });
       const reader = response.body!.getReader();
       const first = await reader.read();
@@ -95,7 +109,14 @@ describe("keepquant serve", () => {
 
   it("refuses bad options with exit 2 and a missing model with exit 1", () => {
     const run = (...args: string[]) => spawnSync(process.execPath, [bin, "serve", ...args], { env, encoding: "utf8" });
-    for (const args of [["--port", "http"], ["--numerics", "int4"], ["--kv-type", "q8"], ["--flash-attn", "maybe"], ["--max-seqs", "0"], ["--bogus"]]) {
+    for (const args of [
+      ["--port", "http"],
+      ["--numerics", "int4"],
+      ["--kv-type", "q8"],
+      ["--flash-attn", "maybe"],
+      ["--max-seqs", "0"],
+      ["--bogus"],
+    ]) {
       const r = run(...args);
       expect(r.status, args.join(" ")).toBe(2);
       expect(r.stderr).toMatch(/^error: USAGE: /m);

@@ -58,20 +58,27 @@ export const command = defineCommand({
     const host = values.host ?? "127.0.0.1";
     const port = parseNumber("port", values.port, (n) => Number.isInteger(n) && n >= 0 && n <= 65535, "an integer in [0, 65535]") ?? 8080;
     const numerics = values.numerics ?? "llama";
-    if (numerics !== "llama" && numerics !== "bf16") throw new CliUsageError(`--numerics ${JSON.stringify(numerics)}: expected llama or bf16`);
+    if (numerics !== "llama" && numerics !== "bf16")
+      throw new CliUsageError(`--numerics ${JSON.stringify(numerics)}: expected llama or bf16`);
     const kvType = (values["kv-type"] ?? "f16") as KvType;
     if (kvType !== "f16" && kvType !== "f32") throw new CliUsageError(`--kv-type ${JSON.stringify(kvType)}: expected f16 or f32`);
     const flashAttn = values["flash-attn"] ?? "on";
     if (flashAttn !== "on" && flashAttn !== "off") throw new CliUsageError(`--flash-attn ${JSON.stringify(flashAttn)}: expected on or off`);
     const threads = parseNumber("threads", values.threads, (n) => Number.isInteger(n) && n >= 1, "an integer >= 1");
-    const maxSeqs = parseNumber("max-seqs", values["max-seqs"], (n) => Number.isInteger(n) && n >= 1 && n <= 256, "an integer in [1, 256]") ?? DEFAULT_MAX_SEQS;
-    const maxQueue = parseNumber("max-queue", values["max-queue"], (n) => Number.isInteger(n) && n >= 0, "an integer >= 0") ?? DEFAULT_MAX_QUEUE;
+    const maxSeqs =
+      parseNumber("max-seqs", values["max-seqs"], (n) => Number.isInteger(n) && n >= 1 && n <= 256, "an integer in [1, 256]") ??
+      DEFAULT_MAX_SEQS;
+    const maxQueue =
+      parseNumber("max-queue", values["max-queue"], (n) => Number.isInteger(n) && n >= 0, "an integer >= 0") ?? DEFAULT_MAX_QUEUE;
     const requestedCtx = parseNumber("ctx", values.ctx, (n) => Number.isInteger(n) && n >= 16, "an integer >= 16");
-    if (values["no-prefix-cache"] && values["prefix-cache"] !== undefined) throw new CliUsageError("give --prefix-cache N or --no-prefix-cache, not both");
+    if (values["no-prefix-cache"] && values["prefix-cache"] !== undefined)
+      throw new CliUsageError("give --prefix-cache N or --no-prefix-cache, not both");
     const snapshots = values["no-prefix-cache"]
       ? 0
-      : (parseNumber("prefix-cache", values["prefix-cache"], (n) => Number.isInteger(n) && n >= 0, "an integer >= 0") ?? DEFAULT_PREFIX_CACHE_SNAPSHOTS);
-    const drainSeconds = parseNumber("drain-timeout", values["drain-timeout"], (n) => n >= 0, "a number of seconds >= 0") ?? DEFAULT_DRAIN_TIMEOUT_MS / 1000;
+      : (parseNumber("prefix-cache", values["prefix-cache"], (n) => Number.isInteger(n) && n >= 0, "an integer >= 0") ??
+        DEFAULT_PREFIX_CACHE_SNAPSHOTS);
+    const drainSeconds =
+      parseNumber("drain-timeout", values["drain-timeout"], (n) => n >= 0, "a number of seconds >= 0") ?? DEFAULT_DRAIN_TIMEOUT_MS / 1000;
     const apiKey = values["api-key"] ?? (io.env.KEEPQUANT_API_KEY || undefined);
 
     const isDefault = positionals.length === 0;
@@ -79,11 +86,15 @@ export const command = defineCommand({
     let modelPath: string;
     if (isDefault) {
       const info = defaultModelInfo();
-      write(io.stderr, `keepquant: no model given, serving the embedded ${info.synthetic ? "SYNTHETIC " : ""}qwen35 model ${info.name} (${info.description})`);
+      write(
+        io.stderr,
+        `keepquant: no model given, serving the embedded ${info.synthetic ? "SYNTHETIC " : ""}qwen35 model ${info.name} (${info.description})`,
+      );
       modelPath = await defaultModelPath();
     } else {
       modelPath = positionals[0]!;
-      if (!fs.existsSync(modelPath) || !fs.statSync(modelPath).isFile()) throw Object.assign(new Error(`model file not found: ${modelPath}`), { code: "MODEL_NOT_FOUND" });
+      if (!fs.existsSync(modelPath) || !fs.statSync(modelPath).isFile())
+        throw Object.assign(new Error(`model file not found: ${modelPath}`), { code: "MODEL_NOT_FOUND" });
     }
     // the context: --ctx, else the default, never above the model's own context_length
     const modelContext = parseQwen35Config(await readGguf(modelPath)).contextLength;

@@ -158,8 +158,19 @@ export async function runBenchmark(options: BenchmarkOptions): Promise<Benchmark
     }
     const weightBytesPerToken = stats.residentBytes.packed;
     return {
-      model: { path: options.model, fileBytes: fs.statSync(options.model).size, weightBytesPerToken, vocab, layers: engine.weights.config.nLayer },
-      engine: { numerics: stats.numerics, step: stats.providers.step ?? "unknown", threads: options.engine?.threads, providers: stats.providers },
+      model: {
+        path: options.model,
+        fileBytes: fs.statSync(options.model).size,
+        weightBytesPerToken,
+        vocab,
+        layers: engine.weights.config.nLayer,
+      },
+      engine: {
+        numerics: stats.numerics,
+        step: stats.providers.step ?? "unknown",
+        threads: options.engine?.threads,
+        providers: stats.providers,
+      },
       promptTokens,
       genTokens,
       repeat,

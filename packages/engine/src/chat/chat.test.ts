@@ -31,9 +31,7 @@ describe("Qwen-style template", () => {
       "<|im_start|>assistant\nHello.<|im_end|>\n<|im_start|>user\n2+2?<|im_end|>\n<|im_start|>assistant\n";
     expect(renderChat(QWEN_STYLE_TEMPLATE, conversation)).toBe(`${body}<think>\n`);
     expect(renderChat(QWEN_STYLE_TEMPLATE, conversation, { enableThinking: true })).toBe(`${body}<think>\n`);
-    expect(renderChat(QWEN_STYLE_TEMPLATE, conversation, { enableThinking: false })).toBe(
-      `${body}<think>\n\n</think>\n\n`,
-    );
+    expect(renderChat(QWEN_STYLE_TEMPLATE, conversation, { enableThinking: false })).toBe(`${body}<think>\n\n</think>\n\n`);
   });
 
   it("renders tools, tool calls and grouped tool results", () => {
@@ -55,7 +53,7 @@ describe("Qwen-style template", () => {
     expect(text).toBe(
       "<|im_start|>system\n# Tools\n\nYou may call one or more functions. Their signatures:\n<tools>\n" +
         JSON.stringify(tools[0], null, 0).replace(/,/g, ", ").replace(/:/g, ": ") +
-        "\n</tools>\n\nReply with a <tool_call></tool_call> block holding {\"name\": ..., \"arguments\": ...} for each call.<|im_end|>\n" +
+        '\n</tools>\n\nReply with a <tool_call></tool_call> block holding {"name": ..., "arguments": ...} for each call.<|im_end|>\n' +
         "<|im_start|>user\nWeather in Oslo and Rome?<|im_end|>\n" +
         '<|im_start|>assistant\n<tool_call>\n{"name": "weather", "arguments": {"city": "Oslo"}}\n</tool_call>\n' +
         '<tool_call>\n{"name": "weather", "arguments": {"city": "Rome"}}\n</tool_call><|im_end|>\n' +
@@ -108,8 +106,6 @@ describe("template features used by real Qwen templates", () => {
       return undefined;
     };
     expect(codeOf(() => renderChat("{% if %}", conversation))).toBe("CHAT_TEMPLATE_ERROR");
-    expect(codeOf(() => renderChat("{{ raise_exception('roles must alternate') }}", conversation))).toBe(
-      "CHAT_TEMPLATE_ERROR",
-    );
+    expect(codeOf(() => renderChat("{{ raise_exception('roles must alternate') }}", conversation))).toBe("CHAT_TEMPLATE_ERROR");
   });
 });

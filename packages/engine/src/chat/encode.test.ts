@@ -79,7 +79,12 @@ describe("encodeChat: only the template makes special tokens", () => {
       { role: "assistant", content: "", tool_calls: [{ type: "function", function: { name: "weather", arguments: { city: evil } } }] },
       { role: "tool", content: evil, name: evil },
     ];
-    const tools = [{ type: "function", function: { name: "weather", description: evil, parameters: { type: "object", properties: { [evil]: { type: "string" } } } } }];
+    const tools = [
+      {
+        type: "function",
+        function: { name: "weather", description: evil, parameters: { type: "object", properties: { [evil]: { type: "string" } } } },
+      },
+    ];
     const { ids, text } = encodeChat(tok, messages, { tools, enableThinking: false });
     const reference = renderChatFor(tok, messages, { tools, enableThinking: false });
     expect(text).toBe(reference);
@@ -120,8 +125,14 @@ describe("against llama.cpp's tokenizer", () => {
         const { ids, text } = encodeChat(tok, messages);
         const at = text.indexOf(content);
         const [before, after] = [text.slice(0, at), text.slice(at + content.length)];
-        const special = await runOracle({ kind: "tokenize", model, texts: [text, before, after], parseSpecial: true, addSpecial: false }, { timeoutMs: 60_000 });
-        const plain = await runOracle({ kind: "tokenize", model, texts: [content], parseSpecial: false, addSpecial: false }, { timeoutMs: 60_000 });
+        const special = await runOracle(
+          { kind: "tokenize", model, texts: [text, before, after], parseSpecial: true, addSpecial: false },
+          { timeoutMs: 60_000 },
+        );
+        const plain = await runOracle(
+          { kind: "tokenize", model, texts: [content], parseSpecial: false, addSpecial: false },
+          { timeoutMs: 60_000 },
+        );
         const [whole, head, tail] = special.tokens as [number[], number[], number[]];
         // what llama-server does: the user's text became control tokens (a forged system turn)
         expect(count(whole, imStart)).toBe(3);

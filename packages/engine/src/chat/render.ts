@@ -64,11 +64,7 @@ function parseTemplate(source: string): Template {
  * Returns the prompt text; tokenize it with `parseSpecial: true` so `<|im_start|>` and friends
  * become their special tokens.
  */
-export function renderChat(
-  template: string | undefined,
-  messages: readonly ChatMessage[],
-  options: RenderChatOptions = {},
-): string {
+export function renderChat(template: string | undefined, messages: readonly ChatMessage[], options: RenderChatOptions = {}): string {
   const source = template && template.length > 0 ? template : CHATML_TEMPLATE;
   const variables: Record<string, unknown> = {
     ...options.variables,

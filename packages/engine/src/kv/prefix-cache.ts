@@ -31,7 +31,7 @@ export interface PrefixCacheStats {
 
 /** 53-bit hash of token ids (two FNV-1a style lanes); collisions are checked against the stored tokens. */
 function extendHash(hash: number, tokens: readonly number[], from: number, to: number): number {
-  let h1 = hash % 0x100000000 >>> 0;
+  let h1 = (hash % 0x100000000) >>> 0;
   let h2 = Math.floor(hash / 0x100000000) >>> 0;
   for (let i = from; i < to; i++) {
     const t = tokens[i]! >>> 0;

@@ -17,7 +17,16 @@ export class GdnStatePool {
   /** The state of a model's GDN layers: conv [slots, conv_dim, K-1] and recurrent [slots, Hv, Dv, Dk] per layer. */
   static forModel(config: Qwen35Config, numSlots: number, allocate?: AllocateStorage): GdnStatePool {
     const layers = config.layerKinds.filter((kind) => kind === "gdn").length;
-    return new GdnStatePool(layers, numSlots, config.convDim, config.ssmConvKernel, config.ssmTimeStepRank, config.headVDim, config.ssmStateSize, allocate);
+    return new GdnStatePool(
+      layers,
+      numSlots,
+      config.convDim,
+      config.ssmConvKernel,
+      config.ssmTimeStepRank,
+      config.headVDim,
+      config.ssmStateSize,
+      allocate,
+    );
   }
 
   constructor(

@@ -21,7 +21,8 @@ const CACHE_DIR = process.env.KEEPQUANT_FIXTURE_CACHE ?? path.join(REPO_ROOT, ".
 const manifest = readParityManifest(path.join(REPO_ROOT, "goldens", "parity", "manifest.json"));
 const fixture = parityFixture("tied-4l-q4_k_m");
 const oracleReason = llamaUnavailableReason();
-const reason = fs.existsSync(path.join(CACHE_DIR, fixture.file)) || !oracleReason ? undefined : `fixture not cached and no quantizer: ${oracleReason}`;
+const reason =
+  fs.existsSync(path.join(CACHE_DIR, fixture.file)) || !oracleReason ? undefined : `fixture not cached and no quantizer: ${oracleReason}`;
 if (reason) console.log(`SKIP: exact-kernel probe: ${reason}`);
 
 async function q4kWeights() {
@@ -29,7 +30,8 @@ async function q4kWeights() {
   const file = await ensureFixture(fixture, {
     cacheDir: CACHE_DIR,
     tokenizer,
-    quantize: async (input, output, weightType) => void (await runOracle({ kind: "quantize", input, output, ftype: weightType, nthread: 2 })),
+    quantize: async (input, output, weightType) =>
+      void (await runOracle({ kind: "quantize", input, output, ftype: weightType, nthread: 2 })),
     expectedSha256: Object.fromEntries(manifest.fixtures.map((f) => [f.name, f.sha256])),
   });
   const header = await readGguf(file);
@@ -37,40 +39,50 @@ async function q4kWeights() {
 }
 
 describe("exact-kernel probe (llama numerics)", () => {
-  it.skipIf(reason !== undefined)("moves Q4_K to the exact kernel when the native one differs by one ulp, keeps it when exact", async () => {
-    const weights = await q4kWeights();
-    const exact = typescriptProviders("llama", [])[0]!;
-    const oneUlpOff: MatmulProvider = {
-      name: "fake-native-off",
-      priority: 100,
-      numerics: "llama",
-      supports: (t) => exact.supports(t),
-      matmulBTQuantGrouped(args) {
-        const y = exact.matmulBTQuantGrouped(args);
-        const bits = new Uint32Array(y.buffer, y.byteOffset, 1);
-        bits[0] = bits[0]! + 1; // one ulp on one output
-        return y;
-      },
-    };
-    const sameBits: MatmulProvider = {
-      name: "fake-native-exact",
-      priority: 100,
-      numerics: "llama",
-      supports: (t) => exact.supports(t),
-      matmulBTQuantGrouped: (args) => exact.matmulBTQuantGrouped(args),
-    };
-    const q4k = allMatrices(weights).filter((w) => w.typeName === "Q4_K");
-    expect(q4k.length).toBeGreaterThan(0);
-    for (const [fake, moved] of [[oneUlpOff, true], [sameBits, false]] as const) {
-      const byWeight = new Map<PackedMatrix, MatmulProvider>(allMatrices(weights).map((w) => [w, fake]));
-      const opProviders: Record<string, string> = { "matmul:Q4_K": fake.name };
-      const diagnostics: string[] = [];
-      probeExactKernels(weights, byWeight, opProviders, [exact], diagnostics);
-      expect(q4k.every((w) => byWeight.get(w) === (moved ? exact : fake))).toBe(true);
-      expect(opProviders["matmul:Q4_K"]).toBe(moved ? exact.name : fake.name);
-      expect(diagnostics.some((d) => d.includes("Q4_K") && d.includes("not bit-exact"))).toBe(moved);
-      // other types are never touched
-      expect(allMatrices(weights).filter((w) => w.typeName !== "Q4_K").every((w) => byWeight.get(w) === fake)).toBe(true);
-    }
-  });
+  it.skipIf(reason !== undefined)(
+    "moves Q4_K to the exact kernel when the native one differs by one ulp, keeps it when exact",
+    async () => {
+      const weights = await q4kWeights();
+      const exact = typescriptProviders("llama", [])[0]!;
+      const oneUlpOff: MatmulProvider = {
+        name: "fake-native-off",
+        priority: 100,
+        numerics: "llama",
+        supports: (t) => exact.supports(t),
+        matmulBTQuantGrouped(args) {
+          const y = exact.matmulBTQuantGrouped(args);
+          const bits = new Uint32Array(y.buffer, y.byteOffset, 1);
+          bits[0] = bits[0]! + 1; // one ulp on one output
+          return y;
+        },
+      };
+      const sameBits: MatmulProvider = {
+        name: "fake-native-exact",
+        priority: 100,
+        numerics: "llama",
+        supports: (t) => exact.supports(t),
+        matmulBTQuantGrouped: (args) => exact.matmulBTQuantGrouped(args),
+      };
+      const q4k = allMatrices(weights).filter((w) => w.typeName === "Q4_K");
+      expect(q4k.length).toBeGreaterThan(0);
+      for (const [fake, moved] of [
+        [oneUlpOff, true],
+        [sameBits, false],
+      ] as const) {
+        const byWeight = new Map<PackedMatrix, MatmulProvider>(allMatrices(weights).map((w) => [w, fake]));
+        const opProviders: Record<string, string> = { "matmul:Q4_K": fake.name };
+        const diagnostics: string[] = [];
+        probeExactKernels(weights, byWeight, opProviders, [exact], diagnostics);
+        expect(q4k.every((w) => byWeight.get(w) === (moved ? exact : fake))).toBe(true);
+        expect(opProviders["matmul:Q4_K"]).toBe(moved ? exact.name : fake.name);
+        expect(diagnostics.some((d) => d.includes("Q4_K") && d.includes("not bit-exact"))).toBe(moved);
+        // other types are never touched
+        expect(
+          allMatrices(weights)
+            .filter((w) => w.typeName !== "Q4_K")
+            .every((w) => byWeight.get(w) === fake),
+        ).toBe(true);
+      }
+    },
+  );
 });

@@ -60,7 +60,13 @@ describe.each<KvType>(["f32", "f16"])("batched forward (kv %s)", (kvType) => {
       seqs.forEach((s, i) => {
         if (s.done >= s.tokens.length) return;
         const n = Math.min(s.tokens.length - s.done, 1 + Math.floor(random() * 4));
-        entries.push({ tokens: s.tokens.slice(s.done, s.done + n), startPos: s.done, blockTable: s.blockTable, stateSlot: s.stateSlot, logits: "all" });
+        entries.push({
+          tokens: s.tokens.slice(s.done, s.done + n),
+          startPos: s.done,
+          blockTable: s.blockTable,
+          stateSlot: s.stateSlot,
+          logits: "all",
+        });
         owners.push(i);
       });
       const logits = forward.forward(entries);
@@ -141,8 +147,17 @@ describe("debug taps", () => {
     expect(new Uint32Array(logits.slice().buffer)).toEqual(new Uint32Array(expected.buffer));
 
     const gdnNames = [
-      "linear_attn_qkv_mixed", "conv_output_raw", "conv_output_silu", "q_conv_predelta", "k_conv_predelta",
-      "beta_sigmoid", "alpha", "a_softplus", "gate", "attn_output", "final_output",
+      "linear_attn_qkv_mixed",
+      "conv_output_raw",
+      "conv_output_silu",
+      "q_conv_predelta",
+      "k_conv_predelta",
+      "beta_sigmoid",
+      "alpha",
+      "a_softplus",
+      "gate",
+      "attn_output",
+      "final_output",
     ];
     const T = tokens.length;
     c.layerKinds.forEach((kind, il) => {

@@ -1,7 +1,16 @@
 import type { Qwen35Config } from "@keepquant/gguf";
 import { matmulDense } from "@keepquant/quant";
 import { F16_TO_F32, f32BitsToF16Bits } from "../numerics/half.js";
-import { GGML_F32_LANES, ggmlDecayDot, ggmlMadDot, ggmlSiluScalar, ggmlVExpf, ggmlVSilu, ggmlVecDotF32, setScalarExpf } from "../numerics/ggml-expf.js";
+import {
+  GGML_F32_LANES,
+  ggmlDecayDot,
+  ggmlMadDot,
+  ggmlSiluScalar,
+  ggmlVExpf,
+  ggmlVSilu,
+  ggmlVecDotF32,
+  setScalarExpf,
+} from "../numerics/ggml-expf.js";
 import { fmaf } from "../numerics/fma.js";
 import type { PagedKvCache } from "../kv/paged-kv.js";
 import type { GdnStatePool } from "../kv/state-pool.js";
@@ -65,8 +74,6 @@ function siluRow(x: Float32Array, offset: number, n: number): void {
   for (let i = 0; i < simd; i++) x[offset + i] = ggmlVSilu(x[offset + i]!);
   for (let i = simd; i < n; i++) x[offset + i] = ggmlSiluScalar(x[offset + i]!);
 }
-
-
 
 /**
  * libm entry points (f32 in, f32 out) used by sigmoid, softplus, the GDN decay, the attention

@@ -25,9 +25,13 @@ export type TensorBytes = (tensor: GgufTensorInfo) => Uint8Array | Promise<Uint8
 export function mappedTensorBytes(mapped: ArrayBuffer): TensorBytes {
   return (tensor) => {
     if (tensor.offset + tensor.byteLength > mapped.byteLength) {
-      throw new EngineLoadError("ENGINE_BAD_MODEL", `tensor ${tensor.name}: bytes [${tensor.offset}, ${tensor.offset + tensor.byteLength}) lie past the end of the file (${mapped.byteLength} B)`, {
-        field: tensor.name,
-      });
+      throw new EngineLoadError(
+        "ENGINE_BAD_MODEL",
+        `tensor ${tensor.name}: bytes [${tensor.offset}, ${tensor.offset + tensor.byteLength}) lie past the end of the file (${mapped.byteLength} B)`,
+        {
+          field: tensor.name,
+        },
+      );
     }
     return new Uint8Array(mapped, tensor.offset, tensor.byteLength);
   };
@@ -75,9 +79,14 @@ export async function loadQwen35Weights(
     else perLayer[tensor.layer]!.set(tensor.slot, bound);
   }
 
-  const take = <T extends PackedMatrix | Float32Array>(slots: Map<Qwen35TensorSlot, PackedMatrix | Float32Array>, slot: Qwen35TensorSlot, where: string): T => {
+  const take = <T extends PackedMatrix | Float32Array>(
+    slots: Map<Qwen35TensorSlot, PackedMatrix | Float32Array>,
+    slot: Qwen35TensorSlot,
+    where: string,
+  ): T => {
     const value = slots.get(slot);
-    if (!value) throw new EngineLoadError("ENGINE_BAD_MODEL", `${where}${slot} is missing from the load plan`, { field: `${where}${slot}` });
+    if (!value)
+      throw new EngineLoadError("ENGINE_BAD_MODEL", `${where}${slot} is missing from the load plan`, { field: `${where}${slot}` });
     return value as T;
   };
   const layers: LayerWeights[] = perLayer.map((slots, il) => {
@@ -141,9 +150,13 @@ function packed(tensor: PlannedTensor, data: Uint8Array): PackedMatrix {
   const rows = tensor.ne.length > 1 ? tensor.ne[1]! : 1;
   const rowBytes = ggmlRowBytes(tensor.type, cols);
   if (rowBytes === undefined) {
-    throw new EngineLoadError("ENGINE_BAD_MODEL", `tensor ${tensor.name}: ${cols} columns is not a whole number of ${GGML_TYPE_TRAITS[tensor.type].name} blocks`, {
-      field: tensor.name,
-    });
+    throw new EngineLoadError(
+      "ENGINE_BAD_MODEL",
+      `tensor ${tensor.name}: ${cols} columns is not a whole number of ${GGML_TYPE_TRAITS[tensor.type].name} blocks`,
+      {
+        field: tensor.name,
+      },
+    );
   }
   return { name: tensor.name, type: tensor.type, typeName: GGML_TYPE_TRAITS[tensor.type].name, groups: 1, rows, cols, rowBytes, data };
 }

@@ -34,12 +34,7 @@ function rowBytesOf(weight: PackedWeight): number {
 }
 
 /** Decodes row `row` of `weight` into `dst[0, cols)`. F32/F16/BF16 inline; others through `dequantize`. */
-export function decodeRow(
-  weight: PackedWeight,
-  row: number,
-  dst: Float32Array,
-  dequantize: DequantizeRow | undefined,
-): void {
+export function decodeRow(weight: PackedWeight, row: number, dst: Float32Array, dequantize: DequantizeRow | undefined): void {
   const cols = weight.cols;
   const rowBytes = rowBytesOf(weight);
   const byteOffset = weight.data.byteOffset + row * rowBytes;
@@ -110,7 +105,11 @@ export class TsMatmulProvider implements MatmulProvider {
     const shape = checkGroupedMatmulShape(args, op);
     if (!this.supports(args.weight.type)) {
       const supported = [...FLOAT_TYPES, ...this.supportedQuantized].filter((t) => this.supports(t));
-      throw new UnsupportedGgmlTypeError(GGML_TYPE_TRAITS[args.weight.type].name, `${op} (${this.name})`, supported.map((t) => GGML_TYPE_TRAITS[t].name));
+      throw new UnsupportedGgmlTypeError(
+        GGML_TYPE_TRAITS[args.weight.type].name,
+        `${op} (${this.name})`,
+        supported.map((t) => GGML_TYPE_TRAITS[t].name),
+      );
     }
     return runDenseGroups(args, shape, (weight, x, y) => this.dense(weight, x, shape.m, y));
   }

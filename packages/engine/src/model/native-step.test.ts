@@ -42,7 +42,8 @@ async function fixtureFile(fixture: ParityFixture): Promise<string> {
   return ensureFixture(fixture, {
     cacheDir: CACHE_DIR,
     tokenizer,
-    quantize: async (input, output, weightType) => void (await runOracle({ kind: "quantize", input, output, ftype: weightType, nthread: 2 })),
+    quantize: async (input, output, weightType) =>
+      void (await runOracle({ kind: "quantize", input, output, ftype: weightType, nthread: 2 })),
     expectedSha256: Object.fromEntries(manifest.fixtures.map((f) => [f.name, f.sha256])),
   });
 }
@@ -78,7 +79,14 @@ async function runSchedule(
     return { blockTable, stateSlot: states.allocate(), tokens: Array.from({ length }, token), pos: 0 };
   });
   const chunk = (s: (typeof seqs)[number], n: number, logits: StepEntry["logits"], logitRows?: number[]): StepEntry => {
-    const entry: StepEntry = { tokens: s.tokens.slice(s.pos, s.pos + n), startPos: s.pos, blockTable: s.blockTable, stateSlot: s.stateSlot, logits, ...(logitRows ? { logitRows } : {}) };
+    const entry: StepEntry = {
+      tokens: s.tokens.slice(s.pos, s.pos + n),
+      startPos: s.pos,
+      blockTable: s.blockTable,
+      stateSlot: s.stateSlot,
+      logits,
+      ...(logitRows ? { logitRows } : {}),
+    };
     s.pos += n;
     return entry;
   };
@@ -205,7 +213,13 @@ describe.skipIf(reason !== undefined)("native step", () => {
     const p = pools(weights, "f16");
     const step = NativeStep.create(native, weights, p.kv, p.states, { numerics: "llama", flashAttention: true, maxBatchTokens: 128 });
     const blockTable = Array.from({ length: p.kv.blocksFor(100) }, () => p.kv.pool.allocate());
-    const entry: StepEntry = { tokens: Array.from({ length: 100 }, (_, i) => i), startPos: 0, blockTable, stateSlot: p.states.allocate(), logits: "last" };
+    const entry: StepEntry = {
+      tokens: Array.from({ length: 100 }, (_, i) => i),
+      startPos: 0,
+      blockTable,
+      stateSlot: p.states.allocate(),
+      logits: "last",
+    };
     // the step waits on its worker until this thread releases it; a step that blocked this thread
     // could not be released and would time out instead
     step.holdNextStep();
@@ -230,10 +244,15 @@ describe.skipIf(reason !== undefined)("native step", () => {
     expect(step, "the engine runs the native step").toBeDefined();
     step!.holdNextStep();
     let settled = false;
-    const result = engine.generateToEnd(Array.from({ length: 400 }, (_, i) => (i * 31) % 1000), { maxTokens: 2 }).then((r) => {
-      settled = true;
-      return r;
-    });
+    const result = engine
+      .generateToEnd(
+        Array.from({ length: 400 }, (_, i) => (i * 31) % 1000),
+        { maxTokens: 2 },
+      )
+      .then((r) => {
+        settled = true;
+        return r;
+      });
     // a counter driven by the event loop: it can only advance while the step runs off this thread
     let turns = 0;
     while (turns < 5) {
@@ -256,17 +275,33 @@ describe.skipIf(reason !== undefined)("native step", () => {
     const slot = p.states.allocate();
     const vocab = weights.vocab;
     const bad: [string, StepEntry[], RegExp][] = [
-      ["token out of range", [{ tokens: [vocab], startPos: 0, blockTable, stateSlot: slot, logits: "last" }], /token \d+ at row 0 is outside/],
+      [
+        "token out of range",
+        [{ tokens: [vocab], startPos: 0, blockTable, stateSlot: slot, logits: "last" }],
+        /token \d+ at row 0 is outside/,
+      ],
       ["negative token", [{ tokens: [-1], startPos: 0, blockTable, stateSlot: slot, logits: "last" }], /is outside/],
       ["block table too short", [{ tokens: [1], startPos: 8, blockTable, stateSlot: slot, logits: "last" }], /block table has 1 blocks/],
       ["bad block id", [{ tokens: [1], startPos: 0, blockTable: [10_000], stateSlot: slot, logits: "last" }], /block id 10000 is outside/],
       ["bad state slot", [{ tokens: [1], startPos: 0, blockTable, stateSlot: 99, logits: "last" }], /state slot 99 is outside/],
-      ["too many tokens", [{ tokens: Array.from({ length: 17 }, () => 1), startPos: 0, blockTable: [0, 1, 2], stateSlot: slot, logits: "last" }], /more than maxBatchTokens/],
-      ["unsorted logit rows", [{ tokens: [1, 2], startPos: 0, blockTable, stateSlot: slot, logits: "none", logitRows: [1, 0] }], /ascending/],
-      ["one slot twice", [
-        { tokens: [1], startPos: 0, blockTable, stateSlot: slot, logits: "last" },
-        { tokens: [2], startPos: 1, blockTable, stateSlot: slot, logits: "last" },
-      ], /appears twice/],
+      [
+        "too many tokens",
+        [{ tokens: Array.from({ length: 17 }, () => 1), startPos: 0, blockTable: [0, 1, 2], stateSlot: slot, logits: "last" }],
+        /more than maxBatchTokens/,
+      ],
+      [
+        "unsorted logit rows",
+        [{ tokens: [1, 2], startPos: 0, blockTable, stateSlot: slot, logits: "none", logitRows: [1, 0] }],
+        /ascending/,
+      ],
+      [
+        "one slot twice",
+        [
+          { tokens: [1], startPos: 0, blockTable, stateSlot: slot, logits: "last" },
+          { tokens: [2], startPos: 1, blockTable, stateSlot: slot, logits: "last" },
+        ],
+        /appears twice/,
+      ],
     ];
     for (const [what, entries, message] of bad) {
       expect(() => step.forwardSync(entries), what).toThrow(message);

@@ -47,13 +47,7 @@ export class NativeStep {
   ) {}
 
   /** Builds the native model over `weights` and the pools' storage; throws NativeArgumentError on a bad spec. */
-  static create(
-    native: TtNative,
-    weights: ModelWeights,
-    kv: PagedKvCache,
-    states: GdnStatePool,
-    options: NativeStepOptions,
-  ): NativeStep {
+  static create(native: TtNative, weights: ModelWeights, kv: PagedKvCache, states: GdnStatePool, options: NativeStepOptions): NativeStep {
     const c = weights.config;
     const libm = native.nativeLibm();
     let kvIndex = 0;

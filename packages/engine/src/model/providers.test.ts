@@ -34,7 +34,12 @@ describe("selectProviders", () => {
   it("takes the highest priority, then the first name, whatever order the candidates come in", async () => {
     const weights = await mixedWeights();
     const all = [GgmlType.F32, GgmlType.Q8_0];
-    const candidates = [fake("ts", 0, "llama", all), fake("native-b", 100, "llama", all), fake("native-a", 100, "llama", all), fake("wasm", 10, "llama", all)];
+    const candidates = [
+      fake("ts", 0, "llama", all),
+      fake("native-b", 100, "llama", all),
+      fake("native-a", 100, "llama", all),
+      fake("wasm", 10, "llama", all),
+    ];
     for (const order of [candidates, [...candidates].reverse()]) {
       const { byWeight, opProviders } = selectProviders(weights, order, "llama");
       expect(opProviders).toEqual({ "matmul:F32": "native-a", "matmul:Q8_0": "native-a" });
@@ -66,8 +71,12 @@ describe("selectProviders", () => {
       error = caught;
     }
     expect(error).toMatchObject({ code: "ENGINE_UNSUPPORTED_TYPE", field: "blk.0.ffn_up.weight" });
-    expect((error as Error).message).toContain("Q8_0 (blk.0.ffn_up.weight, blk.1.ffn_up.weight, blk.2.ffn_up.weight, ...) in llama numerics");
+    expect((error as Error).message).toContain(
+      "Q8_0 (blk.0.ffn_up.weight, blk.1.ffn_up.weight, blk.2.ffn_up.weight, ...) in llama numerics",
+    );
     expect((error as Error).message).toContain("providers tried: f32-only (llama, priority 100), q8-bf16 (bf16, priority 100)");
-    expect(() => selectProviders(weights, [...candidates, fake("f32-only", 0, "llama", [])], "llama")).toThrow(/two providers are named "f32-only"/);
+    expect(() => selectProviders(weights, [...candidates, fake("f32-only", 0, "llama", [])], "llama")).toThrow(
+      /two providers are named "f32-only"/,
+    );
   });
 });

@@ -31,7 +31,12 @@ describe.skipIf(reason !== undefined)("llama.cpp elementwise kernels (haswell CP
 
   it("ggmlVecSilu equals ggml_vec_silu_f32 bit for bit (SIMD body and scalar tail)", () => {
     const silu = cpu.func("void ggml_vec_silu_f32(int n, _Out_ float *y, const float *x)");
-    for (const [n, scale] of [[65536, 1], [65536, 12], [65536, 100], [1027, 5]] as const) {
+    for (const [n, scale] of [
+      [65536, 1],
+      [65536, 12],
+      [65536, 100],
+      [1027, 5],
+    ] as const) {
       const x = values(n, scale);
       const ref = new Float32Array(n);
       silu(n, ref, x);
@@ -44,7 +49,9 @@ describe.skipIf(reason !== undefined)("llama.cpp elementwise kernels (haswell CP
   });
 
   it("ggmlVecDotF32 and the fused GDN row kernels equal ggml_vec_dot_f32 (n a multiple of 32)", () => {
-    const dot = cpu.func("void ggml_vec_dot_f32(int n, _Out_ float *s, size_t bs, const float *x, size_t bx, const float *y, size_t by, int nrc)");
+    const dot = cpu.func(
+      "void ggml_vec_dot_f32(int n, _Out_ float *s, size_t bs, const float *x, size_t bx, const float *y, size_t by, int nrc)",
+    );
     const out = new Float32Array(1);
     for (let trial = 0; trial < 400; trial++) {
       const n = [32, 64, 128, 256][trial % 4]!;

@@ -126,7 +126,10 @@ function reduceLanes(lanes: Float32Array): number {
     lanes[8 + l] = lanes[8 + l]! + lanes[24 + l]!;
   }
   for (let l = 0; l < 8; l++) lanes[l] = lanes[l]! + lanes[8 + l]!;
-  return fround(fround(fround(lanes[0]! + lanes[4]!) + fround(lanes[1]! + lanes[5]!)) + fround(fround(lanes[2]! + lanes[6]!) + fround(lanes[3]! + lanes[7]!)));
+  return fround(
+    fround(fround(lanes[0]! + lanes[4]!) + fround(lanes[1]! + lanes[5]!)) +
+      fround(fround(lanes[2]! + lanes[6]!) + fround(lanes[3]! + lanes[7]!)),
+  );
 }
 
 /**

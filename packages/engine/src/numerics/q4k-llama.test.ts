@@ -42,7 +42,8 @@ describe.skipIf(reason !== undefined)("vecDotQ4KQ8K", () => {
     const cpu = loadGgmlCpuOracle();
     for (let t = 0; t < m; t++) {
       const xq = quantizeActivationRow(GgmlType.Q8_K, x.subarray(t * cols, (t + 1) * cols), new Uint8Array(292));
-      for (let r = 0; r < rows; r++) expect(y[t * rows + r]).toBe(cpu.vecDot(GgmlType.Q4_K, cols, data.subarray(r * 144, (r + 1) * 144), xq));
+      for (let r = 0; r < rows; r++)
+        expect(y[t * rows + r]).toBe(cpu.vecDot(GgmlType.Q4_K, cols, data.subarray(r * 144, (r + 1) * 144), xq));
     }
   });
 });

@@ -38,8 +38,15 @@ export function defaultModelGoldensDir(repoRoot: string): string {
 export function readDefaultModelManifest(file: string): DefaultModelManifest {
   if (!fs.existsSync(file)) throw new ParityError("PARITY_GOLDENS_NOT_FOUND", `default model parity manifest not found: ${file}`);
   const json = JSON.parse(fs.readFileSync(file, "utf8")) as DefaultModelManifest;
-  if (json.format !== DEFAULT_MODEL_MANIFEST_FORMAT || typeof json.model?.file !== "string" || !/^[0-9a-f]{64}$/.test(json.model.sha256 ?? "")) {
-    throw new ParityError("PARITY_BAD_GOLDENS", `${file}: format ${String(json.format)}, expected ${DEFAULT_MODEL_MANIFEST_FORMAT} with model.file and model.sha256`);
+  if (
+    json.format !== DEFAULT_MODEL_MANIFEST_FORMAT ||
+    typeof json.model?.file !== "string" ||
+    !/^[0-9a-f]{64}$/.test(json.model.sha256 ?? "")
+  ) {
+    throw new ParityError(
+      "PARITY_BAD_GOLDENS",
+      `${file}: format ${String(json.format)}, expected ${DEFAULT_MODEL_MANIFEST_FORMAT} with model.file and model.sha256`,
+    );
   }
   return json;
 }

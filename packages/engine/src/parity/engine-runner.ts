@@ -5,10 +5,7 @@ import type { ParityRunner } from "./gate.js";
 /** The Engine options that match the oracle settings of the goldens (F32 K/V, no flash attention). */
 export const PARITY_ENGINE_OPTIONS = { kvType: "f32", flashAttention: false } as const;
 
-export function engineParityRunner(
-  engine: Pick<Engine, "generate" | "evaluate">,
-  options: { withLogits?: boolean } = {},
-): ParityRunner {
+export function engineParityRunner(engine: Pick<Engine, "generate" | "evaluate">, options: { withLogits?: boolean } = {}): ParityRunner {
   return {
     async greedy(promptIds, nTokens) {
       const result = await engine.generate(promptIds, { maxTokens: nTokens, temperature: 0, stopAtEog: false }).result;

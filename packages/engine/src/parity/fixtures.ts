@@ -148,7 +148,10 @@ export function fixtureTokenizerFromJson(json: unknown): NonNullable<Qwen35Spec[
     chatTemplate?: string;
   };
   if (vocab.format !== "keepquant-bpe-vocab/1" || !Array.isArray(vocab.tokens)) {
-    throw new ParityError("PARITY_BAD_GOLDENS", `fixture vocabulary: format ${String(vocab.format)}, expected keepquant-bpe-vocab/1 with tokens`);
+    throw new ParityError(
+      "PARITY_BAD_GOLDENS",
+      `fixture vocabulary: format ${String(vocab.format)}, expected keepquant-bpe-vocab/1 with tokens`,
+    );
   }
   const specials = vocab.specials ?? {};
   return {

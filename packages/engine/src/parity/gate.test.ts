@@ -63,14 +63,23 @@ describe("parity gate", () => {
       weightType: "F32",
       modelSha256: "00",
       modelBytes: 1,
-      oracle: { package: "p", version: "v", llamaVersion: "l", cpuVariant: "haswell", settings: { kvType: "f32", repack: false, flashAttention: false, threads: 2 } },
+      oracle: {
+        package: "p",
+        version: "v",
+        llamaVersion: "l",
+        cpuVariant: "haswell",
+        settings: { kvType: "f32", repack: false, flashAttention: false, threads: 2 },
+      },
       nTokens: 2,
       topK: 3,
       prompts: [g],
     };
     const back = parseGoldens(serializeGoldens(goldens));
     expect(back.prompts[0]!.topLogits.map((a) => Array.from(a))).toEqual(g.topLogits.map((a) => Array.from(a)));
-    expect(back.prompts[0]!.topIds.map((a) => Array.from(a))).toEqual([[1, 2, 3], [0, 4, 1]]);
+    expect(back.prompts[0]!.topIds.map((a) => Array.from(a))).toEqual([
+      [1, 2, 3],
+      [0, 4, 1],
+    ]);
     expect(() => parseGoldens("{}")).toThrow(/format/);
   });
 });

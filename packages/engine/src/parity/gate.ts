@@ -151,12 +151,7 @@ export async function runParityGate(
   return summarize(goldens.fixture, weightType, numerics, prompts);
 }
 
-export function summarize(
-  fixture: string,
-  weightType: string,
-  numerics: ParityNumerics,
-  prompts: ParityPromptResult[],
-): ParityReport {
+export function summarize(fixture: string, weightType: string, numerics: ParityNumerics, prompts: ParityPromptResult[]): ParityReport {
   const count = (status: ParityStatus): number => prompts.filter((p) => p.status === status).length;
   const strict = count("strict");
   const nearTie = count("near-tie");
@@ -195,6 +190,9 @@ export function formatParityReport(report: ParityReport): string {
 export function describeParityFailures(report: ParityReport): string {
   const lines = report.prompts
     .filter((p) => p.status !== "strict")
-    .map((p) => `  prompt ${p.index}: ${p.status} at step ${p.divergedAt} (oracle ${p.oracleToken}, ours ${p.ourToken}, gap ${Math.round((p.gapNats ?? 0) * 1000)} mnats)`);
+    .map(
+      (p) =>
+        `  prompt ${p.index}: ${p.status} at step ${p.divergedAt} (oracle ${p.oracleToken}, ours ${p.ourToken}, gap ${Math.round((p.gapNats ?? 0) * 1000)} mnats)`,
+    );
   return [formatParityReport(report), ...lines].join("\n");
 }

@@ -33,7 +33,8 @@ const quantize: FixtureQuantizer | undefined = oracleReason
 function skipReason(name: string): string | undefined {
   const fixture = parityFixture(name);
   if (fs.existsSync(path.join(CACHE_DIR, fixture.file))) return undefined;
-  if (fixture.weightType !== "F32" && oracleReason) return `fixture ${name} is not cached and llama.cpp's quantizer is unavailable: ${oracleReason}`;
+  if (fixture.weightType !== "F32" && oracleReason)
+    return `fixture ${name} is not cached and llama.cpp's quantizer is unavailable: ${oracleReason}`;
   return undefined;
 }
 
@@ -42,7 +43,8 @@ async function fixtureFile(name: string): Promise<string> {
 }
 
 /** A gate report whose verdict is not asserted, printed as a measurement (no PASS/FAIL word in a passing run). */
-const asMeasurement = (report: ParityReport): string => `measured, verdict not asserted: ${formatParityReport(report).replace(/\s+(PASS|FAIL\b.*)$/, "")}`;
+const asMeasurement = (report: ParityReport): string =>
+  `measured, verdict not asserted: ${formatParityReport(report).replace(/\s+(PASS|FAIL\b.*)$/, "")}`;
 
 async function gate(name: string, numerics: ParityNumerics, print: "verdict" | "measurement" = "verdict"): Promise<ParityReport> {
   const engine = await Engine.load(await fixtureFile(name), { ...PARITY_ENGINE_OPTIONS, numerics });
@@ -112,14 +114,18 @@ describe("parity gate vs llama.cpp goldens", () => {
         console.log(`exact arithmetic (teacher-forced first divergence): ${asMeasurement(exactGate)}`);
         const ours = medianAndMax(topKDistances(goldens, exact, bf16));
         const llama = medianAndMax(topKDistances(goldens, exact, "oracle"));
-        console.log(`${entry.name}: |bf16 - exact| ${fmt(ours)} nats; |llama.cpp - exact| ${fmt(llama)} nats (${goldens.prompts.length * goldens.nTokens} steps)`);
+        console.log(
+          `${entry.name}: |bf16 - exact| ${fmt(ours)} nats; |llama.cpp - exact| ${fmt(llama)} nats (${goldens.prompts.length * goldens.nTokens} steps)`,
+        );
         expect(ours.median, `median: bf16 ${ours.median} vs llama.cpp ${llama.median}`).toBeLessThan(llama.median);
         expect(ours.max, `max: bf16 ${ours.max} vs llama.cpp ${llama.max}`).toBeLessThan(llama.max);
         // the engine's bf16 kernels (native when built) against the TypeScript reference of the same
         // contract (f64 accumulation): only accumulation order may differ, far below the rounding's effect
         const reference = await teacherForcedOn(entry.name, "bf16", "ts");
         const kernel = medianAndMax(topKDistances(goldens, reference, bf16));
-        console.log(`${entry.name}: |bf16 - bf16 TypeScript reference| median ${kernel.median.toExponential(2)}  max ${kernel.max.toExponential(2)} nats`);
+        console.log(
+          `${entry.name}: |bf16 - bf16 TypeScript reference| median ${kernel.median.toExponential(2)}  max ${kernel.max.toExponential(2)} nats`,
+        );
         expect(kernel.max, "bf16 kernels vs the TypeScript reference of the contract").toBeLessThan(BF16_KERNEL_TOLERANCE_NATS);
       },
     );

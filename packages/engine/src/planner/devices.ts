@@ -44,16 +44,31 @@ function checkBytes(bytes: number, field: string, least = 1): number {
 /** A Tenstorrent card; `memoryBytes` replaces its DRAM size (a what-if). */
 export function ttDevice(name: TtDeviceName, memoryBytes?: number): PlanDevice {
   const card = TT_DEVICES[name];
-  if (!card) throw new PlanError("PLAN_BAD_INPUT", `unknown device ${JSON.stringify(name)} (devices: ${DEVICE_NAMES.join(", ")})`, { field: "device" });
+  if (!card)
+    throw new PlanError("PLAN_BAD_INPUT", `unknown device ${JSON.stringify(name)} (devices: ${DEVICE_NAMES.join(", ")})`, {
+      field: "device",
+    });
   if (memoryBytes !== undefined) {
-    return { name, kind: "tt", capacityBytes: checkBytes(memoryBytes, "memory"), chips: card.chips, source: `given with --memory; the card has ${card.bytes / 1e9} GB` };
+    return {
+      name,
+      kind: "tt",
+      capacityBytes: checkBytes(memoryBytes, "memory"),
+      chips: card.chips,
+      source: `given with --memory; the card has ${card.bytes / 1e9} GB`,
+    };
   }
   return { name, kind: "tt", capacityBytes: card.bytes, chips: card.chips, source: `vendor: ${card.description}` };
 }
 
 /** This machine's memory available to a new process (see `cpuAvailableMemory`). */
 export function cpuDevice(available: CpuMemory): PlanDevice {
-  return { name: "cpu", kind: "cpu", capacityBytes: checkBytes(available.bytes, "available memory", 0), chips: 1, source: available.source };
+  return {
+    name: "cpu",
+    kind: "cpu",
+    capacityBytes: checkBytes(available.bytes, "available memory", 0),
+    chips: 1,
+    source: available.source,
+  };
 }
 
 /** A memory size given by hand (`--memory SIZE`), planned like host memory: no trace region. */
@@ -63,13 +78,16 @@ export function customDevice(memoryBytes: number): PlanDevice {
 
 /** Resolves a device name; `memoryBytes` replaces the capacity (for cpu: the measured available memory). */
 export function resolveDevice(name: string | undefined, options: { memoryBytes?: number; cpuMemory?: () => CpuMemory } = {}): PlanDevice {
-  if (name === undefined) return options.memoryBytes !== undefined ? customDevice(options.memoryBytes) : cpuDevice((options.cpuMemory ?? cpuAvailableMemory)());
+  if (name === undefined)
+    return options.memoryBytes !== undefined ? customDevice(options.memoryBytes) : cpuDevice((options.cpuMemory ?? cpuAvailableMemory)());
   if (name === "cpu") {
     if (options.memoryBytes !== undefined) return { ...customDevice(options.memoryBytes), name: "cpu", kind: "cpu" };
     return cpuDevice((options.cpuMemory ?? cpuAvailableMemory)());
   }
   if (isTtDeviceName(name)) return ttDevice(name, options.memoryBytes);
-  throw new PlanError("PLAN_BAD_INPUT", `unknown device ${JSON.stringify(name)} (devices: ${DEVICE_NAMES.join(", ")})`, { field: "device" });
+  throw new PlanError("PLAN_BAD_INPUT", `unknown device ${JSON.stringify(name)} (devices: ${DEVICE_NAMES.join(", ")})`, {
+    field: "device",
+  });
 }
 
 export interface CpuMemory {
@@ -107,7 +125,10 @@ function cgroupHeadroom(read: TextFileReader): CpuMemory | undefined {
     const current = Number(read("/sys/fs/cgroup/memory.current")?.trim() ?? Number.NaN);
     const file = statField(read("/sys/fs/cgroup/memory.stat") ?? "", "file") ?? 0;
     if (Number.isFinite(current)) {
-      return { bytes: Math.max(0, Number(v2Max) - Math.max(0, current - file)), source: "cgroup v2 memory.max - (memory.current - file pages)" };
+      return {
+        bytes: Math.max(0, Number(v2Max) - Math.max(0, current - file)),
+        source: "cgroup v2 memory.max - (memory.current - file pages)",
+      };
     }
   }
   const v1Limit = read("/sys/fs/cgroup/memory/memory.limit_in_bytes")?.trim();
@@ -116,7 +137,10 @@ function cgroupHeadroom(read: TextFileReader): CpuMemory | undefined {
     const stat = read("/sys/fs/cgroup/memory/memory.stat") ?? "";
     const file = (statField(stat, "total_inactive_file") ?? 0) + (statField(stat, "total_active_file") ?? 0);
     if (Number.isFinite(usage)) {
-      return { bytes: Math.max(0, Number(v1Limit) - Math.max(0, usage - file)), source: "cgroup v1 memory.limit_in_bytes - (usage - file pages)" };
+      return {
+        bytes: Math.max(0, Number(v1Limit) - Math.max(0, usage - file)),
+        source: "cgroup v1 memory.limit_in_bytes - (usage - file pages)",
+      };
     }
   }
   return undefined;
@@ -134,6 +158,7 @@ export function cpuAvailableMemory(read: TextFileReader = readText): CpuMemory {
     ? { bytes: Number(match[1]) * 1024, source: "/proc/meminfo MemAvailable (free memory + reclaimable page cache)" }
     : { bytes: freemem(), source: "os.freemem() (no /proc/meminfo MemAvailable)" };
   const cgroup = cgroupHeadroom(read);
-  if (cgroup && cgroup.bytes < result.bytes) result = { bytes: cgroup.bytes, source: `${cgroup.source} (below ${result.source.split(" (")[0]})` };
+  if (cgroup && cgroup.bytes < result.bytes)
+    result = { bytes: cgroup.bytes, source: `${cgroup.source} (below ${result.source.split(" (")[0]})` };
   return result;
 }

@@ -23,7 +23,12 @@ export type EngineMemoryOptions = Pick<
  * `maxBatchTokens` rows. With flash attention (the default) the KV cache is stored as f16 whatever
  * `kvType` says, as the engine does.
  */
-export function planEngineResidency(file: Pick<GgufFile, "metadata" | "tensors">, options: EngineMemoryOptions, device: PlanDevice, env?: EnvSource): ResidencyPlan {
+export function planEngineResidency(
+  file: Pick<GgufFile, "metadata" | "tensors">,
+  options: EngineMemoryOptions,
+  device: PlanDevice,
+  env?: EnvSource,
+): ResidencyPlan {
   const kvCacheTokens = options.kvCacheTokens ?? ENGINE_MEMORY_DEFAULTS.kvCacheTokens;
   return planResidency(file, {
     device,

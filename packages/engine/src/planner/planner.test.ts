@@ -79,7 +79,14 @@ describe("the seed's 27B arithmetic (header-only Q4_K_M-class file)", () => {
     expect(plan.settings.policy).toBe("packed");
     expect(plan.settings.numerics).toBe("bf16");
     expect(bytesOf(plan, "twins")).toBe(2_542_796_800);
-    expect(plan.chunkPlane).toEqual({ tensor: "output.weight", rows: 248_320, cols: 5120, chunkRows: 31_040, chunks: 8, bytes: 635_699_200 });
+    expect(plan.chunkPlane).toEqual({
+      tensor: "output.weight",
+      rows: 248_320,
+      cols: 5120,
+      chunkRows: 31_040,
+      chunks: 8,
+      bytes: 635_699_200,
+    });
     expect(bytesOf(plan, "chunkPlane")).toBe(635_699_200);
   });
 
@@ -111,7 +118,9 @@ describe("the seed's 27B arithmetic (header-only Q4_K_M-class file)", () => {
     const twins = planWith(big, { device: ttDevice("tt-p150"), contextLength: 4096, policy: "twin-for-all" });
     expect(twins.fits).toBe(false);
     // A bf16 twin of every matrix: 2 bytes per parameter, no packed words left.
-    const parameters = big.tensors.filter((t) => t.ne.length === 2 && !t.name.endsWith("ssm_conv1d.weight")).reduce((s, t) => s + t.elements, 0);
+    const parameters = big.tensors
+      .filter((t) => t.ne.length === 2 && !t.name.endsWith("ssm_conv1d.weight"))
+      .reduce((s, t) => s + t.elements, 0);
     expect(bytesOf(twins, "twins")).toBe(2 * parameters);
     expect(bytesOf(twins, "packed")).toBe(0);
     expect(bytesOf(twins, "chunkPlane")).toBe(0);
@@ -166,7 +175,14 @@ describe("the seed's 27B arithmetic (header-only Q4_K_M-class file)", () => {
 describe("the 0.8B shape", () => {
   it("its tied head [248320, 1024] decodes in 4 chunks of 65,536 rows", () => {
     const plan = planWith(small, { device: ttDevice("tt-n150") });
-    expect(plan.chunkPlane).toEqual({ tensor: "token_embd.weight", rows: 248_320, cols: 1024, chunkRows: 65_536, chunks: 4, bytes: 65_536 * 1024 * 4 });
+    expect(plan.chunkPlane).toEqual({
+      tensor: "token_embd.weight",
+      rows: 248_320,
+      cols: 1024,
+      chunkRows: 65_536,
+      chunks: 4,
+      bytes: 65_536 * 1024 * 4,
+    });
   });
 
   it("fits a tt-n150, with its numbers", () => {
@@ -284,15 +300,27 @@ describe("input and devices", () => {
     expect(ttDevice("tt-p150").capacityBytes).toBe(32e9);
     expect(resolveDevice(undefined, { memoryBytes: 5e9 })).toMatchObject({ name: "custom", kind: "custom", capacityBytes: 5e9 });
     expect(resolveDevice("tt-p150", { memoryBytes: 30e9 })).toMatchObject({ kind: "tt", capacityBytes: 30e9 });
-    expect(resolveDevice("cpu", { cpuMemory: () => ({ bytes: 7e9, source: "test" }) })).toMatchObject({ kind: "cpu", capacityBytes: 7e9, source: "test" });
+    expect(resolveDevice("cpu", { cpuMemory: () => ({ bytes: 7e9, source: "test" }) })).toMatchObject({
+      kind: "cpu",
+      capacityBytes: 7e9,
+      source: "test",
+    });
   });
 
   it("cpu memory: MemAvailable, capped by a cgroup limit (v2, then v1); os.freemem() without /proc/meminfo", () => {
     const files = (entries: Record<string, string>) => (p: string) => entries[p];
     const meminfo = "MemTotal:       24683584 kB\nMemFree:         1000 kB\nMemAvailable:   20000000 kB\n";
-    expect(cpuAvailableMemory(files({ "/proc/meminfo": meminfo }))).toMatchObject({ bytes: 20_000_000 * 1024, source: expect.stringMatching(/^\/proc\/meminfo MemAvailable/) });
+    expect(cpuAvailableMemory(files({ "/proc/meminfo": meminfo }))).toMatchObject({
+      bytes: 20_000_000 * 1024,
+      source: expect.stringMatching(/^\/proc\/meminfo MemAvailable/),
+    });
     const v2 = cpuAvailableMemory(
-      files({ "/proc/meminfo": meminfo, "/sys/fs/cgroup/memory.max": "8000000000\n", "/sys/fs/cgroup/memory.current": "3000000000\n", "/sys/fs/cgroup/memory.stat": "anon 1\nfile 1000000000\n" }),
+      files({
+        "/proc/meminfo": meminfo,
+        "/sys/fs/cgroup/memory.max": "8000000000\n",
+        "/sys/fs/cgroup/memory.current": "3000000000\n",
+        "/sys/fs/cgroup/memory.stat": "anon 1\nfile 1000000000\n",
+      }),
     );
     expect(v2).toMatchObject({ bytes: 8e9 - (3e9 - 1e9), source: expect.stringMatching(/^cgroup v2/) });
     const v1 = cpuAvailableMemory(
@@ -305,7 +333,13 @@ describe("input and devices", () => {
     );
     expect(v1).toMatchObject({ bytes: 4e9 - (2.5e9 - 5e8), source: expect.stringMatching(/^cgroup v1/) });
     // cgroup v1 "no limit" is 2^63 - 4096: MemAvailable stands.
-    const unlimited = cpuAvailableMemory(files({ "/proc/meminfo": meminfo, "/sys/fs/cgroup/memory/memory.limit_in_bytes": "9223372036854771712", "/sys/fs/cgroup/memory/memory.usage_in_bytes": "1" }));
+    const unlimited = cpuAvailableMemory(
+      files({
+        "/proc/meminfo": meminfo,
+        "/sys/fs/cgroup/memory/memory.limit_in_bytes": "9223372036854771712",
+        "/sys/fs/cgroup/memory/memory.usage_in_bytes": "1",
+      }),
+    );
     expect(unlimited.bytes).toBe(20_000_000 * 1024);
     expect(cpuAvailableMemory(files({})).source).toMatch(/^os\.freemem\(\)/);
   });

@@ -195,13 +195,27 @@ function resolveSettings(input: ResidencyPlanInput): ResolvedPlanSettings {
   }
   const policy = oneOf(input.policy ?? PLAN_DEFAULTS.policy, RESIDENCY_POLICIES, "policy");
   const speculative = input.speculative === undefined ? null : oneOf(input.speculative, ["mtp"] as const, "speculative");
-  const stateSnapshots = input.stateSnapshots === undefined || input.stateSnapshots === 0 ? 0 : positiveInteger(input.stateSnapshots, "stateSnapshots");
+  const stateSnapshots =
+    input.stateSnapshots === undefined || input.stateSnapshots === 0 ? 0 : positiveInteger(input.stateSnapshots, "stateSnapshots");
   const kvCacheTokensGiven = input.kvCacheTokens !== undefined;
   const kvCacheTokens = kvCacheTokensGiven
     ? roundUp(positiveInteger(input.kvCacheTokens, "kvCacheTokens"), blockSize)
     : sequences * roundUp(contextLength, blockSize);
-  if (!Number.isSafeInteger(kvCacheTokens)) throw new PlanError("PLAN_BAD_INPUT", `context x sequences = ${kvCacheTokens} tokens is too large`, { field: "contextLength" });
-  return { contextLength, sequences, kvCacheTokens, kvCacheTokensGiven, kvType, numerics, speculative, policy, batchTokens, blockSize, stateSnapshots };
+  if (!Number.isSafeInteger(kvCacheTokens))
+    throw new PlanError("PLAN_BAD_INPUT", `context x sequences = ${kvCacheTokens} tokens is too large`, { field: "contextLength" });
+  return {
+    contextLength,
+    sequences,
+    kvCacheTokens,
+    kvCacheTokensGiven,
+    kvType,
+    numerics,
+    speculative,
+    policy,
+    batchTokens,
+    blockSize,
+    stateSnapshots,
+  };
 }
 
 type Role = "gather" | "head" | "matmul";
@@ -298,7 +312,8 @@ function compute(facts: ModelFacts, settings: ResolvedPlanSettings, device: Plan
   const { config } = facts.plan;
   const { policy, numerics } = settings;
   const gatherTwin = numerics === "bf16" || policy === "twin-for-all";
-  const readsTwin = (role: Role): boolean => (role === "gather" ? gatherTwin : role === "head" ? policy !== "packed" : policy === "twin-for-all");
+  const readsTwin = (role: Role): boolean =>
+    role === "gather" ? gatherTwin : role === "head" ? policy !== "packed" : policy === "twin-for-all";
   const warnings: PlanWarning[] = [];
 
   const trunk = { packed: 0, twins: 0, f32: 0 };
@@ -349,7 +364,8 @@ function compute(facts: ModelFacts, settings: ResolvedPlanSettings, device: Plan
         chunkPlane = { tensor: t.name, rows: n, cols: k, chunkRows: chunks.rows, chunks: chunks.chunks, bytes: chunks.planeBytes };
       }
     }
-    if (computesPacked && device.kind === "tt" && !isKeepQuantEncoding(t.type)) outsideContract.set(typeName, (outsideContract.get(typeName) ?? 0) + 1);
+    if (computesPacked && device.kind === "tt" && !isKeepQuantEncoding(t.type))
+      outsideContract.set(typeName, (outsideContract.get(typeName) ?? 0) + 1);
     if (use.mtp) mtpMatmulPrograms += programs;
     else matmulPrograms += programs;
   }
@@ -406,7 +422,12 @@ function compute(facts: ModelFacts, settings: ResolvedPlanSettings, device: Plan
         : `none: ${numerics} numerics gather rows from the packed words`
       : policy === "twin-for-all"
         ? `every matrix decoded to bf16 (${twins.length} tensors)`
-        : twins.map((t) => `${t.slot} ${t.slot === "token_embd" ? (facts.plan.tiedHead && policy !== "packed" ? "(gathers + head)" : "(gathers)") : "(head)"}`).join(" + ");
+        : twins
+            .map(
+              (t) =>
+                `${t.slot} ${t.slot === "token_embd" ? (facts.plan.tiedHead && policy !== "packed" ? "(gathers + head)" : "(gathers)") : "(head)"}`,
+            )
+            .join(" + ");
   let planeDetail: string;
   const plane: ChunkPlaneInfo | null = chunkPlane;
   if (plane) {
@@ -426,7 +447,12 @@ function compute(facts: ModelFacts, settings: ResolvedPlanSettings, device: Plan
       detail: packedTypes.size === 0 ? "none: every matrix is a bf16 twin" : `${typeMix(packedTypes)} as stored`,
     },
     { id: "twins", label: "bf16 twins", bytes: trunk.twins, detail: twinDetail },
-    { id: "f32", label: "f32 small tensors", bytes: trunk.f32, detail: `${smallTensors} norms and ssm_a/ssm_dt/ssm_conv1d/ssm_norm, as f32` },
+    {
+      id: "f32",
+      label: "f32 small tensors",
+      bytes: trunk.f32,
+      detail: `${smallTensors} norms and ssm_a/ssm_dt/ssm_conv1d/ssm_norm, as f32`,
+    },
     { id: "chunkPlane", label: "largest chunk plane", bytes: plane?.bytes ?? 0, detail: planeDetail },
     {
       id: "kvCache",
@@ -490,7 +516,13 @@ function largestFitting(low: number, high: number, fits: (value: number) => bool
 const QUANTIZATION_LADDER: readonly GgmlType[] = [GgmlType.Q8_0, GgmlType.Q6_K, GgmlType.Q5_K, GgmlType.Q4_K, GgmlType.Q3_K, GgmlType.Q2_K];
 const bitsPerWeight = (type: GgmlType): number => (GGML_TYPE_TRAITS[type].typeSize * 8) / GGML_TYPE_TRAITS[type].blockSize;
 
-function suggestions(facts: ModelFacts, settings: ResolvedPlanSettings, device: PlanDevice, env: EnvSource, computed: Computed): PlanSuggestion[] {
+function suggestions(
+  facts: ModelFacts,
+  settings: ResolvedPlanSettings,
+  device: PlanDevice,
+  env: EnvSource,
+  computed: Computed,
+): PlanSuggestion[] {
   const out: PlanSuggestion[] = [];
   const capacity = device.capacityBytes;
   const fitsWith = (changes: Partial<ResolvedPlanSettings>, on: PlanDevice = device): boolean =>
@@ -500,18 +532,30 @@ function suggestions(facts: ModelFacts, settings: ResolvedPlanSettings, device: 
   if (settings.kvCacheTokensGiven) {
     const blocks = largestFitting(1, settings.kvCacheTokens / block - 1, (b) => fitsWith({ kvCacheTokens: b * block }));
     if (blocks !== undefined) {
-      out.push({ kind: "context", value: blocks * block, message: `a KV cache of at most ${blocks * block} tokens (kvCacheTokens, now ${settings.kvCacheTokens})` });
+      out.push({
+        kind: "context",
+        value: blocks * block,
+        message: `a KV cache of at most ${blocks * block} tokens (kvCacheTokens, now ${settings.kvCacheTokens})`,
+      });
     }
   } else {
     const perSequenceBlocks = Math.ceil(settings.contextLength / block);
-    const blocks = largestFitting(1, perSequenceBlocks - 1, (b) => fitsWith({ contextLength: b * block, kvCacheTokens: settings.sequences * b * block }));
+    const blocks = largestFitting(1, perSequenceBlocks - 1, (b) =>
+      fitsWith({ contextLength: b * block, kvCacheTokens: settings.sequences * b * block }),
+    );
     if (blocks !== undefined) {
-      out.push({ kind: "context", value: blocks * block, message: `a context of at most ${blocks * block} tokens (--ctx ${blocks * block})` });
+      out.push({
+        kind: "context",
+        value: blocks * block,
+        message: `a context of at most ${blocks * block} tokens (--ctx ${blocks * block})`,
+      });
     }
   }
   if (settings.sequences > 1) {
     const sequences = largestFitting(1, settings.sequences - 1, (s) =>
-      fitsWith(settings.kvCacheTokensGiven ? { sequences: s } : { sequences: s, kvCacheTokens: s * roundUp(settings.contextLength, block) }),
+      fitsWith(
+        settings.kvCacheTokensGiven ? { sequences: s } : { sequences: s, kvCacheTokens: s * roundUp(settings.contextLength, block) },
+      ),
     );
     if (sequences !== undefined) {
       const how = settings.kvCacheTokensGiven ? "maxSequences" : `--seqs ${sequences}`;
@@ -526,7 +570,12 @@ function suggestions(facts: ModelFacts, settings: ResolvedPlanSettings, device: 
       .filter((name) => name !== device.name)
       .sort((a, b) => TT_DEVICES[a].bytes - TT_DEVICES[b].bytes)
       .find((name) => fitsWith({}, ttDevice(name)));
-    if (larger) out.push({ kind: "device", value: larger, message: `another device: ${larger}, ${TT_DEVICES[larger].bytes / 1e9} GB (--device ${larger})` });
+    if (larger)
+      out.push({
+        kind: "device",
+        value: larger,
+        message: `another device: ${larger}, ${TT_DEVICES[larger].bytes / 1e9} GB (--device ${larger})`,
+      });
   } else {
     const missing = computed.totalBytes - capacity;
     out.push({
@@ -540,14 +589,19 @@ function suggestions(facts: ModelFacts, settings: ResolvedPlanSettings, device: 
     const now = (computed.packedBytes * 8) / computed.packedParameters;
     if (budget > 0) {
       const bits = (budget * 8) / computed.packedParameters;
-      const ladder = device.kind === "tt" || settings.numerics === "bf16" ? QUANTIZATION_LADDER.filter((t) => isKeepQuantEncoding(t)) : QUANTIZATION_LADDER;
+      const ladder =
+        device.kind === "tt" || settings.numerics === "bf16"
+          ? QUANTIZATION_LADDER.filter((t) => isKeepQuantEncoding(t))
+          : QUANTIZATION_LADDER;
       const type = ladder.find((t) => bitsPerWeight(t) <= bits && bitsPerWeight(t) < now);
       out.push({
         kind: "quantization",
         value: Math.floor(bits * 100) / 100,
         message:
           `a smaller quantization: matrices at <= ${(Math.floor(bits * 100) / 100).toFixed(2)} bits per weight (now ${now.toFixed(2)})` +
-          (type !== undefined ? `, e.g. ${GGML_TYPE_TRAITS[type].name} (${bitsPerWeight(type).toFixed(2)})` : ", below every registered encoding"),
+          (type !== undefined
+            ? `, e.g. ${GGML_TYPE_TRAITS[type].name} (${bitsPerWeight(type).toFixed(2)})`
+            : ", below every registered encoding"),
       });
     }
   }
@@ -583,11 +637,15 @@ export function planResidency(file: Pick<GgufFile, "metadata" | "tensors">, inpu
         "they need available memory including reclaimable page cache; twins, KV cache, GDN state and scratch are anonymous memory",
     );
   }
-  if (device.kind === "tt" && device.chips > 1) notes.push(`${device.name} has ${device.chips} chips: the plan counts their DRAM together, and one trace region per chip`);
+  if (device.kind === "tt" && device.chips > 1)
+    notes.push(`${device.name} has ${device.chips} chips: the plan counts their DRAM together, and one trace region per chip`);
   const warnings = [...computed.warnings];
   const trained = facts.plan.config.contextLength;
   if (settings.contextLength > trained) {
-    warnings.push({ code: "CONTEXT_BEYOND_TRAINING", message: `context ${settings.contextLength} exceeds the model's context_length ${trained}` });
+    warnings.push({
+      code: "CONTEXT_BEYOND_TRAINING",
+      message: `context ${settings.contextLength} exceeds the model's context_length ${trained}`,
+    });
   }
   return {
     device,

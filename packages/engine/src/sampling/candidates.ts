@@ -104,7 +104,13 @@ export function topK(candidates: Candidates, k: number, minKeep = 1): Candidates
   const size = candidates.ids.length;
   if (k <= 0) return candidates;
   const keep = Math.min(Math.max(k, minKeep), size);
-  if (candidates.sorted) return subset(candidates, Array.from({ length: keep }, (_, i) => i), keep, true);
+  if (candidates.sorted)
+    return subset(
+      candidates,
+      Array.from({ length: keep }, (_, i) => i),
+      keep,
+      true,
+    );
   const order = topPositions(candidates, keep);
   return subset(candidates, order, order.length, true);
 }

@@ -34,7 +34,7 @@ export function createRng(seed: number | readonly [number, number, number, numbe
   let s3: number;
   if (typeof seed === "number") {
     const low = splitmix32(seed >>> 0);
-    const high = splitmix32(Math.floor(seed / 2 ** 32) >>> 0 ^ 0x5bd1e995);
+    const high = splitmix32((Math.floor(seed / 2 ** 32) >>> 0) ^ 0x5bd1e995);
     s0 = low() ^ high();
     s1 = low();
     s2 = low() ^ high();

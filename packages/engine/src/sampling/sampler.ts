@@ -2,16 +2,7 @@
  * A sampler for one sequence: penalties -> top-k -> top-p -> min-p -> temperature -> draw, the
  * order of llama.cpp's default chain, with a seeded RNG so a run can be reproduced.
  */
-import {
-  applyPenalties,
-  applyTemperature,
-  candidatesFromLogits,
-  greedy,
-  minP,
-  sampleCandidates,
-  topK,
-  topP,
-} from "./candidates.js";
+import { applyPenalties, applyTemperature, candidatesFromLogits, greedy, minP, sampleCandidates, topK, topP } from "./candidates.js";
 import { type ResolvedSamplingParams, type SamplingParams, resolveSamplingParams } from "./params.js";
 import { type Rng, createRng } from "./rng.js";
 
@@ -30,8 +21,7 @@ export class Sampler {
    */
   sample(logits: Float32Array, history: readonly number[] = []): number {
     const p = this.params;
-    const penaltiesOn =
-      p.penaltyLastN !== 0 && (p.repeatPenalty !== 1 || p.frequencyPenalty !== 0 || p.presencePenalty !== 0);
+    const penaltiesOn = p.penaltyLastN !== 0 && (p.repeatPenalty !== 1 || p.frequencyPenalty !== 0 || p.presencePenalty !== 0);
     // Nothing below modifies its input, so the caller's row is used as is when no penalty applies.
     const penalized = penaltiesOn
       ? applyPenalties(logits, history, {

@@ -42,10 +42,6 @@ export class TokenizerError extends Error {
 
   /** Works across duplicate copies of this package. */
   static isInstance(value: unknown): value is TokenizerError {
-    return (
-      typeof value === "object" &&
-      value !== null &&
-      (value as Record<symbol, unknown>)[TOKENIZER_ERROR_MARKER] === true
-    );
+    return typeof value === "object" && value !== null && (value as Record<symbol, unknown>)[TOKENIZER_ERROR_MARKER] === true;
   }
 }

@@ -10,7 +10,12 @@ import { SPECIAL_TOKEN_KEYS, type TokenizerVocab, TokenType } from "./vocab.js";
  * shape (no tensors follow); the tokenizer keys come from the vocabulary below.
  */
 function qwen35HeaderKeys(vocab: TokenizerVocab): GgufMetadataEntry[] {
-  const spec = { ...QWEN35_TEST_SHAPE, vocab: vocab.tokens.length, tokenizer: { tokens: [...vocab.tokens] }, name: "keepquant tokenizer fixture" };
+  const spec = {
+    ...QWEN35_TEST_SHAPE,
+    vocab: vocab.tokens.length,
+    tokenizer: { tokens: [...vocab.tokens] },
+    name: "keepquant tokenizer fixture",
+  };
   return qwen35Metadata(spec).filter((entry) => !entry.key.startsWith("tokenizer."));
 }
 

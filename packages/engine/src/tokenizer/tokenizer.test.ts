@@ -9,14 +9,7 @@ import { BYTE_TO_CHAR, CODE_POINT_TO_BYTE, bytesToByteLevel } from "./byte-unico
 import { vocabOnlyGguf } from "./fixture-gguf.js";
 import { QWEN35_PRETOKENIZER_PATTERN, preTokenize, toWellFormed } from "./pre-tokenize.js";
 import { StreamingDetokenizer } from "./streaming.js";
-import {
-  QWEN35_VOCAB_SIZE,
-  fixtureTokenizer,
-  fixtureVocab,
-  growVocab,
-  oracleGolden,
-  VOCAB_JSON_PATH,
-} from "./test-support.js";
+import { QWEN35_VOCAB_SIZE, fixtureTokenizer, fixtureVocab, growVocab, oracleGolden, VOCAB_JSON_PATH } from "./test-support.js";
 import { Tokenizer } from "./tokenizer.js";
 import { TokenizerError } from "./errors.js";
 import { TokenType, type TokenizerVocab } from "./vocab.js";
@@ -334,4 +327,3 @@ describe("errors", () => {
     expect(codeOf(() => Tokenizer.fromGguf({ metadata: new Map() }))).toBe("TOKENIZER_MISSING_KEY");
   });
 });
-

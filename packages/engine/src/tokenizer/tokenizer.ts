@@ -38,20 +38,75 @@ export interface DecodeOptions {
 
 // Texts llama.cpp recognizes to fill unset special ids and the end-of-generation set.
 const EOT_TEXTS = [
-  "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>", "<EOT>", "_<EOT>",
-  "[EOT]", "<｜end▁of▁sentence｜>", "<end_of_utterance>",
+  "<|eot_id|>",
+  "<|im_end|>",
+  "<|end|>",
+  "<end_of_turn>",
+  "<|endoftext|>",
+  "<|end_of_text|>",
+  "<EOT>",
+  "_<EOT>",
+  "[EOT]",
+  "<｜end▁of▁sentence｜>",
+  "<end_of_utterance>",
 ];
 const EOM_TEXTS = ["<|eom_id|>"];
-const FIM_PRE_TEXTS = ["<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<｜fim▁begin｜>", "<PRE>", "▁<PRE>", "<|code_prefix|>", "<|prefix|>"];
-const FIM_SUF_TEXTS = ["<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<｜fim▁hole｜>", "<SUF>", "▁<SUF>", "<|code_suffix|>", "<|suffix|>"];
-const FIM_MID_TEXTS = ["<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<｜fim▁end｜>", "<MID>", "▁<MID>", "<|code_middle|>", "<|middle|>"];
+const FIM_PRE_TEXTS = [
+  "<|fim_prefix|>",
+  "<fim-prefix>",
+  "<fim_prefix>",
+  "<｜fim▁begin｜>",
+  "<PRE>",
+  "▁<PRE>",
+  "<|code_prefix|>",
+  "<|prefix|>",
+];
+const FIM_SUF_TEXTS = [
+  "<|fim_suffix|>",
+  "<fim-suffix>",
+  "<fim_suffix>",
+  "<｜fim▁hole｜>",
+  "<SUF>",
+  "▁<SUF>",
+  "<|code_suffix|>",
+  "<|suffix|>",
+];
+const FIM_MID_TEXTS = [
+  "<|fim_middle|>",
+  "<fim-middle>",
+  "<fim_middle>",
+  "<｜fim▁end｜>",
+  "<MID>",
+  "▁<MID>",
+  "<|code_middle|>",
+  "<|middle|>",
+];
 const FIM_PAD_TEXTS = ["<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"];
 const FIM_REP_TEXTS = ["<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"];
 const FIM_SEP_TEXTS = ["<|file_sep|>"];
 const EOG_TEXTS = [
-  "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>", "<end_of_turn>",
-  "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]", "<|end_of_text|>",
-  "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>", "<｜end▁of▁sentence｜>", "[e~[",
+  "<|eot_id|>",
+  "<|im_end|>",
+  "<|end|>",
+  "<|return|>",
+  "<|call|>",
+  "<|flush|>",
+  "<|calls|>",
+  "<end_of_turn>",
+  "<|endoftext|>",
+  "</s>",
+  "<|eom_id|>",
+  "<EOT>",
+  "_<EOT>",
+  "[EOT]",
+  "[EOS]",
+  "<|end_of_text|>",
+  "<end_of_utterance>",
+  "<eos>",
+  "<turn|>",
+  "<|tool_response>",
+  "<｜end▁of▁sentence｜>",
+  "[e~[",
 ];
 /** Always rendered (gpt-oss): llama.cpp forces them to USER_DEFINED. */
 const FORCED_USER_DEFINED_TEXTS = ["<|channel|>", "<|message|>", "<|start|>", "<|constrain|>"];
@@ -115,11 +170,9 @@ export class Tokenizer {
     }
     const n = vocab.tokens.length;
     if (vocab.tokenTypes && vocab.tokenTypes.length < n) {
-      throw new TokenizerError(
-        "TOKENIZER_BAD_KEY",
-        `tokenizer.ggml.token_type has ${vocab.tokenTypes.length} entries for ${n} tokens`,
-        { field: "tokenizer.ggml.token_type" },
-      );
+      throw new TokenizerError("TOKENIZER_BAD_KEY", `tokenizer.ggml.token_type has ${vocab.tokenTypes.length} entries for ${n} tokens`, {
+        field: "tokenizer.ggml.token_type",
+      });
     }
     this.vocab = vocab;
     this.pre = vocab.pre as PreTokenizerName;
@@ -147,8 +200,18 @@ export class Tokenizer {
     // Auto-detect unset ids by text (lowest id first when several texts match) and mark them CONTROL.
     // One pass over the tokens for the few texts of interest; the full text -> id map is built lazily.
     const byText = findTexts(vocab.tokens, [
-      ...EOT_TEXTS, ...EOM_TEXTS, ...FIM_PRE_TEXTS, ...FIM_SUF_TEXTS, ...FIM_MID_TEXTS, ...FIM_PAD_TEXTS,
-      ...FIM_REP_TEXTS, ...FIM_SEP_TEXTS, ...EOG_TEXTS, ...FORCED_USER_DEFINED_TEXTS, "<|end|>", "</s>",
+      ...EOT_TEXTS,
+      ...EOM_TEXTS,
+      ...FIM_PRE_TEXTS,
+      ...FIM_SUF_TEXTS,
+      ...FIM_MID_TEXTS,
+      ...FIM_PAD_TEXTS,
+      ...FIM_REP_TEXTS,
+      ...FIM_SEP_TEXTS,
+      ...EOG_TEXTS,
+      ...FORCED_USER_DEFINED_TEXTS,
+      "<|end|>",
+      "</s>",
     ]);
     const detect = (name: keyof SpecialTokenIds, texts: readonly string[]): void => {
       if (specials[name] !== undefined) return;

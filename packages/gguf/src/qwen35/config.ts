@@ -59,7 +59,12 @@ const P = "qwen35.";
 
 type Entries = GgufFile["metadata"];
 
-function bad(code: "QWEN35_MISSING_KEY" | "QWEN35_BAD_KEY_TYPE" | "QWEN35_BAD_VALUE", key: string, message: string, entry?: GgufMetadataEntry): never {
+function bad(
+  code: "QWEN35_MISSING_KEY" | "QWEN35_BAD_KEY_TYPE" | "QWEN35_BAD_VALUE",
+  key: string,
+  message: string,
+  entry?: GgufMetadataEntry,
+): never {
   throw new Qwen35ConfigError(code, `${key}: ${message}${entry?.offset !== undefined ? ` (at offset ${entry.offset})` : ""}`, {
     field: key,
     offset: entry?.offset,
@@ -109,7 +114,8 @@ export function parseQwen35Config(file: Pick<GgufFile, "metadata">): Qwen35Confi
   const m = file.metadata;
   const archEntry = m.get("general.architecture");
   if (!archEntry) bad("QWEN35_MISSING_KEY", "general.architecture", 'required key is missing (expected str "qwen35")');
-  if (archEntry.type !== GgufValueType.STRING) bad("QWEN35_BAD_KEY_TYPE", "general.architecture", `expected str, found ${describe(archEntry)}`, archEntry);
+  if (archEntry.type !== GgufValueType.STRING)
+    bad("QWEN35_BAD_KEY_TYPE", "general.architecture", `expected str, found ${describe(archEntry)}`, archEntry);
   if (archEntry.value !== "qwen35") {
     throw new Qwen35ConfigError(
       "QWEN35_WRONG_ARCHITECTURE",
@@ -121,7 +127,12 @@ export function parseQwen35Config(file: Pick<GgufFile, "metadata">): Qwen35Confi
   const blockCount = positive(m, `${P}block_count`);
   const nextnPredictLayers = u32(m, `${P}nextn_predict_layers`, 0);
   check(nextnPredictLayers <= 1, `${P}nextn_predict_layers`, `only 0 or 1 is supported, found ${nextnPredictLayers}`, m);
-  check(nextnPredictLayers < blockCount, `${P}nextn_predict_layers`, `must be less than block_count (${blockCount}), found ${nextnPredictLayers}`, m);
+  check(
+    nextnPredictLayers < blockCount,
+    `${P}nextn_predict_layers`,
+    `must be less than block_count (${blockCount}), found ${nextnPredictLayers}`,
+    m,
+  );
   const nLayer = blockCount - nextnPredictLayers;
 
   const contextLength = positive(m, `${P}context_length`);
@@ -129,13 +140,23 @@ export function parseQwen35Config(file: Pick<GgufFile, "metadata">): Qwen35Confi
   const feedForwardLength = positive(m, `${P}feed_forward_length`);
   const headCount = positive(m, `${P}attention.head_count`);
   const headCountKv = positive(m, `${P}attention.head_count_kv`);
-  check(headCount % headCountKv === 0, `${P}attention.head_count_kv`, `head_count ${headCount} is not a multiple of head_count_kv ${headCountKv}`, m);
+  check(
+    headCount % headCountKv === 0,
+    `${P}attention.head_count_kv`,
+    `head_count ${headCount} is not a multiple of head_count_kv ${headCountKv}`,
+    m,
+  );
   const keyLength = positive(m, `${P}attention.key_length`);
   const valueLength = positive(m, `${P}attention.value_length`);
   check(keyLength === valueLength, `${P}attention.value_length`, `must equal attention.key_length (${keyLength}), found ${valueLength}`, m);
   const rmsEps = f32(m, `${P}attention.layer_norm_rms_epsilon`);
   const ropeDimensionCount = positive(m, `${P}rope.dimension_count`);
-  check(ropeDimensionCount <= keyLength && ropeDimensionCount % 2 === 0, `${P}rope.dimension_count`, `must be even and at most key_length (${keyLength}), found ${ropeDimensionCount}`, m);
+  check(
+    ropeDimensionCount <= keyLength && ropeDimensionCount % 2 === 0,
+    `${P}rope.dimension_count`,
+    `must be even and at most key_length (${keyLength}), found ${ropeDimensionCount}`,
+    m,
+  );
   const ropeFreqBase = f32(m, `${P}rope.freq_base`);
 
   const sectionsKey = `${P}rope.dimension_sections`;
@@ -145,29 +166,69 @@ export function parseQwen35Config(file: Pick<GgufFile, "metadata">): Qwen35Confi
     bad("QWEN35_BAD_KEY_TYPE", sectionsKey, `expected i32[4], found ${describe(sections)}`, sections);
   }
   const sectionValues = Array.from(sections.value as Int32Array) as [number, number, number, number];
-  check(sectionValues.every((s) => s >= 0), sectionsKey, `sections must be non-negative, found [${sectionValues.join(", ")}]`, m);
+  check(
+    sectionValues.every((s) => s >= 0),
+    sectionsKey,
+    `sections must be non-negative, found [${sectionValues.join(", ")}]`,
+    m,
+  );
 
   const ssmConvKernel = positive(m, `${P}ssm.conv_kernel`);
   const ssmStateSize = positive(m, `${P}ssm.state_size`);
   const ssmGroupCount = positive(m, `${P}ssm.group_count`);
   const ssmTimeStepRank = positive(m, `${P}ssm.time_step_rank`);
-  check(ssmTimeStepRank % ssmGroupCount === 0, `${P}ssm.time_step_rank`, `Hv ${ssmTimeStepRank} is not a multiple of Hk (ssm.group_count) ${ssmGroupCount}`, m);
+  check(
+    ssmTimeStepRank % ssmGroupCount === 0,
+    `${P}ssm.time_step_rank`,
+    `Hv ${ssmTimeStepRank} is not a multiple of Hk (ssm.group_count) ${ssmGroupCount}`,
+    m,
+  );
   const ssmInnerSize = positive(m, `${P}ssm.inner_size`);
-  check(ssmInnerSize % ssmTimeStepRank === 0, `${P}ssm.inner_size`, `${ssmInnerSize} is not a multiple of ssm.time_step_rank ${ssmTimeStepRank}`, m);
+  check(
+    ssmInnerSize % ssmTimeStepRank === 0,
+    `${P}ssm.inner_size`,
+    `${ssmInnerSize} is not a multiple of ssm.time_step_rank ${ssmTimeStepRank}`,
+    m,
+  );
   const headVDim = ssmInnerSize / ssmTimeStepRank;
-  check(headVDim === ssmStateSize, `${P}ssm.inner_size`, `inner_size / time_step_rank = ${headVDim} must equal ssm.state_size ${ssmStateSize}`, m);
+  check(
+    headVDim === ssmStateSize,
+    `${P}ssm.inner_size`,
+    `inner_size / time_step_rank = ${headVDim} must equal ssm.state_size ${ssmStateSize}`,
+    m,
+  );
 
   const fullAttentionInterval = positive(m, `${P}full_attention_interval`, 4);
   const recurrentKey = `${P}attention.recurrent_layers`;
   const recurrentEntry = m.get(recurrentKey);
   let recurrentLayers: boolean[] | undefined;
   if (recurrentEntry) {
-    const integerTypes = [GgufValueType.BOOL, GgufValueType.UINT8, GgufValueType.INT8, GgufValueType.UINT16, GgufValueType.INT16, GgufValueType.UINT32, GgufValueType.INT32];
-    if (recurrentEntry.type !== GgufValueType.ARRAY || recurrentEntry.itemType === undefined || !integerTypes.includes(recurrentEntry.itemType)) {
+    const integerTypes = [
+      GgufValueType.BOOL,
+      GgufValueType.UINT8,
+      GgufValueType.INT8,
+      GgufValueType.UINT16,
+      GgufValueType.INT16,
+      GgufValueType.UINT32,
+      GgufValueType.INT32,
+    ];
+    if (
+      recurrentEntry.type !== GgufValueType.ARRAY ||
+      recurrentEntry.itemType === undefined ||
+      !integerTypes.includes(recurrentEntry.itemType)
+    ) {
       bad("QWEN35_BAD_KEY_TYPE", recurrentKey, `expected a bool or integer array, found ${describe(recurrentEntry)}`, recurrentEntry);
     }
-    recurrentLayers = Array.from(recurrentEntry.value as ArrayLike<number | boolean>, (v) => v === true || (typeof v === "number" && v !== 0));
-    check(recurrentLayers.length === blockCount, recurrentKey, `length must equal block_count (${blockCount}), found ${recurrentLayers.length}`, m);
+    recurrentLayers = Array.from(
+      recurrentEntry.value as ArrayLike<number | boolean>,
+      (v) => v === true || (typeof v === "number" && v !== 0),
+    );
+    check(
+      recurrentLayers.length === blockCount,
+      recurrentKey,
+      `length must equal block_count (${blockCount}), found ${recurrentLayers.length}`,
+      m,
+    );
   }
   const layerKinds: Qwen35LayerKind[] = [];
   for (let il = 0; il < nLayer; il++) {

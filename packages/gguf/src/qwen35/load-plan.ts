@@ -84,7 +84,11 @@ export function buildLoadPlan(file: Pick<GgufFile, "metadata" | "tensors">, opti
   for (const tensor of file.tensors) {
     const want = expectedByName.get(tensor.name);
     if (!want) {
-      refused.push({ name: tensor.name, reason: `unknown tensor name for qwen35 (${config.nLayer} trunk layers, nextn_predict_layers ${config.nextnPredictLayers})`, tensor });
+      refused.push({
+        name: tensor.name,
+        reason: `unknown tensor name for qwen35 (${config.nLayer} trunk layers, nextn_predict_layers ${config.nextnPredictLayers})`,
+        tensor,
+      });
       continue;
     }
     if (!sameNe(tensor.ne, want.ne)) {
@@ -153,7 +157,10 @@ export function buildLoadPlan(file: Pick<GgufFile, "metadata" | "tensors">, opti
     });
   }
   if (useMtp && config.nextnPredictLayers === 0) {
-    refused.push({ name: "qwen35.nextn_predict_layers", reason: 'speculative method "mtp" needs an MTP block, but the file has nextn_predict_layers = 0' });
+    refused.push({
+      name: "qwen35.nextn_predict_layers",
+      reason: 'speculative method "mtp" needs an MTP block, but the file has nextn_predict_layers = 0',
+    });
   }
   if (missingMtp.length > 0) {
     diagnostics.push({
@@ -167,7 +174,10 @@ export function buildLoadPlan(file: Pick<GgufFile, "metadata" | "tensors">, opti
     diagnostics.push({
       level: "error",
       code: "REFUSED",
-      message: `${refused.length} tensor(s) refused: ${refused.slice(0, 8).map((r) => `${r.name}: ${r.reason}`).join("; ")}${refused.length > 8 ? "; ..." : ""}`,
+      message: `${refused.length} tensor(s) refused: ${refused
+        .slice(0, 8)
+        .map((r) => `${r.name}: ${r.reason}`)
+        .join("; ")}${refused.length > 8 ? "; ..." : ""}`,
       tensors: refused.map((r) => r.name),
     });
   }

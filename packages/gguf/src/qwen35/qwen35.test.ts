@@ -174,15 +174,23 @@ describe("parseQwen35Config errors name the key, the expected type and what was 
     expect(f.message).toContain("expected f32, found f64");
   });
   it("wrong array type or length", () => {
-    const e = errorOf(parse(replace("qwen35.rope.dimension_sections", gguf.arr("qwen35.rope.dimension_sections", GgufValueType.INT32, [11, 11, 10]))));
+    const e = errorOf(
+      parse(replace("qwen35.rope.dimension_sections", gguf.arr("qwen35.rope.dimension_sections", GgufValueType.INT32, [11, 11, 10]))),
+    );
     expect(e.code).toBe("QWEN35_BAD_KEY_TYPE");
     expect(e.message).toContain("expected i32[4], found i32[3]");
-    const u = errorOf(parse(replace("qwen35.rope.dimension_sections", gguf.arr("qwen35.rope.dimension_sections", GgufValueType.UINT32, [1, 1, 1, 0]))));
+    const u = errorOf(
+      parse(replace("qwen35.rope.dimension_sections", gguf.arr("qwen35.rope.dimension_sections", GgufValueType.UINT32, [1, 1, 1, 0]))),
+    );
     expect(u.message).toContain("found u32[4]");
   });
   it("inconsistent values", () => {
-    expect(errorOf(parse(replace("qwen35.attention.value_length", gguf.u32("qwen35.attention.value_length", 32)))).code).toBe("QWEN35_BAD_VALUE");
-    expect(errorOf(parse(replace("qwen35.ssm.time_step_rank", gguf.u32("qwen35.ssm.time_step_rank", 3)))).message).toContain("not a multiple");
+    expect(errorOf(parse(replace("qwen35.attention.value_length", gguf.u32("qwen35.attention.value_length", 32)))).code).toBe(
+      "QWEN35_BAD_VALUE",
+    );
+    expect(errorOf(parse(replace("qwen35.ssm.time_step_rank", gguf.u32("qwen35.ssm.time_step_rank", 3)))).message).toContain(
+      "not a multiple",
+    );
     expect(errorOf(parse((m) => [...m, gguf.u32("qwen35.nextn_predict_layers", 2)])).message).toContain("only 0 or 1");
     expect(errorOf(parse((m) => [...m, gguf.u32("qwen35.full_attention_interval", 1)])).message).toContain("GDN");
     expect(errorOf(parse((m) => [...m, gguf.u32("qwen35.full_attention_interval", 9)])).message).toContain("full-attention");
@@ -195,11 +203,17 @@ describe("parseQwen35Config errors name the key, the expected type and what was 
   it("recurrent_layers overrides the interval", () => {
     const c = parseQwen35Config({
       metadata: new Map(
-        [...base, gguf.arr("qwen35.attention.recurrent_layers", GgufValueType.BOOL, [false, true, true, false]), gguf.u32("qwen35.full_attention_interval", 2)].map((e) => [e.key, e]),
+        [
+          ...base,
+          gguf.arr("qwen35.attention.recurrent_layers", GgufValueType.BOOL, [false, true, true, false]),
+          gguf.u32("qwen35.full_attention_interval", 2),
+        ].map((e) => [e.key, e]),
       ),
     });
     expect(c.layerKinds).toEqual(["attention", "gdn", "gdn", "attention"]);
-    expect(errorOf(parse((m) => [...m, gguf.arr("qwen35.attention.recurrent_layers", GgufValueType.BOOL, [true, false])])).message).toContain("length");
+    expect(
+      errorOf(parse((m) => [...m, gguf.arr("qwen35.attention.recurrent_layers", GgufValueType.BOOL, [true, false])])).message,
+    ).toContain("length");
   });
 });
 
@@ -209,7 +223,10 @@ describe("load plan refusals", () => {
       list.push({ name: "blk.0.mystery.weight", type: GgmlType.F32, ne: [4] });
       list.find((t) => t.name === "blk.1.attn_gate.weight")!.ne = [256, 64];
       list.find((t) => t.name === "blk.2.ssm_conv1d.weight")!.type = GgmlType.F16;
-      list.splice(list.findIndex((t) => t.name === "blk.3.attn_k_norm.weight"), 1);
+      list.splice(
+        list.findIndex((t) => t.name === "blk.3.attn_k_norm.weight"),
+        1,
+      );
     });
     const plan = buildLoadPlan(file);
     expect(plan.ok).toBe(false);
@@ -244,9 +261,19 @@ describe("load plan refusals", () => {
     const file = await smallFile(spec);
     const plan = buildLoadPlan(file);
     expect(plan.ok).toBe(true);
-    expect(plan.skipped.map((t) => t.name).sort()).toEqual(file.tensors.filter((t) => t.name.startsWith("blk.4.")).map((t) => t.name).sort());
+    expect(plan.skipped.map((t) => t.name).sort()).toEqual(
+      file.tensors
+        .filter((t) => t.name.startsWith("blk.4."))
+        .map((t) => t.name)
+        .sort(),
+    );
     expect(buildLoadPlan(file, { speculative: "mtp" }).skipped.length).toBe(0);
-    const partial = await smallFile(spec, (list) => list.splice(list.findIndex((t) => t.name === "blk.4.nextn.hnorm.weight"), 1));
+    const partial = await smallFile(spec, (list) =>
+      list.splice(
+        list.findIndex((t) => t.name === "blk.4.nextn.hnorm.weight"),
+        1,
+      ),
+    );
     const warned = buildLoadPlan(partial);
     expect(warned.ok).toBe(true);
     expect(warned.diagnostics.find((d) => d.code === "MTP_MISSING")?.tensors).toEqual(["blk.4.nextn.hnorm.weight"]);

@@ -67,9 +67,21 @@ describe("synthesizeQwen35", () => {
     const file = await readGguf(bytes);
     const type = (key: string) => file.metadata.get(key)?.type;
     for (const key of [
-      "block_count", "context_length", "embedding_length", "feed_forward_length", "attention.head_count",
-      "attention.head_count_kv", "attention.key_length", "attention.value_length", "rope.dimension_count",
-      "ssm.conv_kernel", "ssm.state_size", "ssm.group_count", "ssm.time_step_rank", "ssm.inner_size", "nextn_predict_layers",
+      "block_count",
+      "context_length",
+      "embedding_length",
+      "feed_forward_length",
+      "attention.head_count",
+      "attention.head_count_kv",
+      "attention.key_length",
+      "attention.value_length",
+      "rope.dimension_count",
+      "ssm.conv_kernel",
+      "ssm.state_size",
+      "ssm.group_count",
+      "ssm.time_step_rank",
+      "ssm.inner_size",
+      "nextn_predict_layers",
     ]) {
       expect(type(`qwen35.${key}`), key).toBe(GgufValueType.UINT32);
     }
@@ -157,7 +169,9 @@ describe("QWEN35_TINY_SHAPE", () => {
 describe("header-only files with a Q4_K_M-class type mix", () => {
   it("useMoreBits is llama.cpp's rule: first and last eighth, every third layer in between", () => {
     const chosen = Array.from({ length: 64 }, (_, i) => i).filter((i) => useMoreBits(i, 64));
-    expect(chosen).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 10, 13, 16, 19, 22, 25, 28, 31, 34, 37, 40, 43, 46, 49, 52, 55, 56, 57, 58, 59, 60, 61, 62, 63]);
+    expect(chosen).toEqual([
+      0, 1, 2, 3, 4, 5, 6, 7, 10, 13, 16, 19, 22, 25, 28, 31, 34, 37, 40, 43, 46, 49, 52, 55, 56, 57, 58, 59, 60, 61, 62, 63,
+    ]);
     expect(Array.from({ length: 24 }, (_, i) => i).filter((i) => useMoreBits(i, 24))).toEqual([0, 1, 2, 5, 8, 11, 14, 17, 20, 21, 22, 23]);
   });
 

@@ -197,7 +197,11 @@ export function qwen35Metadata(spec: Qwen35Spec): GgufMetadataEntry[] {
 }
 
 /** Config and tensor list of a spec (the same tables the load plan checks files against). */
-export function qwen35SpecLayout(spec: Qwen35Spec): { config: Qwen35Config; metadata: GgufMetadataEntry[]; tensors: Qwen35ExpectedTensor[] } {
+export function qwen35SpecLayout(spec: Qwen35Spec): {
+  config: Qwen35Config;
+  metadata: GgufMetadataEntry[];
+  tensors: Qwen35ExpectedTensor[];
+} {
   const metadata = qwen35Metadata(spec);
   const config = parseQwen35Config({ metadata: new Map(metadata.map((e) => [e.key, e])) });
   const tensors = qwen35ExpectedTensors(config, spec.vocab).filter((t) => {
@@ -214,10 +218,7 @@ function tensorSeed(seed: number, name: string): number {
   return h >>> 0 || 1;
 }
 
-type Init =
-  | { kind: "uniform"; scale: number; center: number }
-  | { kind: "ssm_a" }
-  | { kind: "ssm_dt" };
+type Init = { kind: "uniform"; scale: number; center: number } | { kind: "ssm_a" } | { kind: "ssm_dt" };
 
 /**
  * Calm initialisation (ORACLE.md): weights with std 1/sqrt(fan_in); residual output projections
@@ -232,7 +233,12 @@ function initFor(tensor: Qwen35ExpectedTensor, config: Qwen35Config, residualGai
   if (name.endsWith("ssm_dt.bias")) return { kind: "ssm_dt" };
   if (name.endsWith("norm.weight")) return { kind: "uniform", scale: 0.05, center: 1 };
   const D = config.embeddingLength;
-  if (name === "token_embd.weight" || name === "output.weight" || name.endsWith("nextn.embed_tokens.weight") || name.endsWith("shared_head_head.weight")) {
+  if (
+    name === "token_embd.weight" ||
+    name === "output.weight" ||
+    name.endsWith("nextn.embed_tokens.weight") ||
+    name.endsWith("shared_head_head.weight")
+  ) {
     return { kind: "uniform", scale: (3 / Math.sqrt(D)) * sqrt3, center: 0 };
   }
   const fanIn = tensor.ne[0]!;

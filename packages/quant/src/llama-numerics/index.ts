@@ -45,16 +45,17 @@ export const LLAMA_VEC_DOT_TYPES: Readonly<Partial<Record<GgmlType, GgmlType>>> 
   [GgmlType.MXFP4]: GgmlType.Q8_0,
 };
 
-export const LLAMA_WEIGHT_TYPES: readonly GgmlType[] = (Object.keys(LLAMA_VEC_DOT_TYPES) as string[]).map(
-  (id) => Number(id) as GgmlType,
-);
-
+export const LLAMA_WEIGHT_TYPES: readonly GgmlType[] = (Object.keys(LLAMA_VEC_DOT_TYPES) as string[]).map((id) => Number(id) as GgmlType);
 
 /** The activation encoding llama.cpp's CPU backend converts x to for weights of `type`. */
 export function llamaVecDotType(type: GgmlType): GgmlType {
   const act = LLAMA_VEC_DOT_TYPES[type];
   if (act === undefined) {
-    throw new UnsupportedGgmlTypeError(ggmlTypeLabel(type), "llamaVecDotType", LLAMA_WEIGHT_TYPES.map((t) => ggmlTypeLabel(t)));
+    throw new UnsupportedGgmlTypeError(
+      ggmlTypeLabel(type),
+      "llamaVecDotType",
+      LLAMA_WEIGHT_TYPES.map((t) => ggmlTypeLabel(t)),
+    );
   }
   return act;
 }
@@ -486,7 +487,12 @@ export function vecDotLlamaReference(
   activationOffset: number,
 ): number {
   const dot = DOTS[type];
-  if (!dot) throw new UnsupportedGgmlTypeError(ggmlTypeLabel(type), "vecDotLlamaReference", LLAMA_WEIGHT_TYPES.map((t) => ggmlTypeLabel(t)));
+  if (!dot)
+    throw new UnsupportedGgmlTypeError(
+      ggmlTypeLabel(type),
+      "vecDotLlamaReference",
+      LLAMA_WEIGHT_TYPES.map((t) => ggmlTypeLabel(t)),
+    );
   return dot(k, weight, weightOffset, activation, activationOffset);
 }
 
@@ -525,7 +531,11 @@ export function matmulLlamaReference(
   }
   const rowBytes = (k / GGML_TYPE_TRAITS[type].blockSize) * GGML_TYPE_TRAITS[type].typeSize;
   if (weight.data.length < n * rowBytes) {
-    throw new QuantArgumentError(op, "weight.data", `[${n}, ${k}] ${ggmlTypeLabel(type)} needs ${n * rowBytes} bytes, has ${weight.data.length}`);
+    throw new QuantArgumentError(
+      op,
+      "weight.data",
+      `[${n}, ${k}] ${ggmlTypeLabel(type)} needs ${n * rowBytes} bytes, has ${weight.data.length}`,
+    );
   }
   if (x.length < m * k) throw new QuantArgumentError(op, "x", `needs ${m * k} values, has ${x.length}`);
   const actBytes = activationRowBytes(act, k);

@@ -62,7 +62,8 @@ export function envelopeFactor(k: number): number {
 
 export function envelopeReport(input: EnvelopeInput): EnvelopeReport {
   const { x, xGroups, m, decoded, groups, n, k, p, y } = input;
-  if (decoded.length !== groups * n * k) throw new Error(`envelopeReport: decoded has ${decoded.length} values, expected ${groups * n * k}`);
+  if (decoded.length !== groups * n * k)
+    throw new Error(`envelopeReport: decoded has ${decoded.length} values, expected ${groups * n * k}`);
   if (x.length !== xGroups * m * k) throw new Error(`envelopeReport: x has ${x.length} values, expected ${xGroups * m * k}`);
   if (y.length !== p * m * n) throw new Error(`envelopeReport: y has ${y.length} values, expected ${p * m * n}`);
   const factor = envelopeFactor(k);

@@ -9,7 +9,9 @@ describe("analytic bf16 envelope sweep", () => {
     for (const type of [GgmlType.Q4_K, GgmlType.Q5_K, GgmlType.Q6_K, GgmlType.Q8_0]) {
       const mine = cases.filter((c) => c.type === type);
       expect(mine.some((c) => c.groups === 1)).toBe(true);
-      expect(mine.some((c) => c.ids && new Set(c.ids).size < c.ids.length && c.ids.some((id, i) => i > 0 && id < c.ids![i - 1]!))).toBe(true);
+      expect(mine.some((c) => c.ids && new Set(c.ids).size < c.ids.length && c.ids.some((id, i) => i > 0 && id < c.ids![i - 1]!))).toBe(
+        true,
+      );
       expect(mine.some((c) => c.groups > 1 && c.xGroups === 1)).toBe(true);
       expect(mine.some((c) => c.groups > 1 && c.groups === c.n)).toBe(true);
       expect(Math.min(...mine.map((c) => c.k))).toBe(type === GgmlType.Q8_0 ? 32 : 256);
@@ -32,7 +34,8 @@ describe("analytic bf16 envelope sweep", () => {
     const ignoresIds: KeepQuantProvider = {
       ...referenceProvider,
       name: "ignores-ids",
-      matmulBTQuantGrouped: (args: MatmulBTQuantGroupedArgs) => referenceProvider.matmulBTQuantGrouped({ ...args, ids: new Int32Array(args.p) }),
+      matmulBTQuantGrouped: (args: MatmulBTQuantGroupedArgs) =>
+        referenceProvider.matmulBTQuantGrouped({ ...args, ids: new Int32Array(args.p) }),
     };
     const dropsLastBlock: KeepQuantProvider = {
       ...referenceProvider,

@@ -94,11 +94,23 @@ export function envelopeSweepCases(): EnvelopeSweepCase[] {
     add("dense E=1 K=2816 (odd block count)", { groups: 1, n: 19, k: 2816, m: 1, p: 1, xGroups: 1 });
     add("dense E=1 P=3 Pa=3 (ids never read)", { groups: 1, n: 33, k: 1024, m: 2, p: 3, xGroups: 3 });
     add("grouped E=8 repeated out-of-order ids", {
-      groups: 8, n: 67, k: 768, m: 2, p: 6, xGroups: 6, ids: [5, 2, 5, 7, 0, 2],
+      groups: 8,
+      n: 67,
+      k: 768,
+      m: 2,
+      p: 6,
+      xGroups: 6,
+      ids: [5, 2, 5, 7, 0, 2],
     });
     add("grouped E=4 Pa=1 broadcast", { groups: 4, n: 45, k: 512, m: 3, p: 5, xGroups: 1, ids: [3, 3, 1, 0, 2] });
     add("grouped E=N=6 every group once, reversed", {
-      groups: 6, n: 6, k: 256, m: 1, p: 6, xGroups: 6, ids: [5, 4, 3, 2, 1, 0],
+      groups: 6,
+      n: 6,
+      k: 256,
+      m: 1,
+      p: 6,
+      xGroups: 6,
+      ids: [5, 4, 3, 2, 1, 0],
     });
   }
   return cases;
