@@ -60,6 +60,7 @@ void initSets() {
       gSets[l].multiRows[t] = kMultiRows;
       gSets[l].vecDotRows[t] = nullptr;
       gSets[l].weightRows[t] = 1;
+      gSets[l].vecDotBlock[t] = nullptr;
     }
     gSets[l].dotF32 = dotF32Generic;
     gSets[l].dequant = dequantizeRow;
@@ -77,7 +78,7 @@ void initSets() {
   }
   if (cpuHasAvx512()) {
     KernelSet& k = gSets[(int)IsaLevel::Avx512];
-    fillAvx512VecDot(k.vecDot, k.vecDotMulti, k.multiRows, k.vecDotRows, k.weightRows);
+    fillAvx512VecDot(k.vecDot, k.vecDotMulti, k.multiRows, k.vecDotRows, k.weightRows, k.vecDotBlock);
     k.dotF32 = avx512DotF32();
     k.dequant = avx512Dequant();
     k.sumWords = avx2SumWords();

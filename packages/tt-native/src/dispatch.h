@@ -24,6 +24,7 @@ struct KernelSet {
   int multiRows[kTypeCount];              // activation rows one vecDotMulti call takes (at most)
   VecDotRowsFn vecDotRows[kTypeCount];    // null: one weight row at a time
   int weightRows[kTypeCount];             // weight rows one vecDotRows call takes (at most)
+  VecDotBlockFn vecDotBlock[kTypeCount];  // null: prefill through vecDotMulti / vecDot
   DotF32Fn dotF32;
   DequantFn dequant;
   SumWordsFn sumWords;

@@ -34,12 +34,19 @@ constexpr int kMultiRows = 4;  // the default; a level may take more rows per ca
 // same bits per weight row as the VecDotFn of the same level (decode: independent chains per row).
 typedef void (*VecDotRowsFn)(int n, const uint8_t* w, size_t ws, int rows, const uint8_t* a, float* out);
 
+// `wrows` consecutive weight rows (`ws` bytes apart) against `arows` activation rows (`as` bytes
+// apart): out[ar * os + wr]. Gives the same bits per output as the VecDotFn of the same level
+// (prefill: a level may prepare the activation tile once for a whole block of weight rows).
+typedef void (*VecDotBlockFn)(int n, const uint8_t* w, size_t ws, int wrows, const uint8_t* a, size_t as, int arows, float* out,
+                              size_t os);
+
 typedef bool (*DequantFn)(int type, const void* src, float* dst, int64_t k);
 
 // ISA-specific tables: fill `table[type]` for every type (the portable kernels recompiled for the
 // ISA, then hand-written ones where they exist).
 void fillAvx2VecDot(VecDotFn* table, VecDotMultiFn* multi);
-void fillAvx512VecDot(VecDotFn* table, VecDotMultiFn* multi, int* multiRows, VecDotRowsFn* rowsFn, int* weightRows);
+void fillAvx512VecDot(VecDotFn* table, VecDotMultiFn* multi, int* multiRows, VecDotRowsFn* rowsFn, int* weightRows,
+                      VecDotBlockFn* blockFn);
 DequantFn avx2Dequant();
 // Wrapping sum of `words` 8-byte words (the memory-bandwidth probe's inner loop).
 typedef uint64_t (*SumWordsFn)(const uint8_t* p, size_t words);

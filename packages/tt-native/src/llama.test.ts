@@ -99,21 +99,34 @@ describe.skipIf(ORACLE_REASON)("activation quantizers (vec_dot_type) are byte-ex
   const x = randomFloats(4 * 256, 3, 2);
   x.fill(0, 256, 512); // an all-zero block
   x[600] = 1e-30; // tiny
-  for (const [act, name] of [
-    [GgmlType.Q8_K, "q8_K"],
-    [GgmlType.Q8_0, "q8_0"],
-    [GgmlType.Q8_1, "q8_1"],
+  // exact ties of x * (127 / amax): amax 127 makes the codes x itself, and x = amax / 2 is 63.5
+  for (let j = 0; j < 32; j++) x[768 + j] = j === 0 ? 127 : (j % 16) - 8 + 0.5;
+  for (let j = 0; j < 32; j++) x[800 + j] = j === 0 ? -3 : j === 1 ? 1.5 : -0.5 * (j % 7);
+  const cpuSkip = ORACLE_REASON ?? (loadGgmlCpuOracle().variant !== "haswell" ? `ggml variant is ${loadGgmlCpuOracle().variant}, not haswell` : undefined);
+  for (const [act, name, weight] of [
+    [GgmlType.Q8_K, "q8_K", GgmlType.Q4_K],
+    [GgmlType.Q8_0, "q8_0", GgmlType.Q8_0],
+    [GgmlType.Q8_1, "q8_1", GgmlType.Q4_1],
   ] as const) {
-    it(`${name}: native = TS reference = ggml quantize_row_${name}_ref`, () => {
-      const bytes = (x.length / GGML_TYPE_TRAITS[act].blockSize) * GGML_TYPE_TRAITS[act].typeSize;
-      const native = new Uint8Array(bytes);
-      nativeAddon()!.quantizeActivations(act, x, native, 1);
-      const ts = quantizeActivationRow(act, x, new Uint8Array(bytes));
-      const ggml = new Uint8Array(bytes);
-      loadGgmlOracle().quantizeRowRef(name, x, ggml);
-      expect(Buffer.from(native).equals(Buffer.from(ggml))).toBe(true);
-      expect(Buffer.from(ts).equals(Buffer.from(ggml))).toBe(true);
-    });
+    it.skipIf(cpuSkip !== undefined)(
+      `${name}: native = TS = the haswell variant's own quantize_row_${name} (from_float)${cpuSkip ? ` (skipped: ${cpuSkip})` : ""}`,
+      () => {
+        const bytes = (x.length / GGML_TYPE_TRAITS[act].blockSize) * GGML_TYPE_TRAITS[act].typeSize;
+        const native = new Uint8Array(bytes);
+        nativeAddon()!.quantizeActivations(act, x, native, 1);
+        const ts = quantizeActivationRow(act, x, new Uint8Array(bytes));
+        const ggml = new Uint8Array(bytes);
+        loadGgmlCpuOracle().fromFloat(weight, x, ggml);
+        expect(Buffer.from(native).equals(Buffer.from(ggml))).toBe(true);
+        expect(Buffer.from(ts).equals(Buffer.from(ggml))).toBe(true);
+        if (act !== GgmlType.Q8_K) {
+          // the ties are real: the _ref quantizer (halves away from zero) gives other codes here
+          const ref = new Uint8Array(bytes);
+          loadGgmlOracle().quantizeRowRef(name, x, ref);
+          expect(Buffer.from(ref).equals(Buffer.from(ggml))).toBe(false);
+        }
+      },
+    );
   }
   it("f16 / bf16 activations: RNE as ggml's row converters", () => {
     const rows = loadGgmlRowOracle();

@@ -17,11 +17,12 @@ size_t weightRowBytes(int type, int64_t k) {
 }
 
 // Rows per task: enough tasks to balance threads, few enough to amortize scheduling.
-int64_t rowsPerTask(int64_t n, int64_t m) {
+int64_t rowsPerTask(int64_t n, int64_t m, bool blockKernel) {
   const int64_t threads = threadCount();
   const int64_t target = threads * 8;
   int64_t r = (n + target - 1) / target;
-  const int64_t cap = m > 1 ? 16 : 64;
+  // a block kernel prepares the activation tile once per task: bigger tasks amortize it
+  const int64_t cap = m > 1 && !blockKernel ? 16 : 64;
   r = std::max<int64_t>(1, std::min(r, cap));
   return r;
 }
@@ -50,6 +51,16 @@ void rowBlock(const LlamaRowsJob& job, int64_t r0, int64_t r1) {
     return;
   }
   const int64_t mTile = 32;
+  const VecDotBlockFn blockFn = kernels().vecDotBlock[job.type];
+  if (blockFn) {
+    // prefill: the kernel takes the task's whole block of weight rows per activation tile
+    for (int64_t m0 = 0; m0 < m; m0 += mTile) {
+      const int64_t m1 = std::min(m, m0 + mTile);
+      blockFn((int)job.k, job.w + (size_t)r0 * wBytes, wBytes, (int)(r1 - r0), job.act + (size_t)m0 * job.actBytes, job.actBytes,
+              (int)(m1 - m0), job.y + (size_t)m0 * n + r0, (size_t)n);
+    }
+    return;
+  }
   for (int64_t m0 = 0; m0 < m; m0 += mTile) {
     const int64_t m1 = std::min(m, m0 + mTile);
     for (int64_t r = r0; r < r1; ++r) {
@@ -75,7 +86,7 @@ void matmulLlamaRowsBatch(const LlamaRowsJob* jobs, int count) {
   int first[kMaxJobs + 1];
   first[0] = 0;
   for (int j = 0; j < count; ++j) {
-    rpt[j] = rowsPerTask(jobs[j].n, jobs[j].m);
+    rpt[j] = rowsPerTask(jobs[j].n, jobs[j].m, jobs[j].m > 1 && kernels().vecDotBlock[jobs[j].type] != nullptr);
     first[j + 1] = first[j] + (int)((jobs[j].n + rpt[j] - 1) / rpt[j]);
   }
   parallelFor(first[count], [&](int t) {
@@ -113,7 +124,7 @@ void matmulBf16Rows(int type, const uint8_t* w, int64_t k, int64_t rowStart, int
   const DotF32Fn dot = kernels().dotF32;
   const DequantFn decode = kernels().dequant;
   const size_t wBytes = weightRowBytes(type, k);
-  const int64_t rpt = rowsPerTask(rowCount, m);
+  const int64_t rpt = rowsPerTask(rowCount, m, false);
   const int tasks = (int)((rowCount + rpt - 1) / rpt);
   parallelFor(tasks, [&](int t) {
     thread_local std::vector<float> row;  // grows once per thread, then reused

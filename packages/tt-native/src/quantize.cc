@@ -1,5 +1,8 @@
-// Activation quantizers: the arithmetic of ggml's quantize_row_{q8_K,q8_0,q8_1}_ref and its
-// f32 -> f16/bf16 row conversions, so that integer dots see the same codes as llama.cpp.
+// Activation quantizers: the arithmetic of the activation quantizers (from_float) of llama.cpp's
+// haswell CPU variant and its f32 -> f16/bf16 row conversions, so that integer dots see the same
+// codes as llama.cpp: Q8_K is quantize_row_q8_K_ref's; Q8_0 / Q8_1 are the x86 quantize_row_q8_0 /
+// q8_1 (id = 127 / amax rather than 1 / d, and codes rounded half to even), which differ from their
+// _ref versions (1 / d, halves away from zero) on exact ties.
 #include <cmath>
 
 #include "kernels.h"
@@ -7,19 +10,21 @@
 namespace kq {
 namespace {
 
-// roundf (halves away from zero), inline: the library call was a measurable part of prefill.
-inline float roundHalfAway(float v) {
-  if (!(std::fabs(v) < 8388608.0f)) return v;  // already an integer (or NaN)
-  const float t = (float)(int32_t)v;            // truncation toward zero, exact here
-  return std::fabs(v - t) >= 0.5f ? t + (v < 0 ? -1.0f : 1.0f) : t;
-}
-
 // ggml's nearest_int: round half to even through the 1.5 * 2^23 trick.
 inline int nearestInt(float fval) {
   const float val = fval + 12582912.f;
   int32_t i;
   std::memcpy(&i, &val, 4);
   return (i & 0x007fffff) - 0x00400000;
+}
+
+// One Q8_0 / Q8_1 code as the x86 kernels make it: _mm256_round_ps to nearest (ties to even), the
+// int32 conversion (out of range -> INT32_MIN) and the saturating int32 -> int16 -> int8 packs.
+inline int8_t x86Q8Code(float v) {
+  if (!(std::fabs(v) < 2147483648.0f)) return -128;
+  const float r = std::fabs(v) < 4194304.0f ? (v + 12582912.f) - 12582912.f : v;
+  const int32_t i = (int32_t)r;
+  return (int8_t)(i < -128 ? -128 : i > 127 ? 127 : i);
 }
 
 void quantizeQ8_K(const float* x, BlockQ8_K* y, int64_t k) {
@@ -58,10 +63,10 @@ void quantizeQ8_0(const float* x, BlockQ8_0* y, int64_t k) {
   for (int64_t i = 0; i < nb; ++i) {
     float amax = 0;
     for (int j = 0; j < QK; ++j) amax = std::fmax(amax, std::fabs(x[i * QK + j]));
-    const float d = amax / ((1 << 7) - 1);
-    const float id = d ? 1.0f / d : 0.0f;
+    const float d = amax / 127.f;
+    const float id = amax != 0.0f ? 127.f / amax : 0.0f;
     y[i].d = f32ToHalf(d);
-    for (int j = 0; j < QK; ++j) y[i].qs[j] = (int8_t)roundHalfAway(x[i * QK + j] * id);
+    for (int j = 0; j < QK; ++j) y[i].qs[j] = x86Q8Code(x[i * QK + j] * id);
   }
 }
 
@@ -70,15 +75,15 @@ void quantizeQ8_1(const float* x, BlockQ8_1* y, int64_t k) {
   for (int64_t i = 0; i < nb; ++i) {
     float amax = 0;
     for (int j = 0; j < QK; ++j) amax = std::fmax(amax, std::fabs(x[i * QK + j]));
-    const float d = amax / ((1 << 7) - 1);
-    const float id = d ? 1.0f / d : 0.0f;
+    const float d = amax / 127.f;
+    const float id = amax != 0.0f ? 127.f / amax : 0.0f;
     y[i].d = f32ToHalf(d);
     int sum = 0;
     for (int j = 0; j < QK / 2; ++j) {
       const float v0 = x[i * QK + j] * id;
       const float v1 = x[i * QK + QK / 2 + j] * id;
-      y[i].qs[j] = (int8_t)roundHalfAway(v0);
-      y[i].qs[QK / 2 + j] = (int8_t)roundHalfAway(v1);
+      y[i].qs[j] = x86Q8Code(v0);
+      y[i].qs[QK / 2 + j] = x86Q8Code(v1);
       sum += y[i].qs[j];
       sum += y[i].qs[QK / 2 + j];
     }

@@ -9,11 +9,12 @@
 #include "vecdot_generic.inc"
 
 namespace kq {
-void fillAvx512VecDot(VecDotFn* table, VecDotMultiFn* multi, int* multiRows, VecDotRowsFn* rowsFn, int* weightRows) {
+void fillAvx512VecDot(VecDotFn* table, VecDotMultiFn* multi, int* multiRows, VecDotRowsFn* rowsFn, int* weightRows,
+                      VecDotBlockFn* blockFn) {
   for (int t = 0; t < kTypeCount; ++t) table[t] = avx512gen::portableVecDot(t);
   avx512::fillTable(table);
   avx512::fillMultiTable(multi);
-  avx512::fill512(table, multi, multiRows, rowsFn, weightRows);
+  avx512::fill512(table, multi, multiRows, rowsFn, weightRows, blockFn);
 }
 static bool avx512DequantRow(int type, const void* src, float* dst, int64_t k) {
   return avx512::dequantSimd(type, src, dst, k, avx512gen::dequantizeRowImpl);

@@ -1,7 +1,8 @@
 /**
  * A pure-TS reference of llama.cpp's CPU matmul arithmetic ("llama numerics"): each activation row
- * is quantized to the weight type's `vec_dot_type` exactly as ggml's reference quantizers do
- * (Q8_K for Q2_K..Q6_K and IQ4_XS; Q8_0 for Q4_0, Q5_0, Q8_0, IQ4_NL, MXFP4; Q8_1 for Q4_1, Q5_1;
+ * is quantized to the weight type's `vec_dot_type` exactly as the activation quantizers of
+ * llama.cpp's haswell CPU variant do (Q8_K for Q2_K..Q6_K and IQ4_XS, as quantize_row_q8_K_ref; Q8_0
+ * for Q4_0, Q5_0, Q8_0, IQ4_NL, MXFP4 and Q8_1 for Q4_1, Q5_1 as the x86 kernels, ties to even;
  * f16/bf16 rounding for F16/BF16 weights; F32 stays f32), blocks are dotted in integers, and the
  * per-block scale arithmetic follows ggml-cpu's generic `ggml_vec_dot_<w>_<act>` kernels in C's
  * evaluation order (every f32 operation rounded with Math.fround where C rounds it; the K-quant
@@ -67,21 +68,54 @@ export function activationRowBytes(act: GgmlType, k: number): number {
 }
 
 /** quantize_row_q8_1_ref: Q8_0 codes plus s = f16(sum(q) * d). */
+/**
+ * One Q8_0 / Q8_1 activation code as llama.cpp's x86 kernels make it (the haswell variant's
+ * quantize_row_q8_0 / q8_1): rounded to nearest with ties to even (`_mm256_round_ps`), an out of
+ * range value becomes INT32_MIN (`_mm256_cvtps_epi32`), then the saturating packs to int8.
+ */
+function x86Q8Code(v: number): number {
+  if (!(Math.abs(v) < 2147483648)) return -128;
+  let r = Math.round(v);
+  if (r - v === 0.5 && (r & 1) !== 0) r -= 1; // Math.round takes ties up; ggml takes them to even
+  return r < -128 ? -128 : r > 127 ? 127 : r;
+}
+
+/**
+ * The x86 quantize_row_q8_0 (llama.cpp's activation quantizer for Q8_0/Q4_0/Q5_0/IQ4_NL/MXFP4
+ * weights): d = amax / 127 as stored, but codes are x * (127 / amax) rounded half to even. It differs
+ * from quantize_row_q8_0_ref (x / d, halves away from zero, the weight quantizer) on exact ties.
+ */
+function quantizeQ8_0Activations(x: Float32Array, dst: Uint8Array): void {
+  const blocks = x.length / 32;
+  for (let i = 0; i < blocks; i++) {
+    let amax = 0;
+    for (let j = 0; j < 32; j++) amax = Math.max(amax, Math.abs(x[i * 32 + j]!));
+    const d = fround(amax / 127);
+    const id = amax !== 0 ? fround(127 / amax) : 0;
+    const o = i * 34;
+    const dBits = fp32BitsToFp16Bits(f32ToBits(d));
+    dst[o] = dBits & 0xff;
+    dst[o + 1] = dBits >>> 8;
+    for (let j = 0; j < 32; j++) dst[o + 2 + j] = x86Q8Code(fround(x[i * 32 + j]! * id)) & 0xff;
+  }
+}
+
+/** The x86 quantize_row_q8_1 (Q4_1/Q5_1 weights): Q8_0's codes plus s = d * sum(codes). */
 function quantizeQ8_1(x: Float32Array, dst: Uint8Array): void {
   const blocks = x.length / 32;
   for (let i = 0; i < blocks; i++) {
     let amax = 0;
     for (let j = 0; j < 32; j++) amax = Math.max(amax, Math.abs(x[i * 32 + j]!));
     const d = fround(amax / 127);
-    const id = d !== 0 ? fround(1 / d) : 0;
+    const id = amax !== 0 ? fround(127 / amax) : 0;
     const o = i * 36;
     const dBits = fp32BitsToFp16Bits(f32ToBits(d));
     dst[o] = dBits & 0xff;
     dst[o + 1] = dBits >>> 8;
     let sum = 0;
     for (let j = 0; j < 16; j++) {
-      const v0 = roundf(fround(x[i * 32 + j]! * id));
-      const v1 = roundf(fround(x[i * 32 + 16 + j]! * id));
+      const v0 = x86Q8Code(fround(x[i * 32 + j]! * id));
+      const v1 = x86Q8Code(fround(x[i * 32 + 16 + j]! * id));
       dst[o + 4 + j] = v0 & 0xff;
       dst[o + 4 + 16 + j] = v1 & 0xff;
       sum += ((v0 << 24) >> 24) + ((v1 << 24) >> 24);
@@ -92,11 +126,7 @@ function quantizeQ8_1(x: Float32Array, dst: Uint8Array): void {
   }
 }
 
-function roundf(value: number): number {
-  return value < 0 ? -Math.round(-value) : Math.round(value);
-}
-
-/** Quantizes one activation row `x` into `dst` in encoding `act` (ggml's reference quantizers). */
+/** Quantizes one activation row `x` into `dst` in encoding `act` (llama.cpp's haswell activation quantizers). */
 export function quantizeActivationRow(act: GgmlType, x: Float32Array, dst: Uint8Array): Uint8Array {
   const op = "quantizeActivationRow";
   const { blockSize } = GGML_TYPE_TRAITS[act];
@@ -105,8 +135,10 @@ export function quantizeActivationRow(act: GgmlType, x: Float32Array, dst: Uint8
   if (dst.length < bytes) throw new QuantArgumentError(op, "dst", `needs ${bytes} bytes, has ${dst.length}`);
   switch (act) {
     case GgmlType.Q8_K:
-    case GgmlType.Q8_0:
       quantizeRow(act, x, dst);
+      return dst;
+    case GgmlType.Q8_0:
+      quantizeQ8_0Activations(x, dst);
       return dst;
     case GgmlType.Q8_1:
       quantizeQ8_1(x, dst);
