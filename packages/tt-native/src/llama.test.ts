@@ -102,7 +102,9 @@ describe.skipIf(ORACLE_REASON)("activation quantizers (vec_dot_type) are byte-ex
   // exact ties of x * (127 / amax): amax 127 makes the codes x itself, and x = amax / 2 is 63.5
   for (let j = 0; j < 32; j++) x[768 + j] = j === 0 ? 127 : (j % 16) - 8 + 0.5;
   for (let j = 0; j < 32; j++) x[800 + j] = j === 0 ? -3 : j === 1 ? 1.5 : -0.5 * (j % 7);
-  const cpuSkip = ORACLE_REASON ?? (loadGgmlCpuOracle().variant !== "haswell" ? `ggml variant is ${loadGgmlCpuOracle().variant}, not haswell` : undefined);
+  const cpuSkip =
+    ORACLE_REASON ??
+    (loadGgmlCpuOracle().variant !== "haswell" ? `ggml variant is ${loadGgmlCpuOracle().variant}, not haswell` : undefined);
   for (const [act, name, weight] of [
     [GgmlType.Q8_K, "q8_K", GgmlType.Q4_K],
     [GgmlType.Q8_0, "q8_0", GgmlType.Q8_0],
