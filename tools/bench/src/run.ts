@@ -1,6 +1,7 @@
 /**
  * The development benchmark (`pnpm bench`): keepquant, node-llama-cpp (what a TypeScript user would
- * pick, with its defaults) and llama.cpp's raw C API on the same real-shape files, the same threads
+ * pick, with its defaults), llama.cpp's raw C API (as an application runs it, and pinned to the haswell
+ * variant without repacking: the arithmetic keepquant reproduces) on the same real-shape files, the same threads
  * and context, each engine in its own process, alternating engine by engine and repeat by repeat so
  * machine noise hits all of them. Medians and ratios go to docs/benchmarks/engine.md with a chart
  * (docs/benchmarks/engine-speed.svg); `--no-write` only prints.
@@ -31,7 +32,7 @@ const genTokens = Number(flag("gen", "64"));
 const seqs = Number(flag("seqs", "8"));
 const types = flag("types", REAL_SHAPE_TYPES.join(",")).split(",") as RealShapeType[];
 const write = !args.includes("--no-write");
-const ENGINES = ["keepquant", "node-llama-cpp", "llama.cpp"] as const;
+const ENGINES = ["keepquant", "node-llama-cpp", "llama.cpp", "llama.cpp haswell"] as const;
 type EngineName = (typeof ENGINES)[number];
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -133,7 +134,7 @@ for (const type of types) {
     seqs,
     vocab,
   };
-  const runs: Record<EngineName, WorkerResult[]> = { keepquant: [], "node-llama-cpp": [], "llama.cpp": [] };
+  const runs: Record<EngineName, WorkerResult[]> = { keepquant: [], "node-llama-cpp": [], "llama.cpp": [], "llama.cpp haswell": [] };
   for (let r = 0; r < repeat; r++) {
     // alternate the order too, so no engine always runs first after the previous one's exit
     const order = r % 2 === 0 ? ENGINES : [...ENGINES].reverse();
@@ -195,6 +196,22 @@ for (const [type, byEngine] of Object.entries(results)) {
     );
 }
 
+// keepquant against the arithmetic it reproduces bit for bit (llama.cpp's haswell kernels, no repacking):
+// what the kernels and the native step are worth with the float order held fixed
+const sameArithmetic: string[] = [];
+sameArithmetic.push(
+  "| file | prefill vs llama.cpp haswell | decode vs llama.cpp haswell | prefill vs llama.cpp (best variant) | decode vs llama.cpp (best variant) |",
+);
+sameArithmetic.push("|---|---:|---:|---:|---:|");
+for (const [type, byEngine] of Object.entries(results)) {
+  const ours = byEngine.keepquant;
+  const h = byEngine["llama.cpp haswell"];
+  const b = byEngine["llama.cpp"];
+  sameArithmetic.push(
+    `| ${type} | ${(ours.prefill / h.prefill).toFixed(2)}x | ${(ours.decode / h.decode).toFixed(2)}x | ${(ours.prefill / b.prefill).toFixed(2)}x | ${(ours.decode / b.decode).toFixed(2)}x |`,
+  );
+}
+
 const chartFile = path.join(REPO_ROOT, "docs", "benchmarks", "engine-speed.svg");
 const svg = drawChart(
   Object.entries(results).flatMap(([type, byEngine]) => [
@@ -220,6 +237,10 @@ const report = [
   "Targets (issue 14), ratios from this run:",
   "",
   ...targets,
+  "",
+  "keepquant against llama.cpp's raw C API in the same run: pinned to the haswell variant with repacking off (the arithmetic keepquant reproduces bit for bit) and as an application runs it:",
+  "",
+  ...sameArithmetic,
   "",
   "![tok/s per engine and phase](benchmarks/engine-speed.svg)",
 ];

@@ -3,7 +3,7 @@
  * greedy tokens (time to first token = prefill, the rest = decode), optionally `seqs` concurrent
  * sequences, and the process's peak RSS. Prints one JSON line. Run by run.ts, one engine at a time.
  *
- *   tsx src/worker.ts <keepquant|node-llama-cpp|llama.cpp|bandwidth> <file.gguf> '<options json>'
+ *   tsx src/worker.ts <keepquant|node-llama-cpp|llama.cpp|"llama.cpp haswell"|bandwidth> <file.gguf> '<options json>'
  */
 import { performance } from "node:perf_hooks";
 
@@ -146,12 +146,16 @@ async function nodeLlamaCpp(file: string, o: WorkerOptions): Promise<WorkerResul
   return result;
 }
 
-async function rawLlamaCpp(file: string, o: WorkerOptions): Promise<WorkerResult> {
+/**
+ * llama.cpp's raw C API. `pinned`: the haswell CPU variant with repacking off, the arithmetic keepquant
+ * reproduces bit for bit (the fair kernel-for-kernel comparison); otherwise llama.cpp as an
+ * application runs it: the CPU variant ggml picks for this CPU, weight repacking on.
+ */
+async function rawLlamaCpp(file: string, o: WorkerOptions, pinned = false): Promise<WorkerResult> {
   const { loadLlamaOracle } = await import("@keepquant/oracle");
   const t0 = performance.now();
-  // llama.cpp as an application runs it: the CPU variant ggml picks, weight repacking on
-  const llama = loadLlamaOracle({ cpuVariant: "best" });
-  const model = llama.loadModel(file, { repack: true });
+  const llama = loadLlamaOracle({ cpuVariant: pinned ? "pinned" : "best" });
+  const model = llama.loadModel(file, { repack: !pinned });
   const ctx = model.createContext({ nCtx: o.context, threads: o.threads, kvType: "f16", flashAttention: true });
   const loadMs = performance.now() - t0;
   const vocab = model.nVocab;
@@ -175,11 +179,11 @@ async function rawLlamaCpp(file: string, o: WorkerOptions): Promise<WorkerResult
   const start = performance.now();
   const times = run(prompt(o.prompt, vocab), o.gen);
   const result: WorkerResult = {
-    engine: "llama.cpp",
+    engine: pinned ? "llama.cpp haswell" : "llama.cpp",
     loadMs,
     ...rates(start, times, o.prompt),
     peakRssBytes: process.resourceUsage().maxRSS * 1024,
-    detail: `raw C API, ${llama.cpuVariant()} CPU variant, repacking on`,
+    detail: `raw C API, ${llama.cpuVariant()} CPU variant, repacking ${pinned ? "off (the arithmetic keepquant reproduces)" : "on"}`,
   };
   ctx.free();
   model.free();
@@ -209,8 +213,8 @@ const work =
     ? keepquant(file!, options)
     : engine === "node-llama-cpp"
       ? nodeLlamaCpp(file!, options)
-      : engine === "llama.cpp"
-        ? rawLlamaCpp(file!, options)
+      : engine === "llama.cpp" || engine === "llama.cpp haswell"
+        ? rawLlamaCpp(file!, options, engine === "llama.cpp haswell")
         : engine === "bandwidth"
           ? bandwidth(options)
           : Promise.reject(new Error(`unknown engine ${engine}`));
