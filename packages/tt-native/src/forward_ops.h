@@ -31,6 +31,11 @@ struct ForwardOps {
   // accumulated in element order, rounded to f32, times `scale` in f32.
   void (*scoresF16)(const uint16_t* const* rows, int n, const float* q, int dh, float scale, float* out);
   void (*scoresF32)(const float* const* rows, int n, const float* q, int dh, float scale, float* out);
+  // The GDN causal depthwise conv with 4 taps over channels [0, nch) of one sequence's tokens: per
+  // channel c and token t, y = ((((0 + s0 * w0) + s1 * w1) + s2 * w2) + x * w3) with each product and
+  // sum rounded to f32 (s0..s2 the three previous raw inputs, oldest first), then the window shifts.
+  // x/y rows are `stride` floats apart; state[c * 3 + j] and w[c * 4 + j] as the model stores them.
+  void (*conv4)(const float* x, float* y, size_t stride, int nTokens, float* state, const float* w, int nch);
 };
 
 // The kernels of the current ISA level (see dispatch.h).

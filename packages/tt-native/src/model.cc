@@ -672,42 +672,30 @@ void Model::gatedDeltaNet(const LayerWeights& L, const std::vector<StepEntry>& e
   int row0 = 0;
   for (const StepEntry& e : entries) {
     float* convBase = convPlane + (size_t)e.stateSlot * convStride_;
-    parallelRange(convDim, 256, [&](int ch) {
-      float* state = convBase + (size_t)ch * (K - 1);
-      const float* w = L.conv + (size_t)ch * K;
-      if (K == 4) {
-        // qwen35's kernel: the three state values ride in registers across the tokens
-        float s0 = state[0], s1 = state[1], s2 = state[2];
-        const float w0 = w[0], w1 = w[1], w2 = w[2], w3 = w[3];
+    if (K == 4) {
+      // qwen35's kernel: channels in chunks, vectorized across channels (ops.conv4)
+      const int chunk = 256;
+      parallelRange((convDim + chunk - 1) / chunk, 1, [&](int part) {
+        const int c0 = part * chunk, n = std::min(chunk, convDim - c0);
+        ops.conv4(mixed + (size_t)row0 * convDim + c0, y + (size_t)row0 * convDim + c0, (size_t)convDim, e.nTokens,
+                  convBase + (size_t)c0 * (K - 1), L.conv + (size_t)c0 * K, n);
+      });
+    } else {
+      parallelRange(convDim, 256, [&](int ch) {
+        float* state = convBase + (size_t)ch * (K - 1);
+        const float* w = L.conv + (size_t)ch * K;
         for (int t = 0; t < e.nTokens; ++t) {
           const size_t at = (size_t)(row0 + t) * convDim + ch;
           const float current = mixed[at];
           float acc = 0;
-          acc = acc + s0 * w0;
-          acc = acc + s1 * w1;
-          acc = acc + s2 * w2;
-          acc = acc + current * w3;
-          s0 = s1;
-          s1 = s2;
-          s2 = current;
+          for (int j = 0; j < K - 1; ++j) acc = acc + state[j] * w[j];
+          acc = acc + current * w[K - 1];
+          for (int j = 0; j + 1 < K - 1; ++j) state[j] = state[j + 1];
+          if (K > 1) state[K - 2] = current;
           y[at] = acc;
         }
-        state[0] = s0;
-        state[1] = s1;
-        state[2] = s2;
-        return;
-      }
-      for (int t = 0; t < e.nTokens; ++t) {
-        const size_t at = (size_t)(row0 + t) * convDim + ch;
-        const float current = mixed[at];
-        float acc = 0;
-        for (int j = 0; j < K - 1; ++j) acc = acc + state[j] * w[j];
-        acc = acc + current * w[K - 1];
-        for (int j = 0; j + 1 < K - 1; ++j) state[j] = state[j + 1];
-        if (K > 1) state[K - 2] = current;
-        y[at] = acc;
-      }
-    });
+      });
+    }
     row0 += e.nTokens;
   }
   // SiLU, then the L2 norms of q and k per K-head (x / sqrt(sum + eps), f64 sum of f32 squares)
