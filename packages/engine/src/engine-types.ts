@@ -203,7 +203,10 @@ export interface SpeculativeStats {
   accepted: number;
   /** accepted / drafted (0 before any draft) */
   acceptanceRate: number;
-  /** per draft position i (0-based): drafts verified there, accepted there, and their ratio */
+  /**
+   * per draft position i (0-based): tokens drafted there, accepted there (a draft counts only when
+   * every draft before it was accepted too), and their ratio (vLLM's acceptance per position)
+   */
   draftedByPosition: number[];
   acceptedByPosition: number[];
   acceptanceRateByPosition: number[];

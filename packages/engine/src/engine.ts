@@ -862,7 +862,6 @@ export class Engine {
         token = verdict.token;
         kept = verdict.accepted;
       }
-      spec.draftedByPosition[i]!++;
       tokens.push(token);
       rowOf.push(i);
       if (!kept) break;
@@ -870,6 +869,7 @@ export class Engine {
       accepted++;
       history.push(draft);
     }
+    for (let i = 0; i < draftCount; i++) spec.draftedByPosition[i]!++;
     spec.drafted += draftCount;
     spec.accepted += accepted;
     spec.verifications++;

@@ -92,6 +92,7 @@ describe.skipIf(reason !== undefined)("speculative decoding with the MTP drafter
           expect(stats.drafted).toBeGreaterThan(0);
           expect(stats.verifications).toBeGreaterThan(0);
           expect(stats.draftedByPosition.length).toBe(draftTokens);
+          expect(stats.draftedByPosition.reduce((a, b) => a + b, 0)).toBe(stats.drafted);
           expect(stats.acceptedByPosition.reduce((a, b) => a + b, 0)).toBe(stats.accepted);
           expect(stats.verifiedTokens).toBe(stats.accepted + stats.verifications);
           expect(stats.drafterSteps).toBeGreaterThan(0);
