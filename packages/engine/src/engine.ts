@@ -13,7 +13,7 @@ import { EngineError, EngineLoadError, EngineOptionError } from "./errors.js";
 import { allocateJsStorage, PagedKvCache, type AllocateStorage, type KvType } from "./kv/paged-kv.js";
 import { GdnStatePool } from "./kv/state-pool.js";
 import { PrefixCache } from "./kv/prefix-cache.js";
-import { Qwen35Forward, type DrafterEntry, type StepEntry } from "./model/forward.js";
+import { FLASH_ATTN_TILED_MIN_ROWS, Qwen35Forward, type DrafterEntry, type StepEntry } from "./model/forward.js";
 import { probeExactKernels } from "./model/exact-probe.js";
 import { loadQwen35Weights, mappedTensorBytes, readTensorSource, type TensorBytes } from "./model/load.js";
 import { NativeStep } from "./model/native-step.js";
@@ -388,7 +388,15 @@ export class Engine {
       this.prefixCache = new PrefixCache(this.kv, this.states, snapshots);
       this.snapshotBytes = snapshots.bytes;
     }
-    this.scheduler = new Scheduler(this.kv, this.states, options.maxBatchTokens, options.maxBatchTokens, this.prefixCache);
+    this.scheduler = new Scheduler(
+      this.kv,
+      this.states,
+      options.maxBatchTokens,
+      options.maxBatchTokens,
+      this.prefixCache,
+      // drafts never push a step onto the tiled attention path a plain decode step would not take
+      options.flashAttention ? FLASH_ATTN_TILED_MIN_ROWS - 1 : Number.POSITIVE_INFINITY,
+    );
     if (native) {
       this.nativeStep = NativeStep.create(native, weights, this.kv, this.states, {
         numerics: options.numerics as "llama" | "bf16",

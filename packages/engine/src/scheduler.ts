@@ -62,6 +62,12 @@ export class Scheduler {
     private readonly maxBatchTokens: number,
     private readonly maxChunkTokens: number,
     private readonly prefixCache?: PrefixCache,
+    /**
+     * Speculative decoding: drafts are appended only while the step stays below this many rows
+     * (llama.cpp's CPU flash attention switches to its tiled path at 64 query rows, which a plain
+     * decode step of the same sequences would not take).
+     */
+    private readonly draftRowLimit = Number.POSITIVE_INFINITY,
   ) {}
 
   /** Where the prefix cache snapshots `sequence`: its extra points (block-aligned) and its last full block, ascending. */
@@ -143,10 +149,10 @@ export class Scheduler {
     this.waiting.unshift(sequence);
   }
 
-  /** Drafts appended to a chunk of `n` tokens: only when it reaches the last known token, within the budget. */
-  private draftsFor(sequence: ScheduledSequence, n: number, budget: number): number {
+  /** Drafts appended to a chunk of `n` tokens: only when it reaches the last known token, within `room` rows (with the chunk). */
+  private draftsFor(sequence: ScheduledSequence, n: number, room: number): number {
     if (!sequence.drafts || sequence.numComputed + n !== sequence.tokens.length) return 0;
-    return Math.max(0, Math.min(sequence.drafts.length, budget - n));
+    return Math.max(0, Math.min(sequence.drafts.length, room - n));
   }
 
   /**
@@ -171,7 +177,7 @@ export class Scheduler {
         i++;
         continue;
       }
-      const drafts = this.draftsFor(sequence, n, budget);
+      const drafts = this.draftsFor(sequence, n, Math.min(budget, this.draftRowLimit - (this.maxBatchTokens - budget)));
       const upTo = sequence.numComputed + n + drafts + (sequence.lookahead ?? 0);
       let ok = this.ensureBlocks(sequence, upTo);
       while (!ok) {

@@ -57,7 +57,7 @@ async function greedyOutputs(
   batched: boolean,
   inputs: number[][],
 ): Promise<{ tokens: number[][]; engine: Engine }> {
-  const engine = await Engine.load(file, { maxSequences: 3, kvCacheTokens: 512, ...options });
+  const engine = await Engine.load(file, { maxSequences: 3, kvCacheTokens: 1024, ...options });
   const tokens = batched
     ? (await Promise.all(inputs.map((p) => engine.generateToEnd(p, GENERATE)))).map((r) => r.tokens)
     : await inputs.reduce(
@@ -177,6 +177,38 @@ describe.skipIf(reason !== undefined)("speculative verification with a caller's 
         wrong.engine.dispose();
       }
     }
+  });
+
+  it("k = 8 with 4 sequences batched and rollbacks: verification steps stay under the tiled-attention row count, same tokens", async () => {
+    const file = await fixtureFile(PLAIN_FIXTURE);
+    const random = seededRandom(5);
+    const inputs = [9, 4, 11, 6].map((length) => Array.from({ length }, () => Math.floor(random() * 1000)));
+    const plain = await greedyOutputs(file, {}, false, inputs);
+    plain.engine.dispose();
+    const continuation = (tokens: readonly number[]): number[] => {
+      const i = inputs.findIndex((p) => tokens.length >= p.length && p.every((t, j) => tokens[j] === t));
+      return [...inputs[i]!, ...plain.tokens[i]!].slice(tokens.length);
+    };
+    const run = await greedyOutputs(
+      file,
+      {
+        maxSequences: 4,
+        speculative: {
+          method: "function",
+          draftTokens: 8,
+          // the last of 8 drafts is wrong: 7 accepted, a rollback, and the next chunk carries 9 known tokens + 8 drafts
+          propose: (tokens, count) =>
+            continuation(tokens)
+              .slice(0, count)
+              .map((t, i) => (i === 7 ? (t + 1) % 1000 : t)),
+        },
+      },
+      true,
+      inputs,
+    );
+    expect(run.tokens).toEqual(plain.tokens);
+    expect(run.engine.stats().speculative!.rollbacks).toBeGreaterThan(0);
+    run.engine.dispose();
   });
 
   it("sampling with speculation is reproducible with a seed and reports per-request stats", async () => {

@@ -80,7 +80,7 @@ describe.skipIf(reason !== undefined)(`MTP drafter == llama.cpp's MTP context${r
       shifted.set(targetHidden.subarray(0, (prompt.length - 1) * D), D);
       forward.draft([{ tokens: prompt, startPos: 0, blockTable, logitRows: [] }], shifted);
       let token = next;
-      let hidden = targetHidden.slice((prompt.length - 1) * D);
+      let hidden: Float32Array = targetHidden.slice((prompt.length - 1) * D);
       const exact = fixture.weightType !== "F32";
       for (let step = 0; step < STEPS; step++) {
         const logits = forward.draft([{ tokens: [token], startPos: prompt.length + step, blockTable, logitRows: [0] }], hidden).slice();
