@@ -13,6 +13,7 @@ import * as native from "@keepquant/tt-native";
 import { Engine } from "./engine.js";
 import type { EngineOptions } from "./engine-types.js";
 import { EngineError } from "./errors.js";
+import { Sampler } from "./sampling/sampler.js";
 import { ensureFixture, fixtureTokenizerFromJson, PARITY_FIXTURES, PARITY_MODELS, type ParityFixture } from "./parity/fixtures.js";
 import { readParityManifest } from "./parity/manifest.js";
 import { seededRandom } from "./testing/synthetic-model.js";
@@ -247,5 +248,47 @@ describe.skipIf(reason !== undefined)("speculative options are checked", () => {
     expect((error as EngineError).field).toBe("speculative.method");
     expect((error as Error).message).toContain(file);
     expect((error as Error).message).toContain("nextn_predict_layers");
+  });
+});
+
+describe.skipIf(reason !== undefined)("sampled output with speculation keeps its distribution", () => {
+  it("the trained default model's MTP drafter, top-k 4: the second token's distribution passes a chi-square test", async () => {
+    const { defaultModelInfo } = await import("@keepquant/default-model");
+    const file = defaultModelInfo().file;
+    const prompt = [72, 101, 108, 108, 111];
+    const params = { temperature: 1, topK: 4 };
+    const engine = await Engine.load(file, { maxSequences: 8, speculative: { method: "mtp", draftTokens: 1 } });
+    const DRAWS = 1600;
+    const pairs: [number, number][] = [];
+    try {
+      for (let start = 0; start < DRAWS; start += 8) {
+        const batch = Array.from({ length: 8 }, (_, i) =>
+          engine.generateToEnd(prompt, { ...params, maxTokens: 3, stopAtEog: false, seed: 1000 + start + i }),
+        );
+        for (const r of await Promise.all(batch)) pairs.push([r.tokens[0]!, r.tokens[1]!]);
+      }
+      const stats = engine.stats().speculative!;
+      expect(stats.drafted).toBeGreaterThan(DRAWS / 2); // the second token went through verification
+      expect(stats.accepted).toBeGreaterThan(0);
+      expect(stats.accepted).toBeLessThan(stats.drafted); // and through the residual
+      // the most frequent first token, and the target's distribution after it
+      const counts = new Map<number, number>();
+      for (const [first] of pairs) counts.set(first, (counts.get(first) ?? 0) + 1);
+      const first = [...counts].sort((a, b) => b[1] - a[1])[0]![0];
+      const logits = (await engine.evaluate([...prompt, first], { positions: [prompt.length] }))[0]!;
+      const target = new Sampler(params).distribution(logits, [...prompt, first]);
+      const seconds = pairs.filter(([f]) => f === first).map(([, s]) => s);
+      const observed = Array.from(target.ids, (id) => seconds.filter((s) => s === id).length);
+      expect(observed.reduce((a, b) => a + b, 0)).toBe(seconds.length); // nothing outside p's support
+      const chi2 = observed.reduce(
+        (sum, o, i) => sum + (o - target.probabilities[i]! * seconds.length) ** 2 / (target.probabilities[i]! * seconds.length),
+        0,
+      );
+      // chi-square, 3 degrees of freedom (top-k 4), p = 0.001
+      expect(seconds.length).toBeGreaterThan(200);
+      expect(chi2).toBeLessThan(16.266);
+    } finally {
+      engine.dispose();
+    }
   });
 });

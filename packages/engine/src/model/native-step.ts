@@ -119,7 +119,8 @@ export class NativeStep {
           norm: layer.norm,
         };
       }),
-      ...(weights.drafter ? { drafter: drafterSpec(weights.drafter, kvIndex) } : {}),
+      // the drafter runs when its weights are bound and the cache has its KV plane after the trunk's
+      ...(weights.drafter && kv.numLayers === kvIndex + 1 ? { drafter: drafterSpec(weights.drafter, kvIndex) } : {}),
       kv: { f16: kv.kvType === "f16", blockSize: kv.blockSize, numBlocks: kv.numBlocks, k: kv.k, v: kv.v },
       states: { numSlots: states.numSlots, conv: states.conv, ssm: states.ssm },
     };
