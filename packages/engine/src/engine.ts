@@ -1,19 +1,17 @@
 import { buildLoadPlan, readGguf } from "@keepquant/gguf";
-import {
-  MAX_DRAFT_TOKENS,
-  type EngineOptions,
-  type EngineStats,
-  type GenerationEvent,
-  type GenerationResult,
-  type GenerateParams,
-  type SpeculativeStats,
-  type StopReason,
-} from "./engine-types.js";
+import type { EngineOptions, EngineStats, GenerationEvent, GenerationResult, GenerateParams, StopReason } from "./engine-types.js";
 import { EngineError, EngineLoadError, EngineOptionError } from "./errors.js";
 import { allocateJsStorage, PagedKvCache, type AllocateStorage, type KvType } from "./kv/paged-kv.js";
 import { GdnStatePool } from "./kv/state-pool.js";
 import { PrefixCache } from "./kv/prefix-cache.js";
 import { FLASH_ATTN_TILED_MIN_ROWS, Qwen35Forward, type DrafterEntry, type StepEntry } from "./model/forward.js";
+import {
+  type DrafterWork,
+  type ResolvedSpeculative,
+  resolveSpeculative,
+  SpeculativeDecoder,
+  type SpeculativeSequence,
+} from "./speculative.js";
 import { probeExactKernels } from "./model/exact-probe.js";
 import { loadQwen35Weights, mappedTensorBytes, readTensorSource, type TensorBytes } from "./model/load.js";
 import { NativeStep } from "./model/native-step.js";
@@ -22,12 +20,9 @@ import { quantDequantizeRow, selectProviders, typescriptProviders, allMatrices }
 import type { ModelWeights, PackedMatrix } from "./model/weights.js";
 import { Scheduler, type ScheduledSequence } from "./scheduler.js";
 import {
-  drawFrom,
-  greedy,
   logprobsOf,
   MAX_TOP_LOGPROBS,
   Sampler,
-  speculativeAccept,
   StopStringMatcher,
   type SampledLogprobs,
   type TokenDistribution,
@@ -50,52 +45,6 @@ interface ResolvedOptions {
   prefixCacheSnapshots: number;
   exactKernels: boolean;
   speculative: ResolvedSpeculative | undefined;
-}
-
-/** Drafts per step when `speculative.draftTokens` is not given. */
-const DEFAULT_DRAFT_TOKENS = 3;
-
-interface ResolvedSpeculative {
-  method: "mtp" | "function";
-  draftTokens: number;
-  propose: ((tokens: readonly number[], count: number) => readonly number[]) | undefined;
-}
-
-function resolveSpeculative(value: unknown): ResolvedSpeculative | undefined {
-  if (value === undefined) return undefined;
-  if (typeof value !== "object" || value === null) {
-    throw new EngineOptionError(
-      "ENGINE_BAD_OPTION",
-      `speculative must be an object such as { method: "mtp", draftTokens: 3 }, got ${String(value)}`,
-      {
-        field: "speculative",
-      },
-    );
-  }
-  const v = value as { method?: unknown; draftTokens?: unknown; propose?: unknown };
-  if (v.method !== "mtp" && v.method !== "function") {
-    throw new EngineOptionError("ENGINE_BAD_OPTION", `speculative.method must be "mtp" ("function" for tests), got ${String(v.method)}`, {
-      field: "speculative.method",
-    });
-  }
-  const k = v.draftTokens ?? DEFAULT_DRAFT_TOKENS;
-  if (typeof k !== "number" || !Number.isInteger(k) || k < 1 || k > MAX_DRAFT_TOKENS) {
-    throw new EngineOptionError(
-      "ENGINE_BAD_OPTION",
-      `speculative.draftTokens must be an integer in [1, ${MAX_DRAFT_TOKENS}], got ${String(v.draftTokens)}`,
-      { field: "speculative.draftTokens" },
-    );
-  }
-  if (v.method === "function" && typeof v.propose !== "function") {
-    throw new EngineOptionError("ENGINE_BAD_OPTION", 'speculative method "function" needs a propose(tokens, count) function', {
-      field: "speculative.propose",
-    });
-  }
-  return {
-    method: v.method,
-    draftTokens: k,
-    propose: v.method === "function" ? (v.propose as ResolvedSpeculative["propose"]) : undefined,
-  };
 }
 
 function positiveInteger(value: unknown, field: string, fallback: number): number {
@@ -183,7 +132,7 @@ async function nativeProviders(numerics: Numerics, threads: number | undefined, 
   }
 }
 
-class Request implements ScheduledSequence {
+class Request implements ScheduledSequence, SpeculativeSequence {
   numComputed = 0;
   cachedTokens = 0;
   blockTable: number[] = [];
@@ -267,29 +216,6 @@ class Request implements ScheduledSequence {
   }
 }
 
-function speculativeStats(
-  counters: Omit<SpeculativeStats, "acceptanceRate" | "acceptanceRateByPosition" | "tokensPerTargetStep">,
-): SpeculativeStats {
-  return {
-    ...counters,
-    draftedByPosition: [...counters.draftedByPosition],
-    acceptedByPosition: [...counters.acceptedByPosition],
-    acceptanceRate: counters.drafted > 0 ? counters.accepted / counters.drafted : 0,
-    acceptanceRateByPosition: counters.draftedByPosition.map((d, i) => (d > 0 ? counters.acceptedByPosition[i]! / d : 0)),
-    tokensPerTargetStep: counters.verifications > 0 ? counters.verifiedTokens / counters.verifications : 0,
-  };
-}
-
-/** What the drafter needs of one sequence after a target step. */
-interface DrafterWork {
-  readonly request: Request;
-  /** the last position whose target state the step kept */
-  readonly lastValid: number;
-  /** the position of the first hidden row the step kept for this sequence */
-  readonly keptFirst: number;
-  readonly keptHidden: Float32Array | undefined;
-}
-
 /** A running generation: iterate it for token/text deltas (the last event carries the result). */
 export interface GenerationStream extends AsyncIterable<GenerationEvent> {
   /** Resolves with the final result (also after an abort, with stopReason "abort"). */
@@ -323,14 +249,8 @@ export class Engine {
   private disposed = false;
   private readonly counters = { steps: 0, prefillTokens: 0, decodeTokens: 0, forwardMs: 0 };
   private snapshotBytes = 0;
-  /** Speculative decoding: the GDN state of each slot before its verification step (rollback). */
-  private readonly rollbackStates: GdnStatePool | undefined;
-  private readonly spec:
-    | (Omit<SpeculativeStats, "acceptanceRate" | "acceptanceRateByPosition" | "tokensPerTargetStep" | "method" | "draftTokens"> & {
-        method: "mtp" | "function";
-        draftTokens: number;
-      })
-    | undefined;
+  /** Speculative decoding (undefined when off). */
+  private readonly spec: SpeculativeDecoder | undefined;
 
   private constructor(
     readonly weights: ModelWeights,
@@ -364,25 +284,26 @@ export class Engine {
       );
     }
     this.kv = PagedKvCache.forModel(c, numBlocks, options.blockSize, kvType, allocate, speculative?.method === "mtp");
-    if (speculative) {
-      this.rollbackStates = GdnStatePool.forModel(c, options.maxSequences, allocateJsStorage);
-      const k = speculative.draftTokens;
-      this.spec = {
-        method: speculative.method,
-        draftTokens: k,
-        drafted: 0,
-        accepted: 0,
-        draftedByPosition: new Array<number>(k).fill(0),
-        acceptedByPosition: new Array<number>(k).fill(0),
-        verifications: 0,
-        verifiedTokens: 0,
-        rollbacks: 0,
-        drafterSteps: 0,
-        drafterMs: 0,
-      };
-    }
     const statePool = (slots: number, storage: AllocateStorage) => GdnStatePool.forModel(c, slots, storage);
     this.states = statePool(options.maxSequences, allocate);
+    if (speculative) {
+      this.spec = new SpeculativeDecoder(
+        speculative,
+        {
+          weights,
+          maxBatchTokens: options.maxBatchTokens,
+          alive: (request) => this.requests.has(request as Request),
+          acceptToken: (request, token, logprobs) => this.acceptToken(request as Request, token, logprobs),
+          truncateBlocks: (request, positions) => this.scheduler.truncateBlocks(request as Request, positions),
+          countDecodeTokens: (count) => {
+            this.counters.decodeTokens += count;
+          },
+          draftStep: (entries, hiddenIn) => this.runDraft(entries, hiddenIn),
+          lastHiddenRows: () => this.lastHiddenRows(),
+        },
+        this.states,
+      );
+    }
     if (options.prefixCacheSnapshots > 0) {
       const snapshots = statePool(options.prefixCacheSnapshots, allocateJsStorage);
       this.prefixCache = new PrefixCache(this.kv, this.states, snapshots);
@@ -453,14 +374,8 @@ export class Engine {
 
   /** One MTP drafter step; returns its logits (the hidden rows in `lastHiddenRows`). */
   private async runDraft(entries: readonly DrafterEntry[], hiddenIn: Float32Array): Promise<Float32Array> {
-    const t0 = performance.now();
-    try {
-      if (this.nativeStep) return await this.nativeStep.draft(entries, hiddenIn);
-      return this.tsForward().draft(entries, hiddenIn);
-    } finally {
-      this.spec!.drafterSteps++;
-      this.spec!.drafterMs += performance.now() - t0;
-    }
+    if (this.nativeStep) return this.nativeStep.draft(entries, hiddenIn);
+    return this.tsForward().draft(entries, hiddenIn);
   }
 
   /** Runs `work` when no other forward or pool mutation is in flight. */
@@ -663,7 +578,7 @@ export class Engine {
     }
     request.snapshotPoints = prefixCachePoints;
     // the drafter's chain writes KV up to draftTokens - 1 positions past a verification's last token
-    if (this.spec) request.lookahead = this.spec.draftTokens + 1;
+    if (this.spec) request.lookahead = this.spec.lookahead;
     this.requests.add(request);
     if (signal) {
       if (signal.aborted) {
@@ -765,7 +680,7 @@ export class Engine {
       if (head) this.finishRequest(head, "context");
       return;
     }
-    const drafter = this.spec?.method === "mtp";
+    const drafter = this.spec?.options.method === "mtp";
     const entries: StepEntry[] = chunks.map((chunk) => {
       const s = chunk.sequence as Request;
       // a fresh or preempted sequence: the drafter starts over with it
@@ -776,7 +691,7 @@ export class Engine {
         // verification: the known tokens, then the drafts; logits (and hidden states) from the last known row on
         const tokens = [...known, ...s.drafts.slice(0, chunk.draftTokens)];
         const logitRows = Array.from({ length: chunk.draftTokens + 1 }, (_, i) => known.length - 1 + i);
-        this.snapshotSlot(s.stateSlot);
+        this.spec!.snapshot(s.stateSlot);
         return { ...base, tokens, logits: "none", logitRows };
       }
       return { ...base, tokens: known, logits: chunk.needsLogits ? "last" : "none", ...(drafter ? { hidden: true } : {}) };
@@ -804,7 +719,7 @@ export class Engine {
       if (!this.requests.has(request)) return;
       let lastValid: number;
       if (chunk.draftTokens > 0) {
-        lastValid = this.verify(request, chunk.numTokens, chunk.draftTokens, rowsLogits);
+        lastValid = this.spec!.verify(request, chunk.numTokens, chunk.draftTokens, rowsLogits);
       } else {
         lastValid = entry.startPos + chunk.numTokens - 1;
         // drafts the step had no room for are stale now
@@ -822,254 +737,7 @@ export class Engine {
       }
       if (this.spec && this.requests.has(request)) drafterWork.push({ request, lastValid, keptFirst, keptHidden });
     });
-    if (!this.spec || drafterWork.length === 0) return;
-    if (drafter) await this.draftWithMtp(drafterWork);
-    else this.draftWithFunction(drafterWork);
-  }
-
-  /**
-   * Verifies `draftCount` drafts after `known` known tokens from their logits rows (the last known
-   * row first). Greedy: the longest prefix the target's own choice agrees with, then the target's
-   * token; sampling: the speculative-sampling rule per draft. When a draft is rejected, the GDN
-   * state goes back to its snapshot from before the step and the accepted tokens are recomputed in
-   * the next step (with its drafts); otherwise the step's state is the state after the drafts.
-   * Returns the last position whose target state is kept.
-   */
-  private verify(request: Request, known: number, draftCount: number, rowsLogits: Float32Array): number {
-    const spec = this.spec!;
-    const vocab = this.weights.output.rows;
-    const drafts = request.drafts.slice(0, draftCount);
-    const start = request.numComputed;
-    const greedyRequest = request.sampler.params.temperature <= 0;
-    const history = [...request.tokens];
-    const tokens: number[] = [];
-    const rowOf: number[] = [];
-    let accepted = 0;
-    for (let i = 0; i <= draftCount; i++) {
-      const rowLogits = rowsLogits.subarray(i * vocab, (i + 1) * vocab);
-      if (i === draftCount) {
-        tokens.push(request.sampler.sample(rowLogits, history));
-        rowOf.push(i);
-        break;
-      }
-      const draft = drafts[i]!;
-      let token: number;
-      let kept: boolean;
-      if (greedyRequest) {
-        token = request.sampler.sample(rowLogits, history);
-        kept = token === draft;
-      } else {
-        const q = request.draftDistributions[i] ?? { ids: Int32Array.of(draft), probabilities: Float32Array.of(1) };
-        const verdict = speculativeAccept(
-          request.sampler.distribution(rowLogits, history),
-          q,
-          draft,
-          request.sampler.uniform(),
-          request.sampler.uniform(),
-        );
-        token = verdict.token;
-        kept = verdict.accepted;
-      }
-      tokens.push(token);
-      rowOf.push(i);
-      if (!kept) break;
-      spec.acceptedByPosition[i]!++;
-      accepted++;
-      history.push(draft);
-    }
-    for (let i = 0; i < draftCount; i++) spec.draftedByPosition[i]!++;
-    spec.drafted += draftCount;
-    spec.accepted += accepted;
-    spec.verifications++;
-    spec.verifiedTokens += accepted + 1;
-    request.specDrafted += draftCount;
-    request.specAccepted += accepted;
-    this.counters.decodeTokens += known + draftCount;
-    if (accepted === draftCount) {
-      request.numComputed = start + known + draftCount;
-    } else {
-      // the recurrent state cannot be un-applied: back to before the step; the accepted tokens are
-      // recomputed (bit for bit the same) at the head of the next step
-      this.restoreSlot(request.stateSlot);
-      request.numComputed = start;
-      spec.rollbacks++;
-    }
-    request.drafts = [];
-    request.draftDistributions = [];
-    const n = request.params.logprobs;
-    for (let i = 0; i < tokens.length && this.requests.has(request) && !request.finished; i++) {
-      const rowLogits = rowsLogits.subarray(rowOf[i]! * vocab, (rowOf[i]! + 1) * vocab);
-      this.acceptToken(request, tokens[i]!, n === undefined ? undefined : logprobsOf(rowLogits, tokens[i]!, n));
-    }
-    // KV rollback: blocks past the known tokens and the drafter's next chain go back to the pool
-    if (this.requests.has(request)) this.scheduler.truncateBlocks(request, request.tokens.length + request.lookahead);
-    return start + known - 1 + accepted;
-  }
-
-  /** How many drafts `request` can use: the configured count, within its token and context limits. */
-  private draftBudget(request: Request): number {
-    const remaining = request.maxTokens - request.generated.length;
-    return Math.max(0, Math.min(this.spec!.draftTokens, remaining - 1, request.maxLength - request.tokens.length - 1));
-  }
-
-  /** Test/benchmark drafter: the caller's proposals. */
-  private draftWithFunction(work: readonly DrafterWork[]): void {
-    const propose = this.options.speculative!.propose!;
-    const vocab = this.weights.vocab;
-    for (const { request, lastValid } of work) {
-      const count = this.draftBudget(request);
-      if (count === 0 || lastValid + 1 !== request.tokens.length - 1) continue;
-      const proposed = propose(request.tokens, count).slice(0, count);
-      const valid = proposed.findIndex((t) => !Number.isInteger(t) || t < 0 || t >= vocab);
-      request.drafts = valid < 0 ? [...proposed] : proposed.slice(0, valid);
-    }
-  }
-
-  /**
-   * The MTP drafter after a target step: for each sequence, the drafter rows from its frontier up to
-   * the first token the target has not computed (row p pairs token p with the target's hidden state
-   * at p - 1; zeros at 0), in one batched drafter step; the last row's logits give the first draft.
-   * Further drafts chain on the drafter's own hidden state, one batched step each.
-   */
-  private async draftWithMtp(work: readonly DrafterWork[]): Promise<void> {
-    const D = this.weights.config.embeddingLength;
-    const vocab = this.weights.vocab;
-    const rows: { request: Request; entry: DrafterEntry; hidden: Float32Array; budget: number }[] = [];
-    for (const { request, lastValid, keptFirst, keptHidden } of work) {
-      const last = Math.min(lastValid + 1, request.tokens.length - 1);
-      const first = request.drafterFrontier;
-      if (first > last) continue;
-      const count = last - first + 1;
-      const hidden = new Float32Array(count * D);
-      for (let p = first; p <= last; p++) {
-        if (p === 0) continue; // h_{-1} = 0
-        const at = p - 1 - keptFirst;
-        if (!keptHidden || at < 0 || (at + 1) * D > keptHidden.length) {
-          throw new Error(`internal: the drafter needs the target's hidden state at position ${p - 1}, which the step did not keep`);
-        }
-        hidden.set(keptHidden.subarray(at * D, (at + 1) * D), (p - first) * D);
-      }
-      request.drafterFrontier = last + 1;
-      const budget = last === request.tokens.length - 1 ? this.draftBudget(request) : 0;
-      const entry: DrafterEntry = {
-        tokens: request.tokens.slice(first, last + 1),
-        startPos: first,
-        blockTable: request.blockTable,
-        logitRows: budget > 0 ? [count - 1] : [],
-      };
-      rows.push({ request, entry, hidden, budget });
-    }
-    // catch-up rows and the first drafts, in steps of at most maxBatchTokens rows
-    const first = await this.draftInSteps(rows.map((r) => ({ entry: r.entry, hidden: r.hidden })));
-    let chain = rows
-      .map((r, i) => ({ ...r, logits: first.logits[i], own: first.hidden[i] }))
-      .filter((r): r is typeof r & { logits: Float32Array; own: Float32Array } => r.budget > 0 && r.logits !== undefined);
-    for (const c of chain) {
-      c.request.drafts = [];
-      c.request.draftDistributions = [];
-    }
-    while (chain.length > 0) {
-      for (const c of chain) c.request.drafts.push(this.pickDraft(c.request, c.logits));
-      chain = chain.filter((c) => c.request.drafts.length < c.budget);
-      if (chain.length === 0) break;
-      const hiddenIn = new Float32Array(chain.length * D);
-      chain.forEach((c, i) => hiddenIn.set(c.own, i * D));
-      const entries = chain.map((c) => {
-        const position = c.request.tokens.length - 1 + c.request.drafts.length;
-        return { tokens: [c.request.drafts.at(-1)!], startPos: position, blockTable: c.request.blockTable, logitRows: [0] };
-      });
-      const logits = await this.runDraft(entries, hiddenIn);
-      const own = this.lastHiddenRows();
-      chain = chain.map((c, i) => ({
-        ...c,
-        logits: logits.slice(i * vocab, (i + 1) * vocab),
-        own: own.slice(i * D, (i + 1) * D),
-      }));
-    }
-  }
-
-  /** Drafter entries (row hidden inputs alongside), split into steps of at most maxBatchTokens rows; per entry its logits and hidden row (when it has a logit row). */
-  private async draftInSteps(
-    items: readonly { entry: DrafterEntry; hidden: Float32Array }[],
-  ): Promise<{ logits: (Float32Array | undefined)[]; hidden: (Float32Array | undefined)[] }> {
-    const D = this.weights.config.embeddingLength;
-    const vocab = this.weights.vocab;
-    const limit = this.options.maxBatchTokens;
-    const outLogits: (Float32Array | undefined)[] = items.map(() => undefined);
-    const outHidden: (Float32Array | undefined)[] = items.map(() => undefined);
-    // pieces of at most `limit` rows; the logit row stays with the last piece of its entry
-    const pieces: { item: number; entry: DrafterEntry; hidden: Float32Array }[] = [];
-    items.forEach(({ entry, hidden }, item) => {
-      const n = entry.tokens.length;
-      for (let from = 0; from < n; from += limit) {
-        const to = Math.min(n, from + limit);
-        pieces.push({
-          item,
-          entry: {
-            tokens: Array.from(entry.tokens).slice(from, to),
-            startPos: entry.startPos + from,
-            blockTable: entry.blockTable,
-            logitRows: entry.logitRows.filter((r) => r >= from && r < to).map((r) => r - from),
-          },
-          hidden: hidden.subarray(from * D, to * D),
-        });
-      }
-    });
-    for (let at = 0; at < pieces.length; ) {
-      const group: typeof pieces = [];
-      let rowsInGroup = 0;
-      while (at < pieces.length && rowsInGroup + pieces[at]!.entry.tokens.length <= limit) {
-        rowsInGroup += pieces[at]!.entry.tokens.length;
-        group.push(pieces[at++]!);
-      }
-      const hiddenIn = new Float32Array(rowsInGroup * D);
-      let offset = 0;
-      for (const piece of group) {
-        hiddenIn.set(piece.hidden, offset);
-        offset += piece.hidden.length;
-      }
-      const logits = await this.runDraft(
-        group.map((g) => g.entry),
-        hiddenIn,
-      );
-      const own = this.lastHiddenRows();
-      let k = 0;
-      for (const piece of group) {
-        if (piece.entry.logitRows.length === 0) continue;
-        outLogits[piece.item] = logits.slice(k * vocab, (k + 1) * vocab);
-        outHidden[piece.item] = own.slice(k * D, (k + 1) * D);
-        k++;
-      }
-    }
-    return { logits: outLogits, hidden: outHidden };
-  }
-
-  /** A draft from the drafter's logits: top-1 for greedy requests, else a draw from the request's sampling distribution (kept as q). */
-  private pickDraft(request: Request, logits: Float32Array): number {
-    if (request.sampler.params.temperature <= 0) return greedy(logits);
-    const q = request.sampler.distribution(logits, [...request.tokens, ...request.drafts]);
-    request.draftDistributions.push(q);
-    return drawFrom(q, request.sampler.uniform());
-  }
-
-  /** Copies the GDN state of `slot` aside (before a verification step). */
-  private snapshotSlot(slot: number): void {
-    const from = this.states;
-    const to = this.rollbackStates!;
-    for (let l = 0; l < from.numLayers; l++) {
-      to.conv[l]!.set(from.conv[l]!.subarray(slot * from.convStride, (slot + 1) * from.convStride), slot * from.convStride);
-      to.ssm[l]!.set(from.ssm[l]!.subarray(slot * from.ssmStride, (slot + 1) * from.ssmStride), slot * from.ssmStride);
-    }
-  }
-
-  /** Puts back the GDN state of `slot` copied by snapshotSlot. */
-  private restoreSlot(slot: number): void {
-    const from = this.rollbackStates!;
-    const to = this.states;
-    for (let l = 0; l < to.numLayers; l++) {
-      to.conv[l]!.set(from.conv[l]!.subarray(slot * to.convStride, (slot + 1) * to.convStride), slot * to.convStride);
-      to.ssm[l]!.set(from.ssm[l]!.subarray(slot * to.ssmStride, (slot + 1) * to.ssmStride), slot * to.ssmStride);
-    }
+    await this.spec?.draft(drafterWork);
   }
 
   private acceptToken(request: Request, token: number, logprobs?: SampledLogprobs): void {
@@ -1164,7 +832,7 @@ export class Engine {
         twin: this.weights.tokenEmbdTwin?.byteLength ?? 0,
         f32,
         kvCache: this.kv.bytes,
-        gdnState: this.states.bytes + this.snapshotBytes + (this.rollbackStates?.bytes ?? 0),
+        gdnState: this.states.bytes + this.snapshotBytes + (this.spec?.bytes ?? 0),
         scratch: (this.nativeStep?.scratchBytes ?? 0) + (this.forwardPass?.scratchBytes ?? 0),
       },
       providers: { ...this.opProviders },
@@ -1179,7 +847,7 @@ export class Engine {
       requests: { running: this.scheduler.running.length, waiting: this.scheduler.waiting.length },
       counters: { ...this.counters, preemptions: this.scheduler.preemptionCount },
       prefixCache: this.prefixCache ? { ...this.prefixCache.stats } : undefined,
-      speculative: this.spec ? speculativeStats(this.spec) : undefined,
+      speculative: this.spec?.stats(),
     };
   }
 
