@@ -212,6 +212,34 @@ describe.skipIf(reason !== undefined)("speculative verification with a caller's 
     run.engine.dispose();
   });
 
+  it("a drafter that is always wrong: one token per step, rows recomputed at most once (no growing chunks)", async () => {
+    const file = await fixtureFile(PLAIN_FIXTURE);
+    const prompt = [3, 1, 4, 1, 5];
+    const plain = await greedyOutputs(file, {}, false, [prompt]);
+    plain.engine.dispose();
+    const truth = [...prompt, ...plain.tokens[0]!];
+    const draftTokens = 2;
+    const wrong = await greedyOutputs(
+      file,
+      {
+        speculative: {
+          method: "function",
+          draftTokens,
+          propose: (tokens, count) => truth.slice(tokens.length, tokens.length + count).map((t) => (t + 1) % 1000),
+        },
+      },
+      false,
+      [prompt],
+    );
+    expect(wrong.tokens).toEqual(plain.tokens);
+    const stats = wrong.engine.stats();
+    expect(stats.speculative!.accepted).toBe(0);
+    expect(stats.speculative!.rollbacks).toBeGreaterThan(0);
+    // each rejected verification (1 known row + 2 drafts) is followed by one plain step of 2 rows
+    expect(stats.counters.decodeTokens).toBeLessThanOrEqual(GENERATE.maxTokens * (draftTokens + 3));
+    wrong.engine.dispose();
+  });
+
   it("sampling with speculation is reproducible with a seed and reports per-request stats", async () => {
     const file = await fixtureFile(MTP_FIXTURES[0]!);
     const run = async () => {

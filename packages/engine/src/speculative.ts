@@ -172,9 +172,12 @@ export class SpeculativeDecoder {
 
   /** After a target step: the next drafts of every sequence that can draft. */
   async draft(work: readonly DrafterWork[]): Promise<void> {
-    if (work.length === 0) return;
-    if (this.options.method === "mtp") await this.draftWithMtp(work);
-    else this.draftWithFunction(work);
+    // After a rejection the accepted tokens are recomputed first, in a step of their own: a chunk
+    // that carried drafts and was rejected again would go back to the same snapshot and grow.
+    const ready = work.filter(({ request }) => request.numComputed === request.tokens.length - 1);
+    if (ready.length === 0) return;
+    if (this.options.method === "mtp") await this.draftWithMtp(ready);
+    else this.draftWithFunction(ready);
   }
 
   /** One MTP drafter step, timed. */
@@ -193,7 +196,7 @@ export class SpeculativeDecoder {
    * row first). Greedy: the longest prefix the target's own choice agrees with, then the target's
    * token; sampling: the speculative-sampling rule per draft. When a draft is rejected, the GDN
    * state goes back to its snapshot from before the step and the accepted tokens are recomputed in
-   * the next step (with its drafts); otherwise the step's state is the state after the drafts.
+   * the next step (without drafts); otherwise the step's state is the state after the drafts.
    * Returns the last position whose target state is kept.
    */
   verify(request: SpeculativeSequence, known: number, draftCount: number, rowsLogits: Float32Array): number {
@@ -250,7 +253,7 @@ export class SpeculativeDecoder {
       request.numComputed = start + known + draftCount;
     } else {
       // the recurrent state cannot be un-applied: back to before the step; the accepted tokens are
-      // recomputed (bit for bit the same) at the head of the next step
+      // recomputed (bit for bit the same) in the next step
       this.restore(request.stateSlot);
       request.numComputed = start;
       spec.rollbacks++;
