@@ -302,6 +302,7 @@ export class Engine {
           lastHiddenRows: () => this.lastHiddenRows(),
         },
         this.states,
+        allocate,
       );
     }
     if (options.prefixCacheSnapshots > 0) {
@@ -323,6 +324,7 @@ export class Engine {
         numerics: options.numerics as "llama" | "bf16",
         flashAttention: options.flashAttention,
         maxBatchTokens: options.maxBatchTokens,
+        snapshots: this.spec?.rollback,
       });
       const isa = native.getNativeIsa();
       const name = `native-step-${isa}`;
@@ -353,6 +355,7 @@ export class Engine {
       this.options.maxBatchTokens,
       this.options.flashAttention,
     );
+    this.forwardPass.snapshots = this.spec?.rollback;
     return this.forwardPass;
   }
 
@@ -691,8 +694,8 @@ export class Engine {
         // verification: the known tokens, then the drafts; logits (and hidden states) from the last known row on
         const tokens = [...known, ...s.drafts.slice(0, chunk.draftTokens)];
         const logitRows = Array.from({ length: chunk.draftTokens + 1 }, (_, i) => known.length - 1 + i);
-        this.spec!.snapshot(s.stateSlot);
-        return { ...base, tokens, logits: "none", logitRows };
+        // the GDN state after the last known token is kept aside: a rejected draft rolls back to it
+        return { ...base, tokens, logits: "none", logitRows, snapshotRow: known.length - 1 };
       }
       return { ...base, tokens: known, logits: chunk.needsLogits ? "last" : "none", ...(drafter ? { hidden: true } : {}) };
     });

@@ -6,7 +6,7 @@
  */
 import { MAX_DRAFT_TOKENS, type SpeculativeStats } from "./engine-types.js";
 import { EngineOptionError } from "./errors.js";
-import { allocateJsStorage } from "./kv/paged-kv.js";
+import { allocateJsStorage, type AllocateStorage } from "./kv/paged-kv.js";
 import { GdnStatePool } from "./kv/state-pool.js";
 import type { DrafterEntry } from "./model/forward.js";
 import type { ModelWeights } from "./model/weights.js";
@@ -130,16 +130,17 @@ export interface DrafterWork {
 }
 
 export class SpeculativeDecoder {
-  /** the GDN state of each slot before its verification step */
-  private readonly rollback: GdnStatePool;
+  /** the GDN state of each slot at the last known token of its verification step (the forward writes it) */
+  readonly rollback: GdnStatePool;
   private readonly counters: Counters;
 
   constructor(
     readonly options: ResolvedSpeculative,
     private readonly host: SpeculativeHost,
     private readonly states: GdnStatePool,
+    allocate: AllocateStorage = allocateJsStorage,
   ) {
-    this.rollback = GdnStatePool.forModel(host.weights.config, states.numSlots, allocateJsStorage);
+    this.rollback = GdnStatePool.forModel(host.weights.config, states.numSlots, allocate);
     const k = options.draftTokens;
     this.counters = {
       method: options.method,
@@ -172,12 +173,8 @@ export class SpeculativeDecoder {
 
   /** After a target step: the next drafts of every sequence that can draft. */
   async draft(work: readonly DrafterWork[]): Promise<void> {
-    // After a rejection the accepted tokens are recomputed first, in a step of their own: a chunk
-    // that carried drafts and was rejected again would go back to the same snapshot and grow.
-    const ready = work.filter(({ request }) => request.numComputed === request.tokens.length - 1);
-    if (ready.length === 0) return;
-    if (this.options.method === "mtp") await this.draftWithMtp(ready);
-    else this.draftWithFunction(ready);
+    if (this.options.method === "mtp") await this.draftWithMtp(work);
+    else this.draftWithFunction(work);
   }
 
   /** One MTP drafter step, timed. */
@@ -195,8 +192,9 @@ export class SpeculativeDecoder {
    * Verifies `draftCount` drafts after `known` known tokens from their logits rows (the last known
    * row first). Greedy: the longest prefix the target's own choice agrees with, then the target's
    * token; sampling: the speculative-sampling rule per draft. When a draft is rejected, the GDN
-   * state goes back to its snapshot from before the step and the accepted tokens are recomputed in
-   * the next step (without drafts); otherwise the step's state is the state after the drafts.
+   * state goes back to the copy the step took after its last known token, and the accepted drafts
+   * are recomputed at the head of the next step; otherwise the step's state is the state after the
+   * drafts.
    * Returns the last position whose target state is kept.
    */
   verify(request: SpeculativeSequence, known: number, draftCount: number, rowsLogits: Float32Array): number {
@@ -252,10 +250,10 @@ export class SpeculativeDecoder {
     if (accepted === draftCount) {
       request.numComputed = start + known + draftCount;
     } else {
-      // the recurrent state cannot be un-applied: back to before the step; the accepted tokens are
-      // recomputed (bit for bit the same) in the next step
+      // the recurrent state cannot be un-applied: back to the state after the last known token (the
+      // step's snapshot row); the accepted drafts are recomputed (bit for bit the same) next step
       this.restore(request.stateSlot);
-      request.numComputed = start;
+      request.numComputed = start + known;
       spec.rollbacks++;
     }
     request.drafts = [];
@@ -416,17 +414,7 @@ export class SpeculativeDecoder {
     return drawFrom(q, request.sampler.uniform());
   }
 
-  /** Copies the GDN state of `slot` aside (before a verification step). */
-  snapshot(slot: number): void {
-    const from = this.states;
-    const to = this.rollback;
-    for (let l = 0; l < from.numLayers; l++) {
-      to.conv[l]!.set(from.conv[l]!.subarray(slot * from.convStride, (slot + 1) * from.convStride), slot * from.convStride);
-      to.ssm[l]!.set(from.ssm[l]!.subarray(slot * from.ssmStride, (slot + 1) * from.ssmStride), slot * from.ssmStride);
-    }
-  }
-
-  /** Puts back the GDN state of `slot` copied by snapshot. */
+  /** Puts back the GDN state of `slot` that the verification step copied at its last known token. */
   private restore(slot: number): void {
     const from = this.rollback;
     const to = this.states;

@@ -179,6 +179,12 @@ Model::Model(ModelSpec spec) : spec_(std::move(spec)) {
   if ((int)st.conv.size() != gdnLayers || (int)st.ssm.size() != gdnLayers)
     fail("states: expected " + str(gdnLayers) + " conv and recurrent planes");
   if (gdnLayers > 0 && st.numSlots < 1) fail("states: numSlots must be positive");
+  const StateStorage& snap = spec_.snapshots;
+  if (!snap.conv.empty() || !snap.ssm.empty()) {
+    if ((int)snap.conv.size() != gdnLayers || (int)snap.ssm.size() != gdnLayers)
+      fail("snapshots: expected " + str(gdnLayers) + " conv and recurrent planes");
+    if (snap.numSlots != st.numSlots) fail("snapshots: numSlots must equal states.numSlots");
+  }
 
   const size_t T = (size_t)spec_.maxBatchTokens;
   auto alloc = [&](std::vector<float>& v, size_t n) {
@@ -231,6 +237,7 @@ Model::Model(ModelSpec spec) : spec_(std::move(spec)) {
 // ---------------------------------------------------------------------------------------------
 // Step descriptor (Int32Array): [kind (0 trunk, 1 drafter), entryCount, then per entry: nTokens,
 // startPos, stateSlot, nLogitRows, blockCount, flags (1 = keep every row's hidden state; trunk
+// only), snapshotRow (-1, or the row after which the GDN state is copied to the snapshots; trunk
 // only), tokens[nTokens], logitRows[nLogitRows], blockTable[blockCount]].
 
 StepShape Model::parseStep(const int32_t* desc, size_t length, std::vector<StepEntry>& entries) const {
@@ -250,7 +257,7 @@ StepShape Model::parseStep(const int32_t* desc, size_t length, std::vector<StepE
   std::vector<int> slotsSeen;
   for (int e = 0; e < count; ++e) {
     const std::string where = "step entry " + str(e) + ": ";
-    if (at + 6 > length) fail(where + "descriptor is truncated");
+    if (at + 7 > length) fail(where + "descriptor is truncated");
     StepEntry s;
     s.nTokens = desc[at];
     s.startPos = desc[at + 1];
@@ -258,7 +265,11 @@ StepShape Model::parseStep(const int32_t* desc, size_t length, std::vector<StepE
     s.nLogits = desc[at + 3];
     s.blockCount = desc[at + 4];
     const int flags = desc[at + 5];
-    at += 6;
+    s.snapshotRow = desc[at + 6];
+    at += 7;
+    if (s.snapshotRow < -1 || s.snapshotRow >= s.nTokens) fail(where + "snapshot row must be -1 or a row of the chunk");
+    if (s.snapshotRow >= 0 && (shape.drafter || spec_.snapshots.conv.empty()))
+      fail(where + "a GDN state snapshot needs a trunk step and a model with snapshot planes");
     if (flags != 0 && flags != 1) fail(where + "flags must be 0 or 1");
     if (flags == 1 && shape.drafter) fail(where + "a drafter step keeps the logit rows' hidden states only (flags must be 0)");
     s.hidden = flags == 1;
@@ -779,6 +790,7 @@ void Model::gatedDeltaNet(const LayerWeights& L, const std::vector<StepEntry>& e
   int row0 = 0;
   for (const StepEntry& e : entries) {
     float* convBase = convPlane + (size_t)e.stateSlot * convStride_;
+    float* snapConv = e.snapshotRow >= 0 ? spec_.snapshots.conv[L.cacheIndex] + (size_t)e.stateSlot * convStride_ : nullptr;
     parallelRange(convDim, 256, [&](int ch) {
       float* state = convBase + (size_t)ch * (K - 1);
       const float* w = L.conv + (size_t)ch * K;
@@ -798,6 +810,12 @@ void Model::gatedDeltaNet(const LayerWeights& L, const std::vector<StepEntry>& e
           s1 = s2;
           s2 = current;
           y[at] = acc;
+          if (t == e.snapshotRow) {
+            float* snap = snapConv + (size_t)ch * (K - 1);
+            snap[0] = s0;
+            snap[1] = s1;
+            snap[2] = s2;
+          }
         }
         state[0] = s0;
         state[1] = s1;
@@ -813,6 +831,7 @@ void Model::gatedDeltaNet(const LayerWeights& L, const std::vector<StepEntry>& e
         for (int j = 0; j + 1 < K - 1; ++j) state[j] = state[j + 1];
         if (K > 1) state[K - 2] = current;
         y[at] = acc;
+        if (t == e.snapshotRow) std::memcpy(snapConv + (size_t)ch * (K - 1), state, (size_t)(K - 1) * sizeof(float));
       }
     });
     row0 += e.nTokens;
@@ -853,6 +872,10 @@ void Model::gatedDeltaNet(const LayerWeights& L, const std::vector<StepEntry>& e
         const float kvMem = ops.decayDot(sRow, k, Dk, decay);
         const float delta = (v[j] - kvMem) * beta;
         o[j] = ops.madDot(sRow, q, k, Dk, delta) * readoutScale;
+      }
+      if (t == e.snapshotRow) {
+        float* snap = spec_.snapshots.ssm[L.cacheIndex] + (size_t)e.stateSlot * ssmStride_ + (size_t)h * Dv * Dk;
+        std::memcpy(snap, sHead, (size_t)Dv * Dk * sizeof(float));
       }
       // gated RMSNorm: rms(o_h) * ssm_norm (raw), times silu(z_h)
       rmsNorm(o, L.norm, o, Dv, eps);

@@ -91,6 +91,8 @@ struct StepEntry {
   int blockCount = 0;
   // trunk steps: every row goes through the last layer and its post-norm hidden state is kept
   bool hidden = false;
+  // trunk steps: after this row (>= 0) the GDN state of the slot is copied to ModelSpec::snapshots
+  int snapshotRow = -1;
 };
 
 // What a step descriptor asks for.
@@ -114,6 +116,8 @@ struct ModelSpec {
   DrafterWeights drafter;
   KvStorage kv;
   StateStorage states;
+  // where StepEntry::snapshotRow copies a slot's GDN state (same layout and slots as `states`; optional)
+  StateStorage snapshots;
 };
 
 class Model {

@@ -216,21 +216,25 @@ ModelSpec parseSpec(const Reader& r, const Napi::Object& spec) {
       (key[0] == 'k' ? m.kv.k : m.kv.v).push_back(p);
     }
   }
-  const Napi::Object states = r.object(spec.Get("states"), "states");
-  m.states.numSlots = r.integer(states, "numSlots", "states", 0);
-  const size_t convElements = (size_t)m.states.numSlots * convDim * (size_t)std::max(0, c.convKernel - 1);
-  const size_t ssmElements = (size_t)m.states.numSlots * Hv * Dv * c.ssmStateSize;
-  for (const char* key : {"conv", "ssm"}) {
-    const Napi::Value planes = states.Get(key);
-    if (!planes.IsArray()) r.typeError(std::string("states.") + key, "an array");
-    const Napi::Array a = planes.As<Napi::Array>();
-    for (uint32_t i = 0; i < a.Length(); ++i) {
-      const std::string f = std::string("states.") + key + "[" + str(i) + "]";
-      const bool conv = key[0] == 'c';
-      float* p = const_cast<float*>(r.typed<float>(a.Get(i), napi_float32_array, f, "a Float32Array", conv ? convElements : ssmElements));
-      (conv ? m.states.conv : m.states.ssm).push_back(p);
+  auto stateStorage = [&](const Napi::Object& states, const std::string& name, StateStorage& out) {
+    out.numSlots = r.integer(states, "numSlots", name, 0);
+    const size_t convElements = (size_t)out.numSlots * convDim * (size_t)std::max(0, c.convKernel - 1);
+    const size_t ssmElements = (size_t)out.numSlots * Hv * Dv * c.ssmStateSize;
+    for (const char* key : {"conv", "ssm"}) {
+      const Napi::Value planes = states.Get(key);
+      if (!planes.IsArray()) r.typeError(name + "." + key, "an array");
+      const Napi::Array a = planes.As<Napi::Array>();
+      for (uint32_t i = 0; i < a.Length(); ++i) {
+        const std::string f = name + "." + key + "[" + str(i) + "]";
+        const bool conv = key[0] == 'c';
+        float* p = const_cast<float*>(r.typed<float>(a.Get(i), napi_float32_array, f, "a Float32Array", conv ? convElements : ssmElements));
+        (conv ? out.conv : out.ssm).push_back(p);
+      }
     }
-  }
+  };
+  stateStorage(r.object(spec.Get("states"), "states"), "states", m.states);
+  const Napi::Value snapshots = spec.Get("snapshots");
+  if (!snapshots.IsUndefined() && !snapshots.IsNull()) stateStorage(r.object(snapshots, "snapshots"), "snapshots", m.snapshots);
   return m;
 }
 

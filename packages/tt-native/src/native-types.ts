@@ -120,6 +120,8 @@ export interface NativeModelSpec {
   drafter?: NativeModelDrafter | undefined;
   kv: { f16: boolean; blockSize: number; numBlocks: number; k: (Uint16Array | Float32Array)[]; v: (Uint16Array | Float32Array)[] };
   states: { numSlots: number; conv: Float32Array[]; ssm: Float32Array[] };
+  /** Where a step entry's snapshotRow copies its slot's GDN state (same layout and slots as `states`). */
+  snapshots?: { numSlots: number; conv: Float32Array[]; ssm: Float32Array[] } | undefined;
 }
 
 /** The native model object (src/model_napi.cc). */
@@ -127,7 +129,8 @@ export interface NativeModelHandle {
   /**
    * One forward step off the JS thread. `descriptor`: [kind (0 trunk, 1 drafter), entryCount, then
    * per entry nTokens, startPos, stateSlot, nLogitRows, blockCount, flags (1 = keep every row's
-   * hidden state), tokens..., logitRows..., blockTable...]; `logits` receives [logit rows, vocab];
+   * hidden state), snapshotRow (-1, or the row after which the slot's GDN state is copied to
+   * `snapshots`), tokens..., logitRows..., blockTable...]; `logits` receives [logit rows, vocab];
    * `hidden` (optional) the kept post-norm hidden rows [rows, D]; `hiddenIn` (drafter steps) is the
    * hidden state paired with each row [tokens, D]. Rejects (or throws synchronously for a bad
    * descriptor) with the reason.

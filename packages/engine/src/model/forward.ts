@@ -40,6 +40,12 @@ export interface StepEntry {
    * logit rows' hidden states are.
    */
   readonly hidden?: boolean;
+  /**
+   * After this row (an index into the chunk) the sequence's GDN state, every layer's conv window
+   * and recurrent state, is copied to the same slot of the forward's `snapshots` pool (speculative
+   * decoding keeps the state at the last known token of a verification step).
+   */
+  readonly snapshotRow?: number;
 }
 
 /**
@@ -238,6 +244,9 @@ export class Qwen35Forward {
    * forward computes the same values whether or not a tap is set; a tap only reads.
    */
   tap: ActivationTap | undefined;
+
+  /** Where `StepEntry.snapshotRow` copies a sequence's GDN state (same layout and slots as `states`). */
+  snapshots: GdnStatePool | undefined;
 
   /** Bytes of preallocated activation scratch. */
   get scratchBytes(): number {
@@ -776,6 +785,16 @@ export class Qwen35Forward {
     for (let i = 0; i < Dh; i++) this.attnOut[outOffset + i] = acc[i]! * inv;
   }
 
+  private snapshotPool(): GdnStatePool {
+    if (!this.snapshots) throw new Error("a step entry asks for a GDN state snapshot, but the forward has no snapshot pool");
+    return this.snapshots;
+  }
+
+  /** Copies one slot of a state plane to the same slot of a snapshot plane. */
+  private snapshotPlane(from: Float32Array, to: Float32Array, slot: number, stride: number): void {
+    to.set(from.subarray(slot * stride, (slot + 1) * stride), slot * stride);
+  }
+
   /**
    * The Gated DeltaNet mixer (qwen35.md section 7). Each op runs over every row of the step and
    * leaves its result in a named scratch buffer before the next op starts (taps observe it there);
@@ -818,6 +837,7 @@ export class Qwen35Forward {
           if (K > 1) convPlane[sOff + K - 2] = current;
           y[xOff + ch] = acc;
         }
+        if (t === e.snapshotRow) this.snapshotPlane(convPlane, this.snapshotPool().conv[layer]!, e.stateSlot, this.states.convStride);
       }
     }
     this.observe("conv_output_raw", il, "convOut", T);
@@ -877,6 +897,7 @@ export class Qwen35Forward {
             o[oOff + j] = ggmlMadDot(ssmPlane, sRow, y, qOff, Dk, y, kOff, delta) * readoutScale;
           }
         }
+        if (t === e.snapshotRow) this.snapshotPlane(ssmPlane, this.snapshotPool().ssm[layer]!, e.stateSlot, this.states.ssmStride);
       }
     }
     this.observe("attn_output", il, "gdnOut", T);

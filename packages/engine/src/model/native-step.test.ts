@@ -328,7 +328,13 @@ interface DrafterRunner {
  * chained drafter steps (each on the drafter's own hidden state) batched, and a trunk verification
  * step over the drafted tokens. Returns every logits and hidden-state output (copied).
  */
-async function runDrafterSchedule(runner: DrafterRunner, { kv, states }: Pools, vocab: number, D: number): Promise<Float32Array[]> {
+async function runDrafterSchedule(
+  runner: DrafterRunner,
+  { kv, states }: Pools,
+  snapshots: GdnStatePool,
+  vocab: number,
+  D: number,
+): Promise<Float32Array[]> {
   const random = seededRandom(777);
   const token = () => Math.floor(random() * vocab);
   const seqs = [23, 9].map((length) => ({
@@ -369,7 +375,8 @@ async function runDrafterSchedule(runner: DrafterRunner, { kv, states }: Pools, 
     );
     out.push(draftLogits.slice(), runner.hiddenRows.slice());
   }
-  // trunk verification of [next, drafted...] with logits and hidden states at every row
+  // trunk verification of [next, drafted...] with logits and hidden states at every row, the GDN
+  // state copied after row i of sequence i
   const verify = await runner.forward(
     seqs.map((s, i) => ({
       tokens: [next[i]!, ...drafted[i]!],
@@ -377,9 +384,16 @@ async function runDrafterSchedule(runner: DrafterRunner, { kv, states }: Pools, 
       blockTable: s.blockTable,
       stateSlot: s.stateSlot,
       logits: "all",
+      snapshotRow: i,
     })),
   );
   out.push(verify.slice(), runner.hiddenRows.slice());
+  for (const s of seqs) {
+    for (const plane of [...snapshots.conv, ...snapshots.ssm]) {
+      const stride = plane.length / snapshots.numSlots;
+      out.push(plane.slice(s.stateSlot * stride, (s.stateSlot + 1) * stride));
+    }
+  }
   for (const s of seqs) {
     for (const block of s.blockTable) kv.pool.release(block);
     states.release(s.stateSlot);
@@ -421,15 +435,28 @@ describe.skipIf(reason !== undefined)("native MTP drafter == TypeScript drafter,
           kv: PagedKvCache.forModel(weights.config, 24, 8, kvType, (bytes) => native.allocNativeBuffer(bytes), true),
           states: GdnStatePool.forModel(weights.config, 4, (bytes) => native.allocNativeBuffer(bytes)),
         });
+        const snapshotPool = () => GdnStatePool.forModel(weights.config, 4, (bytes) => native.allocNativeBuffer(bytes));
         const spec = drafterPools();
+        const tsSnapshots = snapshotPool();
         const ts = new Qwen35Forward(weights, spec.kv, spec.states, selection.byWeight, numerics, quantDequantizeRow, 128, flashAttention);
-        const expected = await runDrafterSchedule(ts, spec, weights.vocab, D);
+        ts.snapshots = tsSnapshots;
+        const expected = await runDrafterSchedule(ts, spec, tsSnapshots, weights.vocab, D);
         const mine = drafterPools();
-        const step = NativeStep.create(native, weights, mine.kv, mine.states, { numerics, flashAttention, maxBatchTokens: 128 });
-        const actual = await runDrafterSchedule(step, mine, weights.vocab, D);
+        const nativeSnapshots = snapshotPool();
+        const step = NativeStep.create(native, weights, mine.kv, mine.states, {
+          numerics,
+          flashAttention,
+          maxBatchTokens: 128,
+          snapshots: nativeSnapshots,
+        });
+        const actual = await runDrafterSchedule(step, mine, nativeSnapshots, weights.vocab, D);
         step.dispose();
         expect(firstDifference(actual, expected), `${numerics} kv ${kvType} flash ${flashAttention}`).toBeUndefined();
         expect(actual[2]!.every(Number.isFinite)).toBe(true);
+        expect(
+          actual.at(-1)!.some((v) => v !== 0),
+          "the GDN state snapshot was written",
+        ).toBe(true);
         expect(new Set(actual[2]).size, "the drafter logits are not degenerate").toBeGreaterThan(weights.vocab / 2);
       }
     });

@@ -35,6 +35,8 @@ export interface NativeStepOptions {
   numerics: Exclude<Numerics, "exact">;
   flashAttention: boolean;
   maxBatchTokens: number;
+  /** Where StepEntry.snapshotRow copies a slot's GDN state (speculative decoding). */
+  snapshots?: GdnStatePool | undefined;
 }
 
 export class NativeStep {
@@ -123,6 +125,9 @@ export class NativeStep {
       ...(weights.drafter && kv.numLayers === kvIndex + 1 ? { drafter: drafterSpec(weights.drafter, kvIndex) } : {}),
       kv: { f16: kv.kvType === "f16", blockSize: kv.blockSize, numBlocks: kv.numBlocks, k: kv.k, v: kv.v },
       states: { numSlots: states.numSlots, conv: states.conv, ssm: states.ssm },
+      ...(options.snapshots
+        ? { snapshots: { numSlots: options.snapshots.numSlots, conv: options.snapshots.conv, ssm: options.snapshots.ssm } }
+        : {}),
     };
     return new NativeStep(native.createNativeModel(spec), weights.output.rows, c.embeddingLength);
   }
@@ -227,7 +232,7 @@ export class NativeStep {
     let tokens = 0;
     const rows = entries.map(logitRows);
     entries.forEach((e, i) => {
-      length += 6 + e.tokens.length + rows[i]!.length + e.blockTable.length;
+      length += 7 + e.tokens.length + rows[i]!.length + e.blockTable.length;
       tokens += e.tokens.length;
     });
     this.hiddenCount = 0;
@@ -246,6 +251,7 @@ export class NativeStep {
       d[at++] = selected.length;
       d[at++] = e.blockTable.length;
       d[at++] = e.hidden ? 1 : 0;
+      d[at++] = e.snapshotRow ?? -1;
       for (let t = 0; t < e.tokens.length; t++) d[at++] = e.tokens[t]!;
       for (const r of selected) d[at++] = r;
       for (const b of e.blockTable) d[at++] = b;
