@@ -212,6 +212,25 @@ describe.skipIf(reason !== undefined)("speculative verification with a caller's 
     run.engine.dispose();
   });
 
+  it("preemption by recompute under a small KV pool: same tokens, every block back", async () => {
+    const file = await fixtureFile(MTP_FIXTURES.find((f) => f.weightType === "Q8_0")!);
+    const probe = await Engine.load(file, {});
+    const inputs = prompts(probe.weights.vocab);
+    probe.dispose();
+    const plain = await greedyOutputs(file, {}, false, inputs);
+    plain.engine.dispose();
+    const run = await greedyOutputs(
+      file,
+      { blockSize: 4, kvCacheTokens: 64, maxBatchTokens: 32, speculative: { method: "mtp", draftTokens: 4 } },
+      true,
+      inputs,
+    );
+    expect(run.tokens).toEqual(plain.tokens);
+    expect(run.engine.stats().counters.preemptions).toBeGreaterThan(0);
+    expectPoolsFree(run.engine);
+    run.engine.dispose();
+  });
+
   it("a drafter that is always wrong: one token per step, no row computed twice", async () => {
     const file = await fixtureFile(PLAIN_FIXTURE);
     const prompt = [3, 1, 4, 1, 5];
