@@ -13,6 +13,27 @@ export interface AbortSignalLike {
   removeEventListener(type: "abort", listener: () => void): void;
 }
 
+/** Most tokens a speculative step drafts per sequence (`speculative.draftTokens`). */
+export const MAX_DRAFT_TOKENS = 8;
+
+/**
+ * Speculative decoding. `mtp`: the file's MTP/NextN drafter block (`blk.{n_layer}.*`, present when
+ * `qwen35.nextn_predict_layers` = 1) drafts `draftTokens` tokens per step, chained on its own hidden
+ * state; the target verifies them in one multi-row step. Greedy output is the same token for token
+ * as without speculation; sampled output keeps its distribution (the speculative-sampling rule).
+ * `function` (tests and benchmarks only): `propose` supplies the drafts instead of a drafter, e.g.
+ * the known greedy continuation (acceptance 1.0) to measure the verification path alone.
+ */
+export type SpeculativeOptions =
+  | { method: "mtp" /** 1 .. 8 (default 3) */; draftTokens?: number }
+  | {
+      method: "function";
+      /** 1 .. 8 (default 3) */
+      draftTokens?: number;
+      /** Drafts (at most `count`) to follow `tokens` (prompt and generated tokens so far). Greedy only. */
+      propose: (tokens: readonly number[], count: number) => readonly number[];
+    };
+
 export interface EngineOptions {
   /**
    * `llama` (default): llama.cpp's CPU numerics; `bf16`: the keep-quant contract; `exact`: a
@@ -72,6 +93,8 @@ export interface EngineOptions {
   exactKernels?: boolean;
   /** Called while tensors are read (bytes done, bytes total). */
   onProgress?: (done: number, total: number) => void;
+  /** Speculative decoding (off by default); see SpeculativeOptions. */
+  speculative?: SpeculativeOptions;
 }
 
 /**
@@ -121,6 +144,8 @@ export interface GenerationStats {
   preemptions: number;
   /** prompt tokens served from the prefix cache */
   cachedPromptTokens: number;
+  /** speculative decoding: tokens drafted for this request and how many the target accepted */
+  speculative?: { drafted: number; accepted: number };
 }
 
 export interface GenerationResult {
@@ -158,6 +183,8 @@ export interface EngineStats {
   requests: { running: number; waiting: number };
   /** lookups, hits, hit tokens, entries, evictions (undefined when the prefix cache is off) */
   prefixCache: PrefixCacheStats | undefined;
+  /** Speculative decoding counters (undefined when it is off). */
+  speculative: SpeculativeStats | undefined;
   counters: {
     steps: number;
     prefillTokens: number;
@@ -165,4 +192,33 @@ export interface EngineStats {
     preemptions: number;
     forwardMs: number;
   };
+}
+
+export interface SpeculativeStats {
+  method: "mtp" | "function";
+  draftTokens: number;
+  /** tokens drafted and verified */
+  drafted: number;
+  /** drafted tokens the target accepted */
+  accepted: number;
+  /** accepted / drafted (0 before any draft) */
+  acceptanceRate: number;
+  /**
+   * per draft position i (0-based): tokens drafted there, accepted there (a draft counts only when
+   * every draft before it was accepted too), and their ratio (vLLM's acceptance per position)
+   */
+  draftedByPosition: number[];
+  acceptedByPosition: number[];
+  acceptanceRateByPosition: number[];
+  /** target steps that verified drafts, per sequence (a batched step counts once per sequence) */
+  verifications: number;
+  /** tokens produced by those verifications (accepted drafts plus the target's own token) */
+  verifiedTokens: number;
+  /** verifiedTokens / verifications */
+  tokensPerTargetStep: number;
+  /** rejections that restored the GDN state and recompute the accepted prefix in the next step */
+  rollbacks: number;
+  /** drafter steps run and the time they took */
+  drafterSteps: number;
+  drafterMs: number;
 }

@@ -4,7 +4,14 @@ import { EngineError, EngineLoadError, EngineOptionError } from "./errors.js";
 import { allocateJsStorage, PagedKvCache, type AllocateStorage, type KvType } from "./kv/paged-kv.js";
 import { GdnStatePool } from "./kv/state-pool.js";
 import { PrefixCache } from "./kv/prefix-cache.js";
-import { Qwen35Forward, type StepEntry } from "./model/forward.js";
+import { FLASH_ATTN_TILED_MIN_ROWS, Qwen35Forward, type DrafterEntry, type StepEntry } from "./model/forward.js";
+import {
+  type DrafterWork,
+  type ResolvedSpeculative,
+  resolveSpeculative,
+  SpeculativeDecoder,
+  type SpeculativeSequence,
+} from "./speculative.js";
 import { probeExactKernels } from "./model/exact-probe.js";
 import { loadQwen35Weights, mappedTensorBytes, readTensorSource, type TensorBytes } from "./model/load.js";
 import { NativeStep } from "./model/native-step.js";
@@ -12,7 +19,14 @@ import type { MatmulProvider, Numerics } from "./model/matmul.js";
 import { quantDequantizeRow, selectProviders, typescriptProviders, allMatrices } from "./model/providers.js";
 import type { ModelWeights, PackedMatrix } from "./model/weights.js";
 import { Scheduler, type ScheduledSequence } from "./scheduler.js";
-import { logprobsOf, MAX_TOP_LOGPROBS, Sampler, StopStringMatcher, type SampledLogprobs } from "./sampling/index.js";
+import {
+  logprobsOf,
+  MAX_TOP_LOGPROBS,
+  Sampler,
+  StopStringMatcher,
+  type SampledLogprobs,
+  type TokenDistribution,
+} from "./sampling/index.js";
 import { StreamingDetokenizer, Tokenizer } from "./tokenizer/index.js";
 import { defaultModelPath } from "./default-model.js";
 
@@ -30,6 +44,7 @@ interface ResolvedOptions {
   flashAttention: boolean;
   prefixCacheSnapshots: number;
   exactKernels: boolean;
+  speculative: ResolvedSpeculative | undefined;
 }
 
 function positiveInteger(value: unknown, field: string, fallback: number): number {
@@ -56,6 +71,14 @@ function resolveOptions(options: EngineOptions): ResolvedOptions {
     throw new EngineOptionError("ENGINE_BAD_OPTION", `provider must be "auto" or "ts", got ${String(provider)}`, { field: "provider" });
   }
   // the context is the model's context_length unless given (Engine.load passes it); the KV pool is its own option
+  const speculative = resolveSpeculative(options.speculative);
+  if (speculative && options.prefixCacheSnapshots !== undefined && options.prefixCacheSnapshots !== 0) {
+    throw new EngineOptionError(
+      "ENGINE_BAD_OPTION",
+      "prefixCacheSnapshots cannot be combined with speculative decoding (a cached prefix has no drafter hidden state to resume from)",
+      { field: "prefixCacheSnapshots" },
+    );
+  }
   const kvCacheTokens = positiveInteger(options.kvCacheTokens, "kvCacheTokens", 8192);
   const contextLength = positiveInteger(options.contextLength, "contextLength", kvCacheTokens);
   return {
@@ -71,6 +94,7 @@ function resolveOptions(options: EngineOptions): ResolvedOptions {
     nativeStep: options.nativeStep ?? true,
     flashAttention: options.flashAttention ?? true,
     exactKernels: options.exactKernels ?? true,
+    speculative,
     prefixCacheSnapshots:
       options.prefixCacheSnapshots === undefined || options.prefixCacheSnapshots === 0
         ? 0
@@ -108,7 +132,7 @@ async function nativeProviders(numerics: Numerics, threads: number | undefined, 
   }
 }
 
-class Request implements ScheduledSequence {
+class Request implements ScheduledSequence, SpeculativeSequence {
   numComputed = 0;
   cachedTokens = 0;
   blockTable: number[] = [];
@@ -116,6 +140,15 @@ class Request implements ScheduledSequence {
   finished = false;
   snapshotPoints: readonly number[] | undefined;
   preemptions = 0;
+  /** speculative decoding: drafts to verify in the next step, and the drafter distribution of each (sampling) */
+  drafts: number[] = [];
+  draftDistributions: TokenDistribution[] = [];
+  /** KV positions the drafter's chain writes past the verified ones (reserved by the scheduler) */
+  lookahead = 0;
+  /** the next position the MTP drafter computes with the target's hidden state */
+  drafterFrontier = 0;
+  specDrafted = 0;
+  specAccepted = 0;
   readonly generated: number[] = [];
   text = "";
   readonly submittedAt = performance.now();
@@ -216,6 +249,8 @@ export class Engine {
   private disposed = false;
   private readonly counters = { steps: 0, prefillTokens: 0, decodeTokens: 0, forwardMs: 0 };
   private snapshotBytes = 0;
+  /** Speculative decoding (undefined when off). */
+  private readonly spec: SpeculativeDecoder | undefined;
 
   private constructor(
     readonly weights: ModelWeights,
@@ -240,20 +275,56 @@ export class Engine {
     }
     // storage of the pools: natively allocated when the native step owns the compute
     const allocate: AllocateStorage = native ? (bytes) => native.allocNativeBuffer(bytes) : allocateJsStorage;
-    this.kv = PagedKvCache.forModel(c, numBlocks, options.blockSize, kvType, allocate);
+    const speculative = options.speculative;
+    if (speculative?.method === "mtp" && !weights.drafter) {
+      throw new EngineOptionError(
+        "ENGINE_BAD_OPTION",
+        'speculative method "mtp" needs the MTP drafter block (qwen35.nextn_predict_layers = 1, tensors blk.{n_layer}.nextn.*), which these weights do not have',
+        { field: "speculative.method" },
+      );
+    }
+    this.kv = PagedKvCache.forModel(c, numBlocks, options.blockSize, kvType, allocate, speculative?.method === "mtp");
     const statePool = (slots: number, storage: AllocateStorage) => GdnStatePool.forModel(c, slots, storage);
     this.states = statePool(options.maxSequences, allocate);
+    if (speculative) {
+      this.spec = new SpeculativeDecoder(
+        speculative,
+        {
+          weights,
+          maxBatchTokens: options.maxBatchTokens,
+          alive: (request) => this.requests.has(request as Request),
+          acceptToken: (request, token, logprobs) => this.acceptToken(request as Request, token, logprobs),
+          truncateBlocks: (request, positions) => this.scheduler.truncateBlocks(request as Request, positions),
+          countDecodeTokens: (count) => {
+            this.counters.decodeTokens += count;
+          },
+          draftStep: (entries, hiddenIn) => this.runDraft(entries, hiddenIn),
+          lastHiddenRows: () => this.lastHiddenRows(),
+        },
+        this.states,
+        allocate,
+      );
+    }
     if (options.prefixCacheSnapshots > 0) {
       const snapshots = statePool(options.prefixCacheSnapshots, allocateJsStorage);
       this.prefixCache = new PrefixCache(this.kv, this.states, snapshots);
       this.snapshotBytes = snapshots.bytes;
     }
-    this.scheduler = new Scheduler(this.kv, this.states, options.maxBatchTokens, options.maxBatchTokens, this.prefixCache);
+    this.scheduler = new Scheduler(
+      this.kv,
+      this.states,
+      options.maxBatchTokens,
+      options.maxBatchTokens,
+      this.prefixCache,
+      // drafts never push a step onto the tiled attention path a plain decode step would not take
+      options.flashAttention ? FLASH_ATTN_TILED_MIN_ROWS - 1 : Number.POSITIVE_INFINITY,
+    );
     if (native) {
       this.nativeStep = NativeStep.create(native, weights, this.kv, this.states, {
         numerics: options.numerics as "llama" | "bf16",
         flashAttention: options.flashAttention,
         maxBatchTokens: options.maxBatchTokens,
+        snapshots: this.spec?.rollback,
       });
       const isa = native.getNativeIsa();
       const name = `native-step-${isa}`;
@@ -284,6 +355,7 @@ export class Engine {
       this.options.maxBatchTokens,
       this.options.flashAttention,
     );
+    this.forwardPass.snapshots = this.spec?.rollback;
     return this.forwardPass;
   }
 
@@ -296,6 +368,17 @@ export class Engine {
     } finally {
       this.counters.forwardMs += performance.now() - t0;
     }
+  }
+
+  /** The post-norm hidden rows of the last step (see Qwen35Forward.hiddenRows); valid until the next step. */
+  private lastHiddenRows(): Float32Array {
+    return this.nativeStep ? this.nativeStep.hiddenRows : this.tsForward().hiddenRows;
+  }
+
+  /** One MTP drafter step; returns its logits (the hidden rows in `lastHiddenRows`). */
+  private async runDraft(entries: readonly DrafterEntry[], hiddenIn: Float32Array): Promise<Float32Array> {
+    if (this.nativeStep) return this.nativeStep.draft(entries, hiddenIn);
+    return this.tsForward().draft(entries, hiddenIn);
   }
 
   /** Runs `work` when no other forward or pool mutation is in flight. */
@@ -319,7 +402,15 @@ export class Engine {
   static async load(path: string, options: EngineOptions = {}): Promise<Engine> {
     const resolved = resolveOptions(options);
     const file = await readGguf(path);
-    const plan = buildLoadPlan(file);
+    const mtp = resolved.speculative?.method === "mtp";
+    const plan = buildLoadPlan(file, mtp ? { speculative: "mtp" } : {});
+    if (mtp && plan.config.nextnPredictLayers === 0) {
+      throw new EngineOptionError(
+        "ENGINE_BAD_OPTION",
+        `${path}: speculative method "mtp" needs an MTP drafter block, but the file has no qwen35.nextn_predict_layers (block_count ${plan.config.blockCount} = the trunk's layers only); run it without speculative decoding`,
+        { field: "speculative.method" },
+      );
+    }
     if (!plan.ok) {
       const first = plan.refused.slice(0, 5).map((r) => `${r.name}: ${r.reason}`);
       throw new EngineLoadError(
@@ -489,6 +580,8 @@ export class Engine {
       });
     }
     request.snapshotPoints = prefixCachePoints;
+    // the drafter's chain writes KV up to draftTokens - 1 positions past a verification's last token
+    if (this.spec) request.lookahead = this.spec.lookahead;
     this.requests.add(request);
     if (signal) {
       if (signal.aborted) {
@@ -590,35 +683,64 @@ export class Engine {
       if (head) this.finishRequest(head, "context");
       return;
     }
+    const drafter = this.spec?.options.method === "mtp";
     const entries: StepEntry[] = chunks.map((chunk) => {
-      const s = chunk.sequence;
-      return {
-        tokens: s.tokens.slice(s.numComputed, s.numComputed + chunk.numTokens),
-        startPos: s.numComputed,
-        blockTable: s.blockTable,
-        stateSlot: s.stateSlot,
-        logits: chunk.needsLogits ? "last" : "none",
-      };
+      const s = chunk.sequence as Request;
+      // a fresh or preempted sequence: the drafter starts over with it
+      if (s.numComputed === 0) s.drafterFrontier = 0;
+      const known = s.tokens.slice(s.numComputed, s.numComputed + chunk.numTokens);
+      const base = { startPos: s.numComputed, blockTable: s.blockTable, stateSlot: s.stateSlot };
+      if (chunk.draftTokens > 0) {
+        // verification: the known tokens, then the drafts; logits (and hidden states) from the last known row on
+        const tokens = [...known, ...s.drafts.slice(0, chunk.draftTokens)];
+        const logitRows = Array.from({ length: chunk.draftTokens + 1 }, (_, i) => known.length - 1 + i);
+        // the GDN state after the last known token is kept aside: a rejected draft rolls back to it
+        return { ...base, tokens, logits: "none", logitRows, snapshotRow: known.length - 1 };
+      }
+      return { ...base, tokens: known, logits: chunk.needsLogits ? "last" : "none", ...(drafter ? { hidden: true } : {}) };
     });
     const logits = await this.runForward(entries);
+    // the drafter needs the target's hidden states after the next forward overwrote them
+    const hidden = drafter ? this.lastHiddenRows().slice() : undefined;
     this.counters.steps++;
     const vocab = this.weights.output.rows;
+    const D = this.weights.config.embeddingLength;
+    const drafterWork: DrafterWork[] = [];
     let row = 0;
-    for (const chunk of chunks) {
+    let hiddenRow = 0;
+    chunks.forEach((chunk, ci) => {
       const request = chunk.sequence as Request;
-      const rowLogits = chunk.needsLogits ? logits.subarray(row * vocab, (row + 1) * vocab) : undefined;
-      if (rowLogits) row++;
+      const entry = entries[ci]!;
+      const logitCount = chunk.draftTokens > 0 ? chunk.draftTokens + 1 : chunk.needsLogits ? 1 : 0;
+      const rowsLogits = logits.subarray(row * vocab, (row + logitCount) * vocab);
+      row += logitCount;
+      const keptCount = entry.hidden ? entry.tokens.length : logitCount;
+      const keptFirst = entry.hidden ? entry.startPos : entry.startPos + chunk.numTokens - 1;
+      const keptHidden = hidden?.subarray(hiddenRow * D, (hiddenRow + keptCount) * D);
+      hiddenRow += keptCount;
       // a request aborted while the step ran has left the scheduler: its results are dropped
-      if (!this.requests.has(request)) continue;
-      if (chunk.numTokens === 1 && request.numComputed >= request.promptLength) this.counters.decodeTokens++;
-      else this.counters.prefillTokens += chunk.numTokens;
-      request.numComputed += chunk.numTokens;
-      this.scheduler.afterStep(request);
-      if (!rowLogits) continue;
-      const token = request.sampler.sample(rowLogits, request.tokens);
-      const n = request.params.logprobs;
-      this.acceptToken(request, token, n === undefined ? undefined : logprobsOf(rowLogits, token, n));
-    }
+      if (!this.requests.has(request)) return;
+      let lastValid: number;
+      if (chunk.draftTokens > 0) {
+        lastValid = this.spec!.verify(request, chunk.numTokens, chunk.draftTokens, rowsLogits);
+      } else {
+        lastValid = entry.startPos + chunk.numTokens - 1;
+        // drafts the step had no room for are stale now
+        request.drafts = [];
+        request.draftDistributions = [];
+        if (chunk.numTokens === 1 && request.numComputed >= request.promptLength) this.counters.decodeTokens++;
+        else this.counters.prefillTokens += chunk.numTokens;
+        request.numComputed += chunk.numTokens;
+        this.scheduler.afterStep(request);
+        if (logitCount > 0) {
+          const token = request.sampler.sample(rowsLogits, request.tokens);
+          const n = request.params.logprobs;
+          this.acceptToken(request, token, n === undefined ? undefined : logprobsOf(rowsLogits, token, n));
+        }
+      }
+      if (this.spec && this.requests.has(request)) drafterWork.push({ request, lastValid, keptFirst, keptHidden });
+    });
+    await this.spec?.draft(drafterWork);
   }
 
   private acceptToken(request: Request, token: number, logprobs?: SampledLogprobs): void {
@@ -675,6 +797,7 @@ export class Engine {
         decodeTokensPerSecond: generated > 1 && now > first ? ((generated - 1) / (now - first)) * 1000 : 0,
         preemptions: request.preemptions,
         cachedPromptTokens: request.cachedTokens,
+        ...(this.spec ? { speculative: { drafted: request.specDrafted, accepted: request.specAccepted } } : {}),
       },
     });
   }
@@ -712,7 +835,7 @@ export class Engine {
         twin: this.weights.tokenEmbdTwin?.byteLength ?? 0,
         f32,
         kvCache: this.kv.bytes,
-        gdnState: this.states.bytes + this.snapshotBytes,
+        gdnState: this.states.bytes + this.snapshotBytes + (this.spec?.bytes ?? 0),
         scratch: (this.nativeStep?.scratchBytes ?? 0) + (this.forwardPass?.scratchBytes ?? 0),
       },
       providers: { ...this.opProviders },
@@ -727,6 +850,7 @@ export class Engine {
       requests: { running: this.scheduler.running.length, waiting: this.scheduler.waiting.length },
       counters: { ...this.counters, preemptions: this.scheduler.preemptionCount },
       prefixCache: this.prefixCache ? { ...this.prefixCache.stats } : undefined,
+      speculative: this.spec?.stats(),
     };
   }
 

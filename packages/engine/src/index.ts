@@ -8,11 +8,21 @@ export type {
   GenerationResult,
   GenerationStats,
   ResidentBytes,
+  SpeculativeOptions,
+  SpeculativeStats,
 } from "./engine-types.js";
+export { MAX_DRAFT_TOKENS } from "./engine-types.js";
 export { EngineError, EngineLoadError, EngineOptionError, EngineAbortError, type EngineErrorCode } from "./errors.js";
 export type { KvType } from "./kv/paged-kv.js";
 export type { Numerics, MatmulProvider } from "./model/matmul.js";
-export { Qwen35Forward, FLASH_ATTN_TILED_MIN_ROWS, setLibm, type ActivationTap, type StepEntry } from "./model/forward.js";
+export {
+  Qwen35Forward,
+  FLASH_ATTN_TILED_MIN_ROWS,
+  setLibm,
+  type ActivationTap,
+  type DrafterEntry,
+  type StepEntry,
+} from "./model/forward.js";
 export * from "./tokenizer/index.js";
 export * from "./bench/benchmark.js";
 export * from "./sampling/index.js";

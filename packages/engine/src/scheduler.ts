@@ -23,6 +23,16 @@ export interface ScheduledSequence {
    * block; e.g. the end of a shared system prompt), besides the prompt's last full block.
    */
   readonly snapshotPoints?: readonly number[];
+  /**
+   * Speculative decoding: drafted tokens to verify after the last known token (appended to a chunk
+   * that reaches the end of `tokens`, as far as the step's token budget allows).
+   */
+  readonly drafts?: readonly number[];
+  /**
+   * KV positions past the chunk and its drafts that the sequence writes before its next step (the
+   * drafter's chain); their blocks are reserved with the chunk's.
+   */
+  readonly lookahead?: number;
 }
 
 export interface ScheduledChunk {
@@ -30,6 +40,8 @@ export interface ScheduledChunk {
   readonly numTokens: number;
   /** true when the chunk reaches the last known token: the step samples a new token */
   readonly needsLogits: boolean;
+  /** drafted tokens appended to the chunk (speculative decoding), `sequence.drafts[0 .. draftTokens)` */
+  readonly draftTokens: number;
 }
 
 /**
@@ -50,6 +62,12 @@ export class Scheduler {
     private readonly maxBatchTokens: number,
     private readonly maxChunkTokens: number,
     private readonly prefixCache?: PrefixCache,
+    /**
+     * Speculative decoding: drafts are appended only while the step stays below this many rows
+     * (llama.cpp's CPU flash attention switches to its tiled path at 64 query rows, which a plain
+     * decode step of the same sequences would not take).
+     */
+    private readonly draftRowLimit = Number.POSITIVE_INFINITY,
   ) {}
 
   /** Where the prefix cache snapshots `sequence`: its extra points (block-aligned) and its last full block, ascending. */
@@ -131,6 +149,21 @@ export class Scheduler {
     this.waiting.unshift(sequence);
   }
 
+  /** Drafts appended to a chunk of `n` tokens: only when it reaches the last known token, within `room` rows (with the chunk). */
+  private draftsFor(sequence: ScheduledSequence, n: number, room: number): number {
+    if (!sequence.drafts || sequence.numComputed + n !== sequence.tokens.length) return 0;
+    return Math.max(0, Math.min(sequence.drafts.length, room - n));
+  }
+
+  /**
+   * Gives back the blocks of `sequence` past the first `positions` positions (speculative
+   * decoding's rollback of rejected positions).
+   */
+  truncateBlocks(sequence: ScheduledSequence, positions: number): void {
+    const keep = this.kv.blocksFor(positions);
+    while (sequence.blockTable.length > keep) this.kv.pool.release(sequence.blockTable.pop()!);
+  }
+
   /** Picks the chunks of the next step. */
   schedule(): ScheduledChunk[] {
     const chunks: ScheduledChunk[] = [];
@@ -144,7 +177,9 @@ export class Scheduler {
         i++;
         continue;
       }
-      let ok = this.ensureBlocks(sequence, sequence.numComputed + n);
+      const drafts = this.draftsFor(sequence, n, Math.min(budget, this.draftRowLimit - (this.maxBatchTokens - budget)));
+      const upTo = sequence.numComputed + n + drafts + (sequence.lookahead ?? 0);
+      let ok = this.ensureBlocks(sequence, upTo);
       while (!ok) {
         // preempt the most recently admitted running sequence that is not yet scheduled
         let victim: ScheduledSequence | undefined;
@@ -158,15 +193,15 @@ export class Scheduler {
         if (!victim) break;
         this.preempt(victim);
         if (victim === sequence) break;
-        ok = this.ensureBlocks(sequence, sequence.numComputed + n);
+        ok = this.ensureBlocks(sequence, upTo);
       }
       if (!ok || !this.running.includes(sequence)) {
         if (this.running.includes(sequence)) i++;
         continue;
       }
-      chunks.push({ sequence, numTokens: n, needsLogits: sequence.numComputed + n === sequence.tokens.length });
+      chunks.push({ sequence, numTokens: n, needsLogits: sequence.numComputed + n === sequence.tokens.length, draftTokens: drafts });
       scheduled.add(sequence);
-      budget -= n;
+      budget -= n + drafts;
       i++;
     }
     // waiting: admit FCFS while budget, a state slot and blocks are available
@@ -180,7 +215,7 @@ export class Scheduler {
         sequence.cachedTokens = hit;
       }
       const n = this.chunkLength(sequence, budget);
-      if (!this.ensureBlocks(sequence, sequence.numComputed + n)) {
+      if (!this.ensureBlocks(sequence, sequence.numComputed + n + (sequence.lookahead ?? 0))) {
         // not now: give back what was taken (the next attempt repeats the lookup)
         this.releaseResources(sequence);
         sequence.numComputed = 0;
@@ -189,7 +224,7 @@ export class Scheduler {
       }
       this.waiting.shift();
       this.running.push(sequence);
-      chunks.push({ sequence, numTokens: n, needsLogits: sequence.numComputed + n === sequence.tokens.length });
+      chunks.push({ sequence, numTokens: n, needsLogits: sequence.numComputed + n === sequence.tokens.length, draftTokens: 0 });
       scheduled.add(sequence);
       budget -= n;
     }

@@ -87,6 +87,46 @@ export class ServerMetrics {
       (s) => s.counters.prefillTokens,
     );
 
+    // speculative decoding (vLLM's vllm:spec_decode_*), zero when it is off
+    mirror("keepquant_spec_decode_draft_tokens_total", "Drafted tokens verified by the target.", (s) => s.speculative?.drafted ?? 0);
+    mirror("keepquant_spec_decode_accepted_tokens_total", "Drafted tokens the target accepted.", (s) => s.speculative?.accepted ?? 0);
+    mirror(
+      "keepquant_spec_decode_verifications_total",
+      "Verifications (a sequence's drafts scored in one target step).",
+      (s) => s.speculative?.verifications ?? 0,
+    );
+    mirror(
+      "keepquant_spec_decode_rollbacks_total",
+      "Verifications with a rejected draft (GDN state restored, accepted prefix recomputed next step).",
+      (s) => s.speculative?.rollbacks ?? 0,
+    );
+    gauge(
+      "keepquant_spec_decode_acceptance_rate",
+      "Accepted / drafted tokens since the engine started.",
+      (s) => s.speculative?.acceptanceRate ?? 0,
+    );
+    gauge(
+      "keepquant_spec_decode_tokens_per_target_step",
+      "Tokens produced per verification (accepted drafts + the target's own token).",
+      (s) => s.speculative?.tokensPerTargetStep ?? 0,
+    );
+    for (const [name, help, read] of [
+      ["keepquant_spec_decode_draft_tokens_per_pos_total", "Drafted tokens verified, by draft position.", "draftedByPosition"],
+      ["keepquant_spec_decode_accepted_tokens_per_pos_total", "Drafted tokens accepted, by draft position.", "acceptedByPosition"],
+    ] as const) {
+      new Counter({
+        name,
+        help,
+        labelNames: ["position"],
+        registers,
+        collect() {
+          const s = stats();
+          this.reset();
+          s?.speculative?.[read].forEach((count, position) => this.inc({ position: String(position) }, count));
+        },
+      });
+    }
+
     this.promptTokens = new Counter({
       name: "keepquant_prompt_tokens_total",
       help: "Prompt tokens of finished requests (cached ones included).",

@@ -528,3 +528,51 @@ describe("serving behaviour", () => {
     expect(await metricValue("keepquant_kv_blocks_total")).toBe(engine.stats().kv.blocksTotal);
   });
 });
+
+describe("/metrics with speculative decoding", () => {
+  it("reports drafted and accepted tokens (per draft position), verifications and rollbacks as the engine counts them", async () => {
+    // a caller's drafter that is right only on its first draft: both acceptance and rollbacks happen
+    const plain = await reference.generateToEnd([5, 6, 7], { maxTokens: 12, stopAtEog: false });
+    const truth = [5, 6, 7, ...plain.tokens];
+    const speculative = await Engine.load(modelFile, {
+      ...TEST_ENGINE_OPTIONS,
+      speculative: {
+        method: "function",
+        draftTokens: 2,
+        propose: (tokens, count) => [truth[tokens.length] ?? 0, 1].slice(0, count),
+      },
+    });
+    const local = await startTestServer(speculative, { modelName: "tied-4l-f32", synthetic: true, contextTokens: 256 });
+    try {
+      const response = await fetch(`${local.url}/v1/completions`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ model: "tied-4l-f32", prompt: [5, 6, 7], max_tokens: 12, temperature: 0, ignore_eos: true }),
+      });
+      expect(response.status).toBe(200);
+      const text = await (await fetch(`${local.url}/metrics`)).text();
+      const value = (name: string): number =>
+        Number(
+          text
+            .split("\n")
+            .find((l) => l.startsWith(`${name} `))
+            ?.split(" ")
+            .pop(),
+        );
+      const stats = speculative.stats().speculative!;
+      expect(stats.drafted).toBeGreaterThan(0);
+      expect(stats.accepted).toBeGreaterThan(0);
+      expect(stats.rollbacks).toBeGreaterThan(0);
+      expect(value("keepquant_spec_decode_draft_tokens_total")).toBe(stats.drafted);
+      expect(value("keepquant_spec_decode_accepted_tokens_total")).toBe(stats.accepted);
+      expect(value("keepquant_spec_decode_verifications_total")).toBe(stats.verifications);
+      expect(value("keepquant_spec_decode_rollbacks_total")).toBe(stats.rollbacks);
+      expect(value("keepquant_spec_decode_acceptance_rate")).toBeCloseTo(stats.acceptanceRate, 9);
+      expect(text).toContain(`keepquant_spec_decode_accepted_tokens_per_pos_total{position="0"} ${stats.acceptedByPosition[0]}`);
+      expect(text).toContain(`keepquant_spec_decode_draft_tokens_per_pos_total{position="1"} ${stats.draftedByPosition[1]}`);
+    } finally {
+      await local.close();
+      speculative.dispose();
+    }
+  });
+});

@@ -17,7 +17,7 @@ void registerModelExports(Napi::Env env, Napi::Object exports);
 namespace {
 
 // Bump when any exported function's signature or semantics change; checked by the TS loader.
-constexpr int kAbiVersion = 2;
+constexpr int kAbiVersion = 3;
 
 struct Bytes {
   const uint8_t* data;

@@ -429,7 +429,14 @@ export function createNativeLlamaProvider(options: NativeLlamaProviderOptions = 
 
 // ---------------------------------------------------------------- the native model (forward step)
 
-export type { NativeLibm, NativeModelHandle, NativeModelLayer, NativeModelMatrix, NativeModelSpec } from "./native-types.js";
+export type {
+  NativeLibm,
+  NativeModelDrafter,
+  NativeModelHandle,
+  NativeModelLayer,
+  NativeModelMatrix,
+  NativeModelSpec,
+} from "./native-types.js";
 
 /**
  * Builds the native qwen35 model over borrowed weights and storage (see NativeModelSpec). The

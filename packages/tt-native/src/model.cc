@@ -143,10 +143,34 @@ Model::Model(ModelSpec spec) : spec_(std::move(spec)) {
       if (L.cacheIndex != attentionLayers++) fail(p + ": KV layer index out of order");
     }
   }
+  const DrafterWeights& d = spec_.drafter;
+  if (d.present) {
+    const std::string p = "blk." + str(c.nLayer) + ".";
+    const LayerWeights& L = d.block;
+    if (L.recurrent) fail(p + ": the drafter block is a full-attention block");
+    if (!L.attnNorm || !L.postAttnNorm) fail(p + ": norms missing");
+    checkMatrix(L.q, p + "attn_q", 2 * H * Dh, D);
+    checkMatrix(L.k, p + "attn_k", Hkv * Dh, D);
+    checkMatrix(L.v, p + "attn_v", Hkv * Dh, D);
+    checkMatrix(L.o, p + "attn_output", D, H * Dh);
+    checkMatrix(L.ffnGate, p + "ffn_gate", c.nFf, D);
+    checkMatrix(L.ffnUp, p + "ffn_up", c.nFf, D);
+    checkMatrix(L.ffnDown, p + "ffn_down", D, c.nFf);
+    if (!L.qNorm || !L.kNorm) fail(p + ": Q/K norms missing");
+    checkMatrix(d.ehProj, p + "nextn.eh_proj", D, 2 * (int64_t)D);
+    if (!d.enorm || !d.hnorm || !d.headNorm) fail(p + ": nextn norms missing");
+    checkMatrix(d.head, p + "head", c.nVocab, D);
+    if (d.embedTokens.type >= 0) {
+      checkMatrix(d.embedTokens, p + "nextn.embed_tokens", c.nVocab, D);
+      if (!dequantSupported(d.embedTokens.type)) fail(p + "nextn.embed_tokens: type " + str(d.embedTokens.type) + " cannot be decoded");
+    }
+    if (L.cacheIndex != attentionLayers) fail(p + ": the drafter's KV plane must follow the trunk's (" + str(attentionLayers) + ")");
+  }
+  const int kvPlanes = attentionLayers + (d.present ? 1 : 0);
   const KvStorage& kv = spec_.kv;
-  if ((int)kv.k.size() != attentionLayers || (int)kv.v.size() != attentionLayers)
-    fail("kv: expected " + str(attentionLayers) + " K and V planes");
-  if (attentionLayers > 0 && (kv.blockSize < 1 || kv.numBlocks < 1)) fail("kv: blockSize and numBlocks must be positive");
+  if ((int)kv.k.size() != kvPlanes || (int)kv.v.size() != kvPlanes)
+    fail("kv: expected " + str(kvPlanes) + " K and V planes");
+  if (kvPlanes > 0 && (kv.blockSize < 1 || kv.numBlocks < 1)) fail("kv: blockSize and numBlocks must be positive");
   for (void* p : kv.k)
     if (!p) fail("kv: a K plane is missing");
   for (void* p : kv.v)
@@ -155,6 +179,12 @@ Model::Model(ModelSpec spec) : spec_(std::move(spec)) {
   if ((int)st.conv.size() != gdnLayers || (int)st.ssm.size() != gdnLayers)
     fail("states: expected " + str(gdnLayers) + " conv and recurrent planes");
   if (gdnLayers > 0 && st.numSlots < 1) fail("states: numSlots must be positive");
+  const StateStorage& snap = spec_.snapshots;
+  if (!snap.conv.empty() || !snap.ssm.empty()) {
+    if ((int)snap.conv.size() != gdnLayers || (int)snap.ssm.size() != gdnLayers)
+      fail("snapshots: expected " + str(gdnLayers) + " conv and recurrent planes");
+    if (snap.numSlots != st.numSlots) fail("snapshots: numSlots must equal states.numSlots");
+  }
 
   const size_t T = (size_t)spec_.maxBatchTokens;
   auto alloc = [&](std::vector<float>& v, size_t n) {
@@ -167,7 +197,10 @@ Model::Model(ModelSpec spec) : spec_(std::move(spec)) {
   alloc(outHidden_, T * D);
   alloc(ffnGate_, T * c.nFf);
   alloc(ffnUp_, T * c.nFf);
-  if (attentionLayers > 0) {
+  if (d.present) alloc(concat_, T * 2 * D);
+  alloc(headInput_, T * D);
+  logitAmongKept_.assign(T, 0);
+  if (kvPlanes > 0) {
     alloc(qg_, T * 2 * H * Dh);
     alloc(q_, T * H * Dh);
     alloc(kRows_, T * kvRowStride_);
@@ -187,7 +220,7 @@ Model::Model(ModelSpec spec) : spec_(std::move(spec)) {
   rowPos_.assign(T, 0);
   outRows_.assign(T, 0);
   // Activation buffers for the widest input in each encoding (f32 weights read x directly).
-  const int widths[] = {D, H * Dh, valueDim_, c.nFf};
+  const int widths[] = {D, H * Dh, valueDim_, c.nFf, d.present ? 2 * D : 0};
   const int encodings[] = {T_Q8_K, T_Q8_0, T_Q8_1, T_F16};
   for (int i = 0; i < 4; ++i) {
     size_t bytes = 0;
@@ -202,30 +235,44 @@ Model::Model(ModelSpec spec) : spec_(std::move(spec)) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Step descriptor (Int32Array): [entryCount, then per entry: nTokens, startPos, stateSlot,
-// nLogitRows, blockCount, tokens[nTokens], logitRows[nLogitRows], blockTable[blockCount]].
+// Step descriptor (Int32Array): [kind (0 trunk, 1 drafter), entryCount, then per entry: nTokens,
+// startPos, stateSlot, nLogitRows, blockCount, flags (1 = keep every row's hidden state; trunk
+// only), snapshotRow (-1, or the row after which the GDN state is copied to the snapshots; trunk
+// only), tokens[nTokens], logitRows[nLogitRows], blockTable[blockCount]].
 
-int Model::parseStep(const int32_t* desc, size_t length, std::vector<StepEntry>& entries) const {
+StepShape Model::parseStep(const int32_t* desc, size_t length, std::vector<StepEntry>& entries) const {
   entries.clear();
-  if (length < 1) fail("step descriptor is empty");
-  const int count = desc[0];
+  if (length < 2) fail("step descriptor is empty");
+  StepShape shape;
+  if (desc[0] != 0 && desc[0] != 1) fail("step descriptor: kind must be 0 (trunk) or 1 (drafter), got " + str(desc[0]));
+  shape.drafter = desc[0] == 1;
+  if (shape.drafter && !spec_.drafter.present) fail("drafter step: this model has no MTP drafter block");
+  const int count = desc[1];
   if (count < 0) fail("step descriptor: negative entry count");
-  size_t at = 1;
-  int totalTokens = 0, totalLogits = 0;
+  size_t at = 2;
+  int totalTokens = 0, totalLogits = 0, totalHidden = 0;
   const ModelShape& c = spec_.shape;
-  const bool anyGdn = !spec_.states.conv.empty();
+  const bool anyGdn = !shape.drafter && !spec_.states.conv.empty();
   const bool anyAttention = !spec_.kv.k.empty();
   std::vector<int> slotsSeen;
   for (int e = 0; e < count; ++e) {
     const std::string where = "step entry " + str(e) + ": ";
-    if (at + 5 > length) fail(where + "descriptor is truncated");
+    if (at + 7 > length) fail(where + "descriptor is truncated");
     StepEntry s;
     s.nTokens = desc[at];
     s.startPos = desc[at + 1];
     s.stateSlot = desc[at + 2];
     s.nLogits = desc[at + 3];
     s.blockCount = desc[at + 4];
-    at += 5;
+    const int flags = desc[at + 5];
+    s.snapshotRow = desc[at + 6];
+    at += 7;
+    if (s.snapshotRow < -1 || s.snapshotRow >= s.nTokens) fail(where + "snapshot row must be -1 or a row of the chunk");
+    if (s.snapshotRow >= 0 && (shape.drafter || spec_.snapshots.conv.empty()))
+      fail(where + "a GDN state snapshot needs a trunk step and a model with snapshot planes");
+    if (flags != 0 && flags != 1) fail(where + "flags must be 0 or 1");
+    if (flags == 1 && shape.drafter) fail(where + "a drafter step keeps the logit rows' hidden states only (flags must be 0)");
+    s.hidden = flags == 1;
     if (s.nTokens < 1) fail(where + "nTokens must be positive");
     if (s.startPos < 0) fail(where + "startPos must be >= 0");
     if (s.nLogits < 0 || s.nLogits > s.nTokens) fail(where + "logit row count out of range");
@@ -264,12 +311,16 @@ int Model::parseStep(const int32_t* desc, size_t length, std::vector<StepEntry>&
     }
     totalTokens += s.nTokens;
     totalLogits += s.nLogits;
+    totalHidden += s.hidden ? s.nTokens : s.nLogits;
     if (totalTokens > spec_.maxBatchTokens)
       fail("step has more than maxBatchTokens (" + str(spec_.maxBatchTokens) + ") tokens");
     entries.push_back(s);
   }
   if (at != length) fail("step descriptor has " + str((int64_t)(length - at)) + " trailing values");
-  return totalLogits;
+  shape.tokens = totalTokens;
+  shape.logits = totalLogits;
+  shape.hidden = totalHidden;
+  return shape;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -327,10 +378,8 @@ void Model::rmsNormRows(const float* x, const float* w, float* out, int rows) {
 
 // ---------------------------------------------------------------------------------------------
 
-void Model::embed(const std::vector<StepEntry>& entries, int rows) {
+void Model::embed(const std::vector<StepEntry>& entries, int rows, const WeightMatrix& e, const uint16_t* twin) {
   const int D = spec_.shape.nEmbd;
-  const WeightMatrix& e = spec_.tokenEmbd;
-  const uint16_t* twin = spec_.tokenEmbdTwin;
   const DequantFn decode = kernels().dequant;
   // row -> token
   std::vector<int32_t>& tokens = outRows_;  // borrowed until the output rows are computed
@@ -349,9 +398,7 @@ void Model::embed(const std::vector<StepEntry>& entries, int rows) {
   });
 }
 
-void Model::step(const std::vector<StepEntry>& entries, float* logits) {
-  const ModelShape& c = spec_.shape;
-  const int D = c.nEmbd;
+void Model::indexRows(const std::vector<StepEntry>& entries, int* total) {
   int T = 0;
   for (const StepEntry& s : entries) {
     entryRow0_[&s - entries.data()] = T;
@@ -361,14 +408,43 @@ void Model::step(const std::vector<StepEntry>& entries, float* logits) {
       ++T;
     }
   }
+  *total = T;
+}
+
+void Model::head(const WeightMatrix& w, const int32_t* rows, int nKept, int nOut, float* logits) {
+  const int D = spec_.shape.nEmbd;
+  if (nOut == 0) return;
+  const float* input = outHidden_.data();
+  if (nOut != nKept) {
+    // llama.cpp's get_rows of the logit rows before the head
+    for (int k = 0; k < nOut; ++k)
+      std::memcpy(headInput_.data() + (size_t)k * D, outHidden_.data() + (size_t)rows[k] * D, D * sizeof(float));
+    input = headInput_.data();
+  }
+  prepareInput(input, nOut, D);
+  matmul(w, logits);
+}
+
+void Model::step(const std::vector<StepEntry>& entries, float* logits, float* hiddenOut) {
+  const ModelShape& c = spec_.shape;
+  const int D = c.nEmbd;
+  int T = 0;
+  indexRows(entries, &T);
   if (T == 0) return;
-  embed(entries, T);
-  // rows that need logits, as indices into the step's rows
-  int nOut = 0;
+  embed(entries, T, spec_.tokenEmbd, spec_.tokenEmbdTwin);
+  // rows that go on after the last mixer (kept) and, among them, the rows that need logits
+  int nOut = 0, nLogits = 0;
   {
     int row = 0;
     for (const StepEntry& s : entries) {
-      for (int i = 0; i < s.nLogits; ++i) outRows_[nOut++] = row + s.logitRows[i];
+      int next = 0;  // next logit row of this entry
+      for (int i = 0; i < s.nTokens; ++i) {
+        const bool logit = next < s.nLogits && s.logitRows[next] == i;
+        if (logit) ++next;
+        if (!logit && !s.hidden) continue;
+        if (logit) logitAmongKept_[nLogits++] = nOut;
+        outRows_[nOut++] = row + i;
+      }
       row += s.nTokens;
     }
   }
@@ -398,8 +474,50 @@ void Model::step(const std::vector<StepEntry>& entries, float* logits) {
     for (size_t i = 0; i < (size_t)rows * D; ++i) h[i] = h[i] + b[i];
   }
   rmsNormRows(hidden_.data(), spec_.outputNorm, outHidden_.data(), nOut);
-  prepareInput(outHidden_.data(), nOut, D);
-  matmul(spec_.output, logits);
+  if (hiddenOut) std::memcpy(hiddenOut, outHidden_.data(), (size_t)nOut * D * sizeof(float));
+  head(spec_.output, logitAmongKept_.data(), nOut, nLogits, logits);
+}
+
+// The MTP drafter block (qwen35.md section 12; forward.ts `draft`).
+void Model::draftStep(const std::vector<StepEntry>& entries, const float* hiddenIn, float* logits, float* hiddenOut) {
+  const ModelShape& c = spec_.shape;
+  const DrafterWeights& d = spec_.drafter;
+  const int D = c.nEmbd;
+  const float eps = c.eps;
+  int T = 0;
+  indexRows(entries, &T);
+  if (T == 0) return;
+  if (d.embedTokens.type >= 0) embed(entries, T, d.embedTokens, nullptr);
+  else embed(entries, T, spec_.tokenEmbd, spec_.tokenEmbdTwin);
+  // concat(rms(e) * enorm, rms(h) * hnorm): embedding first, hidden second
+  float* concat = concat_.data();
+  parallelRange(T, 8, [&](int r) {
+    rmsNorm(hidden_.data() + (size_t)r * D, d.enorm, concat + (size_t)r * 2 * D, D, eps);
+    rmsNorm(hiddenIn + (size_t)r * D, d.hnorm, concat + (size_t)r * 2 * D + D, D, eps);
+  });
+  prepareInput(concat, T, 2 * D);
+  matmul(d.ehProj, hidden_.data());
+  const LayerWeights& L = d.block;
+  float* h = hidden_.data();
+  const float* b = branch_.data();
+  rmsNormRows(h, L.attnNorm, normed_.data(), T);
+  attention(L, entries, T);
+  for (size_t i = 0; i < (size_t)T * D; ++i) h[i] = b[i] + h[i];
+  rmsNormRows(h, L.postAttnNorm, normed_.data(), T);
+  ffn(L, T);
+  for (size_t i = 0; i < (size_t)T * D; ++i) h[i] = b[i] + h[i];
+  // head norm over the logit rows (compacted to 0 .. nOut-1), then the shared head
+  int nOut = 0;
+  {
+    int row = 0;
+    for (const StepEntry& s : entries) {
+      for (int i = 0; i < s.nLogits; ++i) outRows_[nOut++] = row + s.logitRows[i];
+      row += s.nTokens;
+    }
+  }
+  parallelRange(nOut, 8, [&](int k) { rmsNorm(h + (size_t)outRows_[k] * D, d.headNorm, outHidden_.data() + (size_t)k * D, D, eps); });
+  if (hiddenOut) std::memcpy(hiddenOut, outHidden_.data(), (size_t)nOut * D * sizeof(float));
+  head(d.head, nullptr, nOut, nOut, logits);
 }
 
 void Model::ffn(const LayerWeights& L, int rows) {
@@ -672,13 +790,22 @@ void Model::gatedDeltaNet(const LayerWeights& L, const std::vector<StepEntry>& e
   int row0 = 0;
   for (const StepEntry& e : entries) {
     float* convBase = convPlane + (size_t)e.stateSlot * convStride_;
+    float* snapConv = e.snapshotRow >= 0 ? spec_.snapshots.conv[L.cacheIndex] + (size_t)e.stateSlot * convStride_ : nullptr;
     if (K == 4) {
-      // qwen35's kernel: channels in chunks, vectorized across channels (ops.conv4)
+      // qwen35's kernel: channels in chunks, vectorized across channels (ops.conv4); with a snapshot
+      // row, the tokens up to it, the state copied, then the rest (the same operations in order)
       const int chunk = 256;
+      const int first = e.snapshotRow >= 0 ? std::min(e.snapshotRow + 1, e.nTokens) : e.nTokens;
       parallelRange((convDim + chunk - 1) / chunk, 1, [&](int part) {
         const int c0 = part * chunk, n = std::min(chunk, convDim - c0);
-        ops.conv4(mixed + (size_t)row0 * convDim + c0, y + (size_t)row0 * convDim + c0, (size_t)convDim, e.nTokens,
-                  convBase + (size_t)c0 * (K - 1), L.conv + (size_t)c0 * K, n);
+        float* state = convBase + (size_t)c0 * (K - 1);
+        const float* w = L.conv + (size_t)c0 * K;
+        ops.conv4(mixed + (size_t)row0 * convDim + c0, y + (size_t)row0 * convDim + c0, (size_t)convDim, first, state, w, n);
+        if (snapConv) {
+          std::memcpy(snapConv + (size_t)c0 * (K - 1), state, (size_t)n * (K - 1) * sizeof(float));
+          const size_t at = (size_t)(row0 + first) * convDim + c0;
+          ops.conv4(mixed + at, y + at, (size_t)convDim, e.nTokens - first, state, w, n);
+        }
       });
     } else {
       parallelRange(convDim, 256, [&](int ch) {
@@ -693,6 +820,7 @@ void Model::gatedDeltaNet(const LayerWeights& L, const std::vector<StepEntry>& e
           for (int j = 0; j + 1 < K - 1; ++j) state[j] = state[j + 1];
           if (K > 1) state[K - 2] = current;
           y[at] = acc;
+          if (t == e.snapshotRow) std::memcpy(snapConv + (size_t)ch * (K - 1), state, (size_t)(K - 1) * sizeof(float));
         }
       });
     }
@@ -734,6 +862,10 @@ void Model::gatedDeltaNet(const LayerWeights& L, const std::vector<StepEntry>& e
         const float kvMem = ops.decayDot(sRow, k, Dk, decay);
         const float delta = (v[j] - kvMem) * beta;
         o[j] = ops.madDot(sRow, q, k, Dk, delta) * readoutScale;
+      }
+      if (t == e.snapshotRow) {
+        float* snap = spec_.snapshots.ssm[L.cacheIndex] + (size_t)e.stateSlot * ssmStride_ + (size_t)h * Dv * Dk;
+        std::memcpy(snap, sHead, (size_t)Dv * Dk * sizeof(float));
       }
       // gated RMSNorm: rms(o_h) * ssm_norm (raw), times silu(z_h)
       rmsNorm(o, L.norm, o, Dv, eps);

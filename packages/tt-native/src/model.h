@@ -65,6 +65,20 @@ struct StateStorage {
   std::vector<float*> conv, ssm;
 };
 
+// The MTP/NextN drafter block blk.{n_layer} (qwen35.md section 12): a full-attention block (its KV
+// is the last plane of KvStorage) behind eh_proj over [rms(e) * enorm | rms(h) * hnorm], and the
+// shared head.
+struct DrafterWeights {
+  bool present = false;
+  LayerWeights block;                 // attention fields, cacheIndex = the drafter's KV plane
+  WeightMatrix ehProj;                // [D, 2D]
+  const float* enorm = nullptr;       // [D]
+  const float* hnorm = nullptr;       // [D]
+  const float* headNorm = nullptr;    // [D]: nextn.shared_head_norm or output_norm
+  WeightMatrix embedTokens;           // nextn.embed_tokens (type -1 when absent: token_embd is used)
+  WeightMatrix head;                  // nextn.shared_head_head or the trunk's head
+};
+
 // One sequence's share of a step (pointers into the step descriptor).
 struct StepEntry {
   const int32_t* tokens = nullptr;
@@ -75,6 +89,18 @@ struct StepEntry {
   int nLogits = 0;
   const int32_t* blockTable = nullptr;
   int blockCount = 0;
+  // trunk steps: every row goes through the last layer and its post-norm hidden state is kept
+  bool hidden = false;
+  // trunk steps: after this row (>= 0) the GDN state of the slot is copied to ModelSpec::snapshots
+  int snapshotRow = -1;
+};
+
+// What a step descriptor asks for.
+struct StepShape {
+  bool drafter = false;  // a drafter step (hidden input required) rather than a trunk step
+  int tokens = 0;
+  int logits = 0;        // logit rows
+  int hidden = 0;        // hidden rows kept: trunk = rows with `hidden` entries + other logit rows; drafter = logits
 };
 
 struct ModelSpec {
@@ -87,8 +113,11 @@ struct ModelSpec {
   const float* outputNorm = nullptr;
   WeightMatrix output;
   std::vector<LayerWeights> layers;
+  DrafterWeights drafter;
   KvStorage kv;
   StateStorage states;
+  // where StepEntry::snapshotRow copies a slot's GDN state (same layout and slots as `states`; optional)
+  StateStorage snapshots;
 };
 
 class Model {
@@ -98,11 +127,18 @@ class Model {
   explicit Model(ModelSpec spec);
 
   // Parses a step descriptor (see model.cc) into entries, checking every index against the model;
-  // throws std::invalid_argument naming the entry and field. Returns the number of logit rows.
-  int parseStep(const int32_t* desc, size_t length, std::vector<StepEntry>& entries) const;
+  // throws std::invalid_argument naming the entry and field.
+  StepShape parseStep(const int32_t* desc, size_t length, std::vector<StepEntry>& entries) const;
 
-  // Runs one step; `logits` receives [nOut, vocab] (entry order, then row order).
-  void step(const std::vector<StepEntry>& entries, float* logits);
+  // Runs one trunk step; `logits` receives [nOut, vocab] (entry order, then row order), `hidden`
+  // (when not null) the kept post-norm hidden rows [StepShape.hidden, D].
+  void step(const std::vector<StepEntry>& entries, float* logits, float* hidden = nullptr);
+
+  // Runs one drafter step: `hiddenIn` [tokens, D] pairs with the rows; `logits` receives
+  // [nOut, vocab], `hidden` (when not null) the logit rows' post-norm hidden states [nOut, D].
+  void draftStep(const std::vector<StepEntry>& entries, const float* hiddenIn, float* logits, float* hidden = nullptr);
+  bool hasDrafter() const { return spec_.drafter.present; }
+  int embd() const { return spec_.shape.nEmbd; }
 
   size_t scratchBytes() const { return scratchBytes_; }
   int vocab() const { return (int)spec_.output.rows; }
@@ -120,7 +156,10 @@ class Model {
   // Matmuls sharing the prepared input, in one parallel dispatch.
   void matmulMany(const MatmulOut* outs, int count);
   void rmsNormRows(const float* x, const float* w, float* out, int rows);
-  void embed(const std::vector<StepEntry>& entries, int rows);
+  void embed(const std::vector<StepEntry>& entries, int rows, const WeightMatrix& table, const uint16_t* twin);
+  void indexRows(const std::vector<StepEntry>& entries, int* total);
+  // The head over `nOut` rows of outHidden_ listed in `rows` (compacted first when not 0..nOut-1).
+  void head(const WeightMatrix& w, const int32_t* rows, int nKept, int nOut, float* logits);
   void attention(const LayerWeights& L, const std::vector<StepEntry>& entries, int rows);
   void gatedDeltaNet(const LayerWeights& L, const std::vector<StepEntry>& entries, int rows);
   void ffn(const LayerWeights& L, int rows);
@@ -132,7 +171,8 @@ class Model {
   size_t scratchBytes_ = 0;
   // scratch, [rows, width]
   std::vector<float> hidden_, normed_, branch_, qg_, q_, kRows_, vRows_, attnOut_, mixed_, convOut_, z_, betaRows_,
-      alphaRows_, gdnOut_, ffnGate_, ffnUp_, outHidden_;
+      alphaRows_, gdnOut_, ffnGate_, ffnUp_, outHidden_, concat_, headInput_;
+  std::vector<int32_t> logitAmongKept_;
   std::vector<int32_t> rowEntry_, rowPos_, outRows_, entryRow0_;
   // quantized activations of the current matmul input, one buffer per activation encoding
   const float* actSource_ = nullptr;

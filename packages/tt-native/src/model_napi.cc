@@ -171,6 +171,35 @@ ModelSpec parseSpec(const Reader& r, const Napi::Object& spec) {
     m.layers.push_back(L);
   }
 
+  const Napi::Value drafterValue = spec.Get("drafter");
+  if (!drafterValue.IsUndefined() && !drafterValue.IsNull()) {
+    const std::string f = "drafter";
+    const Napi::Object o = r.object(drafterValue, f);
+    DrafterWeights& d = m.drafter;
+    d.present = true;
+    LayerWeights& L = d.block;
+    L.recurrent = false;
+    L.cacheIndex = r.integer(o, "cacheIndex", f);
+    L.attnNorm = r.f32(o, "attnNorm", f, D);
+    L.postAttnNorm = r.f32(o, "postAttnNorm", f, D);
+    L.ffnGate = r.matrix(o, "ffnGate", f);
+    L.ffnUp = r.matrix(o, "ffnUp", f);
+    L.ffnDown = r.matrix(o, "ffnDown", f);
+    L.q = r.matrix(o, "q", f);
+    L.k = r.matrix(o, "k", f);
+    L.v = r.matrix(o, "v", f);
+    L.o = r.matrix(o, "o", f);
+    L.qNorm = r.f32(o, "qNorm", f, Dh);
+    L.kNorm = r.f32(o, "kNorm", f, Dh);
+    d.ehProj = r.matrix(o, "ehProj", f);
+    d.enorm = r.f32(o, "enorm", f, D);
+    d.hnorm = r.f32(o, "hnorm", f, D);
+    d.headNorm = r.f32(o, "headNorm", f, D);
+    d.head = r.matrix(o, "head", f);
+    const Napi::Value embed = o.Get("embedTokens");
+    if (!embed.IsUndefined() && !embed.IsNull()) d.embedTokens = r.matrix(o, "embedTokens", f);
+  }
+
   const Napi::Object kv = r.object(spec.Get("kv"), "kv");
   m.kv.f16 = r.boolean(kv, "f16", "kv");
   m.kv.blockSize = r.integer(kv, "blockSize", "kv", 1);
@@ -187,21 +216,25 @@ ModelSpec parseSpec(const Reader& r, const Napi::Object& spec) {
       (key[0] == 'k' ? m.kv.k : m.kv.v).push_back(p);
     }
   }
-  const Napi::Object states = r.object(spec.Get("states"), "states");
-  m.states.numSlots = r.integer(states, "numSlots", "states", 0);
-  const size_t convElements = (size_t)m.states.numSlots * convDim * (size_t)std::max(0, c.convKernel - 1);
-  const size_t ssmElements = (size_t)m.states.numSlots * Hv * Dv * c.ssmStateSize;
-  for (const char* key : {"conv", "ssm"}) {
-    const Napi::Value planes = states.Get(key);
-    if (!planes.IsArray()) r.typeError(std::string("states.") + key, "an array");
-    const Napi::Array a = planes.As<Napi::Array>();
-    for (uint32_t i = 0; i < a.Length(); ++i) {
-      const std::string f = std::string("states.") + key + "[" + str(i) + "]";
-      const bool conv = key[0] == 'c';
-      float* p = const_cast<float*>(r.typed<float>(a.Get(i), napi_float32_array, f, "a Float32Array", conv ? convElements : ssmElements));
-      (conv ? m.states.conv : m.states.ssm).push_back(p);
+  auto stateStorage = [&](const Napi::Object& states, const std::string& name, StateStorage& out) {
+    out.numSlots = r.integer(states, "numSlots", name, 0);
+    const size_t convElements = (size_t)out.numSlots * convDim * (size_t)std::max(0, c.convKernel - 1);
+    const size_t ssmElements = (size_t)out.numSlots * Hv * Dv * c.ssmStateSize;
+    for (const char* key : {"conv", "ssm"}) {
+      const Napi::Value planes = states.Get(key);
+      if (!planes.IsArray()) r.typeError(name + "." + key, "an array");
+      const Napi::Array a = planes.As<Napi::Array>();
+      for (uint32_t i = 0; i < a.Length(); ++i) {
+        const std::string f = name + "." + key + "[" + str(i) + "]";
+        const bool conv = key[0] == 'c';
+        float* p = const_cast<float*>(r.typed<float>(a.Get(i), napi_float32_array, f, "a Float32Array", conv ? convElements : ssmElements));
+        (conv ? out.conv : out.ssm).push_back(p);
+      }
     }
-  }
+  };
+  stateStorage(r.object(spec.Get("states"), "states"), "states", m.states);
+  const Napi::Value snapshots = spec.Get("snapshots");
+  if (!snapshots.IsUndefined() && !snapshots.IsNull()) stateStorage(r.object(snapshots, "snapshots"), "snapshots", m.snapshots);
   return m;
 }
 
@@ -231,6 +264,11 @@ class NativeModel : public Napi::ObjectWrap<NativeModel> {
   }
 
   Model* model() { return model_.get(); }
+  // Runs the prepared step (trunk or drafter).
+  void run(float* logits) {
+    if (drafterStep_) model_->draftStep(entries_, hiddenIn_, logits, hiddenOut_);
+    else model_->step(entries_, logits, hiddenOut_);
+  }
   const std::vector<StepEntry>& entries() const { return entries_; }
   void finishStep() { busy_ = false; }
 
@@ -247,7 +285,8 @@ class NativeModel : public Napi::ObjectWrap<NativeModel> {
   }
 
  private:
-  // Copies and checks the descriptor and the logits buffer; returns the logits pointer.
+  // Copies and checks the descriptor and the buffers (logits, then optional hidden output and, for a
+  // drafter step, the hidden input); returns the logits pointer.
   float* prepare(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
     if (!model_) throw Napi::Error::New(env, "native model is disposed");
@@ -258,12 +297,30 @@ class NativeModel : public Napi::ObjectWrap<NativeModel> {
       throw Napi::TypeError::New(env, "step(descriptor, logits): logits must be a Float32Array");
     const Napi::Int32Array desc = info[0].As<Napi::Int32Array>();
     desc_.assign(desc.Data(), desc.Data() + desc.ElementLength());
-    int nOut;
+    StepShape shape;
     try {
-      nOut = model_->parseStep(desc_.data(), desc_.size(), entries_);
+      shape = model_->parseStep(desc_.data(), desc_.size(), entries_);
     } catch (const std::exception& e) {
       throw Napi::RangeError::New(env, e.what());
     }
+    const int nOut = shape.logits;
+    const size_t D = (size_t)model_->embd();
+    hiddenOut_ = nullptr;
+    hiddenIn_ = nullptr;
+    drafterStep_ = shape.drafter;
+    auto f32Arg = [&](size_t i, const char* name, size_t need) -> float* {
+      if (info.Length() <= i || info[i].IsUndefined() || info[i].IsNull()) return nullptr;
+      if (!info[i].IsTypedArray() || info[i].As<Napi::TypedArray>().TypedArrayType() != napi_float32_array)
+        throw Napi::TypeError::New(env, std::string("step: ") + name + " must be a Float32Array");
+      Napi::Float32Array a = info[i].As<Napi::Float32Array>();
+      if (a.ElementLength() < need)
+        throw Napi::RangeError::New(env, std::string("step: ") + name + " holds " + str((int64_t)a.ElementLength()) + " values, " +
+                                             str((int64_t)need) + " needed");
+      return a.Data();
+    };
+    hiddenOut_ = f32Arg(2, "hidden output", (size_t)shape.hidden * D);
+    hiddenIn_ = f32Arg(3, "hidden input", (size_t)shape.tokens * D);
+    if (shape.drafter && !hiddenIn_) throw Napi::TypeError::New(env, "drafter step: the hidden input (argument 4) is required");
     Napi::Float32Array logits = info[1].As<Napi::Float32Array>();
     const size_t need = (size_t)nOut * (size_t)model_->vocab();
     if (logits.ElementLength() < need)
@@ -276,7 +333,7 @@ class NativeModel : public Napi::ObjectWrap<NativeModel> {
     float* logits = prepare(info);
     waitIfHeld();  // on the JS thread nothing can release it: it times out, which is what a test of the async contract detects
     try {
-      model_->step(entries_, logits);
+      run(logits);
     } catch (const std::exception& e) {
       throw Napi::Error::New(info.Env(), std::string("native step failed: ") + e.what());
     }
@@ -324,6 +381,9 @@ class NativeModel : public Napi::ObjectWrap<NativeModel> {
   std::vector<Napi::Reference<Napi::Value>> keep_;
   std::vector<int32_t> desc_;
   std::vector<StepEntry> entries_;
+  float* hiddenOut_ = nullptr;
+  const float* hiddenIn_ = nullptr;
+  bool drafterStep_ = false;
   bool busy_ = false;
   std::mutex holdMutex_;
   std::condition_variable holdCv_;
@@ -336,10 +396,11 @@ class NativeModel : public Napi::ObjectWrap<NativeModel> {
 // Runs one step on a libuv worker thread (which joins the pool); the event loop keeps running.
 class StepWorker : public Napi::AsyncWorker {
  public:
-  StepWorker(Napi::Env env, NativeModel* owner, const Napi::Object& self, const Napi::Value& logits, float* data)
+  StepWorker(Napi::Env env, NativeModel* owner, const Napi::Object& self, const Napi::CallbackInfo& info, float* data)
       : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)), owner_(owner), logits_(data) {
     self_ = Napi::Persistent(self);
-    logitsRef_ = Napi::Persistent(logits);
+    // the buffers stay alive until the step settles
+    for (size_t i = 1; i < info.Length() && i < 4; ++i) buffers_.push_back(Napi::Persistent(info[i]));
   }
   Napi::Promise Promise() { return deferred_.Promise(); }
 
@@ -347,7 +408,7 @@ class StepWorker : public Napi::AsyncWorker {
   void Execute() override {
     owner_->waitIfHeld();
     try {
-      owner_->model()->step(owner_->entries(), logits_);
+      owner_->run(logits_);
     } catch (const std::exception& e) {
       SetError(std::string("native step failed: ") + e.what());
     }
@@ -366,13 +427,13 @@ class StepWorker : public Napi::AsyncWorker {
   NativeModel* owner_;
   float* logits_;
   Napi::ObjectReference self_;
-  Napi::Reference<Napi::Value> logitsRef_;
+  std::vector<Napi::Reference<Napi::Value>> buffers_;
 };
 
 Napi::Value NativeModel::Step(const Napi::CallbackInfo& info) {
   float* logits = prepare(info);
   busy_ = true;
-  StepWorker* worker = new StepWorker(info.Env(), this, info.This().As<Napi::Object>(), info[1], logits);
+  StepWorker* worker = new StepWorker(info.Env(), this, info.This().As<Napi::Object>(), info, logits);
   Napi::Promise promise = worker->Promise();
   worker->Queue();
   return promise;

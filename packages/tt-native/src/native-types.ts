@@ -4,7 +4,7 @@
  */
 import type { GgmlType } from "@keepquant/gguf";
 
-export const NATIVE_ABI_VERSION = 2;
+export const NATIVE_ABI_VERSION = 3;
 
 export type IsaLevelName = "generic" | "avx2" | "avx512" | "neon";
 
@@ -57,6 +57,32 @@ export interface NativeModelLayer {
   norm?: Float32Array;
 }
 
+/** The MTP/NextN drafter block blk.{n_layer}: a full-attention block behind eh_proj, and the shared head. */
+export interface NativeModelDrafter {
+  /** its KV plane: the number of trunk attention layers */
+  cacheIndex: number;
+  attnNorm: Float32Array;
+  postAttnNorm: Float32Array;
+  q: NativeModelMatrix;
+  k: NativeModelMatrix;
+  v: NativeModelMatrix;
+  o: NativeModelMatrix;
+  qNorm: Float32Array;
+  kNorm: Float32Array;
+  ffnGate: NativeModelMatrix;
+  ffnUp: NativeModelMatrix;
+  ffnDown: NativeModelMatrix;
+  ehProj: NativeModelMatrix;
+  enorm: Float32Array;
+  hnorm: Float32Array;
+  /** nextn.shared_head_norm, or output_norm */
+  headNorm: Float32Array;
+  /** nextn.embed_tokens; absent: token_embd */
+  embedTokens?: NativeModelMatrix | undefined;
+  /** nextn.shared_head_head, or the trunk's head */
+  head: NativeModelMatrix;
+}
+
 /**
  * Everything the native model borrows. Typed arrays are kept alive by the model until dispose();
  * the caller must not write the weights, and touches the KV/state planes only between steps.
@@ -90,20 +116,28 @@ export interface NativeModelSpec {
   outputNorm: Float32Array;
   output: NativeModelMatrix;
   layers: NativeModelLayer[];
+  /** The MTP drafter block (speculative method "mtp"); its KV plane is the last of `kv`. */
+  drafter?: NativeModelDrafter | undefined;
   kv: { f16: boolean; blockSize: number; numBlocks: number; k: (Uint16Array | Float32Array)[]; v: (Uint16Array | Float32Array)[] };
   states: { numSlots: number; conv: Float32Array[]; ssm: Float32Array[] };
+  /** Where a step entry's snapshotRow copies its slot's GDN state (same layout and slots as `states`). */
+  snapshots?: { numSlots: number; conv: Float32Array[]; ssm: Float32Array[] } | undefined;
 }
 
 /** The native model object (src/model_napi.cc). */
 export interface NativeModelHandle {
   /**
-   * One forward step off the JS thread. `descriptor`: [entryCount, then per entry nTokens, startPos,
-   * stateSlot, nLogitRows, blockCount, tokens..., logitRows..., blockTable...]; `logits` receives
-   * [logit rows, vocab]. Rejects (or throws synchronously for a bad descriptor) with the reason.
+   * One forward step off the JS thread. `descriptor`: [kind (0 trunk, 1 drafter), entryCount, then
+   * per entry nTokens, startPos, stateSlot, nLogitRows, blockCount, flags (1 = keep every row's
+   * hidden state), snapshotRow (-1, or the row after which the slot's GDN state is copied to
+   * `snapshots`), tokens..., logitRows..., blockTable...]; `logits` receives [logit rows, vocab];
+   * `hidden` (optional) the kept post-norm hidden rows [rows, D]; `hiddenIn` (drafter steps) is the
+   * hidden state paired with each row [tokens, D]. Rejects (or throws synchronously for a bad
+   * descriptor) with the reason.
    */
-  step(descriptor: Int32Array, logits: Float32Array): Promise<void>;
+  step(descriptor: Int32Array, logits: Float32Array, hidden?: Float32Array, hiddenIn?: Float32Array): Promise<void>;
   /** The same step on the calling thread (tools, tests). */
-  stepSync(descriptor: Int32Array, logits: Float32Array): void;
+  stepSync(descriptor: Int32Array, logits: Float32Array, hidden?: Float32Array, hiddenIn?: Float32Array): void;
   /** `lastHold`: what the last held step saw ("none", "armed", "released" or "timeout"). */
   info(): { scratchBytes: number; maxBatchTokens: number; lastHold: "none" | "armed" | "released" | "timeout" };
   dispose(): void;

@@ -212,6 +212,23 @@ export interface LoadModelOptions {
   useMmap?: boolean;
   /** CPU weight repacking (`use_extra_bufts`). Default false: decode equals batched prefill. */
   repack?: boolean;
+  /** Load the MTP/NextN drafter block (`load_mtp`; skipped by default in this build). Default false. */
+  loadMtp?: boolean;
+}
+
+/**
+ * MTP drafter evaluations through llama.cpp's own draft path (see `OracleModel.mtpDraft`): the
+ * target's post-norm hidden rows of the prompt, its logits at the last prompt row, and per draft
+ * step the drafter's logits and its own hidden state.
+ */
+export interface MtpDraftRun {
+  /** [prompt.length rows] the target's `h_nextn` rows (llama_get_embeddings_nextn, unmasked) */
+  targetHidden: Float32Array[];
+  targetLogits: Float32Array;
+  /** per draft step s: the drafter's logits (step 0 for `next` at prompt.length, step s for its argmax at prompt.length + s) */
+  draftLogits: Float32Array[];
+  /** per draft step: the drafter's own `h_nextn` at that row (the next step's hidden input) */
+  draftHidden: Float32Array[];
 }
 
 export interface ContextOptions {
@@ -271,6 +288,17 @@ export interface OracleModel {
   /** llama_detokenize bytes. */
   detokenize(tokens: readonly number[], options?: { removeSpecial?: boolean; unparseSpecial?: boolean }): Uint8Array;
   createContext(options?: ContextOptions): OracleContext;
+  /**
+   * llama.cpp's MTP draft (common/speculative.cpp's draft-mtp convention): a target context with
+   * `llama_set_embeddings_nextn(ctx, true, false)` decodes `prompt`; an MTP context
+   * (LLAMA_CONTEXT_TYPE_MTP, its own 1-layer KV cache) decodes rows p = 0 .. prompt.length - 1 with
+   * token p and the target's hidden row p - 1 (zeros for p = 0) ("process"), then one row at a
+   * time ("draft"): `next` at prompt.length with the target's last hidden row, then `steps - 1`
+   * more, each its previous argmax with the drafter's own hidden state. Single-row draft decodes
+   * also sidestep this build's masked `llama_get_embeddings_nextn_ith`, which returns the batch's
+   * first row rather than the logit row. Needs a model loaded with `loadMtp`.
+   */
+  mtpDraft(prompt: readonly number[], next: number, steps: number, options?: ContextOptions): MtpDraftRun;
   free(): void;
 }
 
@@ -377,6 +405,10 @@ export function loadLlamaOracle(options: LoadLlamaOracleOptions = {}): LlamaOrac
     logitsIth: f("float *llama_get_logits_ith(void *ctx, int32_t i)"),
     getMemory: f("void *llama_get_memory(void *ctx)"),
     memoryClear: f("void llama_memory_clear(void *mem, bool data)"),
+    // C++ (mangled) exports of this build's speculative-decoding staging API (src/llama-ext.h)
+    setEmbeddingsNextn: lib.func("_Z26llama_set_embeddings_nextnP13llama_contextbb", "void", ["void *", "bool", "bool"]) as Fn,
+    getEmbeddingsNextn: lib.func("_Z26llama_get_embeddings_nextnP13llama_context", "float *", ["void *"]) as Fn,
+    getEmbeddingsNextnIth: lib.func("_Z30llama_get_embeddings_nextn_ithP13llama_contexti", "float *", ["void *", "int32_t"]) as Fn,
     version: f("const char *llama_version(void)"),
   };
 
@@ -386,6 +418,7 @@ export function loadLlamaOracle(options: LoadLlamaOracleOptions = {}): LlamaOrac
     params.vocab_only = options.vocabOnly ?? false;
     params.load_mode = (options.useMmap ?? true) ? 1 : 0;
     params.use_extra_bufts = options.repack ?? false;
+    params.load_mtp = options.loadMtp ?? false;
     params.n_gpu_layers = 0;
     const model = api.loadModel(file, params);
     if (!model) throw new LlamaOracleError("MODEL_LOAD_FAILED", `llama_model_load_from_file failed for ${file}`);
@@ -527,9 +560,109 @@ export function loadLlamaOracle(options: LoadLlamaOracleOptions = {}): LlamaOrac
       };
     };
 
+    const nEmbd = api.nEmbd(model) as number;
+    const contextParams = (contextOptions: ContextOptions, nCtx: number, ctxType: number): Record<string, unknown> => {
+      const threads = contextOptions.threads ?? 1;
+      const cp = api.contextDefault() as Record<string, unknown>;
+      cp.n_ctx = nCtx;
+      cp.n_batch = nCtx;
+      cp.n_ubatch = nCtx;
+      cp.n_seq_max = 1;
+      cp.n_threads = threads;
+      cp.n_threads_batch = threads;
+      cp.type_k = contextOptions.kvType === "f16" ? GGML_TYPE_F16 : GGML_TYPE_F32;
+      cp.type_v = cp.type_k;
+      cp.flash_attn_type = contextOptions.flashAttention ? 1 : 0;
+      cp.no_perf = true;
+      cp.ctx_type = ctxType;
+      return cp;
+    };
+    const mtpDraft = (prompt: readonly number[], next: number, steps: number, contextOptions: ContextOptions = {}): MtpDraftRun => {
+      const n = prompt.length;
+      if (n === 0) throw new LlamaOracleError("EMPTY_PROMPT", "mtpDraft needs at least one prompt token");
+      if (!Number.isInteger(steps) || steps < 1)
+        throw new LlamaOracleError("BAD_STEPS", `mtpDraft steps must be a positive integer, got ${steps}`);
+      const nCtx = Math.max(32, Math.ceil((n + steps) / 32) * 32);
+      // target: every row's h_nextn (unmasked), logits at the last row
+      const target = api.initContext(model, contextParams(contextOptions, nCtx, 0));
+      if (!target) throw new LlamaOracleError("CONTEXT_FAILED", "llama_init_from_model failed for the target context");
+      const targetBatch = api.batchInit(nCtx, 0, 1) as Record<string, unknown>;
+      const draft = api.initContext(model, contextParams(contextOptions, nCtx, 1));
+      // the MTP batch carries tokens and hidden rows: llama_batch_init allocates only the embd part
+      const draftBatch = api.batchInit(nCtx, nEmbd, 1) as Record<string, unknown>;
+      const draftTokens = koffi.alloc("int32_t", nCtx);
+      try {
+        if (!draft) {
+          throw new LlamaOracleError(
+            "CONTEXT_FAILED",
+            "llama_init_from_model failed for the MTP context (LLAMA_CONTEXT_TYPE_MTP): load the model with loadMtp on a file with an MTP block",
+          );
+        }
+        const fill = (batch: Record<string, unknown>, count: number, logitRow: number, startPos = 0) => {
+          const posView = new Int32Array(koffi.view(batch.pos, nCtx * 4));
+          const nSeqView = new Int32Array(koffi.view(batch.n_seq_id, nCtx * 4));
+          const logitsView = new Int8Array(koffi.view(batch.logits, nCtx));
+          const seqPointers = koffi.decode(batch.seq_id, koffi.array("void *", nCtx)) as unknown[];
+          for (let i = 0; i < count; i++) {
+            posView[i] = startPos + i;
+            nSeqView[i] = 1;
+            new Int32Array(koffi.view(seqPointers[i], 4))[0] = 0;
+            logitsView[i] = i === logitRow ? 1 : 0;
+          }
+        };
+        api.setEmbeddingsNextn(target, true, false);
+        const targetTokens = new Int32Array(koffi.view(targetBatch.token, nCtx * 4));
+        prompt.forEach((t, i) => (targetTokens[i] = t));
+        fill(targetBatch, n, n - 1);
+        const status = api.decode(target, { ...targetBatch, n_tokens: n }) as number;
+        if (status !== 0) throw new LlamaOracleError("DECODE_FAILED", `llama_decode (target) returned ${status}`);
+        const hiddenPointer = api.getEmbeddingsNextn(target);
+        if (!hiddenPointer) throw new LlamaOracleError("NO_EMBEDDINGS", "llama_get_embeddings_nextn (target) returned NULL");
+        const hidden = new Float32Array(koffi.view(hiddenPointer, n * nEmbd * 4)).slice();
+        const targetLogits = new Float32Array(koffi.view(api.logitsIth(target, n - 1), nVocab * 4)).slice();
+        // drafter "process": rows p = 0 .. n - 1 = (token p, target h_{p-1}), no logits
+        api.setEmbeddingsNextn(draft, true, true);
+        const tokens = new Int32Array(koffi.view(draftTokens, nCtx * 4));
+        const embd = new Float32Array(koffi.view(draftBatch.embd, nCtx * nEmbd * 4));
+        const decodeDraft = (rowTokens: readonly number[], rowHidden: Float32Array, startPos: number, logitRow: number): void => {
+          rowTokens.forEach((t, i) => (tokens[i] = t));
+          embd.set(rowHidden.subarray(0, rowTokens.length * nEmbd));
+          fill(draftBatch, rowTokens.length, logitRow, startPos);
+          const code = api.decode(draft, { ...draftBatch, token: draftTokens, n_tokens: rowTokens.length }) as number;
+          if (code !== 0) throw new LlamaOracleError("DECODE_FAILED", `llama_decode (MTP context) returned ${code}`);
+        };
+        const shifted = new Float32Array(n * nEmbd);
+        shifted.set(hidden.subarray(0, (n - 1) * nEmbd), nEmbd);
+        decodeDraft(prompt, shifted, 0, -1);
+        // drafter "draft": one row at a time
+        const draftLogits: Float32Array[] = [];
+        const draftHidden: Float32Array[] = [];
+        let token = next;
+        let rowHidden = hidden.slice((n - 1) * nEmbd, n * nEmbd);
+        for (let step = 0; step < steps; step++) {
+          decodeDraft([token], rowHidden, n + step, 0);
+          const logits = new Float32Array(koffi.view(api.logitsIth(draft, 0), nVocab * 4)).slice();
+          const pointer = api.getEmbeddingsNextnIth(draft, 0);
+          if (!pointer) throw new LlamaOracleError("NO_EMBEDDINGS", "llama_get_embeddings_nextn_ith (MTP context) returned NULL");
+          rowHidden = new Float32Array(koffi.view(pointer, nEmbd * 4)).slice();
+          draftLogits.push(logits);
+          draftHidden.push(rowHidden);
+          token = argmax(logits);
+        }
+        const targetHidden = Array.from({ length: n }, (_, i) => hidden.slice(i * nEmbd, (i + 1) * nEmbd));
+        return { targetHidden, targetLogits, draftLogits, draftHidden };
+      } finally {
+        koffi.free(draftTokens);
+        api.batchFree(draftBatch);
+        if (draft) api.freeContext(draft);
+        api.batchFree(targetBatch);
+        api.freeContext(target);
+      }
+    };
     return {
       nVocab,
-      nEmbd: api.nEmbd(model) as number,
+      nEmbd,
+      mtpDraft,
       nLayer: api.nLayer(model) as number,
       bos: api.bos(vocab) as number,
       eos: api.eos(vocab) as number,
@@ -603,7 +736,8 @@ export type OracleJob =
   | { kind: "detokenize"; model: string; sequences: number[][]; removeSpecial?: boolean; unparseSpecial?: boolean }
   | { kind: "pieces"; model: string; tokens: number[]; special?: boolean }
   | (ModelJob & { kind: "greedy"; prompts: number[][]; nTokens: number; withLogits?: boolean })
-  | (ModelJob & { kind: "logits"; sequences: number[][] });
+  | (ModelJob & { kind: "logits"; sequences: number[][] })
+  | (ModelJob & { kind: "mtp-draft"; prompt: number[]; next: number; steps: number; flashAttention?: boolean });
 
 export interface OracleResults {
   info: { nVocab: number; nEmbd: number; nLayer: number; bos: number; eos: number; version: string; cpuVariant: string };
@@ -616,6 +750,8 @@ export interface OracleResults {
   greedy: { tokens: number[][]; logits?: string[][] };
   /** logits[q][i]: base64 f32 vector at position i of sequence q. */
   logits: { logits: string[][] };
+  /** base64 f32 vectors (MtpDraftRun). */
+  "mtp-draft": { targetHidden: string[]; targetLogits: string; draftLogits: string[]; draftHidden: string[] };
 }
 export type OracleResult<K extends OracleJob["kind"] = OracleJob["kind"]> = OracleResults[K];
 
@@ -662,6 +798,24 @@ export function executeJob(job: OracleJob): OracleResult {
         }
         const options = { removeSpecial: job.removeSpecial ?? false, unparseSpecial: job.unparseSpecial ?? true };
         return { texts: job.sequences.map((ids) => Buffer.from(model.detokenize(ids, options)).toString("base64")) };
+      } finally {
+        model.free();
+      }
+    }
+    case "mtp-draft": {
+      const model = llama.loadModel(job.model, { repack: job.repack ?? false, loadMtp: true });
+      try {
+        const run = model.mtpDraft(job.prompt, job.next, job.steps, {
+          threads: job.threads ?? 1,
+          kvType: job.kvType ?? "f32",
+          flashAttention: job.flashAttention ?? false,
+        });
+        return {
+          targetHidden: run.targetHidden.map(encodeF32),
+          targetLogits: encodeF32(run.targetLogits),
+          draftLogits: run.draftLogits.map(encodeF32),
+          draftHidden: run.draftHidden.map(encodeF32),
+        };
       } finally {
         model.free();
       }

@@ -2,6 +2,7 @@ import fs from "node:fs";
 import { runBenchmark, type BenchmarkProgress, type BenchmarkResult } from "@keepquant/engine";
 import { CliUsageError, defineCommand, toJson, write, type CommandIo } from "../command.js";
 import { defaultModelInfo, defaultModelPath } from "@keepquant/default-model";
+import { resolveSpeculative } from "./engine-options.js";
 import { parseNumber } from "./run.js";
 
 function parseSeqs(text: string | undefined): number[] {
@@ -38,6 +39,14 @@ function table(result: BenchmarkResult): string[] {
       `${c.aggregateTokensPerSecond.toFixed(1)} tok/s aggregate (${c.speedup.toFixed(2)}x one sequence)`,
     ]);
   }
+  const spec = result.speculative;
+  if (spec) {
+    rows.push([
+      `speculative mtp, k = ${spec.draftTokens}`,
+      `${spec.accepted}/${spec.drafted} drafts accepted (${(100 * spec.acceptanceRate).toFixed(0)}%), ${spec.tokensPerTargetStep.toFixed(2)} tokens per target step`,
+    ]);
+    rows.push(["acceptance by draft position", spec.acceptanceRateByPosition.map((r) => `${(100 * r).toFixed(0)}%`).join(" ")]);
+  }
   rows.push(["peak RSS", `${(result.peakRssBytes / MiB).toFixed(0)} MiB`]);
   if (result.bandwidth) {
     rows.push(["memory read bandwidth", `${(result.bandwidth.bytesPerSecond / GB).toFixed(1)} GB/s (${result.bandwidth.threads} threads)`]);
@@ -53,7 +62,8 @@ function table(result: BenchmarkResult): string[] {
 export const command = defineCommand({
   name: "bench",
   summary: "measure prefill, decode, time to first token, load time, peak RSS and decode efficiency (like llama-bench)",
-  usage: "bench [model.gguf] [--prompt N] [--gen N] [--threads N] [--seqs 1,4,8] [--repeat R] [--numerics llama|bf16] [--json]",
+  usage:
+    "bench [model.gguf] [--prompt N] [--gen N] [--threads N] [--seqs 1,4,8] [--repeat R] [--numerics llama|bf16] [--speculative mtp [--draft-tokens K]] [--json]",
   help: [
     "--prompt N            prompt tokens per prefill (default 128)",
     "--gen N               generated tokens per decode run (default 64)",
@@ -61,6 +71,8 @@ export const command = defineCommand({
     "--seqs LIST           also measure aggregate decode for that many concurrent sequences, e.g. 1,4,8",
     "--repeat R            repetitions of each measurement; medians are printed (default 3)",
     "--numerics MODE       llama (default) or bf16",
+    "--speculative mtp     decode with speculative decoding (the model's MTP drafter block); acceptance is reported",
+    "--draft-tokens K      tokens drafted per step with --speculative: 1 .. 8 (default 3)",
     "--json                print one JSON document (every run, not only medians)",
     "without model.gguf: the embedded default model",
   ],
@@ -71,6 +83,8 @@ export const command = defineCommand({
     seqs: { type: "string" },
     repeat: { type: "string" },
     numerics: { type: "string" },
+    speculative: { type: "string" },
+    "draft-tokens": { type: "string" },
     json: { type: "boolean" },
   },
   async run(values, positionals, io: CommandIo): Promise<number> {
@@ -85,6 +99,7 @@ export const command = defineCommand({
     if (numerics !== "llama" && numerics !== "bf16")
       throw new CliUsageError(`--numerics ${JSON.stringify(numerics)}: expected llama or bf16`);
     const json = values.json === true;
+    const speculative = resolveSpeculative(values);
 
     let model: string;
     if (positionals.length === 0) {
@@ -111,7 +126,7 @@ export const command = defineCommand({
       genTokens,
       repeat,
       seqs,
-      engine: { numerics, ...(threads !== undefined ? { threads } : {}) },
+      engine: { numerics, ...(threads !== undefined ? { threads } : {}), ...(speculative ? { speculative } : {}) },
       onProgress,
     });
     if (io.interactive && lastLine > 0) io.stderr.write(`\r${" ".repeat(lastLine)}\r`);

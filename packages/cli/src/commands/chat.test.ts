@@ -50,6 +50,15 @@ describe("keepquant chat", () => {
     expect(chat.stdout.endsWith("\n")).toBe(true);
   });
 
+  it("--speculative mtp answers with the same (greedy) text", () => {
+    const input = "Hello there\nSecond question?\n";
+    const plain = cli(input, "chat", "--max-tokens", "12");
+    const speculative = cli(input, "chat", "--max-tokens", "12", "--speculative", "mtp", "--draft-tokens", "3");
+    expect(speculative.code, speculative.stderr).toBe(0);
+    expect(speculative.stdout).toBe(plain.stdout);
+    expect(cli("", "chat", "--speculative", "mtp", "--draft-tokens", "0").code).toBe(2);
+  });
+
   it("refuses a missing model and bad options", () => {
     expect(cli("", "chat", "/nonexistent.gguf").code).toBe(1);
     expect(cli("", "chat", "--numerics", "int4").code).toBe(2);

@@ -16,6 +16,8 @@ export const ENGINE_OPTIONS = {
   ctx: { type: "string" },
   "kv-type": { type: "string" },
   "flash-attn": { type: "string" },
+  speculative: { type: "string" },
+  "draft-tokens": { type: "string" },
 } as const;
 
 /** Help lines of ENGINE_OPTIONS, in the same column layout as the commands' own lines. */
@@ -26,6 +28,8 @@ export const ENGINE_OPTIONS_HELP: readonly string[] = [
   "--ctx N               context length in tokens (default: the model's context_length)",
   "--kv-type TYPE        K/V cache type f16 (default, as llama.cpp) or f32 (llama.cpp's -ctk/-ctv)",
   "--flash-attn on|off   llama.cpp's -fa: flash attention numerics (default on)",
+  "--speculative mtp     speculative decoding with the model's MTP drafter block (greedy output unchanged)",
+  "--draft-tokens K      tokens drafted per step with --speculative: 1 .. 8 (default 3)",
 ];
 
 /** The parsed values of ENGINE_OPTIONS. */
@@ -36,6 +40,23 @@ export interface EngineOptionValues {
   ctx?: string | undefined;
   "kv-type"?: string | undefined;
   "flash-attn"?: string | undefined;
+  speculative?: string | undefined;
+  "draft-tokens"?: string | undefined;
+}
+
+/** Parses --speculative / --draft-tokens into the engine's `speculative` option (undefined when off). */
+export function resolveSpeculative(values: Pick<EngineOptionValues, "speculative" | "draft-tokens">): EngineOptions["speculative"] {
+  if (values.speculative === undefined) {
+    if (values["draft-tokens"] !== undefined) throw new CliUsageError("--draft-tokens needs --speculative mtp");
+    return undefined;
+  }
+  if (values.speculative !== "mtp") throw new CliUsageError(`--speculative ${JSON.stringify(values.speculative)}: expected mtp`);
+  if (values["draft-tokens"] === undefined) return { method: "mtp" };
+  const text = values["draft-tokens"];
+  const k = /^\s*\d+\s*$/.test(text) ? Number(text) : Number.NaN;
+  if (!Number.isInteger(k) || k < 1 || k > 8)
+    throw new CliUsageError(`--draft-tokens ${JSON.stringify(text)}: expected an integer in 1 .. 8`);
+  return { method: "mtp", draftTokens: k };
 }
 
 /** The tt-native functions the thread policy needs (imported lazily: inspect never loads the addon). */
@@ -85,9 +106,11 @@ export async function resolveEngineOptions(values: EngineOptionValues, env: Node
   const flash = values["flash-attn"] ?? "on";
   if (flash !== "on" && flash !== "off") throw new CliUsageError(`--flash-attn ${JSON.stringify(flash)}: expected on or off`);
   const contextLength = values.ctx === undefined ? undefined : parseInteger("ctx", values.ctx, 1);
+  const speculative = resolveSpeculative(values);
   const { threads, forced } = await resolveThreads(values, env);
   return {
     options: {
+      ...(speculative === undefined ? {} : { speculative }),
       numerics,
       kvType,
       flashAttention: flash === "on",

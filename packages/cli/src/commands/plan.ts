@@ -161,7 +161,7 @@ export const command = defineCommand({
   summary: "plan a qwen35 model's memory on a device from its GGUF header alone (exit 0 fits, 3 does not)",
   usage:
     "plan [model.gguf] [--device cpu|tt-n150|tt-n300|tt-p100a|tt-p150] [--memory SIZE] [--ctx N] [--seqs N] [--kv-type f16|f32] " +
-    "[--policy packed|twin-for-all|packed-head-twin|all] [--speculative mtp] [--numerics llama|bf16|exact] [--batch-tokens N] [--json]",
+    "[--policy packed|twin-for-all|packed-head-twin|all] [--speculative mtp [--draft-tokens K]] [--numerics llama|bf16|exact] [--batch-tokens N] [--json]",
   help: [
     "--device NAME       cpu (default: this machine's available memory), tt-n150 (12 GB), tt-n300 (24 GB), tt-p100a (28 GB), tt-p150 (32 GB)",
     "--memory SIZE       plan against SIZE instead (32GB, 24G, 29.8GiB, bytes); without --device: any memory",
@@ -169,7 +169,8 @@ export const command = defineCommand({
     "--seqs N            concurrent sequences (default 1)",
     "--kv-type T         f16 (default) or f32 KV cache",
     "--policy P          packed (default), twin-for-all (a bf16 twin of every matrix), packed-head-twin; all: the three side by side",
-    "--speculative mtp   keep the MTP drafter block",
+    "--speculative mtp   keep the MTP drafter block (its weights and KV, a rollback copy of each sequence's GDN state)",
+    "--draft-tokens K    drafts per step with --speculative (1 .. 8, default 3): logits rows of a verification step",
     "--numerics MODE     default: bf16 on Tenstorrent devices (the keep-quant contract), llama elsewhere",
     "--batch-tokens N    rows of one forward step, for the activation scratch (default 512)",
     "--json              one JSON document, every class in bytes",
@@ -184,6 +185,7 @@ export const command = defineCommand({
     "kv-type": { type: "string" },
     policy: { type: "string" },
     speculative: { type: "string" },
+    "draft-tokens": { type: "string" },
     numerics: { type: "string" },
     "batch-tokens": { type: "string" },
     json: { type: "boolean" },
@@ -200,6 +202,13 @@ export const command = defineCommand({
     const kvType = choice<KvType>("kv-type", values["kv-type"], ["f16", "f32"]);
     const policy = choice<ResidencyPolicy | "all">("policy", values.policy, [...RESIDENCY_POLICIES, "all"]);
     const speculative = choice("speculative", values.speculative, ["mtp"] as const);
+    const draftTokens = parseNumber(
+      "draft-tokens",
+      values["draft-tokens"],
+      (n) => Number.isInteger(n) && n >= 1 && n <= 8,
+      "an integer in 1 .. 8",
+    );
+    if (draftTokens !== undefined && speculative === undefined) throw new CliUsageError("--draft-tokens needs --speculative mtp");
     const numerics = choice<Numerics>("numerics", values.numerics, ["llama", "bf16", "exact"]);
 
     let modelPath: string;
@@ -226,6 +235,7 @@ export const command = defineCommand({
         ...(batchTokens === undefined ? {} : { batchTokens }),
         ...(kvType === undefined ? {} : { kvType }),
         ...(speculative === undefined ? {} : { speculative }),
+        ...(draftTokens === undefined ? {} : { draftTokens }),
         ...(numerics === undefined ? {} : { numerics }),
       }),
     );

@@ -129,6 +129,32 @@ describe("keepquant run", () => {
     expect(missing.stderr).toMatch(/MODEL_NOT_FOUND: model file not found/);
   });
 
+  it("--speculative mtp: the default model's MTP drafter gives the goldens' greedy tokens; stats in --json; bad values exit 2", () => {
+    const goldensFile = path.join(repoRoot, "goldens", "default-model", "default-q4_k_m.json");
+    const golden = readGoldensFile(goldensFile).prompts[0]!;
+    const args = ["run", "--prompt-ids", golden.ids.join(","), "--max-tokens", "16", "--kv-type", "f32", "--flash-attn", "off"];
+    const r = run(...args, "--ignore-eog", "--json", "--speculative", "mtp", "--draft-tokens", "2");
+    expect(r.code, r.stderr).toBe(0);
+    const doc = JSON.parse(r.stdout) as RunDocument & {
+      stats: { speculative: { method: string; draftTokens: number; drafted: number; accepted: number; tokensPerTargetStep: number } };
+    };
+    expect(doc.tokens).toEqual(golden.tokens);
+    expect(doc.stats.speculative.method).toBe("mtp");
+    expect(doc.stats.speculative.draftTokens).toBe(2);
+    expect(doc.stats.speculative.drafted).toBeGreaterThan(0);
+    expect(doc.stats.speculative.tokensPerTargetStep).toBeGreaterThanOrEqual(1);
+    for (const bad of [
+      ["--speculative", "mtp", "--draft-tokens", "9"],
+      ["--speculative", "mtp", "--draft-tokens", "0"],
+      ["--draft-tokens", "2"],
+      ["--speculative", "eagle"],
+    ]) {
+      const refused = run(...args, ...bad);
+      expect(refused.code, bad.join(" ")).toBe(2);
+      expect(refused.stderr).toMatch(/--(draft-tokens|speculative)/);
+    }
+  });
+
   it("--threads: a count above 4x the logical cores is a usage error naming the range, unless --force", () => {
     const max = 4 * os.availableParallelism();
     const tooMany = run("run", "--prompt-ids", "1,2", "--max-tokens", "1", "--threads", String(max + 1));

@@ -89,7 +89,7 @@ export const command = defineCommand({
   name: "run",
   summary: "generate text with a qwen35 GGUF model (default: the embedded default model)",
   usage:
-    "run [model.gguf] (--prompt TEXT [--parse-special] | --prompt-ids 1,2,3) [--max-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S] [--ignore-eog] [--threads N] [--numerics llama|bf16] [--ctx N] [--kv-type f16|f32] [--flash-attn on|off] [--force] [--json]",
+    "run [model.gguf] (--prompt TEXT [--parse-special] | --prompt-ids 1,2,3) [--max-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S] [--ignore-eog] [--threads N] [--numerics llama|bf16] [--ctx N] [--kv-type f16|f32] [--flash-attn on|off] [--speculative mtp [--draft-tokens K]] [--force] [--json]",
   help: [
     '--prompt TEXT         prompt text, tokenized as plain text ("<|im_start|>" stays text)',
     "--parse-special       turn special-token texts in --prompt into their tokens (trusted prompts)",
@@ -176,6 +176,7 @@ export const command = defineCommand({
               loadMs,
               ...result.stats,
               residentBytes: stats.residentBytes,
+              ...(stats.speculative ? { speculative: stats.speculative } : {}),
             },
             providers: stats.providers,
             diagnostics: stats.diagnostics,
@@ -187,7 +188,12 @@ export const command = defineCommand({
         write(
           io.stderr,
           `[${s.promptTokens} prompt tokens, ${s.generatedTokens} generated, stop: ${result.stopReason}; ` +
-            `prefill ${s.prefillTokensPerSecond.toFixed(1)} tok/s, decode ${s.decodeTokensPerSecond.toFixed(1)} tok/s]`,
+            `prefill ${s.prefillTokensPerSecond.toFixed(1)} tok/s, decode ${s.decodeTokensPerSecond.toFixed(1)} tok/s` +
+            (stats.speculative
+              ? `; speculative mtp k=${stats.speculative.draftTokens}: ${stats.speculative.accepted}/${stats.speculative.drafted} drafts accepted, ` +
+                `${stats.speculative.tokensPerTargetStep.toFixed(2)} tokens per target step`
+              : "") +
+            "]",
         );
       }
       return interrupted ? EXIT_INTERRUPTED : 0;

@@ -116,6 +116,10 @@ describe("keepquant serve", () => {
       ["--flash-attn", "maybe"],
       ["--max-seqs", "0"],
       ["--bogus"],
+      ["--speculative", "eagle"],
+      ["--speculative", "mtp", "--draft-tokens", "9"],
+      ["--speculative", "mtp", "--prefix-cache", "4"],
+      ["--draft-tokens", "2"],
     ]) {
       const r = run(...args);
       expect(r.status, args.join(" ")).toBe(2);

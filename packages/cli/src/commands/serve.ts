@@ -6,6 +6,7 @@ import { createKeepquantServer, DEFAULT_CONTEXT_TOKENS, DEFAULT_DRAIN_TIMEOUT_MS
 import { CliUsageError, defineCommand, write, type CommandIo } from "../command.js";
 import { refuseUnlessFitsCpu } from "../residency-check.js";
 import { defaultModelInfo, defaultModelPath } from "@keepquant/default-model";
+import { resolveSpeculative } from "./engine-options.js";
 import { parseNumber } from "./run.js";
 
 /** Prefix-cache snapshots `serve` keeps by default (each one: KV blocks of a prompt prefix plus a GDN state copy). */
@@ -16,7 +17,7 @@ export const command = defineCommand({
   name: "serve",
   summary: "serve a qwen35 GGUF model over an OpenAI-compatible HTTP API, with metrics and a web chat page",
   usage:
-    "serve [model.gguf] [--host 127.0.0.1] [--port 8080] [--api-key K] [--ctx N] [--max-seqs N] [--max-queue N] [--numerics llama|bf16] [--threads N] [--kv-type f16|f32] [--flash-attn on|off] [--no-prefix-cache] [--no-webui] [--force]",
+    "serve [model.gguf] [--host 127.0.0.1] [--port 8080] [--api-key K] [--ctx N] [--max-seqs N] [--max-queue N] [--numerics llama|bf16] [--threads N] [--kv-type f16|f32] [--flash-attn on|off] [--no-prefix-cache] [--speculative mtp [--draft-tokens K]] [--no-webui] [--force]",
   help: [
     "--host H               address to listen on (default 127.0.0.1, loopback only)",
     "--port P               port (default 8080; 0 = any free port)",
@@ -29,6 +30,8 @@ export const command = defineCommand({
     "--kv-type T            KV cache type f16 (default) or f32 (llama.cpp's -ctk/-ctv)",
     "--flash-attn on|off    attention numerics of llama.cpp's -fa (default on)",
     `--prefix-cache N       prefix-cache snapshots (default ${DEFAULT_PREFIX_CACHE_SNAPSHOTS}); --no-prefix-cache turns it off`,
+    "--speculative mtp      speculative decoding with the model's MTP drafter block (turns the prefix cache off)",
+    "--draft-tokens K       tokens drafted per step with --speculative: 1 .. 8 (default 3)",
     "--no-webui             do not serve the web chat page on /",
     "--model-name NAME      model id in /v1/models (default: the file name)",
     `--drain-timeout S      seconds SIGINT/SIGTERM wait for in-flight requests (default ${DEFAULT_DRAIN_TIMEOUT_MS / 1000})`,
@@ -49,6 +52,8 @@ export const command = defineCommand({
     "prefix-cache": { type: "string" },
     "no-prefix-cache": { type: "boolean" },
     "no-webui": { type: "boolean" },
+    speculative: { type: "string" },
+    "draft-tokens": { type: "string" },
     "model-name": { type: "string" },
     "drain-timeout": { type: "string" },
     force: { type: "boolean" },
@@ -73,10 +78,14 @@ export const command = defineCommand({
     const requestedCtx = parseNumber("ctx", values.ctx, (n) => Number.isInteger(n) && n >= 16, "an integer >= 16");
     if (values["no-prefix-cache"] && values["prefix-cache"] !== undefined)
       throw new CliUsageError("give --prefix-cache N or --no-prefix-cache, not both");
-    const snapshots = values["no-prefix-cache"]
-      ? 0
-      : (parseNumber("prefix-cache", values["prefix-cache"], (n) => Number.isInteger(n) && n >= 0, "an integer >= 0") ??
-        DEFAULT_PREFIX_CACHE_SNAPSHOTS);
+    const speculative = resolveSpeculative(values);
+    if (speculative && values["prefix-cache"] !== undefined && values["prefix-cache"] !== "0")
+      throw new CliUsageError("--prefix-cache cannot be combined with --speculative (the prefix cache is off with speculative decoding)");
+    const snapshots =
+      values["no-prefix-cache"] || speculative
+        ? 0
+        : (parseNumber("prefix-cache", values["prefix-cache"], (n) => Number.isInteger(n) && n >= 0, "an integer >= 0") ??
+          DEFAULT_PREFIX_CACHE_SNAPSHOTS);
     const drainSeconds =
       parseNumber("drain-timeout", values["drain-timeout"], (n) => n >= 0, "a number of seconds >= 0") ?? DEFAULT_DRAIN_TIMEOUT_MS / 1000;
     const apiKey = values["api-key"] ?? (io.env.KEEPQUANT_API_KEY || undefined);
@@ -112,6 +121,7 @@ export const command = defineCommand({
       kvCacheTokens: ctx * maxSeqs,
       prefixCacheSnapshots: snapshots,
       ...(threads === undefined ? {} : { threads }),
+      ...(speculative === undefined ? {} : { speculative }),
     };
     // the planner first (header only): a model that cannot fit is refused before the port opens
     await refuseUnlessFitsCpu(modelPath, options, { force: values.force === true, io });

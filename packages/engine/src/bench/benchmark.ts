@@ -6,7 +6,7 @@
  */
 import fs from "node:fs";
 import { Engine } from "../engine.js";
-import type { EngineOptions } from "../engine-types.js";
+import type { EngineOptions, SpeculativeStats } from "../engine-types.js";
 import { EngineOptionError } from "../errors.js";
 
 export interface BenchmarkOptions {
@@ -66,6 +66,8 @@ export interface BenchmarkResult {
   /** weight bytes read per token x decode tok/s / bandwidth (undefined without a bandwidth). */
   decodeEfficiency: number | undefined;
   runs: { prefill: number[]; ttft: number[]; decode: number[] };
+  /** Speculative decoding counters over the whole benchmark (undefined when it is off). */
+  speculative: SpeculativeStats | undefined;
 }
 
 function median(values: readonly number[]): number {
@@ -157,6 +159,7 @@ export async function runBenchmark(options: BenchmarkOptions): Promise<Benchmark
       progress("bandwidth", bandwidth ? `${(bandwidth.bytesPerSecond / 1e9).toFixed(1)} GB/s` : "unavailable");
     }
     const weightBytesPerToken = stats.residentBytes.packed;
+    const speculative = engine.stats().speculative;
     return {
       model: {
         path: options.model,
@@ -183,6 +186,7 @@ export async function runBenchmark(options: BenchmarkOptions): Promise<Benchmark
       bandwidth,
       decodeEfficiency: bandwidth ? (weightBytesPerToken * decode) / bandwidth.bytesPerSecond : undefined,
       runs,
+      speculative,
     };
   } finally {
     engine.dispose();

@@ -19,9 +19,20 @@ export class PagedKvCache {
   readonly k: (Uint16Array | Float32Array)[];
   readonly v: (Uint16Array | Float32Array)[];
 
-  /** The cache of a model's attention layers: [numBlocks, blockSize, Hkv, Dh] per layer and plane. */
-  static forModel(config: Qwen35Config, numBlocks: number, blockSize: number, kvType: KvType, allocate?: AllocateStorage): PagedKvCache {
-    const layers = config.layerKinds.filter((kind) => kind === "attention").length;
+  /**
+   * The cache of a model's attention layers: [numBlocks, blockSize, Hkv, Dh] per layer and plane.
+   * With `drafter`, one more layer after the trunk's: the MTP drafter block's own KV, addressed
+   * through the same block tables (a sequence's position p holds the drafter's K/V of its row p).
+   */
+  static forModel(
+    config: Qwen35Config,
+    numBlocks: number,
+    blockSize: number,
+    kvType: KvType,
+    allocate?: AllocateStorage,
+    drafter = false,
+  ): PagedKvCache {
+    const layers = config.layerKinds.filter((kind) => kind === "attention").length + (drafter ? 1 : 0);
     return new PagedKvCache(layers, numBlocks, blockSize, config.headCountKv, config.headDim, kvType, allocate);
   }
 

@@ -34,6 +34,36 @@ export interface StepEntry {
   readonly logits: "none" | "last" | "all";
   /** Explicit rows (indices into this chunk, ascending) that need logits; overrides `logits`. */
   readonly logitRows?: readonly number[];
+  /**
+   * Every row of this chunk goes through the last layer and its post-norm hidden state (llama.cpp's
+   * `h_nextn`, the MTP drafter's input) is kept (`Qwen35Forward.hiddenRows`). Otherwise only the
+   * logit rows' hidden states are.
+   */
+  readonly hidden?: boolean;
+  /**
+   * After this row (an index into the chunk) the sequence's GDN state, every layer's conv window
+   * and recurrent state, is copied to the same slot of the forward's `snapshots` pool (speculative
+   * decoding keeps the state at the last known token of a verification step).
+   */
+  readonly snapshotRow?: number;
+}
+
+/**
+ * One sequence's share of a drafter step: rows at positions startPos, startPos + 1, ... Row i pairs
+ * `tokens[i]` with the hidden state of the previous position (qwen35.md section 12), given in the
+ * step's hidden input; its K/V go to the drafter's KV layer through the block table.
+ */
+export interface DrafterEntry {
+  readonly tokens: ArrayLike<number>;
+  readonly startPos: number;
+  readonly blockTable: readonly number[];
+  /** Rows (indices into this chunk, ascending) that need logits and the drafter's own hidden state. */
+  readonly logitRows: readonly number[];
+}
+
+/** Rows of each entry whose hidden state the step keeps: all of them with `hidden`, else the logit rows. */
+export function keptRows(e: StepEntry): readonly number[] {
+  return e.hidden ? Array.from({ length: e.tokens.length }, (_, i) => i) : outputRows(e);
 }
 
 function outputRows(e: StepEntry): readonly number[] {
@@ -215,6 +245,9 @@ export class Qwen35Forward {
    */
   tap: ActivationTap | undefined;
 
+  /** Where `StepEntry.snapshotRow` copies a sequence's GDN state (same layout and slots as `states`). */
+  snapshots: GdnStatePool | undefined;
+
   /** Bytes of preallocated activation scratch. */
   get scratchBytes(): number {
     const arrays = [...Object.values(this.scratch), this.outHidden, this.logitsBuffer];
@@ -260,33 +293,22 @@ export class Qwen35Forward {
     if (T === 0) return new Float32Array(0);
 
     // 1. embeddings
-    let row = 0;
-    const twin = this.weights.tokenEmbdTwin;
-    const twinBits = new Uint32Array(this.hidden.buffer);
-    for (let ei = 0; ei < entries.length; ei++) {
-      const e = entries[ei]!;
-      for (let i = 0; i < e.tokens.length; i++, row++) {
-        const token = e.tokens[i]!;
-        if (!(token >= 0 && token < vocab)) throw new Error(`token id ${token} out of range [0, ${vocab})`);
-        this.rowSeq[row] = ei;
-        this.rowPos[row] = e.startPos + i;
-        if (twin) {
-          for (let d = 0; d < D; d++) twinBits[row * D + d] = twin[token * D + d]! << 16;
-        } else {
-          decodeRow(this.weights.tokenEmbd, token, this.hidden.subarray(row * D, (row + 1) * D), this.dequantize);
-        }
-      }
-    }
+    this.embed(entries, this.weights.tokenEmbd, this.weights.tokenEmbdTwin);
 
-    // rows that need logits, as indices into the step's rows
-    const selected = entries.map(outputRows);
+    // rows that go on after the last mixer (kept) and, among them, the rows that need logits
     const outRows: number[] = [];
-    row = 0;
-    for (let ei = 0; ei < entries.length; ei++) {
-      for (const i of selected[ei]!) outRows.push(row + i);
-      row += entries[ei]!.tokens.length;
+    const logitAmongKept: number[] = [];
+    let row = 0;
+    for (const e of entries) {
+      const logitRows = new Set(outputRows(e));
+      for (const i of keptRows(e)) {
+        if (logitRows.has(i)) logitAmongKept.push(outRows.length);
+        outRows.push(row + i);
+      }
+      row += e.tokens.length;
     }
     const nOut = outRows.length;
+    this.nHidden = 0;
 
     // 2. layers
     for (let il = 0; il < c.nLayer; il++) {
@@ -317,13 +339,135 @@ export class Qwen35Forward {
       this.observe("l_out", il, "hidden", rows);
     }
 
-    // 3. output norm and head over the output rows (now rows 0 .. nOut-1)
+    // 3. output norm over the kept rows (now rows 0 .. nOut-1), the head over the logit rows
     if (this.outHidden.length < nOut * D) this.outHidden = new Float32Array(nOut * D);
     for (let k = 0; k < nOut; k++) rmsNorm(this.hidden, k * D, this.weights.outputNorm, this.outHidden, k * D, D, this.eps);
-    if (this.logitsBuffer.length < nOut * vocab) this.logitsBuffer = new Float32Array(nOut * vocab);
-    const logits = this.logitsBuffer.subarray(0, nOut * vocab);
-    this.matmul(this.weights.output, this.outHidden, nOut, logits);
+    this.nHidden = nOut;
+    return this.head(this.weights.output, this.outHidden, logitAmongKept, nOut, vocab);
+  }
+
+  /** Kept hidden rows of the last step (see `hiddenRows`). */
+  private nHidden = 0;
+  private headInput = new Float32Array(0);
+  private concatScratch = new Float32Array(0);
+
+  /**
+   * The post-norm hidden states of the last `forward` (llama.cpp's `h_nextn`: every row of the
+   * entries with `hidden`, the logit rows of the others, in entry then row order), or of the last
+   * `draft` (its logit rows: the drafter's own hidden state, for chaining). Valid until the next step.
+   */
+  get hiddenRows(): Float32Array {
+    return this.outHidden.subarray(0, this.nHidden * this.config.embeddingLength);
+  }
+
+  /** The head over rows `rows` of `normed` ([nKept, D]); the logits view is valid until the next step. */
+  private head(weight: PackedMatrix, normed: Float32Array, rows: readonly number[], nKept: number, vocab: number): Float32Array {
+    const D = this.config.embeddingLength;
+    const nLogits = rows.length;
+    if (this.logitsBuffer.length < nLogits * vocab) this.logitsBuffer = new Float32Array(nLogits * vocab);
+    const logits = this.logitsBuffer.subarray(0, nLogits * vocab);
+    if (nLogits === 0) return logits;
+    let input = normed;
+    if (nLogits !== nKept) {
+      // llama.cpp's get_rows of the logit rows before the head
+      if (this.headInput.length < nLogits * D) this.headInput = new Float32Array(nLogits * D);
+      rows.forEach((r, k) => this.headInput.set(normed.subarray(r * D, (r + 1) * D), k * D));
+      input = this.headInput;
+    }
+    this.matmul(weight, input, nLogits, logits);
     return logits;
+  }
+
+  /** Embedding rows of every entry into `hidden`; records each row's entry and position. */
+  private embed(
+    entries: readonly { readonly tokens: ArrayLike<number>; readonly startPos: number }[],
+    table: PackedMatrix,
+    twin: Uint16Array | undefined,
+  ): void {
+    const D = this.config.embeddingLength;
+    const vocab = this.weights.vocab;
+    const twinBits = new Uint32Array(this.hidden.buffer);
+    let row = 0;
+    for (let ei = 0; ei < entries.length; ei++) {
+      const e = entries[ei]!;
+      for (let i = 0; i < e.tokens.length; i++, row++) {
+        const token = e.tokens[i]!;
+        if (!(token >= 0 && token < vocab)) throw new Error(`token id ${token} out of range [0, ${vocab})`);
+        this.rowSeq[row] = ei;
+        this.rowPos[row] = e.startPos + i;
+        if (twin) {
+          for (let d = 0; d < D; d++) twinBits[row * D + d] = twin[token * D + d]! << 16;
+        } else {
+          decodeRow(table, token, this.hidden.subarray(row * D, (row + 1) * D), this.dequantize);
+        }
+      }
+    }
+  }
+
+  /**
+   * One step of the MTP drafter block (qwen35.md section 12, llama.cpp's `graph_mtp`): per row,
+   * u = eh_proj [rms(e) * enorm | rms(h) * hnorm], then a full-attention block with its own KV layer
+   * (the cache's last layer) and the FFN over every row, then the head norm and the shared head
+   * over the logit rows. `hiddenIn` is [rows, D] in entry then row order. Returns the logits
+   * `[nOut, vocab]`; `hiddenRows` then holds the logit rows' post-norm hidden states (for chaining).
+   */
+  draft(entries: readonly DrafterEntry[], hiddenIn: Float32Array): Float32Array {
+    const w = this.weights.drafter;
+    if (!w) throw new Error('this model has no MTP drafter block bound (load it with speculative method "mtp")');
+    const c = this.config;
+    const trunkKvLayers = c.layerKinds.filter((kind) => kind === "attention").length;
+    if (this.kv.numLayers !== trunkKvLayers + 1) {
+      throw new Error(
+        `drafter step: the KV cache has ${this.kv.numLayers} layers, the drafter needs its own after the trunk's ${trunkKvLayers}`,
+      );
+    }
+    const D = c.embeddingLength;
+    let T = 0;
+    for (const e of entries) T += e.tokens.length;
+    if (T > this.maxBatchTokens) throw new Error(`drafter step has ${T} tokens, more than maxBatchTokens ${this.maxBatchTokens}`);
+    if (hiddenIn.length < T * D)
+      throw new Error(`drafter step: hidden input holds ${hiddenIn.length} values, ${T} rows x ${D} need ${T * D}`);
+    this.nHidden = 0;
+    if (T === 0) return new Float32Array(0);
+    const il = c.nLayer;
+    // embeddings: nextn.embed_tokens when present (decoded exactly), else the trunk's token_embd
+    if (w.embedTokens) this.embed(entries, w.embedTokens, undefined);
+    else this.embed(entries, this.weights.tokenEmbd, this.weights.tokenEmbdTwin);
+    if (this.concatScratch.length < T * 2 * D) this.concatScratch = new Float32Array(this.maxBatchTokens * 2 * D);
+    const concat = this.concatScratch;
+    // concat(rms(e) * enorm, rms(h) * hnorm): embedding first, hidden second
+    for (let r = 0; r < T; r++) {
+      rmsNorm(this.hidden, r * D, w.enorm, concat, r * 2 * D, D, this.eps);
+      rmsNorm(hiddenIn, r * D, w.hnorm, concat, r * 2 * D + D, D, this.eps);
+    }
+    this.matmul(w.ehProj, concat, T, this.hidden);
+    this.observe("mtp_eh_proj", il, "hidden", T);
+    const stepEntries: StepEntry[] = entries.map((e) => ({ ...e, stateSlot: -1, logits: "none" }));
+    for (let r = 0; r < T; r++) rmsNorm(this.hidden, r * D, w.attnNorm, this.normed, r * D, D, this.eps);
+    this.attention(il, w, stepEntries, T, this.kv.numLayers - 1);
+    for (let i = 0; i < T * D; i++) this.hidden[i] = this.branch[i]! + this.hidden[i]!;
+    for (let r = 0; r < T; r++) rmsNorm(this.hidden, r * D, w.postAttnNorm, this.normed, r * D, D, this.eps);
+    this.ffn(w, T);
+    for (let i = 0; i < T * D; i++) this.hidden[i] = this.branch[i]! + this.hidden[i]!;
+    this.observe("mtp_post_ffn", il, "hidden", T);
+    // head norm (h_nextn) over the logit rows, then the shared head
+    const outRows: number[] = [];
+    let row = 0;
+    for (const e of entries) {
+      for (const i of e.logitRows) outRows.push(row + i);
+      row += e.tokens.length;
+    }
+    const nOut = outRows.length;
+    if (this.outHidden.length < nOut * D) this.outHidden = new Float32Array(nOut * D);
+    outRows.forEach((r, k) => rmsNorm(this.hidden, r * D, w.headNorm, this.outHidden, k * D, D, this.eps));
+    this.nHidden = nOut;
+    return this.head(
+      w.head,
+      this.outHidden,
+      outRows.map((_, k) => k),
+      nOut,
+      this.weights.vocab,
+    );
   }
 
   private ffn(layer: AttentionWeights | GdnWeights, T: number): void {
@@ -363,7 +507,7 @@ export class Qwen35Forward {
     }
   }
 
-  private attention(il: number, w: AttentionWeights, entries: readonly StepEntry[], T: number): void {
+  private attention(il: number, w: AttentionWeights, entries: readonly StepEntry[], T: number, layer = this.cacheIndex[il]!): void {
     const c = this.config;
     const H = c.headCount;
     const Hkv = c.headCountKv;
@@ -372,7 +516,6 @@ export class Qwen35Forward {
     this.matmul(w.q, this.normed, T, this.qg);
     this.matmul(w.k, this.normed, T, this.kRows);
     this.matmul(w.v, this.normed, T, this.vRows);
-    const layer = this.cacheIndex[il]!;
     const kPlane = this.kv.k[layer]!;
     const vPlane = this.kv.v[layer]!;
     const f16 = this.kv.kvType === "f16";
@@ -642,6 +785,16 @@ export class Qwen35Forward {
     for (let i = 0; i < Dh; i++) this.attnOut[outOffset + i] = acc[i]! * inv;
   }
 
+  private snapshotPool(): GdnStatePool {
+    if (!this.snapshots) throw new Error("a step entry asks for a GDN state snapshot, but the forward has no snapshot pool");
+    return this.snapshots;
+  }
+
+  /** Copies one slot of a state plane to the same slot of a snapshot plane. */
+  private snapshotPlane(from: Float32Array, to: Float32Array, slot: number, stride: number): void {
+    to.set(from.subarray(slot * stride, (slot + 1) * stride), slot * stride);
+  }
+
   /**
    * The Gated DeltaNet mixer (qwen35.md section 7). Each op runs over every row of the step and
    * leaves its result in a named scratch buffer before the next op starts (taps observe it there);
@@ -684,6 +837,7 @@ export class Qwen35Forward {
           if (K > 1) convPlane[sOff + K - 2] = current;
           y[xOff + ch] = acc;
         }
+        if (t === e.snapshotRow) this.snapshotPlane(convPlane, this.snapshotPool().conv[layer]!, e.stateSlot, this.states.convStride);
       }
     }
     this.observe("conv_output_raw", il, "convOut", T);
@@ -743,6 +897,7 @@ export class Qwen35Forward {
             o[oOff + j] = ggmlMadDot(ssmPlane, sRow, y, qOff, Dk, y, kOff, delta) * readoutScale;
           }
         }
+        if (t === e.snapshotRow) this.snapshotPlane(ssmPlane, this.snapshotPool().ssm[layer]!, e.stateSlot, this.states.ssmStride);
       }
     }
     this.observe("attn_output", il, "gdnOut", T);

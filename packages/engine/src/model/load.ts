@@ -13,7 +13,15 @@ import { EngineLoadError } from "../errors.js";
 import { f32BitsToBf16Bits } from "../numerics/half.js";
 import { isVectorTensor } from "./config.js";
 import { decodeRow, type Numerics } from "./matmul.js";
-import { alignedCopy, type AttentionWeights, type GdnWeights, type LayerWeights, type ModelWeights, type PackedMatrix } from "./weights.js";
+import {
+  alignedCopy,
+  type AttentionWeights,
+  type DrafterWeights,
+  type GdnWeights,
+  type LayerWeights,
+  type ModelWeights,
+  type PackedMatrix,
+} from "./weights.js";
 
 /**
  * Where tensor bytes come from: views of a memory-mapped file (no copy), or reads of a path or a
@@ -62,11 +70,12 @@ export async function loadQwen35Weights(
 ): Promise<LoadedModel> {
   const { config, vocab } = plan;
   const diagnostics: string[] = [];
-  const trunk = plan.used.filter((t) => t.role !== "mtp");
+  // the MTP drafter block is bound when the plan uses it (speculative method "mtp")
+  const trunk = plan.used;
   const totalBytes = trunk.reduce((sum, t) => sum + t.byteLength, 0);
   let doneBytes = 0;
   const globals = new Map<Qwen35TensorSlot, PackedMatrix | Float32Array>();
-  const perLayer: Map<Qwen35TensorSlot, PackedMatrix | Float32Array>[] = Array.from({ length: config.nLayer }, () => new Map());
+  const perLayer: Map<Qwen35TensorSlot, PackedMatrix | Float32Array>[] = Array.from({ length: config.blockCount }, () => new Map());
 
   for (const tensor of trunk) {
     let data = await bytes(tensor);
@@ -89,7 +98,7 @@ export async function loadQwen35Weights(
       throw new EngineLoadError("ENGINE_BAD_MODEL", `${where}${slot} is missing from the load plan`, { field: `${where}${slot}` });
     return value as T;
   };
-  const layers: LayerWeights[] = perLayer.map((slots, il) => {
+  const layers: LayerWeights[] = perLayer.slice(0, config.nLayer).map((slots, il) => {
     const p = `blk.${il}.`;
     const common = {
       attnNorm: take<Float32Array>(slots, "attn_norm", p),
@@ -130,6 +139,31 @@ export async function loadQwen35Weights(
   const outputNorm = take<Float32Array>(globals, "output_norm", "");
   const tied = plan.tiedHead;
   const output = tied ? tokenEmbd : take<PackedMatrix>(globals, "output", "");
+  let drafter: DrafterWeights | undefined;
+  const mtpSlots = perLayer[config.nLayer];
+  if (mtpSlots && mtpSlots.size > 0) {
+    const p = `blk.${config.nLayer}.`;
+    drafter = {
+      kind: "attention",
+      attnNorm: take(mtpSlots, "attn_norm", p),
+      postAttnNorm: take(mtpSlots, "post_attention_norm", p),
+      q: take(mtpSlots, "attn_q", p),
+      k: take(mtpSlots, "attn_k", p),
+      v: take(mtpSlots, "attn_v", p),
+      o: take(mtpSlots, "attn_output", p),
+      qNorm: take(mtpSlots, "attn_q_norm", p),
+      kNorm: take(mtpSlots, "attn_k_norm", p),
+      ffnGate: take(mtpSlots, "ffn_gate", p),
+      ffnUp: take(mtpSlots, "ffn_up", p),
+      ffnDown: take(mtpSlots, "ffn_down", p),
+      ehProj: take(mtpSlots, "nextn.eh_proj", p),
+      enorm: take(mtpSlots, "nextn.enorm", p),
+      hnorm: take(mtpSlots, "nextn.hnorm", p),
+      headNorm: (mtpSlots.get("nextn.shared_head_norm") as Float32Array | undefined) ?? outputNorm,
+      embedTokens: mtpSlots.get("nextn.embed_tokens") as PackedMatrix | undefined,
+      head: (mtpSlots.get("nextn.shared_head_head") as PackedMatrix | undefined) ?? output,
+    };
+  }
   let tokenEmbdTwin: Uint16Array | undefined;
   if (numerics === "bf16") {
     const D = config.embeddingLength;
@@ -141,7 +175,10 @@ export async function loadQwen35Weights(
       for (let d = 0; d < D; d++) tokenEmbdTwin[t * D + d] = f32BitsToBf16Bits(rowBits[d]!);
     }
   }
-  return { weights: { config, vocab, tokenEmbd, tokenEmbdTwin, outputNorm, output, tied, layers }, diagnostics };
+  return {
+    weights: { config, vocab, tokenEmbd, tokenEmbdTwin, outputNorm, output, tied, layers, ...(drafter ? { drafter } : {}) },
+    diagnostics,
+  };
 }
 
 /** A matmul weight: rows = ne[1] output features of ne[0] inputs, exactly as stored. */

@@ -14,10 +14,10 @@ import { llamaUnavailableReason, runOracle } from "@keepquant/oracle";
 import * as native from "@keepquant/tt-native";
 import { PagedKvCache, type KvType } from "../kv/paged-kv.js";
 import { GdnStatePool } from "../kv/state-pool.js";
-import { ensureFixture, fixtureTokenizerFromJson, PARITY_FIXTURES, type ParityFixture } from "../parity/fixtures.js";
+import { ensureFixture, fixtureTokenizerFromJson, PARITY_FIXTURES, PARITY_MODELS, type ParityFixture } from "../parity/fixtures.js";
 import { readParityManifest } from "../parity/manifest.js";
 import { seededRandom } from "../testing/synthetic-model.js";
-import { libm, Qwen35Forward, setLibm, type StepEntry } from "./forward.js";
+import { libm, Qwen35Forward, setLibm, type DrafterEntry, type StepEntry } from "./forward.js";
 import { loadQwen35Weights, mappedTensorBytes } from "./load.js";
 import { createNativeMatmulProviders } from "./native-provider.js";
 import { NativeStep } from "./native-step.js";
@@ -313,4 +313,152 @@ describe.skipIf(reason !== undefined)("native step", () => {
     step.dispose();
     expect(() => step.forwardSync([{ tokens: [1], startPos: 0, blockTable, stateSlot: slot, logits: "last" }])).toThrow(/disposed/);
   });
+});
+
+/** The trunk and drafter calls of one implementation (TypeScript forward or native step). */
+interface DrafterRunner {
+  forward(entries: readonly StepEntry[]): Float32Array | Promise<Float32Array>;
+  draft(entries: readonly DrafterEntry[], hiddenIn: Float32Array): Float32Array | Promise<Float32Array>;
+  readonly hiddenRows: Float32Array;
+}
+
+/**
+ * Trunk prefill of two sequences keeping every row's hidden state, the drafter over each prompt
+ * (row p pairs token p with the trunk's hidden state at p - 1, zeros at 0) batched, then three
+ * chained drafter steps (each on the drafter's own hidden state) batched, and a trunk verification
+ * step over the drafted tokens. Returns every logits and hidden-state output (copied).
+ */
+async function runDrafterSchedule(
+  runner: DrafterRunner,
+  { kv, states }: Pools,
+  snapshots: GdnStatePool,
+  vocab: number,
+  D: number,
+): Promise<Float32Array[]> {
+  const random = seededRandom(777);
+  const token = () => Math.floor(random() * vocab);
+  const seqs = [23, 9].map((length) => ({
+    blockTable: Array.from({ length: kv.blocksFor(length + 8) }, () => kv.pool.allocate()),
+    stateSlot: states.allocate(),
+    tokens: Array.from({ length }, token),
+  }));
+  const out: Float32Array[] = [];
+  // trunk prefill, every row's hidden state kept
+  const logits = await runner.forward(
+    seqs.map((s) => ({ tokens: s.tokens, startPos: 0, blockTable: s.blockTable, stateSlot: s.stateSlot, logits: "last", hidden: true })),
+  );
+  out.push(logits.slice(), runner.hiddenRows.slice());
+  const prefillHidden = runner.hiddenRows.slice();
+  const next = seqs.map((_, i) => argmax(logits.subarray(i * vocab, (i + 1) * vocab)));
+  // drafter over prompt + the sampled token: rows 0..n, hidden inputs [0, h_0 .. h_{n-1}]
+  const rows = seqs.reduce((n, s) => n + s.tokens.length + 1, 0);
+  const hiddenIn = new Float32Array(rows * D);
+  let at = 0;
+  let from = 0;
+  for (const s of seqs) {
+    hiddenIn.set(prefillHidden.subarray(from * D, (from + s.tokens.length) * D), (at + 1) * D);
+    at += s.tokens.length + 1;
+    from += s.tokens.length;
+  }
+  let draftLogits = await runner.draft(
+    seqs.map((s, i) => ({ tokens: [...s.tokens, next[i]!], startPos: 0, blockTable: s.blockTable, logitRows: [s.tokens.length] })),
+    hiddenIn,
+  );
+  out.push(draftLogits.slice(), runner.hiddenRows.slice());
+  const drafted = seqs.map(() => [] as number[]);
+  for (let k = 0; k < 3; k++) {
+    const own = runner.hiddenRows.slice();
+    seqs.forEach((_, i) => drafted[i]!.push(argmax(draftLogits.subarray(i * vocab, (i + 1) * vocab))));
+    draftLogits = await runner.draft(
+      seqs.map((s, i) => ({ tokens: [drafted[i]![k]!], startPos: s.tokens.length + 1 + k, blockTable: s.blockTable, logitRows: [0] })),
+      own,
+    );
+    out.push(draftLogits.slice(), runner.hiddenRows.slice());
+  }
+  // trunk verification of [next, drafted...] with logits and hidden states at every row, the GDN
+  // state copied after row i of sequence i
+  const verify = await runner.forward(
+    seqs.map((s, i) => ({
+      tokens: [next[i]!, ...drafted[i]!],
+      startPos: s.tokens.length,
+      blockTable: s.blockTable,
+      stateSlot: s.stateSlot,
+      logits: "all",
+      snapshotRow: i,
+    })),
+  );
+  out.push(verify.slice(), runner.hiddenRows.slice());
+  for (const s of seqs) {
+    for (const plane of [...snapshots.conv, ...snapshots.ssm]) {
+      const stride = plane.length / snapshots.numSlots;
+      out.push(plane.slice(s.stateSlot * stride, (s.stateSlot + 1) * stride));
+    }
+  }
+  for (const s of seqs) {
+    for (const block of s.blockTable) kv.pool.release(block);
+    states.release(s.stateSlot);
+  }
+  return out;
+}
+
+function argmax(row: Float32Array): number {
+  let best = 0;
+  for (let i = 1; i < row.length; i++) if (row[i]! > row[best]!) best = i;
+  return best;
+}
+
+const MTP_FIXTURES = PARITY_FIXTURES.filter((f) => PARITY_MODELS[f.model]?.mtp === true);
+
+describe.skipIf(reason !== undefined)("native MTP drafter == TypeScript drafter, bit for bit (libm pinned)", () => {
+  const original = { ...libm };
+  beforeAll(() => {
+    const c = native.nativeLibm();
+    setLibm({ expf: c.expf, logf: c.logf, cosf: c.cosf, sinf: c.sinf, powf: c.powf });
+  });
+  afterAll(() => setLibm(original));
+
+  it("the MTP fixtures exist", () => {
+    expect(MTP_FIXTURES.map((f) => f.name)).toEqual(["untied-mtp-6l-f32", "untied-mtp-6l-q8_0", "untied-mtp-6l-q4_k_m"]);
+  });
+
+  for (const fixture of MTP_FIXTURES) {
+    it(`${fixture.name}: drafter over the prompt, chained drafts, verification; hidden states too`, async () => {
+      const file = await fixtureFile(fixture);
+      for (const { numerics, kvType, flashAttention } of CASES) {
+        const plan = buildLoadPlan(await readGguf(file), { speculative: "mtp" });
+        const weights = (await loadQwen35Weights(plan, mappedTensorBytes(native.mapFile(file)), numerics)).weights;
+        expect(weights.drafter).toBeDefined();
+        const D = weights.config.embeddingLength;
+        const providers = [...(await createNativeMatmulProviders(numerics, undefined, [])), ...typescriptProviders(numerics, [])];
+        const selection = selectProviders(weights, providers, numerics);
+        const drafterPools = (): Pools => ({
+          kv: PagedKvCache.forModel(weights.config, 24, 8, kvType, (bytes) => native.allocNativeBuffer(bytes), true),
+          states: GdnStatePool.forModel(weights.config, 4, (bytes) => native.allocNativeBuffer(bytes)),
+        });
+        const snapshotPool = () => GdnStatePool.forModel(weights.config, 4, (bytes) => native.allocNativeBuffer(bytes));
+        const spec = drafterPools();
+        const tsSnapshots = snapshotPool();
+        const ts = new Qwen35Forward(weights, spec.kv, spec.states, selection.byWeight, numerics, quantDequantizeRow, 128, flashAttention);
+        ts.snapshots = tsSnapshots;
+        const expected = await runDrafterSchedule(ts, spec, tsSnapshots, weights.vocab, D);
+        const mine = drafterPools();
+        const nativeSnapshots = snapshotPool();
+        const step = NativeStep.create(native, weights, mine.kv, mine.states, {
+          numerics,
+          flashAttention,
+          maxBatchTokens: 128,
+          snapshots: nativeSnapshots,
+        });
+        const actual = await runDrafterSchedule(step, mine, nativeSnapshots, weights.vocab, D);
+        step.dispose();
+        expect(firstDifference(actual, expected), `${numerics} kv ${kvType} flash ${flashAttention}`).toBeUndefined();
+        expect(actual[2]!.every(Number.isFinite)).toBe(true);
+        expect(
+          actual.at(-1)!.some((v) => v !== 0),
+          "the GDN state snapshot was written",
+        ).toBe(true);
+        expect(new Set(actual[2]).size, "the drafter logits are not degenerate").toBeGreaterThan(weights.vocab / 2);
+      }
+    });
+  }
 });

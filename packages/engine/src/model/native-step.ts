@@ -8,14 +8,15 @@
  */
 import type { PagedKvCache } from "../kv/paged-kv.js";
 import type { GdnStatePool } from "../kv/state-pool.js";
-import type { StepEntry } from "./forward.js";
+import { keptRows, type DrafterEntry, type StepEntry } from "./forward.js";
 import type { Numerics } from "./matmul.js";
-import type { ModelWeights, PackedMatrix } from "./weights.js";
+import type { DrafterWeights, ModelWeights, PackedMatrix } from "./weights.js";
 
 type TtNative = typeof import("@keepquant/tt-native");
 type NativeModelSpec = import("@keepquant/tt-native").NativeModelSpec;
 type NativeModelHandle = import("@keepquant/tt-native").NativeModelHandle;
 type NativeModelMatrix = import("@keepquant/tt-native").NativeModelMatrix;
+type NativeModelDrafter = import("@keepquant/tt-native").NativeModelDrafter;
 
 function matrix(w: PackedMatrix): NativeModelMatrix {
   return { type: w.type, rows: w.rows, cols: w.cols, rowBytes: w.rowBytes, data: w.data };
@@ -34,6 +35,8 @@ export interface NativeStepOptions {
   numerics: Exclude<Numerics, "exact">;
   flashAttention: boolean;
   maxBatchTokens: number;
+  /** Where StepEntry.snapshotRow copies a slot's GDN state (speculative decoding). */
+  snapshots?: GdnStatePool | undefined;
 }
 
 export class NativeStep {
@@ -41,9 +44,13 @@ export class NativeStep {
   private logits = new Float32Array(0);
   private disposed = false;
 
+  private hidden = new Float32Array(0);
+  private hiddenCount = 0;
+
   private constructor(
     private readonly model: NativeModelHandle,
     private readonly vocab: number,
+    private readonly embd: number,
   ) {}
 
   /** Builds the native model over `weights` and the pools' storage; throws NativeArgumentError on a bad spec. */
@@ -114,10 +121,15 @@ export class NativeStep {
           norm: layer.norm,
         };
       }),
+      // the drafter runs when its weights are bound and the cache has its KV plane after the trunk's
+      ...(weights.drafter && kv.numLayers === kvIndex + 1 ? { drafter: drafterSpec(weights.drafter, kvIndex) } : {}),
       kv: { f16: kv.kvType === "f16", blockSize: kv.blockSize, numBlocks: kv.numBlocks, k: kv.k, v: kv.v },
       states: { numSlots: states.numSlots, conv: states.conv, ssm: states.ssm },
+      ...(options.snapshots
+        ? { snapshots: { numSlots: options.snapshots.numSlots, conv: options.snapshots.conv, ssm: options.snapshots.ssm } }
+        : {}),
     };
-    return new NativeStep(native.createNativeModel(spec), weights.output.rows);
+    return new NativeStep(native.createNativeModel(spec), weights.output.rows, c.embeddingLength);
   }
 
   /** Bytes of the native scratch. */
@@ -131,20 +143,65 @@ export class NativeStep {
    * not be written until it settles.
    */
   async forward(entries: readonly StepEntry[]): Promise<Float32Array> {
-    const nOut = this.encode(entries);
+    const nOut = this.encode(entries, 0);
     if (nOut < 0) return new Float32Array(0);
     const logits = this.logitsView(nOut);
-    await this.model.step(this.descriptor.subarray(0, this.descriptorLength), logits);
+    await this.model.step(this.descriptor.subarray(0, this.descriptorLength), logits, this.hiddenView(entries));
     return logits;
   }
 
   /** The same step on the calling thread (tools and tests). */
   forwardSync(entries: readonly StepEntry[]): Float32Array {
-    const nOut = this.encode(entries);
+    const nOut = this.encode(entries, 0);
     if (nOut < 0) return new Float32Array(0);
     const logits = this.logitsView(nOut);
-    this.model.stepSync(this.descriptor.subarray(0, this.descriptorLength), logits);
+    this.model.stepSync(this.descriptor.subarray(0, this.descriptorLength), logits, this.hiddenView(entries));
     return logits;
+  }
+
+  /**
+   * One step of the MTP drafter block (forward.ts `draft`): `hiddenIn` [rows, D] pairs with the
+   * rows. Resolves with the logits of the logit rows; `hiddenRows` then holds their hidden states.
+   */
+  async draft(entries: readonly DrafterEntry[], hiddenIn: Float32Array): Promise<Float32Array> {
+    const asStep = entries.map((e): StepEntry => ({ ...e, stateSlot: -1, logits: "none" }));
+    const nOut = this.encode(asStep, 1);
+    if (nOut < 0) return new Float32Array(0);
+    const logits = this.logitsView(nOut);
+    await this.model.step(this.descriptor.subarray(0, this.descriptorLength), logits, this.hiddenBuffer(nOut), hiddenIn);
+    return logits;
+  }
+
+  /** The drafter step on the calling thread (tools and tests). */
+  draftSync(entries: readonly DrafterEntry[], hiddenIn: Float32Array): Float32Array {
+    const asStep = entries.map((e): StepEntry => ({ ...e, stateSlot: -1, logits: "none" }));
+    const nOut = this.encode(asStep, 1);
+    if (nOut < 0) return new Float32Array(0);
+    const logits = this.logitsView(nOut);
+    this.model.stepSync(this.descriptor.subarray(0, this.descriptorLength), logits, this.hiddenBuffer(nOut), hiddenIn);
+    return logits;
+  }
+
+  /**
+   * The post-norm hidden rows of the last step (forward.ts `hiddenRows`): every row of the entries
+   * with `hidden` and the logit rows of the others; for a drafter step its logit rows. Valid until
+   * the next step.
+   */
+  get hiddenRows(): Float32Array {
+    return this.hidden.subarray(0, this.hiddenCount * this.embd);
+  }
+
+  private hiddenView(entries: readonly StepEntry[]): Float32Array {
+    let rows = 0;
+    for (const e of entries) rows += keptRows(e).length;
+    return this.hiddenBuffer(rows);
+  }
+
+  private hiddenBuffer(rows: number): Float32Array {
+    const need = rows * this.embd;
+    if (this.hidden.length < need) this.hidden = new Float32Array(Math.max(need, 2 * this.hidden.length));
+    this.hiddenCount = rows;
+    return this.hidden.subarray(0, need);
   }
 
   /** Test hook of the async contract (see NativeModelHandle.holdNextStep). */
@@ -169,20 +226,22 @@ export class NativeStep {
 
   private descriptorLength = 0;
 
-  /** Writes the step descriptor; returns the number of logit rows, or -1 for an empty step. */
-  private encode(entries: readonly StepEntry[]): number {
-    let length = 1;
+  /** Writes the step descriptor (kind 0 trunk, 1 drafter); returns the number of logit rows, or -1 for an empty step. */
+  private encode(entries: readonly StepEntry[], kind: 0 | 1): number {
+    let length = 2;
     let tokens = 0;
     const rows = entries.map(logitRows);
     entries.forEach((e, i) => {
-      length += 5 + e.tokens.length + rows[i]!.length + e.blockTable.length;
+      length += 7 + e.tokens.length + rows[i]!.length + e.blockTable.length;
       tokens += e.tokens.length;
     });
+    this.hiddenCount = 0;
     if (tokens === 0) return -1;
     if (this.descriptor.length < length) this.descriptor = new Int32Array(Math.max(length, 2 * this.descriptor.length));
     const d = this.descriptor;
     let at = 0;
     let nOut = 0;
+    d[at++] = kind;
     d[at++] = entries.length;
     entries.forEach((e, i) => {
       const selected = rows[i]!;
@@ -191,6 +250,8 @@ export class NativeStep {
       d[at++] = e.stateSlot;
       d[at++] = selected.length;
       d[at++] = e.blockTable.length;
+      d[at++] = e.hidden ? 1 : 0;
+      d[at++] = e.snapshotRow ?? -1;
       for (let t = 0; t < e.tokens.length; t++) d[at++] = e.tokens[t]!;
       for (const r of selected) d[at++] = r;
       for (const b of e.blockTable) d[at++] = b;
@@ -205,4 +266,27 @@ export class NativeStep {
     if (this.logits.length < need) this.logits = new Float32Array(Math.max(need, 2 * this.logits.length));
     return this.logits.subarray(0, need);
   }
+}
+
+function drafterSpec(d: DrafterWeights, cacheIndex: number): NativeModelDrafter {
+  return {
+    cacheIndex,
+    attnNorm: d.attnNorm,
+    postAttnNorm: d.postAttnNorm,
+    q: matrix(d.q),
+    k: matrix(d.k),
+    v: matrix(d.v),
+    o: matrix(d.o),
+    qNorm: d.qNorm,
+    kNorm: d.kNorm,
+    ffnGate: matrix(d.ffnGate),
+    ffnUp: matrix(d.ffnUp),
+    ffnDown: matrix(d.ffnDown),
+    ehProj: matrix(d.ehProj),
+    enorm: d.enorm,
+    hnorm: d.hnorm,
+    headNorm: d.headNorm,
+    ...(d.embedTokens ? { embedTokens: matrix(d.embedTokens) } : {}),
+    head: matrix(d.head),
+  };
 }

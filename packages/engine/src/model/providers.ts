@@ -36,6 +36,11 @@ export function allMatrices(weights: ModelWeights): PackedMatrix[] {
     list.push(layer.ffnGate, layer.ffnUp, layer.ffnDown);
   }
   list.push(weights.output);
+  const d = weights.drafter;
+  if (d) {
+    list.push(d.ehProj, d.q, d.k, d.v, d.o, d.ffnGate, d.ffnUp, d.ffnDown);
+    if (!list.includes(d.head)) list.push(d.head);
+  }
   return list;
 }
 

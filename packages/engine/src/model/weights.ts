@@ -55,6 +55,23 @@ export interface GdnWeights {
 
 export type LayerWeights = AttentionWeights | GdnWeights;
 
+/**
+ * The MTP/NextN drafter block `blk.{n_layer}.*` (qwen35.md section 12): one full-attention decoder
+ * block (its own KV layer) behind an input projection of [embedding | target hidden], and the
+ * shared head.
+ */
+export interface DrafterWeights extends AttentionWeights {
+  readonly ehProj: PackedMatrix; // [D, 2D]: input [rms(e) * enorm | rms(h) * hnorm]
+  readonly enorm: Float32Array; // [D]
+  readonly hnorm: Float32Array; // [D]
+  /** nextn.shared_head_norm (or output_norm when absent) */
+  readonly headNorm: Float32Array; // [D]
+  /** nextn.embed_tokens, or undefined: the trunk's token_embd is used */
+  readonly embedTokens: PackedMatrix | undefined;
+  /** nextn.shared_head_head, or the trunk's head (output, or token_embd when tied) */
+  readonly head: PackedMatrix; // [vocab, D]
+}
+
 export interface ModelWeights {
   /** The load plan's hyperparameters, as the gguf package typed and validated them (no second parse). */
   readonly config: Qwen35Config;
@@ -69,6 +86,8 @@ export interface ModelWeights {
   readonly output: PackedMatrix;
   readonly tied: boolean;
   readonly layers: readonly LayerWeights[];
+  /** The MTP drafter block, bound only when the load plan keeps it (speculative method "mtp"). */
+  readonly drafter?: DrafterWeights;
 }
 
 /** Copies bytes into a fresh 64-byte-aligned buffer so typed-array views of any element width work. */

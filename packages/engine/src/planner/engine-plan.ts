@@ -14,7 +14,15 @@ export const ENGINE_MEMORY_DEFAULTS = Object.freeze({ kvCacheTokens: 8192, maxSe
 /** The options of `Engine.load` that decide its memory. */
 export type EngineMemoryOptions = Pick<
   EngineOptions,
-  "numerics" | "kvType" | "flashAttention" | "blockSize" | "kvCacheTokens" | "maxSequences" | "maxBatchTokens" | "prefixCacheSnapshots"
+  | "numerics"
+  | "kvType"
+  | "flashAttention"
+  | "blockSize"
+  | "kvCacheTokens"
+  | "maxSequences"
+  | "maxBatchTokens"
+  | "prefixCacheSnapshots"
+  | "speculative"
 >;
 
 /**
@@ -41,6 +49,7 @@ export function planEngineResidency(
     batchTokens: options.maxBatchTokens ?? ENGINE_MEMORY_DEFAULTS.maxBatchTokens,
     blockSize: options.blockSize ?? ENGINE_MEMORY_DEFAULTS.blockSize,
     stateSnapshots: options.prefixCacheSnapshots ?? 0,
+    ...(options.speculative?.method === "mtp" ? { speculative: "mtp" as const, draftTokens: options.speculative.draftTokens ?? 3 } : {}),
     ...(env === undefined ? {} : { env }),
   });
 }

@@ -169,6 +169,12 @@ describe("the seed's 27B arithmetic (header-only Q4_K_M-class file)", () => {
     expect(bytesOf(withMtp, "mtp")).toBe(weights + 4096 * 4 * 1024); // one attention layer: 4 KiB of f16 KV per token
     expect(bytesOf(withMtp, "packed")).toBe(bytesOf(without, "packed"));
     expect(withMtp.traceRegion.programs).toBeGreaterThan(without.traceRegion.programs);
+    // one rollback copy of the sequence's GDN state, and logits rows for 3 drafts + the target's token
+    expect(bytesOf(withMtp, "gdnState")).toBe(2 * bytesOf(without, "gdnState"));
+    const scratchPerRow = bytesOf(withMtp, "scratch") - bytesOf(without, "scratch");
+    const k8 = planWith(bigMtp, { device: ttDevice("tt-p150"), speculative: "mtp", draftTokens: 8 });
+    expect(bytesOf(k8, "scratch") - bytesOf(without, "scratch")).toBe((scratchPerRow / 3) * 8);
+    expect(() => planWith(bigMtp, { device: ttDevice("tt-p150"), speculative: "mtp", draftTokens: 9 })).toThrow(/draftTokens/);
   });
 });
 

@@ -52,8 +52,13 @@ export interface ResidencyPlanInput {
   kvType?: KvType;
   /** Default: `bf16` on Tenstorrent devices (the keep-quant contract), the engine's `llama` elsewhere. */
   numerics?: Numerics;
-  /** `mtp` keeps the MTP drafter block (weights and its KV cache). */
+  /**
+   * `mtp` keeps the MTP drafter block (weights and its KV cache), one rollback copy of the GDN
+   * state per sequence, and logits rows for the verified drafts.
+   */
   speculative?: SpeculativeMethod;
+  /** Drafts per verification step with `speculative` (1 .. 8, default 3): the logits rows of a step. */
+  draftTokens?: number;
   policy?: ResidencyPolicy;
   /** Rows of one forward step: the activation scratch (default 512). */
   batchTokens?: number;
@@ -75,6 +80,8 @@ export interface ResolvedPlanSettings {
   kvType: KvType;
   numerics: Numerics;
   speculative: SpeculativeMethod | null;
+  /** drafts per verification (0 without speculative decoding) */
+  draftTokens: number;
   policy: ResidencyPolicy;
   batchTokens: number;
   blockSize: number;
@@ -195,6 +202,8 @@ function resolveSettings(input: ResidencyPlanInput): ResolvedPlanSettings {
   }
   const policy = oneOf(input.policy ?? PLAN_DEFAULTS.policy, RESIDENCY_POLICIES, "policy");
   const speculative = input.speculative === undefined ? null : oneOf(input.speculative, ["mtp"] as const, "speculative");
+  const draftTokens = speculative === null ? 0 : positiveInteger(input.draftTokens ?? 3, "draftTokens");
+  if (draftTokens > 8) throw new PlanError("PLAN_BAD_INPUT", `draftTokens must be in [1, 8], got ${draftTokens}`, { field: "draftTokens" });
   const stateSnapshots =
     input.stateSnapshots === undefined || input.stateSnapshots === 0 ? 0 : positiveInteger(input.stateSnapshots, "stateSnapshots");
   const kvCacheTokensGiven = input.kvCacheTokens !== undefined;
@@ -211,6 +220,7 @@ function resolveSettings(input: ResidencyPlanInput): ResolvedPlanSettings {
     kvType,
     numerics,
     speculative,
+    draftTokens,
     policy,
     batchTokens,
     blockSize,
@@ -389,15 +399,18 @@ function compute(facts: ModelFacts, settings: ResolvedPlanSettings, device: Plan
   // GDN state per slot: conv [conv_dim, K - 1] and recurrent [Hv, Dv, Dk], f32.
   const convBytes = config.convDim * (config.ssmConvKernel - 1) * 4;
   const recurrentBytes = config.ssmTimeStepRank * config.headVDim * config.ssmStateSize * 4;
-  const slots = settings.sequences + settings.stateSnapshots;
+  // speculative decoding keeps one copy of each sequence's state from before its verification step
+  const rollbackSlots = settings.speculative === null ? 0 : settings.sequences;
+  const slots = settings.sequences + settings.stateSnapshots + rollbackSlots;
   const gdnBytes = facts.summary.gdnLayers * slots * (convBytes + recurrentBytes);
 
   // Activation scratch of the forward: its named buffers (model/scratch.ts), f32, per batch row.
   const D = config.embeddingLength;
   const rowWidth = forwardScratchRowWidth(config);
   const activationBytes = settings.batchTokens * rowWidth * 4;
-  // Rows needing logits in one step: one per sequence at most (decode, or the last prefill row).
-  const logitRows = Math.min(settings.batchTokens, settings.sequences);
+  // Rows needing logits in one step: one per sequence at most (decode, or the last prefill row);
+  // with speculative decoding the verified drafts and the target's own token per sequence.
+  const logitRows = Math.min(settings.batchTokens, settings.sequences * (settings.draftTokens + 1));
   const logitsBytes = logitRows * (facts.plan.vocab + D) * 4;
 
   const stepPrograms =
@@ -465,8 +478,11 @@ function compute(facts: ModelFacts, settings: ResolvedPlanSettings, device: Plan
       label: "GDN state",
       bytes: gdnBytes,
       detail:
-        `${facts.summary.gdnLayers} layers x ${plural(slots, "slot")}${settings.stateSnapshots > 0 ? ` (${settings.sequences} sequences + ${settings.stateSnapshots} snapshots)` : ""}: ` +
-        `conv ${sizeText(convBytes)} + recurrent ${sizeText(recurrentBytes)} per layer and slot`,
+        `${facts.summary.gdnLayers} layers x ${plural(slots, "slot")}${
+          settings.stateSnapshots > 0 || rollbackSlots > 0
+            ? ` (${settings.sequences} sequences${settings.stateSnapshots > 0 ? ` + ${settings.stateSnapshots} snapshots` : ""}${rollbackSlots > 0 ? ` + ${rollbackSlots} speculative rollback copies` : ""})`
+            : ""
+        }: ` + `conv ${sizeText(convBytes)} + recurrent ${sizeText(recurrentBytes)} per layer and slot`,
     },
     {
       id: "scratch",

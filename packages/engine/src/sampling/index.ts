@@ -4,3 +4,4 @@ export * from "./params.js";
 export * from "./sampler.js";
 export * from "./stop-strings.js";
 export * from "./logprobs.js";
+export * from "./speculative.js";

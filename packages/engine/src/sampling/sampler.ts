@@ -2,7 +2,18 @@
  * A sampler for one sequence: penalties -> top-k -> top-p -> min-p -> temperature -> draw, the
  * order of llama.cpp's default chain, with a seeded RNG so a run can be reproduced.
  */
-import { applyPenalties, applyTemperature, candidatesFromLogits, greedy, minP, sampleCandidates, topK, topP } from "./candidates.js";
+import {
+  applyPenalties,
+  applyTemperature,
+  candidatesFromLogits,
+  greedy,
+  minP,
+  sampleCandidates,
+  softmax,
+  topK,
+  topP,
+} from "./candidates.js";
+import type { TokenDistribution } from "./speculative.js";
 import { type ResolvedSamplingParams, type SamplingParams, resolveSamplingParams } from "./params.js";
 import { type Rng, createRng } from "./rng.js";
 
@@ -19,6 +30,40 @@ export class Sampler {
    * Picks the next token from a logits row. `history` is the sequence so far (prompt and
    * generated tokens); the penalties look at its last `penaltyLastN` entries.
    */
+  /**
+   * The distribution `sample` draws from (after penalties, top-k, top-p, min-p and temperature), as
+   * token ids and probabilities; greedy parameters give the single most likely token.
+   */
+  distribution(logits: Float32Array, history: readonly number[] = []): TokenDistribution {
+    const p = this.params;
+    const penalized = this.penalize(logits, history);
+    if (p.temperature <= 0) return { ids: Int32Array.of(greedy(penalized)), probabilities: Float32Array.of(1) };
+    let candidates = candidatesFromLogits(penalized);
+    candidates = topK(candidates, p.topK);
+    candidates = topP(candidates, p.topP);
+    candidates = minP(candidates, p.minP);
+    candidates = applyTemperature(candidates, p.temperature);
+    return { ids: candidates.ids, probabilities: softmax(candidates) };
+  }
+
+  /** A uniform in [0, 1) from this sequence's generator (speculative acceptance draws). */
+  uniform(): number {
+    return this.rng.next();
+  }
+
+  private penalize(logits: Float32Array, history: readonly number[]): Float32Array {
+    const p = this.params;
+    const penaltiesOn = p.penaltyLastN !== 0 && (p.repeatPenalty !== 1 || p.frequencyPenalty !== 0 || p.presencePenalty !== 0);
+    return penaltiesOn
+      ? applyPenalties(logits, history, {
+          repeat: p.repeatPenalty,
+          frequency: p.frequencyPenalty,
+          presence: p.presencePenalty,
+          lastN: p.penaltyLastN,
+        })
+      : logits;
+  }
+
   sample(logits: Float32Array, history: readonly number[] = []): number {
     const p = this.params;
     const penaltiesOn = p.penaltyLastN !== 0 && (p.repeatPenalty !== 1 || p.frequencyPenalty !== 0 || p.presencePenalty !== 0);

@@ -1,0 +1,426 @@
+/**
+ * Speculative decoding (docs/usage/speculative.md): the options, the verification of drafts
+ * against the target's logits (greedy agreement or the speculative-sampling rule), the rollback of a
+ * sequence's GDN state, the MTP drafter's catch-up and chained draft steps, and the counters. The
+ * Engine owns the scheduler, the pools and the forward; it runs this through `SpeculativeHost`.
+ */
+import { MAX_DRAFT_TOKENS, type SpeculativeStats } from "./engine-types.js";
+import { EngineOptionError } from "./errors.js";
+import { allocateJsStorage, type AllocateStorage } from "./kv/paged-kv.js";
+import { GdnStatePool } from "./kv/state-pool.js";
+import type { DrafterEntry } from "./model/forward.js";
+import type { ModelWeights } from "./model/weights.js";
+import {
+  drawFrom,
+  greedy,
+  logprobsOf,
+  type Sampler,
+  type SampledLogprobs,
+  speculativeAccept,
+  type TokenDistribution,
+} from "./sampling/index.js";
+
+/** Drafts per step when `speculative.draftTokens` is not given. */
+const DEFAULT_DRAFT_TOKENS = 3;
+
+export interface ResolvedSpeculative {
+  method: "mtp" | "function";
+  draftTokens: number;
+  propose: ((tokens: readonly number[], count: number) => readonly number[]) | undefined;
+}
+
+export function resolveSpeculative(value: unknown): ResolvedSpeculative | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value !== "object" || value === null) {
+    throw new EngineOptionError(
+      "ENGINE_BAD_OPTION",
+      `speculative must be an object such as { method: "mtp", draftTokens: 3 }, got ${String(value)}`,
+      {
+        field: "speculative",
+      },
+    );
+  }
+  const v = value as { method?: unknown; draftTokens?: unknown; propose?: unknown };
+  if (v.method !== "mtp" && v.method !== "function") {
+    throw new EngineOptionError("ENGINE_BAD_OPTION", `speculative.method must be "mtp" ("function" for tests), got ${String(v.method)}`, {
+      field: "speculative.method",
+    });
+  }
+  const k = v.draftTokens ?? DEFAULT_DRAFT_TOKENS;
+  if (typeof k !== "number" || !Number.isInteger(k) || k < 1 || k > MAX_DRAFT_TOKENS) {
+    throw new EngineOptionError(
+      "ENGINE_BAD_OPTION",
+      `speculative.draftTokens must be an integer in [1, ${MAX_DRAFT_TOKENS}], got ${String(v.draftTokens)}`,
+      { field: "speculative.draftTokens" },
+    );
+  }
+  if (v.method === "function" && typeof v.propose !== "function") {
+    throw new EngineOptionError("ENGINE_BAD_OPTION", 'speculative method "function" needs a propose(tokens, count) function', {
+      field: "speculative.propose",
+    });
+  }
+  return {
+    method: v.method,
+    draftTokens: k,
+    propose: v.method === "function" ? (v.propose as ResolvedSpeculative["propose"]) : undefined,
+  };
+}
+
+/** What speculative decoding reads and writes of a running request. */
+export interface SpeculativeSequence {
+  /** prompt + generated tokens */
+  readonly tokens: number[];
+  readonly generated: readonly number[];
+  readonly maxTokens: number;
+  /** the longest sequence (prompt + generated) */
+  readonly maxLength: number;
+  numComputed: number;
+  readonly stateSlot: number;
+  readonly blockTable: readonly number[];
+  readonly sampler: Sampler;
+  readonly params: { readonly logprobs?: number | undefined };
+  readonly finished: boolean;
+  /** drafts to verify in the next step, and the drafter distribution of each (sampling) */
+  drafts: number[];
+  draftDistributions: TokenDistribution[];
+  /** KV positions the drafter's chain writes past the verified ones (reserved by the scheduler) */
+  lookahead: number;
+  /** the next position the MTP drafter computes with the target's hidden state */
+  drafterFrontier: number;
+  specDrafted: number;
+  specAccepted: number;
+}
+
+/** What the Engine gives speculative decoding. */
+export interface SpeculativeHost {
+  readonly weights: ModelWeights;
+  readonly maxBatchTokens: number;
+  /** the request is still running (not finished, aborted or failed) */
+  alive(request: SpeculativeSequence): boolean;
+  acceptToken(request: SpeculativeSequence, token: number, logprobs?: SampledLogprobs): void;
+  /** gives back the request's blocks past its first `positions` positions */
+  truncateBlocks(request: SpeculativeSequence, positions: number): void;
+  countDecodeTokens(count: number): void;
+  /** one MTP drafter step (its hidden rows then in lastHiddenRows) */
+  draftStep(entries: readonly DrafterEntry[], hiddenIn: Float32Array): Promise<Float32Array>;
+  lastHiddenRows(): Float32Array;
+}
+
+type Counters = Omit<SpeculativeStats, "acceptanceRate" | "acceptanceRateByPosition" | "tokensPerTargetStep">;
+
+function speculativeStats(counters: Counters): SpeculativeStats {
+  return {
+    ...counters,
+    draftedByPosition: [...counters.draftedByPosition],
+    acceptedByPosition: [...counters.acceptedByPosition],
+    acceptanceRate: counters.drafted > 0 ? counters.accepted / counters.drafted : 0,
+    acceptanceRateByPosition: counters.draftedByPosition.map((d, i) => (d > 0 ? counters.acceptedByPosition[i]! / d : 0)),
+    tokensPerTargetStep: counters.verifications > 0 ? counters.verifiedTokens / counters.verifications : 0,
+  };
+}
+
+/** What the drafter needs of one sequence after a target step. */
+export interface DrafterWork {
+  readonly request: SpeculativeSequence;
+  /** the last position whose target state the step kept */
+  readonly lastValid: number;
+  /** the position of the first hidden row the step kept for this sequence */
+  readonly keptFirst: number;
+  readonly keptHidden: Float32Array | undefined;
+}
+
+export class SpeculativeDecoder {
+  /** the GDN state of each slot at the last known token of its verification step (the forward writes it) */
+  readonly rollback: GdnStatePool;
+  private readonly counters: Counters;
+
+  constructor(
+    readonly options: ResolvedSpeculative,
+    private readonly host: SpeculativeHost,
+    private readonly states: GdnStatePool,
+    allocate: AllocateStorage = allocateJsStorage,
+  ) {
+    this.rollback = GdnStatePool.forModel(host.weights.config, states.numSlots, allocate);
+    const k = options.draftTokens;
+    this.counters = {
+      method: options.method,
+      draftTokens: k,
+      drafted: 0,
+      accepted: 0,
+      draftedByPosition: new Array<number>(k).fill(0),
+      acceptedByPosition: new Array<number>(k).fill(0),
+      verifications: 0,
+      verifiedTokens: 0,
+      rollbacks: 0,
+      drafterSteps: 0,
+      drafterMs: 0,
+    };
+  }
+
+  /** Bytes of the rollback copies (one GDN state slot per sequence). */
+  get bytes(): number {
+    return this.rollback.bytes;
+  }
+
+  stats(): SpeculativeStats {
+    return speculativeStats(this.counters);
+  }
+
+  /** KV positions a request's drafter chain may write past its verified tokens. */
+  get lookahead(): number {
+    return this.options.draftTokens + 1;
+  }
+
+  /** After a target step: the next drafts of every sequence that can draft. */
+  async draft(work: readonly DrafterWork[]): Promise<void> {
+    if (this.options.method === "mtp") await this.draftWithMtp(work);
+    else this.draftWithFunction(work);
+  }
+
+  /** One MTP drafter step, timed. */
+  private async runDraft(entries: readonly DrafterEntry[], hiddenIn: Float32Array): Promise<Float32Array> {
+    const t0 = performance.now();
+    try {
+      return await this.host.draftStep(entries, hiddenIn);
+    } finally {
+      this.counters.drafterSteps++;
+      this.counters.drafterMs += performance.now() - t0;
+    }
+  }
+
+  /**
+   * Verifies `draftCount` drafts after `known` known tokens from their logits rows (the last known
+   * row first). Greedy: the longest prefix the target's own choice agrees with, then the target's
+   * token; sampling: the speculative-sampling rule per draft. When a draft is rejected, the GDN
+   * state goes back to the copy the step took after its last known token, and the accepted drafts
+   * are recomputed at the head of the next step; otherwise the step's state is the state after the
+   * drafts.
+   * Returns the last position whose target state is kept.
+   */
+  verify(request: SpeculativeSequence, known: number, draftCount: number, rowsLogits: Float32Array): number {
+    const spec = this.counters;
+    const vocab = this.host.weights.output.rows;
+    const drafts = request.drafts.slice(0, draftCount);
+    const start = request.numComputed;
+    const greedyRequest = request.sampler.params.temperature <= 0;
+    const history = [...request.tokens];
+    const tokens: number[] = [];
+    const rowOf: number[] = [];
+    let accepted = 0;
+    for (let i = 0; i <= draftCount; i++) {
+      const rowLogits = rowsLogits.subarray(i * vocab, (i + 1) * vocab);
+      if (i === draftCount) {
+        tokens.push(request.sampler.sample(rowLogits, history));
+        rowOf.push(i);
+        break;
+      }
+      const draft = drafts[i]!;
+      let token: number;
+      let kept: boolean;
+      if (greedyRequest) {
+        token = request.sampler.sample(rowLogits, history);
+        kept = token === draft;
+      } else {
+        const q = request.draftDistributions[i] ?? { ids: Int32Array.of(draft), probabilities: Float32Array.of(1) };
+        const verdict = speculativeAccept(
+          request.sampler.distribution(rowLogits, history),
+          q,
+          draft,
+          request.sampler.uniform(),
+          request.sampler.uniform(),
+        );
+        token = verdict.token;
+        kept = verdict.accepted;
+      }
+      tokens.push(token);
+      rowOf.push(i);
+      if (!kept) break;
+      spec.acceptedByPosition[i]!++;
+      accepted++;
+      history.push(draft);
+    }
+    for (let i = 0; i < draftCount; i++) spec.draftedByPosition[i]!++;
+    spec.drafted += draftCount;
+    spec.accepted += accepted;
+    spec.verifications++;
+    spec.verifiedTokens += accepted + 1;
+    request.specDrafted += draftCount;
+    request.specAccepted += accepted;
+    this.host.countDecodeTokens(known + draftCount);
+    if (accepted === draftCount) {
+      request.numComputed = start + known + draftCount;
+    } else {
+      // the recurrent state cannot be un-applied: back to the state after the last known token (the
+      // step's snapshot row); the accepted drafts are recomputed (bit for bit the same) next step
+      this.restore(request.stateSlot);
+      request.numComputed = start + known;
+      spec.rollbacks++;
+    }
+    request.drafts = [];
+    request.draftDistributions = [];
+    const n = request.params.logprobs;
+    for (let i = 0; i < tokens.length && this.host.alive(request) && !request.finished; i++) {
+      const rowLogits = rowsLogits.subarray(rowOf[i]! * vocab, (rowOf[i]! + 1) * vocab);
+      this.host.acceptToken(request, tokens[i]!, n === undefined ? undefined : logprobsOf(rowLogits, tokens[i]!, n));
+    }
+    // KV rollback: blocks past the known tokens and the drafter's next chain go back to the pool
+    if (this.host.alive(request)) this.host.truncateBlocks(request, request.tokens.length + request.lookahead);
+    return start + known - 1 + accepted;
+  }
+
+  /** How many drafts `request` can use: the configured count, within its token and context limits. */
+  private draftBudget(request: SpeculativeSequence): number {
+    const remaining = request.maxTokens - request.generated.length;
+    return Math.max(0, Math.min(this.options.draftTokens, remaining - 1, request.maxLength - request.tokens.length - 1));
+  }
+
+  /** Test/benchmark drafter: the caller's proposals. */
+  private draftWithFunction(work: readonly DrafterWork[]): void {
+    const propose = this.options.propose!;
+    const vocab = this.host.weights.vocab;
+    for (const { request, lastValid } of work) {
+      const count = this.draftBudget(request);
+      if (count === 0 || lastValid + 1 !== request.tokens.length - 1) continue;
+      const proposed = propose(request.tokens, count).slice(0, count);
+      const valid = proposed.findIndex((t) => !Number.isInteger(t) || t < 0 || t >= vocab);
+      request.drafts = valid < 0 ? [...proposed] : proposed.slice(0, valid);
+    }
+  }
+
+  /**
+   * The MTP drafter after a target step: for each sequence, the drafter rows from its frontier up to
+   * the first token the target has not computed (row p pairs token p with the target's hidden state
+   * at p - 1; zeros at 0), in one batched drafter step; the last row's logits give the first draft.
+   * Further drafts chain on the drafter's own hidden state, one batched step each.
+   */
+  private async draftWithMtp(work: readonly DrafterWork[]): Promise<void> {
+    const D = this.host.weights.config.embeddingLength;
+    const vocab = this.host.weights.vocab;
+    const rows: { request: SpeculativeSequence; entry: DrafterEntry; hidden: Float32Array; budget: number }[] = [];
+    for (const { request, lastValid, keptFirst, keptHidden } of work) {
+      const last = Math.min(lastValid + 1, request.tokens.length - 1);
+      const first = request.drafterFrontier;
+      if (first > last) continue;
+      const count = last - first + 1;
+      const hidden = new Float32Array(count * D);
+      for (let p = first; p <= last; p++) {
+        if (p === 0) continue; // h_{-1} = 0
+        const at = p - 1 - keptFirst;
+        if (!keptHidden || at < 0 || (at + 1) * D > keptHidden.length) {
+          throw new Error(`internal: the drafter needs the target's hidden state at position ${p - 1}, which the step did not keep`);
+        }
+        hidden.set(keptHidden.subarray(at * D, (at + 1) * D), (p - first) * D);
+      }
+      request.drafterFrontier = last + 1;
+      const budget = last === request.tokens.length - 1 ? this.draftBudget(request) : 0;
+      const entry: DrafterEntry = {
+        tokens: request.tokens.slice(first, last + 1),
+        startPos: first,
+        blockTable: request.blockTable,
+        logitRows: budget > 0 ? [count - 1] : [],
+      };
+      rows.push({ request, entry, hidden, budget });
+    }
+    // catch-up rows and the first drafts, in steps of at most maxBatchTokens rows
+    const first = await this.draftInSteps(rows.map((r) => ({ entry: r.entry, hidden: r.hidden })));
+    let chain = rows
+      .map((r, i) => ({ ...r, logits: first.logits[i], own: first.hidden[i] }))
+      .filter((r): r is typeof r & { logits: Float32Array; own: Float32Array } => r.budget > 0 && r.logits !== undefined);
+    for (const c of chain) {
+      c.request.drafts = [];
+      c.request.draftDistributions = [];
+    }
+    while (chain.length > 0) {
+      for (const c of chain) c.request.drafts.push(this.pickDraft(c.request, c.logits));
+      chain = chain.filter((c) => c.request.drafts.length < c.budget);
+      if (chain.length === 0) break;
+      const hiddenIn = new Float32Array(chain.length * D);
+      chain.forEach((c, i) => hiddenIn.set(c.own, i * D));
+      const entries = chain.map((c) => {
+        const position = c.request.tokens.length - 1 + c.request.drafts.length;
+        return { tokens: [c.request.drafts.at(-1)!], startPos: position, blockTable: c.request.blockTable, logitRows: [0] };
+      });
+      const logits = await this.runDraft(entries, hiddenIn);
+      const own = this.host.lastHiddenRows();
+      chain = chain.map((c, i) => ({
+        ...c,
+        logits: logits.slice(i * vocab, (i + 1) * vocab),
+        own: own.slice(i * D, (i + 1) * D),
+      }));
+    }
+  }
+
+  /** Drafter entries (row hidden inputs alongside), split into steps of at most maxBatchTokens rows; per entry its logits and hidden row (when it has a logit row). */
+  private async draftInSteps(
+    items: readonly { entry: DrafterEntry; hidden: Float32Array }[],
+  ): Promise<{ logits: (Float32Array | undefined)[]; hidden: (Float32Array | undefined)[] }> {
+    const D = this.host.weights.config.embeddingLength;
+    const vocab = this.host.weights.vocab;
+    const limit = this.host.maxBatchTokens;
+    const outLogits: (Float32Array | undefined)[] = items.map(() => undefined);
+    const outHidden: (Float32Array | undefined)[] = items.map(() => undefined);
+    // pieces of at most `limit` rows; the logit row stays with the last piece of its entry
+    const pieces: { item: number; entry: DrafterEntry; hidden: Float32Array }[] = [];
+    items.forEach(({ entry, hidden }, item) => {
+      const n = entry.tokens.length;
+      for (let from = 0; from < n; from += limit) {
+        const to = Math.min(n, from + limit);
+        pieces.push({
+          item,
+          entry: {
+            tokens: Array.from(entry.tokens).slice(from, to),
+            startPos: entry.startPos + from,
+            blockTable: entry.blockTable,
+            logitRows: entry.logitRows.filter((r) => r >= from && r < to).map((r) => r - from),
+          },
+          hidden: hidden.subarray(from * D, to * D),
+        });
+      }
+    });
+    for (let at = 0; at < pieces.length; ) {
+      const group: typeof pieces = [];
+      let rowsInGroup = 0;
+      while (at < pieces.length && rowsInGroup + pieces[at]!.entry.tokens.length <= limit) {
+        rowsInGroup += pieces[at]!.entry.tokens.length;
+        group.push(pieces[at++]!);
+      }
+      const hiddenIn = new Float32Array(rowsInGroup * D);
+      let offset = 0;
+      for (const piece of group) {
+        hiddenIn.set(piece.hidden, offset);
+        offset += piece.hidden.length;
+      }
+      const logits = await this.runDraft(
+        group.map((g) => g.entry),
+        hiddenIn,
+      );
+      const own = this.host.lastHiddenRows();
+      let k = 0;
+      for (const piece of group) {
+        if (piece.entry.logitRows.length === 0) continue;
+        outLogits[piece.item] = logits.slice(k * vocab, (k + 1) * vocab);
+        outHidden[piece.item] = own.slice(k * D, (k + 1) * D);
+        k++;
+      }
+    }
+    return { logits: outLogits, hidden: outHidden };
+  }
+
+  /** A draft from the drafter's logits: top-1 for greedy requests, else a draw from the request's sampling distribution (kept as q). */
+  private pickDraft(request: SpeculativeSequence, logits: Float32Array): number {
+    if (request.sampler.params.temperature <= 0) return greedy(logits);
+    const q = request.sampler.distribution(logits, [...request.tokens, ...request.drafts]);
+    request.draftDistributions.push(q);
+    return drawFrom(q, request.sampler.uniform());
+  }
+
+  /** Puts back the GDN state of `slot` that the verification step copied at its last known token. */
+  private restore(slot: number): void {
+    const from = this.rollback;
+    const to = this.states;
+    for (let l = 0; l < to.numLayers; l++) {
+      to.conv[l]!.set(from.conv[l]!.subarray(slot * to.convStride, (slot + 1) * to.convStride), slot * to.convStride);
+      to.ssm[l]!.set(from.ssm[l]!.subarray(slot * to.ssmStride, (slot + 1) * to.ssmStride), slot * to.ssmStride);
+    }
+  }
+}
