@@ -1,3 +1,4 @@
+import fs from "node:fs";
 import { buildLoadPlan, readGguf } from "@keepquant/gguf";
 import type { EngineOptions, EngineStats, GenerationEvent, GenerationResult, GenerateParams, StopReason } from "./engine-types.js";
 import { EngineError, EngineLoadError, EngineOptionError } from "./errors.js";
@@ -6,7 +7,14 @@ import { GdnStatePool } from "./kv/state-pool.js";
 import { PrefixCache } from "./kv/prefix-cache.js";
 import { Qwen35Forward, type StepEntry } from "./model/forward.js";
 import { probeExactKernels } from "./model/exact-probe.js";
-import { loadQwen35Weights, mappedTensorBytes, readTensorSource, type TensorBytes } from "./model/load.js";
+import {
+  loadQwen35Weights,
+  mappedTensorBytes,
+  planMappedRanges,
+  rangedTensorBytes,
+  readTensorSource,
+  type TensorBytes,
+} from "./model/load.js";
 import { NativeStep } from "./model/native-step.js";
 import type { MatmulProvider, Numerics } from "./model/matmul.js";
 import { quantDequantizeRow, selectProviders, typescriptProviders, allMatrices } from "./model/providers.js";
@@ -333,7 +341,13 @@ export class Engine {
     let bytes: TensorBytes = readTensorSource(path);
     if (native) {
       try {
-        bytes = mappedTensorBytes(native.mapFile(path));
+        const size = fs.statSync(path).size;
+        if (size <= native.MAX_MAPPED_RANGE_BYTES) bytes = mappedTensorBytes(native.mapFile(path));
+        else {
+          // Larger than one mapping holds: map whole-tensor ranges.
+          const ranges = planMappedRanges(file.tensors, native.MAX_MAPPED_RANGE_BYTES);
+          bytes = rangedTensorBytes(ranges.map((r) => ({ ...r, buffer: native.mapFileRange(path, r.offset, r.length) })));
+        }
       } catch (error) {
         diagnostics.push(`memory-mapping ${path} failed (${(error as Error).message}); tensors are read instead`);
       }
