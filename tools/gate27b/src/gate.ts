@@ -158,6 +158,8 @@ const goldens: ParityGoldens = {
     version: ORACLE_VERSION,
     llamaVersion: llama.detail,
     cpuVariant: "haswell",
+    // The goldens type records the committed goldens' fixed settings; this gate's own (KV f16,
+    // flash attention on, repacking off) are in `options` and the printed report.
     settings: { kvType: "f32", repack: false, flashAttention: false, threads },
   },
   nTokens: GATE_N_TOKENS,
