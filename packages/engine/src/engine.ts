@@ -1,3 +1,4 @@
+import fs from "node:fs";
 import { buildLoadPlan, readGguf } from "@keepquant/gguf";
 import type { EngineOptions, EngineStats, GenerationEvent, GenerationResult, GenerateParams, StopReason } from "./engine-types.js";
 import { EngineError, EngineLoadError, EngineOptionError } from "./errors.js";
@@ -13,7 +14,14 @@ import {
   type SpeculativeSequence,
 } from "./speculative.js";
 import { probeExactKernels } from "./model/exact-probe.js";
-import { loadQwen35Weights, mappedTensorBytes, readTensorSource, type TensorBytes } from "./model/load.js";
+import {
+  loadQwen35Weights,
+  mappedTensorBytes,
+  planMappedRanges,
+  rangedTensorBytes,
+  readTensorSource,
+  type TensorBytes,
+} from "./model/load.js";
 import { NativeStep } from "./model/native-step.js";
 import type { MatmulProvider, Numerics } from "./model/matmul.js";
 import { quantDequantizeRow, selectProviders, typescriptProviders, allMatrices } from "./model/providers.js";
@@ -424,7 +432,13 @@ export class Engine {
     let bytes: TensorBytes = readTensorSource(path);
     if (native) {
       try {
-        bytes = mappedTensorBytes(native.mapFile(path));
+        const size = fs.statSync(path).size;
+        if (size <= native.MAX_MAPPED_RANGE_BYTES) bytes = mappedTensorBytes(native.mapFile(path));
+        else {
+          // Larger than one mapping holds: map whole-tensor ranges.
+          const ranges = planMappedRanges(file.tensors, native.MAX_MAPPED_RANGE_BYTES);
+          bytes = rangedTensorBytes(ranges.map((r) => ({ ...r, buffer: native.mapFileRange(path, r.offset, r.length) })));
+        }
       } catch (error) {
         diagnostics.push(`memory-mapping ${path} failed (${(error as Error).message}); tensors are read instead`);
       }

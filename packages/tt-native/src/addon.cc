@@ -6,6 +6,7 @@
 
 #include "dispatch.h"
 #include "kernels.h"
+#include "map_file_range.h"
 #include "matmul.h"
 #include "threadpool.h"
 #include "tt_arm.h"
@@ -343,6 +344,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("matmulBf16", Napi::Function::New(env, MatmulBf16));
   exports.Set("matmulBf16Async", Napi::Function::New(env, MatmulBf16Async));
   kq::registerModelExports(env, exports);
+  kq::registerMapFileRangeExports(env, exports);
   return exports;
 }
 

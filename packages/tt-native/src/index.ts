@@ -8,6 +8,7 @@
  *
  * Importing never throws and does not load the addon; the first call does.
  */
+import fs from "node:fs";
 import { GgmlType, GGML_TYPE_TRAITS, ggmlTypeLabel } from "@keepquant/gguf";
 import {
   checkGroupedMatmulShape,
@@ -459,7 +460,33 @@ export function createNativeModel(spec: NativeModelSpec): NativeModelHandle {
  * through a view stay private). With `populate`, every page is faulted in before this returns.
  */
 export function mapFile(path: string, options: { populate?: boolean } = {}): ArrayBuffer {
+  const size = fs.statSync(path).size;
+  if (size > MAX_MAPPED_RANGE_BYTES) {
+    // Node 20 refuses (and its addon layer aborts on) an external ArrayBuffer over 2^32 bytes.
+    throw new NativeArgumentError(
+      "mapFile",
+      "path",
+      `${path} is ${size} bytes, more than one mapping can hold (${MAX_MAPPED_RANGE_BYTES}); map it in ranges with mapFileRange`,
+    );
+  }
   return requireAddon("mapFile").mapFile(path, options.populate ?? true);
+}
+
+/** The largest range `mapFile` / `mapFileRange` map as one ArrayBuffer: 2^32 bytes (Node 20's external ArrayBuffer limit). */
+export const MAX_MAPPED_RANGE_BYTES = 2 ** 32;
+
+/**
+ * Maps bytes [offset, offset + length) of a file copy-on-write into one ArrayBuffer of `length`
+ * bytes (no copy; the mapping starts at the page at or below `offset`). For files over
+ * `MAX_MAPPED_RANGE_BYTES`: map them in ranges. With `populate`, every page is faulted in now.
+ */
+export function mapFileRange(path: string, offset: number, length: number, options: { populate?: boolean } = {}): ArrayBuffer {
+  if (!Number.isSafeInteger(offset) || offset < 0)
+    throw new NativeArgumentError("mapFileRange", "offset", `${offset} is not a non-negative integer`);
+  if (!Number.isSafeInteger(length) || length < 1 || length > MAX_MAPPED_RANGE_BYTES) {
+    throw new NativeArgumentError("mapFileRange", "length", `${length} is not an integer in [1, ${MAX_MAPPED_RANGE_BYTES}]`);
+  }
+  return requireAddon("mapFileRange").mapFileRange(path, offset, length, options.populate ?? true);
 }
 
 /** Zeroed native memory of `bytes` bytes (pages resident when first touched), freed on collection. */

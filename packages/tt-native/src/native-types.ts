@@ -212,6 +212,8 @@ export interface NativeAddon {
   NativeModel: new (spec: NativeModelSpec) => NativeModelHandle;
   /** The file mapped copy-on-write as one external ArrayBuffer; `populate` faults every page in now. */
   mapFile(path: string, populate: boolean): ArrayBuffer;
+  /** Bytes [offset, offset + length) of the file mapped copy-on-write (length <= 2^32). */
+  mapFileRange(path: string, offset: number, length: number, populate: boolean): ArrayBuffer;
   /** Zeroed native memory (resident when first touched), freed when the buffer is collected. */
   allocBuffer(bytes: number): ArrayBuffer;
   libm: NativeLibm;

@@ -45,6 +45,62 @@ export function mappedTensorBytes(mapped: ArrayBuffer): TensorBytes {
   };
 }
 
+/** A byte range of the file mapped as one ArrayBuffer (`buffer` holds bytes [offset, offset + length)). */
+export interface MappedRange {
+  offset: number;
+  length: number;
+}
+
+/**
+ * Cuts the file into ranges of at most `maxBytes` that each hold whole tensors, in file order, for
+ * files larger than one mapping can hold (Node 20: 2^32 bytes per external ArrayBuffer). A tensor
+ * larger than `maxBytes` is an error.
+ */
+export function planMappedRanges(
+  tensors: readonly Pick<GgufTensorInfo, "name" | "offset" | "byteLength">[],
+  maxBytes: number,
+): MappedRange[] {
+  const sorted = [...tensors].filter((t) => t.byteLength > 0).sort((a, b) => a.offset - b.offset);
+  const ranges: MappedRange[] = [];
+  let current: MappedRange | undefined;
+  for (const tensor of sorted) {
+    if (tensor.byteLength > maxBytes) {
+      throw new EngineLoadError(
+        "ENGINE_BAD_MODEL",
+        `tensor ${tensor.name} is ${tensor.byteLength} B, more than one mapping holds (${maxBytes} B)`,
+        {
+          field: tensor.name,
+        },
+      );
+    }
+    const end = tensor.offset + tensor.byteLength;
+    if (current && end - current.offset <= maxBytes) {
+      current.length = Math.max(current.length, end - current.offset);
+    } else {
+      current = { offset: tensor.offset, length: tensor.byteLength };
+      ranges.push(current);
+    }
+  }
+  return ranges;
+}
+
+/** Views into mapped ranges of the file (`planMappedRanges`): zero copies, as `mappedTensorBytes`. */
+export function rangedTensorBytes(ranges: readonly (MappedRange & { buffer: ArrayBuffer })[]): TensorBytes {
+  return (tensor) => {
+    const range = ranges.find((r) => tensor.offset >= r.offset && tensor.offset + tensor.byteLength <= r.offset + r.length);
+    if (!range) {
+      throw new EngineLoadError(
+        "ENGINE_BAD_MODEL",
+        `tensor ${tensor.name}: bytes [${tensor.offset}, ${tensor.offset + tensor.byteLength}) are in no mapped range`,
+        {
+          field: tensor.name,
+        },
+      );
+    }
+    return new Uint8Array(range.buffer, tensor.offset - range.offset, tensor.byteLength);
+  };
+}
+
 /** Reads from a path or buffer (one copy per tensor). */
 export function readTensorSource(source: string | Uint8Array): TensorBytes {
   return (tensor) => readTensorBytes(source, tensor);

@@ -1,0 +1,147 @@
+/**
+ * The 27B generator's recipe on a small model with the 27B's block count (64 layers, untied head,
+ * so the same use_more_bits layer pattern): the file written directly in our Q4_K_M mix has the
+ * per-tensor types AND bytes that llama.cpp's `llama_model_quantize` gives the same F32 weights, and
+ * the weights are calm enough that keepquant's greedy tokens equal llama.cpp's (STRICT).
+ */
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { Engine, PARITY_ENGINE_OPTIONS } from "@keepquant/engine";
+import { GGML_TYPE_TRAITS, GgmlType, QWEN35_TEST_SHAPE, qwen35SpecLayout, readGguf, readTensorBytes, writeGguf } from "@keepquant/gguf";
+import { llamaUnavailableReason, runOracle } from "@keepquant/oracle";
+import { GATE_27B_SPEC } from "./fixture.js";
+import {
+  expandTensorF32,
+  quantizedQwen35Layout,
+  SyntheticModelError,
+  writeQuantizedQwen35,
+  type PooledQwen35Spec,
+  type WriteProgress,
+} from "./quantized-qwen35.js";
+
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), "kq-gate27b-"));
+afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+/** 64 layers like the 27B (attention every 4th), every row a multiple of 256 (no fallback types). */
+const SMALL_64: PooledQwen35Spec = {
+  ...QWEN35_TEST_SHAPE,
+  layers: 64,
+  ffn: 256,
+  ssmHeads: 4,
+  ssmStateSize: 64,
+  tied: false,
+  seed: 27,
+  name: "synthetic-qwen35-small-64l",
+  // the 27B gate's scales (fixture.ts)
+  residualGain: GATE_27B_SPEC.residualGain,
+  embeddingStd: GATE_27B_SPEC.embeddingStd,
+};
+
+const llamaReason = llamaUnavailableReason();
+if (llamaReason) console.log(`SKIP: 27B recipe vs llama.cpp: ${llamaReason}`);
+
+const typeName = (type: GgmlType): string => GGML_TYPE_TRAITS[type].name;
+
+describe("writeQuantizedQwen35 (the 27B generator's recipe)", () => {
+  it("writes the layout's size, reports progress per tensor and leaves no partial file", async () => {
+    const file = path.join(dir, "progress.gguf");
+    const events: WriteProgress[] = [];
+    const { bytes } = await writeQuantizedQwen35(file, { ...SMALL_64, layers: 4 }, { onProgress: (p) => events.push(p) });
+    const layout = quantizedQwen35Layout({ ...SMALL_64, layers: 4 });
+    expect(bytes).toBe(layout.fileSize);
+    expect(fs.statSync(file).size).toBe(layout.fileSize);
+    expect(events.at(-1)).toMatchObject({ tensorsDone: layout.tensors.length, bytesDone: layout.fileSize });
+    expect(fs.readdirSync(dir).filter((name) => name.includes("partial"))).toEqual([]);
+    fs.rmSync(file);
+  });
+
+  it("resumes an interrupted partial file to the same bytes as an uninterrupted run", async () => {
+    const spec = { ...SMALL_64, layers: 4 };
+    const whole = path.join(dir, "whole.gguf");
+    const resumed = path.join(dir, "resumed.gguf");
+    const reference = await writeQuantizedQwen35(whole, spec);
+    // Interrupt after 10 tensors: the progress callback throws.
+    await expect(
+      writeQuantizedQwen35(resumed, spec, {
+        onProgress: (p) => {
+          if (p.tensorsDone === 10) throw new Error("interrupted");
+        },
+      }),
+    ).rejects.toThrow("interrupted");
+    expect(fs.existsSync(`${resumed}.partial`)).toBe(true);
+    expect(fs.existsSync(resumed)).toBe(false);
+    // Garbage after the last finished tensor is cut off.
+    fs.appendFileSync(`${resumed}.partial`, new Uint8Array(1000).fill(7));
+    const events: WriteProgress[] = [];
+    const again = await writeQuantizedQwen35(resumed, spec, { onProgress: (p) => events.push(p) });
+    expect(events[0]).toMatchObject({ resumed: true, tensorsDone: 10 });
+    expect(again.sha256).toBe(reference.sha256);
+    expect(Buffer.compare(fs.readFileSync(resumed), fs.readFileSync(whole))).toBe(0);
+    fs.rmSync(whole);
+    fs.rmSync(resumed);
+  });
+
+  it("refuses a shape whose rows llama.cpp would not quantize as Q4_K/Q6_K", () => {
+    expect(() => quantizedQwen35Layout({ ...SMALL_64, layers: 4, ffn: 320 })).toThrow(SyntheticModelError);
+    expect(() => quantizedQwen35Layout({ ...SMALL_64, layers: 4, ffn: 320 })).toThrow(/ffn_down.weight: rows of 320 values/);
+  });
+
+  describe.skipIf(llamaReason !== undefined)("against llama.cpp (the oracle)", () => {
+    const direct = path.join(dir, "direct.gguf");
+    const f32 = path.join(dir, "f32.gguf");
+    const quantized = path.join(dir, "llama-q4km.gguf");
+
+    it("a 64-layer model written directly in our mix gets llama_model_quantize's types and bytes, tensor by tensor", async () => {
+      await writeQuantizedQwen35(direct, SMALL_64);
+      const layout = quantizedQwen35Layout(SMALL_64);
+      const { metadata } = qwen35SpecLayout(SMALL_64);
+      const tensors = layout.tensors.map((t) => ({
+        name: t.tensor.name,
+        type: GgmlType.F32,
+        ne: t.tensor.ne,
+        data: new Uint8Array(expandTensorF32(layout, t.tensor.name).buffer),
+      }));
+      fs.writeFileSync(f32, writeGguf({ metadata, tensors }));
+      await runOracle({ kind: "quantize", input: f32, output: quantized, ftype: "Q4_K_M", nthread: 2 }, { timeoutMs: 600_000 });
+      fs.rmSync(f32);
+
+      const ours = await readGguf(direct);
+      const theirs = new Map((await readGguf(quantized)).tensors.map((t) => [t.name, t]));
+      expect(ours.tensors.length).toBe(theirs.size);
+      const typeCounts: Record<string, number> = {};
+      for (const tensor of ours.tensors) {
+        const other = theirs.get(tensor.name);
+        expect(other, tensor.name).toBeDefined();
+        expect(`${tensor.name} ${typeName(tensor.type)}`).toBe(`${tensor.name} ${typeName(other!.type)}`);
+        const a = await readTensorBytes(direct, tensor);
+        const b = await readTensorBytes(quantized, other!);
+        expect(Buffer.compare(Buffer.from(a), Buffer.from(b)), `${tensor.name} bytes`).toBe(0);
+        typeCounts[typeName(tensor.type)] = (typeCounts[typeName(tensor.type)] ?? 0) + 1;
+      }
+      // 64 layers: use_more_bits holds for 8 + 8 + 16 layers -> 32 attn_v/attn_qkv + 32 ffn_down, plus the head.
+      expect(typeCounts.Q6_K).toBe(65);
+      fs.rmSync(quantized);
+    });
+
+    it("keepquant's greedy tokens equal llama.cpp's on that file (4 prompts x 8 tokens, STRICT)", async () => {
+      const prompts = [4, 8, 12, 16].map((length, p) => Array.from({ length }, (_, i) => (i * 37 + 5 + p * 101) % SMALL_64.vocab));
+      const oracle = await runOracle(
+        { kind: "greedy", model: direct, prompts, nTokens: 8, kvType: "f32", repack: false, threads: 1 },
+        { timeoutMs: 600_000 },
+      );
+      const engine = await Engine.load(direct, { ...PARITY_ENGINE_OPTIONS, threads: 1, maxSequences: 1, kvCacheTokens: 256 });
+      try {
+        for (const [p, prompt] of prompts.entries()) {
+          const result = await engine.generate(prompt, { maxTokens: 8, temperature: 0, stopAtEog: false }).result;
+          expect(result.tokens, `prompt ${p}`).toEqual(oracle.tokens[p]);
+        }
+        // Not a constant model: the 4 prompts do not all continue with the same tokens.
+        expect(new Set(oracle.tokens.map((t) => t.join(","))).size).toBeGreaterThan(1);
+      } finally {
+        engine.dispose();
+      }
+    });
+  });
+});
