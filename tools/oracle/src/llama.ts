@@ -470,8 +470,7 @@ export function loadLlamaOracle(options: LoadLlamaOracleOptions = {}): LlamaOrac
       }
     };
 
-    const createContext = (contextOptions: ContextOptions = {}): OracleContext => {
-      const nCtx = contextOptions.nCtx ?? 512;
+    const contextParams = (contextOptions: ContextOptions, nCtx: number, ctxType?: number): Record<string, unknown> => {
       const threads = contextOptions.threads ?? 1;
       const cp = api.contextDefault() as Record<string, unknown>;
       cp.n_ctx = nCtx;
@@ -484,6 +483,12 @@ export function loadLlamaOracle(options: LoadLlamaOracleOptions = {}): LlamaOrac
       cp.type_v = cp.type_k;
       cp.flash_attn_type = contextOptions.flashAttention ? 1 : 0;
       cp.no_perf = true;
+      if (ctxType !== undefined) cp.ctx_type = ctxType;
+      return cp;
+    };
+    const createContext = (contextOptions: ContextOptions = {}): OracleContext => {
+      const nCtx = contextOptions.nCtx ?? 512;
+      const cp = contextParams(contextOptions, nCtx);
       const ctx = api.initContext(model, cp);
       if (!ctx) throw new LlamaOracleError("CONTEXT_FAILED", `llama_init_from_model failed (n_ctx ${nCtx})`);
       const memory = api.getMemory(ctx);
@@ -561,22 +566,6 @@ export function loadLlamaOracle(options: LoadLlamaOracleOptions = {}): LlamaOrac
     };
 
     const nEmbd = api.nEmbd(model) as number;
-    const contextParams = (contextOptions: ContextOptions, nCtx: number, ctxType: number): Record<string, unknown> => {
-      const threads = contextOptions.threads ?? 1;
-      const cp = api.contextDefault() as Record<string, unknown>;
-      cp.n_ctx = nCtx;
-      cp.n_batch = nCtx;
-      cp.n_ubatch = nCtx;
-      cp.n_seq_max = 1;
-      cp.n_threads = threads;
-      cp.n_threads_batch = threads;
-      cp.type_k = contextOptions.kvType === "f16" ? GGML_TYPE_F16 : GGML_TYPE_F32;
-      cp.type_v = cp.type_k;
-      cp.flash_attn_type = contextOptions.flashAttention ? 1 : 0;
-      cp.no_perf = true;
-      cp.ctx_type = ctxType;
-      return cp;
-    };
     const mtpDraft = (prompt: readonly number[], next: number, steps: number, contextOptions: ContextOptions = {}): MtpDraftRun => {
       const n = prompt.length;
       if (n === 0) throw new LlamaOracleError("EMPTY_PROMPT", "mtpDraft needs at least one prompt token");

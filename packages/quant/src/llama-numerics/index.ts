@@ -86,43 +86,40 @@ function x86Q8Code(v: number): number {
  * from quantize_row_q8_0_ref (x / d, halves away from zero, the weight quantizer) on exact ties.
  */
 function quantizeQ8_0Activations(x: Float32Array, dst: Uint8Array): void {
-  const blocks = x.length / 32;
-  for (let i = 0; i < blocks; i++) {
-    let amax = 0;
-    for (let j = 0; j < 32; j++) amax = Math.max(amax, Math.abs(x[i * 32 + j]!));
-    const d = fround(amax / 127);
-    const id = amax !== 0 ? fround(127 / amax) : 0;
-    const o = i * 34;
-    const dBits = fp32BitsToFp16Bits(f32ToBits(d));
-    dst[o] = dBits & 0xff;
-    dst[o + 1] = dBits >>> 8;
-    for (let j = 0; j < 32; j++) dst[o + 2 + j] = x86Q8Code(fround(x[i * 32 + j]! * id)) & 0xff;
+  for (let i = 0; i < x.length / 32; i++) {
+    const { d, codes } = x86Q8Block(x, i * 32);
+    writeFp16(dst, i * 34, d);
+    for (let j = 0; j < 32; j++) dst[i * 34 + 2 + j] = codes[j]! & 0xff;
   }
+}
+
+/** One block of 32 values as the x86 activation quantizers make it: d = amax / 127 and the codes. */
+function x86Q8Block(x: Float32Array, start: number): { d: number; codes: Int8Array } {
+  let amax = 0;
+  for (let j = 0; j < 32; j++) amax = Math.max(amax, Math.abs(x[start + j]!));
+  const id = amax !== 0 ? fround(127 / amax) : 0;
+  const codes = new Int8Array(32);
+  for (let j = 0; j < 32; j++) codes[j] = x86Q8Code(fround(x[start + j]! * id));
+  return { d: fround(amax / 127), codes };
+}
+
+function writeFp16(dst: Uint8Array, offset: number, value: number): void {
+  const bits = fp32BitsToFp16Bits(f32ToBits(value));
+  dst[offset] = bits & 0xff;
+  dst[offset + 1] = bits >>> 8;
 }
 
 /** The x86 quantize_row_q8_1 (Q4_1/Q5_1 weights): Q8_0's codes plus s = d * sum(codes). */
 function quantizeQ8_1(x: Float32Array, dst: Uint8Array): void {
-  const blocks = x.length / 32;
-  for (let i = 0; i < blocks; i++) {
-    let amax = 0;
-    for (let j = 0; j < 32; j++) amax = Math.max(amax, Math.abs(x[i * 32 + j]!));
-    const d = fround(amax / 127);
-    const id = amax !== 0 ? fround(127 / amax) : 0;
-    const o = i * 36;
-    const dBits = fp32BitsToFp16Bits(f32ToBits(d));
-    dst[o] = dBits & 0xff;
-    dst[o + 1] = dBits >>> 8;
+  for (let i = 0; i < x.length / 32; i++) {
+    const { d, codes } = x86Q8Block(x, i * 32);
+    writeFp16(dst, i * 36, d);
     let sum = 0;
-    for (let j = 0; j < 16; j++) {
-      const v0 = x86Q8Code(fround(x[i * 32 + j]! * id));
-      const v1 = x86Q8Code(fround(x[i * 32 + 16 + j]! * id));
-      dst[o + 4 + j] = v0 & 0xff;
-      dst[o + 4 + 16 + j] = v1 & 0xff;
-      sum += ((v0 << 24) >> 24) + ((v1 << 24) >> 24);
+    for (let j = 0; j < 32; j++) {
+      dst[i * 36 + 4 + j] = codes[j]! & 0xff;
+      sum += codes[j]!;
     }
-    const sBits = fp32BitsToFp16Bits(f32ToBits(fround(sum * d)));
-    dst[o + 2] = sBits & 0xff;
-    dst[o + 3] = sBits >>> 8;
+    writeFp16(dst, i * 36 + 2, fround(sum * d));
   }
 }
 
