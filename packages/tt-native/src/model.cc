@@ -687,14 +687,16 @@ void attendTiled(const AttentionContext& a, const int32_t* blockTable, int pos, 
 
 thread_local std::vector<float> tRopeCos, tRopeSin;
 
-// NEOX rotation of the first nRot dims (products exact in f64, the difference rounded once to f64
-// and then to f32, as the specification's JavaScript computes it).
+// NEOX rotation of the first nRot dims as ggml's haswell build compiles rotate_pairs (GCC contracts
+// x0 * cos - x1 * sin into a fused multiply-subtract after rounding x1 * sin to f32; the same for the
+// second output), as the specification computes it.
 void rope(float* x, const float* cosTable, const float* sinTable, int half) {
   for (int i = 0; i < half; ++i) {
-    const double x0 = x[i], x1 = x[i + half];
-    const double c = cosTable[i], s = sinTable[i];
-    x[i] = (float)(x0 * c - x1 * s);
-    x[i + half] = (float)(x0 * s + x1 * c);
+    const float x0 = x[i], x1 = x[i + half];
+    const float c = cosTable[i], s = sinTable[i];
+    const float x1s = x1 * s, x1c = x1 * c;
+    x[i] = std::fma(x0, c, -x1s);
+    x[i + half] = std::fma(x0, s, x1c);
   }
 }
 

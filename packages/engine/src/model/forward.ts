@@ -493,8 +493,10 @@ export class Qwen35Forward {
       const x1 = x[offset + i + half]!;
       const cos = this.ropeCos[i]!;
       const sin = this.ropeSin[i]!;
-      x[offset + i] = x0 * cos - x1 * sin;
-      x[offset + i + half] = x0 * sin + x1 * cos;
+      // as ggml's haswell build compiles rotate_pairs (GCC contracts each expression): the second
+      // product rounded to f32, then one fused multiply-add
+      x[offset + i] = fmaf(x0, cos, -fround(x1 * sin));
+      x[offset + i + half] = fmaf(x0, sin, fround(x1 * cos));
     }
   }
 
