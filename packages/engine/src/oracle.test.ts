@@ -7,12 +7,11 @@ import { afterAll, describe, expect, it } from "vitest";
 import { Engine } from "./engine.js";
 
 const reason = llamaUnavailableReason();
-if (reason) console.log(`SKIP: llama.cpp oracle comparison: ${reason}`);
 
 const scratch = mkdtempSync(path.join(tmpdir(), "keepquant-engine-"));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
-describe.skipIf(reason !== undefined)("against llama.cpp (F32 synthetic test shape)", () => {
+describe.skipIf(reason !== undefined)(`against llama.cpp (F32 synthetic test shape)${reason ? ` (skipped: ${reason})` : ""}`, () => {
   it.each([
     { tied: true, mtp: false, logits: true },
     { tied: false, mtp: true, logits: false },

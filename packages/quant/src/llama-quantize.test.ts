@@ -17,7 +17,6 @@ const dir = fs.mkdtempSync(path.join(os.tmpdir(), "kq-llama-quantize-"));
 afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
 
 const llamaReason = llamaUnavailableReason();
-if (llamaReason) console.log(`SKIP: whole-model quantization vs llama_model_quantize: ${llamaReason}`);
 
 /** Shapes that exercise every rule: tied / untied head, MTP, 10 layers (use_more_bits pattern), rows that need fallbacks. */
 const SHAPES: Record<string, Qwen35Spec> = {
@@ -99,23 +98,26 @@ describe("planLlamaQuantization (llama.cpp's llama_tensor_get_type rules)", () =
   });
 });
 
-describe.skipIf(llamaReason !== undefined)("quantizeGgufModel vs llama_model_quantize (the oracle)", () => {
-  for (const [shape, spec] of Object.entries(SHAPES)) {
-    for (const fileType of ["Q8_0", "Q4_K_M"] as LlamaFileType[]) {
-      it(`${shape} ${fileType}: the whole file is byte-identical`, async () => {
-        const input = path.join(dir, `${shape}-f32.gguf`);
-        if (!fs.existsSync(input)) fs.writeFileSync(input, synthesizeQwen35(spec));
-        const reference = path.join(dir, `${shape}-${fileType}.gguf`);
-        await runOracle({ kind: "quantize", input, output: reference, ftype: fileType, nthread: 1 });
-        const ours = await quantizeGgufModel(input, fileType);
-        const theirs = fs.readFileSync(reference);
-        expect(ours.bytes.length).toBe(theirs.length);
-        expect(Buffer.from(ours.bytes).equals(theirs)).toBe(true);
-        const header = await readGguf(ours.bytes);
-        expect(header.metadata.get("general.file_type")?.value).toBe(LLAMA_FILE_TYPE_IDS[fileType]);
-        // the plan is the file's tensor list, in order, with the written types
-        expect(header.tensors.map((t) => [t.name, t.type])).toEqual(ours.plan.map((p) => [p.name, p.to]));
-      });
+describe.skipIf(llamaReason !== undefined)(
+  `quantizeGgufModel vs llama_model_quantize (the oracle)${llamaReason ? ` (skipped: ${llamaReason})` : ""}`,
+  () => {
+    for (const [shape, spec] of Object.entries(SHAPES)) {
+      for (const fileType of ["Q8_0", "Q4_K_M"] as LlamaFileType[]) {
+        it(`${shape} ${fileType}: the whole file is byte-identical`, async () => {
+          const input = path.join(dir, `${shape}-f32.gguf`);
+          if (!fs.existsSync(input)) fs.writeFileSync(input, synthesizeQwen35(spec));
+          const reference = path.join(dir, `${shape}-${fileType}.gguf`);
+          await runOracle({ kind: "quantize", input, output: reference, ftype: fileType, nthread: 1 });
+          const ours = await quantizeGgufModel(input, fileType);
+          const theirs = fs.readFileSync(reference);
+          expect(ours.bytes.length).toBe(theirs.length);
+          expect(Buffer.from(ours.bytes).equals(theirs)).toBe(true);
+          const header = await readGguf(ours.bytes);
+          expect(header.metadata.get("general.file_type")?.value).toBe(LLAMA_FILE_TYPE_IDS[fileType]);
+          // the plan is the file's tensor list, in order, with the written types
+          expect(header.tensors.map((t) => [t.name, t.type])).toEqual(ours.plan.map((p) => [p.name, p.to]));
+        });
+      }
     }
-  }
-});
+  },
+);

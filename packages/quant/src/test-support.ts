@@ -4,7 +4,6 @@ import { mulberry32 } from "./testing/sweep.js";
 
 /** Why oracle-backed tests cannot run here (printed as a SKIP line), or undefined. */
 export const ORACLE_SKIP_REASON: string | undefined = oracleUnavailableReason();
-if (ORACLE_SKIP_REASON) console.log(`SKIP: ggml oracle tests: ${ORACLE_SKIP_REASON}`);
 
 /** Deterministic PRNG (mulberry32) for fixture bytes and values. */
 export const prng = mulberry32;

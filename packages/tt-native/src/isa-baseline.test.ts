@@ -17,10 +17,9 @@ function objdumpReason(): string | undefined {
   }
 }
 const reason = objdumpReason();
-if (reason) console.log(`SKIP: ISA baseline scan: ${reason}`);
 
 describe("ISA baseline of the addon", () => {
-  it.skipIf(reason)("AVX/AVX-512 instructions appear only in avx2/avx512 functions", () => {
+  it.skipIf(reason)(`AVX/AVX-512 instructions appear only in avx2/avx512 functions${reason ? ` (skipped: ${reason})` : ""}`, () => {
     const text = execFileSync("objdump", ["-d", "-C", "--no-show-raw-insn", defaultBinaryPath()], {
       encoding: "utf8",
       maxBuffer: 256 * 1024 * 1024,

@@ -24,7 +24,6 @@ export function randomFloats(count: number, seed: number, scale = 1): Float32Arr
 }
 
 export const ORACLE_REASON = oracleUnavailableReason();
-if (ORACLE_REASON) console.log(`SKIP: ggml oracle checks: ${ORACLE_REASON}`);
 
 /** Same bits, or both NaN (NaN payloads may differ between converters). */
 export function sameF32(a: number, b: number): boolean {

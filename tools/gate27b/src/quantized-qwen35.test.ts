@@ -40,7 +40,6 @@ const SMALL_64: PooledQwen35Spec = {
 };
 
 const llamaReason = llamaUnavailableReason();
-if (llamaReason) console.log(`SKIP: 27B recipe vs llama.cpp: ${llamaReason}`);
 
 const typeName = (type: GgmlType): string => GGML_TYPE_TRAITS[type].name;
 
@@ -88,7 +87,7 @@ describe("writeQuantizedQwen35 (the 27B generator's recipe)", () => {
     expect(() => quantizedQwen35Layout({ ...SMALL_64, layers: 4, ffn: 320 })).toThrow(/ffn_down.weight: rows of 320 values/);
   });
 
-  describe.skipIf(llamaReason !== undefined)("against llama.cpp (the oracle)", () => {
+  describe.skipIf(llamaReason !== undefined)(`against llama.cpp (the oracle)${llamaReason ? ` (skipped: ${llamaReason})` : ""}`, () => {
     const direct = path.join(dir, "direct.gguf");
     const f32 = path.join(dir, "f32.gguf");
     const quantized = path.join(dir, "llama-q4km.gguf");

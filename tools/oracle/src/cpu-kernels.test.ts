@@ -3,7 +3,6 @@ import { loadGgmlOracle } from "./ggml.js";
 import { cpuKernelsUnavailableReason, loadCpuKernelOracle } from "./cpu-kernels.js";
 
 const reason = cpuKernelsUnavailableReason();
-if (reason) console.log(`SKIP: CPU kernel oracle tests: ${reason}`);
 
 function random(n: number, seed: number, scale = 1): Float32Array {
   let state = seed;
@@ -13,7 +12,7 @@ function random(n: number, seed: number, scale = 1): Float32Array {
   });
 }
 
-describe.skipIf(reason !== undefined)("ggml CPU kernels of the pinned variant", () => {
+describe.skipIf(reason !== undefined)(`ggml CPU kernels of the pinned variant${reason ? ` (skipped: ${reason})` : ""}`, () => {
   it("vec_dot_q8_0_q8_0 is the sum over blocks of d_x * d_y * integer dot", () => {
     const cpu = loadCpuKernelOracle();
     const ggml = loadGgmlOracle();

@@ -16,7 +16,6 @@ import {
 } from "./llama.js";
 
 const reason = llamaUnavailableReason();
-if (reason) console.log(`SKIP: llama oracle tests: ${reason}`);
 
 /** Bytes a `T f(void)` returning a struct in memory writes through its hidden result pointer. */
 function writtenBytes(name: string): number {
@@ -33,7 +32,7 @@ function writtenBytes(name: string): number {
   return Math.max(probe(0xaa), probe(0x55));
 }
 
-describe.skipIf(reason)("llama oracle binding", () => {
+describe.skipIf(reason)(`llama oracle binding${reason ? ` (skipped: ${reason})` : ""}`, () => {
   it("declares structs as large as this build writes them (rounded to 8)", () => {
     expect(Math.ceil(writtenBytes("llama_model_default_params") / 8) * 8).toBe(LLAMA_STRUCT_SIZES.llama_model_params);
     expect(Math.ceil(writtenBytes("llama_context_default_params") / 8) * 8).toBe(LLAMA_STRUCT_SIZES.llama_context_params);

@@ -17,12 +17,11 @@ const reason = !fs.existsSync(WORD_LIST)
   : !fs.existsSync(modelFile)
     ? `the default model file ${manifest.model.file} is not there`
     : undefined;
-if (reason) console.log(`SKIP: default model quality bar: ${reason}`);
 
 /** The bar of the issue: >= 90% English words. */
 const MIN_ENGLISH_FRACTION = 0.9;
 
-describe.skipIf(reason !== undefined)("the default model writes English", () => {
+describe.skipIf(reason !== undefined)(`the default model writes English${reason ? ` (skipped: ${reason})` : ""}`, () => {
   it(`>= ${MIN_ENGLISH_FRACTION * 100}% of the words of 20 samples (temperature 0.8, 64 tokens) are in ${WORD_LIST}`, async () => {
     const engine = await Engine.load(modelFile);
     try {

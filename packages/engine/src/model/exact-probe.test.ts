@@ -23,7 +23,6 @@ const fixture = parityFixture("tied-4l-q4_k_m");
 const oracleReason = llamaUnavailableReason();
 const reason =
   fs.existsSync(path.join(CACHE_DIR, fixture.file)) || !oracleReason ? undefined : `fixture not cached and no quantizer: ${oracleReason}`;
-if (reason) console.log(`SKIP: exact-kernel probe: ${reason}`);
 
 async function q4kWeights() {
   const tokenizer = fixtureTokenizerFromJson(JSON.parse(fs.readFileSync(path.join(REPO_ROOT, manifest.tokenizer.file), "utf8")));

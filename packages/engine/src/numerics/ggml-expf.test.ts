@@ -15,11 +15,10 @@ function skipReason(): string | undefined {
   return undefined;
 }
 const reason = skipReason();
-if (reason) console.log(`SKIP: elementwise kernels against ggml's haswell CPU backend: ${reason}`);
 
 type Fn = (...args: unknown[]) => unknown;
 
-describe.skipIf(reason !== undefined)("llama.cpp elementwise kernels (haswell CPU backend)", () => {
+describe.skipIf(reason !== undefined)(`llama.cpp elementwise kernels (haswell CPU backend)${reason ? ` (skipped: ${reason})` : ""}`, () => {
   const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../../..");
   const koffi = createRequire(path.join(repo, "tools/oracle/package.json"))("koffi") as {
     load(file: string): { func(signature: string): Fn };

@@ -6,9 +6,8 @@ import { seededRandom } from "../testing/synthetic-model.js";
 import { matmulQ4KLlama, vecDotQ4KQ8K } from "./q4k-llama.js";
 
 const reason = oracleUnavailableReason();
-if (reason) console.log(`SKIP: Q4_K dot against ggml's CPU backend: ${reason}`);
 
-describe.skipIf(reason !== undefined)("vecDotQ4KQ8K", () => {
+describe.skipIf(reason !== undefined)(`vecDotQ4KQ8K${reason ? ` (skipped: ${reason})` : ""}`, () => {
   it("equals the oracle's ggml_vec_dot_q4_K_q8_K bit for bit", () => {
     const cpu = loadGgmlCpuOracle();
     const random = seededRandom(4242);

@@ -23,7 +23,6 @@ const manifest = readDefaultModelManifest(path.join(dir, "manifest.json"));
 const modelFile = path.join(REPO_ROOT, manifest.model.file);
 const goldens = readGoldensFile(path.join(dir, manifest.goldens));
 const reason = fs.existsSync(modelFile) ? undefined : `the default model file ${manifest.model.file} is not there`;
-if (reason) console.log(`SKIP: default model parity: ${reason}`);
 
 async function gate(numerics: ParityNumerics): Promise<ParityReport> {
   const engine = await Engine.load(modelFile, { ...PARITY_ENGINE_OPTIONS, numerics });
@@ -36,7 +35,7 @@ async function gate(numerics: ParityNumerics): Promise<ParityReport> {
   }
 }
 
-describe.skipIf(reason !== undefined)("the embedded default model vs llama.cpp's goldens", () => {
+describe.skipIf(reason !== undefined)(`the embedded default model vs llama.cpp's goldens${reason ? ` (skipped: ${reason})` : ""}`, () => {
   it("the file is the one the manifest and the goldens pin (sha256, bytes)", () => {
     expect(fs.statSync(modelFile).size).toBe(manifest.model.bytes);
     expect(sha256File(modelFile)).toBe(manifest.model.sha256);
@@ -57,9 +56,8 @@ describe.skipIf(reason !== undefined)("the embedded default model vs llama.cpp's
 });
 
 const oracleReason = reason ?? llamaUnavailableReason();
-if (oracleReason && !reason) console.log(`SKIP: default model goldens regeneration: ${oracleReason}`);
 
-describe.skipIf(oracleReason !== undefined)("the default model's goldens", () => {
+describe.skipIf(oracleReason !== undefined)(`the default model's goldens${oracleReason ? ` (skipped: ${oracleReason})` : ""}`, () => {
   it("regenerate from the oracle: same tokens; byte-identical on the goldens' CPU variant", async () => {
     const regenerated = await regenerateGoldens(modelFile, goldens);
     expect(regenerated.prompts.map((p) => p.tokens)).toEqual(goldens.prompts.map((p) => p.tokens));

@@ -16,9 +16,8 @@ const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..
 const GOLDENS_DIR = path.join(REPO_ROOT, "goldens", "parity");
 const CACHE_DIR = process.env.KEEPQUANT_FIXTURE_CACHE ?? path.join(REPO_ROOT, ".cache", "fixtures");
 const reason = llamaUnavailableReason();
-if (reason) console.log(`SKIP: goldens regeneration: ${reason}`);
 
-describe.skipIf(reason !== undefined)("parity goldens", () => {
+describe.skipIf(reason !== undefined)(`parity goldens${reason ? ` (skipped: ${reason})` : ""}`, () => {
   it("regenerate bit-identically from the oracle (tied-4l-q4_k_m)", async () => {
     const name = "tied-4l-q4_k_m";
     const manifest = readParityManifest(path.join(GOLDENS_DIR, "manifest.json"));

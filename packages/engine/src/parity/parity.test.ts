@@ -88,7 +88,6 @@ const fmt = (v: { median: number; max: number }): string => `median ${v.median.t
 describe("parity gate vs llama.cpp goldens", () => {
   for (const entry of manifest.fixtures) {
     const reason = skipReason(entry.name);
-    if (reason) console.log(`SKIP: parity ${entry.name}: ${reason}`);
     it.skipIf(reason !== undefined)(`${entry.name}: llama numerics pass the gate`, async () => {
       const report = await gate(entry.name, "llama");
       expect(report.passed, describeParityFailures(report)).toBe(true);

@@ -212,63 +212,71 @@ describe("comparison with llama.cpp (committed oracle golden)", () => {
 
 describe("comparison with llama.cpp (live oracle)", () => {
   const reason = llamaUnavailableReason();
-  if (reason) console.log(`SKIP: live tokenizer oracle: ${reason}`);
 
-  it.skipIf(reason !== undefined)("re-asks llama.cpp: the golden is current and we still match", async () => {
-    const tok = fixtureTokenizer();
-    const golden = oracleGolden();
-    const folder = fs.mkdtempSync(path.join(os.tmpdir(), "keepquant-tok-test-"));
-    const model = path.join(folder, "vocab.gguf");
-    try {
-      fs.writeFileSync(model, vocabOnlyGguf(fixtureVocab()));
-      for (const group of golden.tokenize) {
-        const { tokens } = await runOracle(
-          { kind: "tokenize", model, texts: golden.texts, parseSpecial: group.parseSpecial, addSpecial: group.addSpecial },
-          { timeoutMs: 60_000 },
-        );
-        expect(tokens).toEqual(group.tokens);
-        golden.texts.forEach((text, i) => {
-          expect(tok.encode(text, { parseSpecial: group.parseSpecial, addSpecial: group.addSpecial })).toEqual(tokens[i]);
-        });
+  it.skipIf(reason !== undefined)(
+    `re-asks llama.cpp: the golden is current and we still match${reason ? ` (skipped: ${reason})` : ""}`,
+    async () => {
+      const tok = fixtureTokenizer();
+      const golden = oracleGolden();
+      const folder = fs.mkdtempSync(path.join(os.tmpdir(), "keepquant-tok-test-"));
+      const model = path.join(folder, "vocab.gguf");
+      try {
+        fs.writeFileSync(model, vocabOnlyGguf(fixtureVocab()));
+        for (const group of golden.tokenize) {
+          const { tokens } = await runOracle(
+            { kind: "tokenize", model, texts: golden.texts, parseSpecial: group.parseSpecial, addSpecial: group.addSpecial },
+            { timeoutMs: 60_000 },
+          );
+          expect(tokens).toEqual(group.tokens);
+          golden.texts.forEach((text, i) => {
+            expect(tok.encode(text, { parseSpecial: group.parseSpecial, addSpecial: group.addSpecial })).toEqual(tokens[i]);
+          });
+        }
+      } finally {
+        fs.rmSync(folder, { recursive: true, force: true });
       }
-    } finally {
-      fs.rmSync(folder, { recursive: true, force: true });
-    }
-  });
+    },
+  );
 
-  it.skipIf(reason !== undefined)("matches llama.cpp with the qwen2 pre-tokenizer too", async () => {
-    const vocab = { ...fixtureVocab(), pre: "qwen2" };
-    const tok = Tokenizer.fromVocab(vocab);
-    const texts = oracleGolden().texts;
-    const folder = fs.mkdtempSync(path.join(os.tmpdir(), "keepquant-tok-test-"));
-    const model = path.join(folder, "vocab-qwen2.gguf");
-    try {
-      fs.writeFileSync(model, vocabOnlyGguf(vocab));
-      const { tokens } = await runOracle({ kind: "tokenize", model, texts, parseSpecial: true }, { timeoutMs: 60_000 });
-      texts.forEach((text, i) => expect(tok.encode(text, { parseSpecial: true })).toEqual(tokens[i]));
-    } finally {
-      fs.rmSync(folder, { recursive: true, force: true });
-    }
-  });
-
-  it.skipIf(reason !== undefined)("matches llama.cpp at Qwen3.5's vocabulary size (248,320 tokens)", async () => {
-    const vocab = growVocab(fixtureVocab(), QWEN35_VOCAB_SIZE);
-    const golden = oracleGolden();
-    const texts = golden.texts.filter((_, i) => i % 3 === 0);
-    const folder = fs.mkdtempSync(path.join(os.tmpdir(), "keepquant-tok-test-"));
-    const model = path.join(folder, "vocab-248k.gguf");
-    try {
-      fs.writeFileSync(model, vocabOnlyGguf(vocab));
-      const tok = Tokenizer.fromGguf(await readGguf(model));
-      expect(tok.vocabSize).toBe(QWEN35_VOCAB_SIZE);
-      for (const parseSpecial of [true, false]) {
-        const { tokens } = await runOracle({ kind: "tokenize", model, texts, parseSpecial }, { timeoutMs: 120_000 });
-        texts.forEach((text, i) => expect(tok.encode(text, { parseSpecial, addSpecial: false })).toEqual(tokens[i]));
+  it.skipIf(reason !== undefined)(
+    `matches llama.cpp with the qwen2 pre-tokenizer too${reason ? ` (skipped: ${reason})` : ""}`,
+    async () => {
+      const vocab = { ...fixtureVocab(), pre: "qwen2" };
+      const tok = Tokenizer.fromVocab(vocab);
+      const texts = oracleGolden().texts;
+      const folder = fs.mkdtempSync(path.join(os.tmpdir(), "keepquant-tok-test-"));
+      const model = path.join(folder, "vocab-qwen2.gguf");
+      try {
+        fs.writeFileSync(model, vocabOnlyGguf(vocab));
+        const { tokens } = await runOracle({ kind: "tokenize", model, texts, parseSpecial: true }, { timeoutMs: 60_000 });
+        texts.forEach((text, i) => expect(tok.encode(text, { parseSpecial: true })).toEqual(tokens[i]));
+      } finally {
+        fs.rmSync(folder, { recursive: true, force: true });
       }
-    } finally {
-      fs.rmSync(folder, { recursive: true, force: true });
-    }
-  });
+    },
+  );
+
+  it.skipIf(reason !== undefined)(
+    `matches llama.cpp at Qwen3.5's vocabulary size (248,320 tokens)${reason ? ` (skipped: ${reason})` : ""}`,
+    async () => {
+      const vocab = growVocab(fixtureVocab(), QWEN35_VOCAB_SIZE);
+      const golden = oracleGolden();
+      const texts = golden.texts.filter((_, i) => i % 3 === 0);
+      const folder = fs.mkdtempSync(path.join(os.tmpdir(), "keepquant-tok-test-"));
+      const model = path.join(folder, "vocab-248k.gguf");
+      try {
+        fs.writeFileSync(model, vocabOnlyGguf(vocab));
+        const tok = Tokenizer.fromGguf(await readGguf(model));
+        expect(tok.vocabSize).toBe(QWEN35_VOCAB_SIZE);
+        for (const parseSpecial of [true, false]) {
+          const { tokens } = await runOracle({ kind: "tokenize", model, texts, parseSpecial }, { timeoutMs: 120_000 });
+          texts.forEach((text, i) => expect(tok.encode(text, { parseSpecial, addSpecial: false })).toEqual(tokens[i]));
+        }
+      } finally {
+        fs.rmSync(folder, { recursive: true, force: true });
+      }
+    },
+  );
 });
 
 describe("StreamingDetokenizer", () => {
