@@ -25,7 +25,24 @@ export const MAX_DRAFT_TOKENS = 8;
  * the known greedy continuation (acceptance 1.0) to measure the verification path alone.
  */
 export type SpeculativeOptions =
-  | { method: "mtp" /** 1 .. 8 (default 3) */; draftTokens?: number }
+  | {
+      method: "mtp";
+      /** 1 .. 8 (default 3) */
+      draftTokens?: number;
+      /**
+       * A cheaper drafter: its head scores only the first `draftVocab` token ids (a prefix of the
+       * shared head's rows, read in place), so each draft step reads that share of the head. Drafts
+       * are then always among those ids; verification keeps greedy output identical either way.
+       * 1 .. vocabulary size; default: the whole vocabulary (the exact drafter).
+       */
+      draftVocab?: number;
+      /**
+       * Tests and benchmarks only (greedy): the drafter runs and its cost is paid, but each draft it
+       * picks is replaced by `propose`'s (the chain goes on from the replaced token), e.g. the
+       * known greedy continuation to measure speculation with the real drafter at acceptance 1.0.
+       */
+      propose?: (tokens: readonly number[], count: number) => readonly number[];
+    }
   | {
       method: "function";
       /** 1 .. 8 (default 3) */
@@ -197,6 +214,8 @@ export interface EngineStats {
 export interface SpeculativeStats {
   method: "mtp" | "function";
   draftTokens: number;
+  /** token ids the MTP drafter's head scores (the vocabulary unless `speculative.draftVocab` reduced it); absent for "function" */
+  draftVocab?: number;
   /** tokens drafted and verified */
   drafted: number;
   /** drafted tokens the target accepted */

@@ -25,7 +25,7 @@ import {
 import { NativeStep } from "./model/native-step.js";
 import type { MatmulProvider, Numerics } from "./model/matmul.js";
 import { quantDequantizeRow, selectProviders, typescriptProviders, allMatrices } from "./model/providers.js";
-import type { ModelWeights, PackedMatrix } from "./model/weights.js";
+import { type ModelWeights, type PackedMatrix, withDrafterHeadRows } from "./model/weights.js";
 import { Scheduler, type ScheduledSequence } from "./scheduler.js";
 import {
   logprobsOf,
@@ -474,6 +474,17 @@ export class Engine {
   ): Promise<Engine> {
     const resolved = resolveOptions(options);
     const diagnostics = extras.diagnostics ?? [];
+    const draftVocab = resolved.speculative?.draftVocab;
+    if (draftVocab !== undefined && weights.drafter) {
+      if (draftVocab > weights.vocab) {
+        throw new EngineOptionError(
+          "ENGINE_BAD_OPTION",
+          `speculative.draftVocab ${draftVocab} is larger than the vocabulary (${weights.vocab} tokens)`,
+          { field: "speculative.draftVocab" },
+        );
+      }
+      weights = withDrafterHeadRows(weights, draftVocab);
+    }
     const candidates: MatmulProvider[] = [];
     // `exact` is a TypeScript-only reference: no native arm computes it
     const wantsNative = resolved.provider === "auto" && resolved.numerics !== "exact";

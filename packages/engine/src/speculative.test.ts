@@ -112,6 +112,62 @@ describe.skipIf(reason !== undefined)("speculative decoding with the MTP drafter
     });
   }
 
+  it("a reduced drafter head (draftVocab): same greedy tokens, alone and batched; the stats say which ids it scores", async () => {
+    const file = (await import("@keepquant/default-model")).defaultModelInfo().file;
+    const probe = await Engine.load(file, {});
+    const vocab = probe.weights.vocab;
+    const inputs = prompts(vocab);
+    probe.dispose();
+    const plain = await greedyOutputs(file, {}, false, inputs);
+    plain.engine.dispose();
+    // the trained model's ids are byte-level BPE merges in training order: frequent pieces come first
+    const draftVocab = vocab / 4;
+    for (const batched of [false, true]) {
+      const run = await greedyOutputs(file, { speculative: { method: "mtp", draftTokens: 2, draftVocab } }, batched, inputs);
+      expect(run.tokens, batched ? "batched" : "alone").toEqual(plain.tokens);
+      const stats = run.engine.stats().speculative!;
+      expect(stats.draftVocab).toBe(draftVocab);
+      expect(stats.drafted).toBeGreaterThan(0);
+      expect(stats.accepted, "the reduced drafter still agrees with its target at times").toBeGreaterThan(0);
+      expectPoolsFree(run.engine);
+      run.engine.dispose();
+    }
+    const exact = await Engine.load(file, { speculative: { method: "mtp" } });
+    expect(exact.stats().speculative!.draftVocab).toBe(vocab);
+    exact.dispose();
+  });
+
+  it("mtp with propose (benchmarks): the drafter runs for every draft, its picks replaced by the true continuation: acceptance 1.0", async () => {
+    const file = (await import("@keepquant/default-model")).defaultModelInfo().file;
+    const probe = await Engine.load(file, {});
+    const inputs = prompts(probe.weights.vocab);
+    probe.dispose();
+    const plain = await greedyOutputs(file, {}, false, inputs);
+    plain.engine.dispose();
+    const continuation = (tokens: readonly number[]): number[] => {
+      const i = inputs.findIndex((p) => tokens.length >= p.length && p.every((t, j) => tokens[j] === t));
+      return [...inputs[i]!, ...plain.tokens[i]!].slice(tokens.length);
+    };
+    const run = await greedyOutputs(
+      file,
+      { speculative: { method: "mtp", draftTokens: 3, propose: (tokens, count) => continuation(tokens).slice(0, count) } },
+      false,
+      inputs,
+    );
+    expect(run.tokens).toEqual(plain.tokens);
+    const stats = run.engine.stats().speculative!;
+    expect(stats.method).toBe("mtp");
+    expect(stats.drafted).toBeGreaterThan(0);
+    expect(stats.acceptanceRate).toBe(1);
+    expect(stats.rollbacks).toBe(0);
+    // one sequence at a time: every draft came out of its own drafter step (the first with the catch-up rows)
+    expect(stats.drafterSteps).toBeGreaterThanOrEqual(stats.drafted);
+    expectPoolsFree(run.engine);
+    run.engine.dispose();
+    const bad = await Engine.load(file, { speculative: { method: "mtp", propose: 3 } as never }).catch((e: unknown) => e);
+    expect(EngineError.isInstance(bad) && bad.field).toBe("speculative.propose");
+  });
+
   it("the TypeScript specification path (provider ts) gives the same tokens", async () => {
     const file = await fixtureFile(MTP_FIXTURES.find((f) => f.weightType === "Q8_0")!);
     const plain = await greedyOutputs(file, {}, false, prompts(1000).slice(0, 1));
@@ -295,6 +351,22 @@ describe.skipIf(reason !== undefined)("speculative options are checked", () => {
     expect(EngineError.isInstance(bad) && bad.field).toBe("speculative.method");
     const cache = await Engine.load(file, { speculative: { method: "mtp" }, prefixCacheSnapshots: 2 }).catch((e: unknown) => e);
     expect(EngineError.isInstance(cache) && cache.field).toBe("prefixCacheSnapshots");
+  });
+
+  it("refuses a bad draftVocab by name: not a positive integer, larger than the vocabulary, or without mtp", async () => {
+    const file = await fixtureFile(MTP_FIXTURES[0]!);
+    const probe = await Engine.load(file, {});
+    const vocab = probe.weights.vocab;
+    probe.dispose();
+    for (const draftVocab of [0, -3, 2.5, vocab + 1]) {
+      const error = await Engine.load(file, { speculative: { method: "mtp", draftVocab } }).catch((e: unknown) => e);
+      expect(EngineError.isInstance(error) && error.field, String(draftVocab)).toBe("speculative.draftVocab");
+      expect((error as Error).message).toContain(String(draftVocab));
+    }
+    const fn = await Engine.load(file, {
+      speculative: { method: "function", propose: () => [], draftVocab: 10 } as never,
+    }).catch((e: unknown) => e);
+    expect(EngineError.isInstance(fn) && fn.field).toBe("speculative.draftVocab");
   });
 
   it("refuses mtp on a model without an MTP block, naming the file and the key", async () => {

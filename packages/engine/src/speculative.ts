@@ -26,6 +26,9 @@ const DEFAULT_DRAFT_TOKENS = 3;
 export interface ResolvedSpeculative {
   method: "mtp" | "function";
   draftTokens: number;
+  /** `speculative.draftVocab`: the drafter head's rows (checked against the vocabulary when the weights are known) */
+  draftVocab: number | undefined;
+  /** "function": the drafts; "mtp" (tests, benchmarks): replaces the drafter's picks, its cost still paid */
   propose: ((tokens: readonly number[], count: number) => readonly number[]) | undefined;
 }
 
@@ -40,7 +43,7 @@ export function resolveSpeculative(value: unknown): ResolvedSpeculative | undefi
       },
     );
   }
-  const v = value as { method?: unknown; draftTokens?: unknown; propose?: unknown };
+  const v = value as { method?: unknown; draftTokens?: unknown; propose?: unknown; draftVocab?: unknown };
   if (v.method !== "mtp" && v.method !== "function") {
     throw new EngineOptionError("ENGINE_BAD_OPTION", `speculative.method must be "mtp" ("function" for tests), got ${String(v.method)}`, {
       field: "speculative.method",
@@ -54,15 +57,36 @@ export function resolveSpeculative(value: unknown): ResolvedSpeculative | undefi
       { field: "speculative.draftTokens" },
     );
   }
+  if (v.propose !== undefined && typeof v.propose !== "function") {
+    throw new EngineOptionError("ENGINE_BAD_OPTION", `speculative.propose must be a function, got ${typeof v.propose}`, {
+      field: "speculative.propose",
+    });
+  }
   if (v.method === "function" && typeof v.propose !== "function") {
     throw new EngineOptionError("ENGINE_BAD_OPTION", 'speculative method "function" needs a propose(tokens, count) function', {
       field: "speculative.propose",
     });
   }
+  const draftVocab = v.draftVocab;
+  if (draftVocab !== undefined) {
+    if (v.method !== "mtp") {
+      throw new EngineOptionError("ENGINE_BAD_OPTION", 'speculative.draftVocab applies to method "mtp" only', {
+        field: "speculative.draftVocab",
+      });
+    }
+    if (typeof draftVocab !== "number" || !Number.isInteger(draftVocab) || draftVocab < 1) {
+      throw new EngineOptionError(
+        "ENGINE_BAD_OPTION",
+        `speculative.draftVocab must be a positive integer (token ids 0 .. draftVocab - 1), got ${String(draftVocab)}`,
+        { field: "speculative.draftVocab" },
+      );
+    }
+  }
   return {
     method: v.method,
     draftTokens: k,
-    propose: v.method === "function" ? (v.propose as ResolvedSpeculative["propose"]) : undefined,
+    draftVocab: draftVocab as number | undefined,
+    propose: v.propose as ResolvedSpeculative["propose"],
   };
 }
 
@@ -145,6 +169,7 @@ export class SpeculativeDecoder {
     this.counters = {
       method: options.method,
       draftTokens: k,
+      ...(options.method === "mtp" && host.weights.drafter ? { draftVocab: host.weights.drafter.head.rows } : {}),
       drafted: 0,
       accepted: 0,
       draftedByPosition: new Array<number>(k).fill(0),
@@ -277,14 +302,18 @@ export class SpeculativeDecoder {
   /** Test/benchmark drafter: the caller's proposals. */
   private draftWithFunction(work: readonly DrafterWork[]): void {
     const propose = this.options.propose!;
-    const vocab = this.host.weights.vocab;
     for (const { request, lastValid } of work) {
       const count = this.draftBudget(request);
       if (count === 0 || lastValid + 1 !== request.tokens.length - 1) continue;
-      const proposed = propose(request.tokens, count).slice(0, count);
-      const valid = proposed.findIndex((t) => !Number.isInteger(t) || t < 0 || t >= vocab);
-      request.drafts = valid < 0 ? [...proposed] : proposed.slice(0, valid);
+      request.drafts = this.validProposals(propose(request.tokens, count).slice(0, count));
     }
+  }
+
+  /** The proposals up to the first that is not a token id. */
+  private validProposals(proposed: readonly number[]): number[] {
+    const vocab = this.host.weights.vocab;
+    const invalid = proposed.findIndex((t) => !Number.isInteger(t) || t < 0 || t >= vocab);
+    return invalid < 0 ? [...proposed] : proposed.slice(0, invalid);
   }
 
   /**
@@ -295,8 +324,14 @@ export class SpeculativeDecoder {
    */
   private async draftWithMtp(work: readonly DrafterWork[]): Promise<void> {
     const D = this.host.weights.config.embeddingLength;
-    const vocab = this.host.weights.vocab;
-    const rows: { request: SpeculativeSequence; entry: DrafterEntry; hidden: Float32Array; budget: number }[] = [];
+    const vocab = this.drafterVocab;
+    const rows: {
+      request: SpeculativeSequence;
+      entry: DrafterEntry;
+      hidden: Float32Array;
+      budget: number;
+      override: number[] | undefined;
+    }[] = [];
     for (const { request, lastValid, keptFirst, keptHidden } of work) {
       const last = Math.min(lastValid + 1, request.tokens.length - 1);
       const first = request.drafterFrontier;
@@ -312,14 +347,19 @@ export class SpeculativeDecoder {
         hidden.set(keptHidden.subarray(at * D, (at + 1) * D), (p - first) * D);
       }
       request.drafterFrontier = last + 1;
-      const budget = last === request.tokens.length - 1 ? this.draftBudget(request) : 0;
+      let budget = last === request.tokens.length - 1 ? this.draftBudget(request) : 0;
+      let override: number[] | undefined;
+      if (budget > 0 && this.options.propose) {
+        override = this.validProposals(this.options.propose(request.tokens, budget).slice(0, budget));
+        budget = override.length;
+      }
       const entry: DrafterEntry = {
         tokens: request.tokens.slice(first, last + 1),
         startPos: first,
         blockTable: request.blockTable,
         logitRows: budget > 0 ? [count - 1] : [],
       };
-      rows.push({ request, entry, hidden, budget });
+      rows.push({ request, entry, hidden, budget, override });
     }
     // catch-up rows and the first drafts, in steps of at most maxBatchTokens rows
     const first = await this.draftInSteps(rows.map((r) => ({ entry: r.entry, hidden: r.hidden })));
@@ -331,7 +371,10 @@ export class SpeculativeDecoder {
       c.request.draftDistributions = [];
     }
     while (chain.length > 0) {
-      for (const c of chain) c.request.drafts.push(this.pickDraft(c.request, c.logits));
+      for (const c of chain) {
+        const picked = this.pickDraft(c.request, c.logits);
+        c.request.drafts.push(c.override ? c.override[c.request.drafts.length]! : picked);
+      }
       chain = chain.filter((c) => c.request.drafts.length < c.budget);
       if (chain.length === 0) break;
       const hiddenIn = new Float32Array(chain.length * D);
@@ -355,7 +398,7 @@ export class SpeculativeDecoder {
     items: readonly { entry: DrafterEntry; hidden: Float32Array }[],
   ): Promise<{ logits: (Float32Array | undefined)[]; hidden: (Float32Array | undefined)[] }> {
     const D = this.host.weights.config.embeddingLength;
-    const vocab = this.host.weights.vocab;
+    const vocab = this.drafterVocab;
     const limit = this.host.maxBatchTokens;
     const outLogits: (Float32Array | undefined)[] = items.map(() => undefined);
     const outHidden: (Float32Array | undefined)[] = items.map(() => undefined);
@@ -406,9 +449,25 @@ export class SpeculativeDecoder {
     return { logits: outLogits, hidden: outHidden };
   }
 
-  /** A draft from the drafter's logits: top-1 for greedy requests, else a draw from the request's sampling distribution (kept as q). */
+  /** Logits per row of a drafter step: the drafter head's rows (the vocabulary, or the prefix `draftVocab` keeps). */
+  private get drafterVocab(): number {
+    return this.host.weights.drafter?.head.rows ?? this.host.weights.vocab;
+  }
+
+  /**
+   * A draft from the drafter's logits: top-1 for greedy requests, else a draw from the request's
+   * sampling distribution (kept as q). A reduced drafter head's logits cover the first ids only:
+   * for sampling the others get -Infinity (probability 0 under q), so penalties and filters see
+   * the whole vocabulary.
+   */
   private pickDraft(request: SpeculativeSequence, logits: Float32Array): number {
     if (request.sampler.params.temperature <= 0) return greedy(logits);
+    const vocab = this.host.weights.vocab;
+    if (logits.length < vocab) {
+      const full = new Float32Array(vocab).fill(Number.NEGATIVE_INFINITY);
+      full.set(logits);
+      logits = full;
+    }
     const q = request.sampler.distribution(logits, [...request.tokens, ...request.drafts]);
     request.draftDistributions.push(q);
     return drawFrom(q, request.sampler.uniform());

@@ -159,7 +159,10 @@ Model::Model(ModelSpec spec) : spec_(std::move(spec)) {
     if (!L.qNorm || !L.kNorm) fail(p + ": Q/K norms missing");
     checkMatrix(d.ehProj, p + "nextn.eh_proj", D, 2 * (int64_t)D);
     if (!d.enorm || !d.hnorm || !d.headNorm) fail(p + ": nextn norms missing");
-    checkMatrix(d.head, p + "head", c.nVocab, D);
+    // the drafter's head may be a prefix of the shared head's rows (a reduced drafter vocabulary)
+    if (d.head.rows < 1 || d.head.rows > c.nVocab)
+      fail(p + "head: " + str(d.head.rows) + " rows, expected 1 .. " + str(c.nVocab) + " (a prefix of the vocabulary)");
+    checkMatrix(d.head, p + "head", d.head.rows, D);
     if (d.embedTokens.type >= 0) {
       checkMatrix(d.embedTokens, p + "nextn.embed_tokens", c.nVocab, D);
       if (!dequantSupported(d.embedTokens.type)) fail(p + "nextn.embed_tokens: type " + str(d.embedTokens.type) + " cannot be decoded");

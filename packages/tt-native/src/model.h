@@ -142,6 +142,8 @@ class Model {
 
   size_t scratchBytes() const { return scratchBytes_; }
   int vocab() const { return (int)spec_.output.rows; }
+  /** Logits per row of a drafter step: the drafter head's rows (the vocabulary or a prefix of it). */
+  int drafterVocab() const { return spec_.drafter.present ? (int)spec_.drafter.head.rows : vocab(); }
   int maxBatchTokens() const { return spec_.maxBatchTokens; }
 
  private:

@@ -322,10 +322,11 @@ class NativeModel : public Napi::ObjectWrap<NativeModel> {
     hiddenIn_ = f32Arg(3, "hidden input", (size_t)shape.tokens * D);
     if (shape.drafter && !hiddenIn_) throw Napi::TypeError::New(env, "drafter step: the hidden input (argument 4) is required");
     Napi::Float32Array logits = info[1].As<Napi::Float32Array>();
-    const size_t need = (size_t)nOut * (size_t)model_->vocab();
+    const int width = shape.drafter ? model_->drafterVocab() : model_->vocab();
+    const size_t need = (size_t)nOut * (size_t)width;
     if (logits.ElementLength() < need)
       throw Napi::RangeError::New(env, "step: logits holds " + str((int64_t)logits.ElementLength()) + " values, " +
-                                           str(nOut) + " rows x vocab " + str(model_->vocab()) + " need " + str((int64_t)need));
+                                           str(nOut) + " rows x vocab " + str(width) + " need " + str((int64_t)need));
     return logits.Data();
   }
 

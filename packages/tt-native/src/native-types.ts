@@ -79,7 +79,7 @@ export interface NativeModelDrafter {
   headNorm: Float32Array;
   /** nextn.embed_tokens; absent: token_embd */
   embedTokens?: NativeModelMatrix | undefined;
-  /** nextn.shared_head_head, or the trunk's head */
+  /** nextn.shared_head_head, or the trunk's head; may be a prefix of its rows (a drafter step's logits are that wide) */
   head: NativeModelMatrix;
 }
 

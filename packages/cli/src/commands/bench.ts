@@ -42,7 +42,7 @@ function table(result: BenchmarkResult): string[] {
   const spec = result.speculative;
   if (spec) {
     rows.push([
-      `speculative mtp, k = ${spec.draftTokens}`,
+      `speculative mtp, k = ${spec.draftTokens}${spec.draftVocab === undefined ? "" : `, drafter head ${spec.draftVocab} ids`}`,
       `${spec.accepted}/${spec.drafted} drafts accepted (${(100 * spec.acceptanceRate).toFixed(0)}%), ${spec.tokensPerTargetStep.toFixed(2)} tokens per target step`,
     ]);
     rows.push(["acceptance by draft position", spec.acceptanceRateByPosition.map((r) => `${(100 * r).toFixed(0)}%`).join(" ")]);
@@ -63,7 +63,7 @@ export const command = defineCommand({
   name: "bench",
   summary: "measure prefill, decode, time to first token, load time, peak RSS and decode efficiency (like llama-bench)",
   usage:
-    "bench [model.gguf] [--prompt N] [--gen N] [--threads N] [--seqs 1,4,8] [--repeat R] [--numerics llama|bf16] [--speculative mtp [--draft-tokens K]] [--json]",
+    "bench [model.gguf] [--prompt N] [--gen N] [--threads N] [--seqs 1,4,8] [--repeat R] [--numerics llama|bf16] [--speculative mtp [--draft-tokens K] [--draft-vocab N]] [--json]",
   help: [
     "--prompt N            prompt tokens per prefill (default 128)",
     "--gen N               generated tokens per decode run (default 64)",
@@ -73,6 +73,7 @@ export const command = defineCommand({
     "--numerics MODE       llama (default) or bf16",
     "--speculative mtp     decode with speculative decoding (the model's MTP drafter block); acceptance is reported",
     "--draft-tokens K      tokens drafted per step with --speculative: 1 .. 8 (default 3)",
+    "--draft-vocab N       cheaper drafter: its head scores token ids 0 .. N-1 only (default: the whole vocabulary)",
     "--json                print one JSON document (every run, not only medians)",
     "without model.gguf: the embedded default model",
   ],
@@ -85,6 +86,7 @@ export const command = defineCommand({
     numerics: { type: "string" },
     speculative: { type: "string" },
     "draft-tokens": { type: "string" },
+    "draft-vocab": { type: "string" },
     json: { type: "boolean" },
   },
   async run(values, positionals, io: CommandIo): Promise<number> {

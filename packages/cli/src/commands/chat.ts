@@ -12,7 +12,7 @@ export const command = defineCommand({
   name: "chat",
   summary: "chat with a qwen35 GGUF model through its chat template (default: the embedded default model)",
   usage:
-    "chat [model.gguf] [--system TEXT] [--max-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S] [--ignore-eog] [--threads N] [--numerics llama|bf16] [--ctx N] [--kv-type f16|f32] [--flash-attn on|off] [--speculative mtp [--draft-tokens K]] [--force]",
+    "chat [model.gguf] [--system TEXT] [--max-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S] [--ignore-eog] [--threads N] [--numerics llama|bf16] [--ctx N] [--kv-type f16|f32] [--flash-attn on|off] [--speculative mtp [--draft-tokens K] [--draft-vocab N]] [--force]",
   help: [
     "--system TEXT         system message of the conversation",
     "--max-tokens N        tokens per answer (default 256)",

@@ -18,6 +18,7 @@ export const ENGINE_OPTIONS = {
   "flash-attn": { type: "string" },
   speculative: { type: "string" },
   "draft-tokens": { type: "string" },
+  "draft-vocab": { type: "string" },
 } as const;
 
 /** Help lines of ENGINE_OPTIONS, in the same column layout as the commands' own lines. */
@@ -30,6 +31,7 @@ export const ENGINE_OPTIONS_HELP: readonly string[] = [
   "--flash-attn on|off   llama.cpp's -fa: flash attention numerics (default on)",
   "--speculative mtp     speculative decoding with the model's MTP drafter block (greedy output unchanged)",
   "--draft-tokens K      tokens drafted per step with --speculative: 1 .. 8 (default 3)",
+  "--draft-vocab N       cheaper drafter: its head scores token ids 0 .. N-1 only (default: the whole vocabulary)",
 ];
 
 /** The parsed values of ENGINE_OPTIONS. */
@@ -42,21 +44,35 @@ export interface EngineOptionValues {
   "flash-attn"?: string | undefined;
   speculative?: string | undefined;
   "draft-tokens"?: string | undefined;
+  "draft-vocab"?: string | undefined;
 }
 
-/** Parses --speculative / --draft-tokens into the engine's `speculative` option (undefined when off). */
-export function resolveSpeculative(values: Pick<EngineOptionValues, "speculative" | "draft-tokens">): EngineOptions["speculative"] {
+/** Parses --speculative / --draft-tokens / --draft-vocab into the engine's `speculative` option (undefined when off). */
+export function resolveSpeculative(
+  values: Pick<EngineOptionValues, "speculative" | "draft-tokens" | "draft-vocab">,
+): EngineOptions["speculative"] {
   if (values.speculative === undefined) {
     if (values["draft-tokens"] !== undefined) throw new CliUsageError("--draft-tokens needs --speculative mtp");
+    if (values["draft-vocab"] !== undefined) throw new CliUsageError("--draft-vocab needs --speculative mtp");
     return undefined;
   }
   if (values.speculative !== "mtp") throw new CliUsageError(`--speculative ${JSON.stringify(values.speculative)}: expected mtp`);
-  if (values["draft-tokens"] === undefined) return { method: "mtp" };
+  const spec: EngineOptions["speculative"] & { method: "mtp" } = { method: "mtp" };
   const text = values["draft-tokens"];
-  const k = /^\s*\d+\s*$/.test(text) ? Number(text) : Number.NaN;
-  if (!Number.isInteger(k) || k < 1 || k > 8)
-    throw new CliUsageError(`--draft-tokens ${JSON.stringify(text)}: expected an integer in 1 .. 8`);
-  return { method: "mtp", draftTokens: k };
+  if (text !== undefined) {
+    const k = /^\s*\d+\s*$/.test(text) ? Number(text) : Number.NaN;
+    if (!Number.isInteger(k) || k < 1 || k > 8)
+      throw new CliUsageError(`--draft-tokens ${JSON.stringify(text)}: expected an integer in 1 .. 8`);
+    spec.draftTokens = k;
+  }
+  const vocabText = values["draft-vocab"];
+  if (vocabText !== undefined) {
+    const n = /^\s*\d+\s*$/.test(vocabText) ? Number(vocabText) : Number.NaN;
+    if (!Number.isSafeInteger(n) || n < 1)
+      throw new CliUsageError(`--draft-vocab ${JSON.stringify(vocabText)}: expected a positive integer (at most the model's vocabulary)`);
+    spec.draftVocab = n;
+  }
+  return spec;
 }
 
 /** The tt-native functions the thread policy needs (imported lazily: inspect never loads the addon). */

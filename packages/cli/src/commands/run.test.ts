@@ -143,16 +143,30 @@ describe("keepquant run", () => {
     expect(doc.stats.speculative.draftTokens).toBe(2);
     expect(doc.stats.speculative.drafted).toBeGreaterThan(0);
     expect(doc.stats.speculative.tokensPerTargetStep).toBeGreaterThanOrEqual(1);
+    // the cheaper drafter: the same greedy tokens, its head's ids in the stats
+    const reduced = run(...args, "--ignore-eog", "--json", "--speculative", "mtp", "--draft-tokens", "2", "--draft-vocab", "1024");
+    expect(reduced.code, reduced.stderr).toBe(0);
+    const reducedDoc = JSON.parse(reduced.stdout) as RunDocument & { stats: { speculative: { draftVocab: number; drafted: number } } };
+    expect(reducedDoc.tokens).toEqual(golden.tokens);
+    expect(reducedDoc.stats.speculative.draftVocab).toBe(1024);
+    expect(reducedDoc.stats.speculative.drafted).toBeGreaterThan(0);
     for (const bad of [
       ["--speculative", "mtp", "--draft-tokens", "9"],
       ["--speculative", "mtp", "--draft-tokens", "0"],
       ["--draft-tokens", "2"],
       ["--speculative", "eagle"],
+      ["--speculative", "mtp", "--draft-vocab", "0"],
+      ["--speculative", "mtp", "--draft-vocab", "many"],
+      ["--draft-vocab", "1024"],
     ]) {
       const refused = run(...args, ...bad);
       expect(refused.code, bad.join(" ")).toBe(2);
-      expect(refused.stderr).toMatch(/--(draft-tokens|speculative)/);
+      expect(refused.stderr).toMatch(/--(draft-tokens|speculative|draft-vocab)/);
     }
+    // larger than the model's vocabulary: the engine refuses it by name
+    const tooWide = run(...args, "--speculative", "mtp", "--draft-vocab", "999999");
+    expect(tooWide.code).not.toBe(0);
+    expect(tooWide.stderr).toMatch(/draftVocab 999999 is larger than the vocabulary \(4096 tokens\)/);
   });
 
   it("--threads: a count above 4x the logical cores is a usage error naming the range, unless --force", () => {

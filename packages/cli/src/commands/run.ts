@@ -89,7 +89,7 @@ export const command = defineCommand({
   name: "run",
   summary: "generate text with a qwen35 GGUF model (default: the embedded default model)",
   usage:
-    "run [model.gguf] (--prompt TEXT [--parse-special] | --prompt-ids 1,2,3) [--max-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S] [--ignore-eog] [--threads N] [--numerics llama|bf16] [--ctx N] [--kv-type f16|f32] [--flash-attn on|off] [--speculative mtp [--draft-tokens K]] [--force] [--json]",
+    "run [model.gguf] (--prompt TEXT [--parse-special] | --prompt-ids 1,2,3) [--max-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S] [--ignore-eog] [--threads N] [--numerics llama|bf16] [--ctx N] [--kv-type f16|f32] [--flash-attn on|off] [--speculative mtp [--draft-tokens K] [--draft-vocab N]] [--force] [--json]",
   help: [
     '--prompt TEXT         prompt text, tokenized as plain text ("<|im_start|>" stays text)',
     "--parse-special       turn special-token texts in --prompt into their tokens (trusted prompts)",

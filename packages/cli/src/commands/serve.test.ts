@@ -120,6 +120,8 @@ describe("keepquant serve", () => {
       ["--speculative", "mtp", "--draft-tokens", "9"],
       ["--speculative", "mtp", "--prefix-cache", "4"],
       ["--draft-tokens", "2"],
+      ["--speculative", "mtp", "--draft-vocab", "0"],
+      ["--draft-vocab", "100"],
     ]) {
       const r = run(...args);
       expect(r.status, args.join(" ")).toBe(2);

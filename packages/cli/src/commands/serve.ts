@@ -17,7 +17,7 @@ export const command = defineCommand({
   name: "serve",
   summary: "serve a qwen35 GGUF model over an OpenAI-compatible HTTP API, with metrics and a web chat page",
   usage:
-    "serve [model.gguf] [--host 127.0.0.1] [--port 8080] [--api-key K] [--ctx N] [--max-seqs N] [--max-queue N] [--numerics llama|bf16] [--threads N] [--kv-type f16|f32] [--flash-attn on|off] [--no-prefix-cache] [--speculative mtp [--draft-tokens K]] [--no-webui] [--force]",
+    "serve [model.gguf] [--host 127.0.0.1] [--port 8080] [--api-key K] [--ctx N] [--max-seqs N] [--max-queue N] [--numerics llama|bf16] [--threads N] [--kv-type f16|f32] [--flash-attn on|off] [--no-prefix-cache] [--speculative mtp [--draft-tokens K] [--draft-vocab N]] [--no-webui] [--force]",
   help: [
     "--host H               address to listen on (default 127.0.0.1, loopback only)",
     "--port P               port (default 8080; 0 = any free port)",
@@ -32,6 +32,7 @@ export const command = defineCommand({
     `--prefix-cache N       prefix-cache snapshots (default ${DEFAULT_PREFIX_CACHE_SNAPSHOTS}); --no-prefix-cache turns it off`,
     "--speculative mtp      speculative decoding with the model's MTP drafter block (turns the prefix cache off)",
     "--draft-tokens K       tokens drafted per step with --speculative: 1 .. 8 (default 3)",
+    "--draft-vocab N        cheaper drafter: its head scores token ids 0 .. N-1 only (default: the whole vocabulary)",
     "--no-webui             do not serve the web chat page on /",
     "--model-name NAME      model id in /v1/models (default: the file name)",
     `--drain-timeout S      seconds SIGINT/SIGTERM wait for in-flight requests (default ${DEFAULT_DRAIN_TIMEOUT_MS / 1000})`,
@@ -54,6 +55,7 @@ export const command = defineCommand({
     "no-webui": { type: "boolean" },
     speculative: { type: "string" },
     "draft-tokens": { type: "string" },
+    "draft-vocab": { type: "string" },
     "model-name": { type: "string" },
     "drain-timeout": { type: "string" },
     force: { type: "boolean" },

@@ -409,7 +409,8 @@ export class Qwen35Forward {
    * u = eh_proj [rms(e) * enorm | rms(h) * hnorm], then a full-attention block with its own KV layer
    * (the cache's last layer) and the FFN over every row, then the head norm and the shared head
    * over the logit rows. `hiddenIn` is [rows, D] in entry then row order. Returns the logits
-   * `[nOut, vocab]`; `hiddenRows` then holds the logit rows' post-norm hidden states (for chaining).
+   * `[nOut, drafter head rows]` (the vocabulary, or a prefix of it); `hiddenRows` then holds the
+   * logit rows' post-norm hidden states (for chaining).
    */
   draft(entries: readonly DrafterEntry[], hiddenIn: Float32Array): Float32Array {
     const w = this.weights.drafter;
@@ -461,12 +462,13 @@ export class Qwen35Forward {
     if (this.outHidden.length < nOut * D) this.outHidden = new Float32Array(nOut * D);
     outRows.forEach((r, k) => rmsNorm(this.hidden, r * D, w.headNorm, this.outHidden, k * D, D, this.eps));
     this.nHidden = nOut;
+    // the drafter's head: the vocabulary, or a prefix of its rows (speculative.draftVocab)
     return this.head(
       w.head,
       this.outHidden,
       outRows.map((_, k) => k),
       nOut,
-      this.weights.vocab,
+      w.head.rows,
     );
   }
 

@@ -22,7 +22,7 @@ import { loadQwen35Weights, mappedTensorBytes } from "./load.js";
 import { createNativeMatmulProviders } from "./native-provider.js";
 import { NativeStep } from "./native-step.js";
 import { quantDequantizeRow, selectProviders, typescriptProviders } from "./providers.js";
-import type { ModelWeights } from "./weights.js";
+import { type ModelWeights, withDrafterHeadRows } from "./weights.js";
 
 const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..", "..", "..");
 const CACHE_DIR = process.env.KEEPQUANT_FIXTURE_CACHE ?? path.join(REPO_ROOT, ".cache", "fixtures");
@@ -461,4 +461,55 @@ describe.skipIf(reason !== undefined)("native MTP drafter == TypeScript drafter,
       }
     });
   }
+});
+
+describe.skipIf(reason !== undefined)("a reduced drafter head (speculative.draftVocab) scores a prefix of the vocabulary", () => {
+  it("its logits are the full drafter's first N columns, bit for bit, in the TypeScript forward and the native step", async () => {
+    const fixture = MTP_FIXTURES.find((f) => f.weightType === "Q4_K_M")!;
+    const file = await fixtureFile(fixture);
+    const plan = buildLoadPlan(await readGguf(file), { speculative: "mtp" });
+    const full = (await loadQwen35Weights(plan, mappedTensorBytes(native.mapFile(file)), "llama")).weights;
+    const vocab = full.vocab;
+    const N = Math.floor(vocab / 3) + 1; // not a multiple of anything the kernels tile by
+    const reduced = withDrafterHeadRows(full, N);
+    expect(reduced.drafter!.head.rows).toBe(N);
+    expect(reduced.drafter!.head.data.buffer).toBe(full.drafter!.head.data.buffer); // a view, not a copy
+    expect(reduced.output).toBe(full.output); // the target's head is untouched
+    expect(withDrafterHeadRows(full, vocab)).toBe(full);
+    expect(() => withDrafterHeadRows(full, vocab + 1)).toThrow(RangeError);
+    expect(() => withDrafterHeadRows(full, 0)).toThrow(RangeError);
+    const D = full.config.embeddingLength;
+    const random = seededRandom(31);
+    const tokens = Array.from({ length: 11 }, () => Math.floor(random() * vocab));
+    const hiddenIn = Float32Array.from({ length: tokens.length * D }, () => random() - 0.5);
+    const providers = [...(await createNativeMatmulProviders("llama", undefined, [])), ...typescriptProviders("llama", [])];
+    /** one drafter step over `tokens` with logits at rows 4 and 10, through both implementations */
+    const draft = async (weights: ModelWeights, impl: "ts" | "native"): Promise<Float32Array> => {
+      const kv = PagedKvCache.forModel(weights.config, 4, 8, "f16", (bytes) => native.allocNativeBuffer(bytes), true);
+      const states = GdnStatePool.forModel(weights.config, 1, (bytes) => native.allocNativeBuffer(bytes));
+      const blockTable = [kv.pool.allocate(), kv.pool.allocate()];
+      const entry: DrafterEntry = { tokens, startPos: 0, blockTable, logitRows: [4, 10] };
+      if (impl === "ts") {
+        const byWeight = selectProviders(weights, providers, "llama").byWeight;
+        return new Qwen35Forward(weights, kv, states, byWeight, "llama", quantDequantizeRow, 64, true).draft([entry], hiddenIn).slice();
+      }
+      const step = NativeStep.create(native, weights, kv, states, { numerics: "llama", flashAttention: true, maxBatchTokens: 64 });
+      try {
+        return (await step.draft([entry], hiddenIn)).slice();
+      } finally {
+        step.dispose();
+      }
+    };
+    for (const impl of ["ts", "native"] as const) {
+      const whole = await draft(full, impl);
+      const part = await draft(reduced, impl);
+      expect(whole.length).toBe(2 * vocab);
+      expect(part.length, impl).toBe(2 * N);
+      for (let row = 0; row < 2; row++) {
+        const expected = whole.subarray(row * vocab, row * vocab + N);
+        expect(firstDifference([part.subarray(row * N, (row + 1) * N)], [expected]), `${impl} row ${row}`).toBeUndefined();
+      }
+      expect(new Set(part).size, "the logits are not degenerate").toBeGreaterThan(N / 2);
+    }
+  });
 });

@@ -51,6 +51,8 @@ export class NativeStep {
     private readonly model: NativeModelHandle,
     private readonly vocab: number,
     private readonly embd: number,
+    /** logits per row of a drafter step: the drafter head's rows (the vocabulary or a prefix of it) */
+    private readonly draftVocab: number,
   ) {}
 
   /** Builds the native model over `weights` and the pools' storage; throws NativeArgumentError on a bad spec. */
@@ -129,7 +131,12 @@ export class NativeStep {
         ? { snapshots: { numSlots: options.snapshots.numSlots, conv: options.snapshots.conv, ssm: options.snapshots.ssm } }
         : {}),
     };
-    return new NativeStep(native.createNativeModel(spec), weights.output.rows, c.embeddingLength);
+    return new NativeStep(
+      native.createNativeModel(spec),
+      weights.output.rows,
+      c.embeddingLength,
+      weights.drafter?.head.rows ?? weights.output.rows,
+    );
   }
 
   /** Bytes of the native scratch. */
@@ -161,13 +168,14 @@ export class NativeStep {
 
   /**
    * One step of the MTP drafter block (forward.ts `draft`): `hiddenIn` [rows, D] pairs with the
-   * rows. Resolves with the logits of the logit rows; `hiddenRows` then holds their hidden states.
+   * rows. Resolves with the logits of the logit rows (`[nOut, drafter head rows]`); `hiddenRows`
+   * then holds their hidden states.
    */
   async draft(entries: readonly DrafterEntry[], hiddenIn: Float32Array): Promise<Float32Array> {
     const asStep = entries.map((e): StepEntry => ({ ...e, stateSlot: -1, logits: "none" }));
     const nOut = this.encode(asStep, 1);
     if (nOut < 0) return new Float32Array(0);
-    const logits = this.logitsView(nOut);
+    const logits = this.logitsView(nOut, this.draftVocab);
     await this.model.step(this.descriptor.subarray(0, this.descriptorLength), logits, this.hiddenBuffer(nOut), hiddenIn);
     return logits;
   }
@@ -177,7 +185,7 @@ export class NativeStep {
     const asStep = entries.map((e): StepEntry => ({ ...e, stateSlot: -1, logits: "none" }));
     const nOut = this.encode(asStep, 1);
     if (nOut < 0) return new Float32Array(0);
-    const logits = this.logitsView(nOut);
+    const logits = this.logitsView(nOut, this.draftVocab);
     this.model.stepSync(this.descriptor.subarray(0, this.descriptorLength), logits, this.hiddenBuffer(nOut), hiddenIn);
     return logits;
   }
@@ -261,8 +269,8 @@ export class NativeStep {
     return nOut;
   }
 
-  private logitsView(nOut: number): Float32Array {
-    const need = nOut * this.vocab;
+  private logitsView(nOut: number, width = this.vocab): Float32Array {
+    const need = nOut * width;
     if (this.logits.length < need) this.logits = new Float32Array(Math.max(need, 2 * this.logits.length));
     return this.logits.subarray(0, need);
   }

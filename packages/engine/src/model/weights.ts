@@ -90,6 +90,27 @@ export interface ModelWeights {
   readonly drafter?: DrafterWeights;
 }
 
+/**
+ * The weights with the drafter's head cut to its first `rows` rows (speculative.draftVocab): a view
+ * of the same packed bytes (rows are contiguous), so nothing is copied and the target's head is
+ * untouched. `rows` equal to the head's leaves the weights as they are.
+ */
+export function withDrafterHeadRows(weights: ModelWeights, rows: number): ModelWeights {
+  const d = weights.drafter;
+  if (!d) throw new Error("withDrafterHeadRows: these weights have no MTP drafter block");
+  if (!Number.isInteger(rows) || rows < 1 || rows > d.head.rows) {
+    throw new RangeError(`withDrafterHeadRows: ${rows} rows, expected 1 .. ${d.head.rows}`);
+  }
+  if (rows === d.head.rows) return weights;
+  const head: PackedMatrix = {
+    ...d.head,
+    name: `${d.head.name}[0:${rows}]`,
+    rows,
+    data: d.head.data.subarray(0, rows * d.head.rowBytes),
+  };
+  return { ...weights, drafter: { ...d, head } };
+}
+
 /** Copies bytes into a fresh 64-byte-aligned buffer so typed-array views of any element width work. */
 export function alignedCopy(bytes: Uint8Array): Uint8Array {
   const buffer = new ArrayBuffer(Math.ceil(bytes.byteLength / 64) * 64 + 64);
