@@ -256,16 +256,22 @@ describe.skipIf(ORACLE_REASON)("matmulLlama", () => {
   });
 
   it("a row of a batch gets the same bits as that row alone (multi-row kernels), every type and level", () => {
-    const m = 11; // one 8-row call and a 3-row one where a level takes 8, else 4 + 4 + 3
-    const xs = randomFloats(m * K, 21);
-    for (const type of NATIVE_LLAMA_TYPES) {
-      const weight = makeWeight(type, 9, K, 400 + type);
-      for (const isa of availableNativeIsas()) {
-        setNativeIsa(isa);
-        const batch = matmulLlama(weight, xs, m);
-        for (let mi = 0; mi < m; mi++) {
-          const alone = matmulLlama(weight, xs.slice(mi * K, (mi + 1) * K), 1);
-          expect(firstBitMismatch(batch.subarray(mi * 9, (mi + 1) * 9), alone), `${GGML_TYPE_TRAITS[type].name} ${isa} row ${mi}`).toBe(-1);
+    // 2 .. 4 rows: the register kernels of small batches; 11: one 8-row call and a 3-row one where a
+    // level takes 8, else 4 + 4 + 3, and the block kernels
+    const xs = randomFloats(11 * K, 21);
+    for (const m of [2, 3, 4, 11]) {
+      for (const type of NATIVE_LLAMA_TYPES) {
+        const weight = makeWeight(type, 9, K, 400 + type);
+        for (const isa of availableNativeIsas()) {
+          setNativeIsa(isa);
+          const batch = matmulLlama(weight, xs.subarray(0, m * K), m);
+          for (let mi = 0; mi < m; mi++) {
+            const alone = matmulLlama(weight, xs.slice(mi * K, (mi + 1) * K), 1);
+            expect(
+              firstBitMismatch(batch.subarray(mi * 9, (mi + 1) * 9), alone),
+              `${GGML_TYPE_TRAITS[type].name} ${isa} m ${m} row ${mi}`,
+            ).toBe(-1);
+          }
         }
       }
     }
