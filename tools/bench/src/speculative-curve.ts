@@ -1,16 +1,18 @@
 /**
- * The verification path of speculative decoding on the real 0.8B shape: decode speed with a
- * test-only drafter that proposes the target's true greedy continuation (acceptance 1.0), for
- * k = 1..8, against plain decode, beside two bounds from bytes read:
- * - verification alone: k + 1 tokens per target step that reads the weights once (bound k + 1);
- * - the MTP drafter: each of the k draft steps also reads the drafter block and the shared head,
- *   so the bound is (k + 1) W / (W + k (W_block + W_head)) (W: the target's weight bytes per step).
- * The real-shape files have no MTP block: W_block is estimated as one full-attention layer plus
- * eh_proj [2D, D] in the attention layer's types.
+ * Speculative decoding on the real 0.8B shape with acceptance 1.0: decode speed when every drafter
+ * proposes the target's true greedy continuation, for k = 1..8, against plain decode, beside the
+ * bounds from bytes read per accepted token (W: the target's weight bytes per step):
+ * - `verify` (no drafter, method "function"): the verification path alone, bound k + 1;
+ * - `mtp`: the file's MTP drafter runs for every draft and its cost is paid (its picks are replaced
+ *   by the true continuation): bound (k + 1) W / (W + k (W_block + W_head)), the issue's bound;
+ * - `mtp-reduced`: the same with `draftVocab` (the drafter's head scores the first N ids): bound
+ *   (k + 1) W / (W + k (W_block + W_head N / vocab)).
  *
- *   pnpm --filter @keepquant/bench exec tsx src/speculative-curve.ts [model.gguf] [--gen N] [--repeat R] [--json out.json]
+ *   pnpm --filter @keepquant/bench exec tsx src/speculative-curve.ts [model.gguf] [--gen N] [--repeat R] [--draft-vocab N] [--json out.json]
  *
- * Default model: the real-shape Q4_K_M file (see real-shape.ts). Medians of R runs (default 3).
+ * Default model: the real-shape Q4_K_M file with the MTP block (real-shape.ts --mtp). A file
+ * without an MTP block measures `verify` only (its bound's drafter block then estimated). Medians
+ * of R runs (default 3).
  */
 import fs from "node:fs";
 import { Engine, type SpeculativeOptions } from "@keepquant/engine";
@@ -19,21 +21,25 @@ import { ensureRealShape } from "./real-shape.js";
 
 interface Args {
   model: string | undefined;
+  draftVocab: number;
   gen: number;
   repeat: number;
   json: string | undefined;
 }
 
 function parseArgs(argv: readonly string[]): Args {
-  const args: Args = { model: undefined, gen: 48, repeat: 3, json: undefined };
+  const args: Args = { model: undefined, draftVocab: 32768, gen: 48, repeat: 3, json: undefined };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!;
     if (a === "--gen") args.gen = Number(argv[++i]);
     else if (a === "--repeat") args.repeat = Number(argv[++i]);
     else if (a === "--json") args.json = argv[++i];
+    else if (a === "--draft-vocab") args.draftVocab = Number(argv[++i]);
     else args.model = a;
   }
   if (!Number.isInteger(args.gen) || args.gen < 9) throw new Error(`--gen must be an integer >= 9, got ${args.gen}`);
+  if (!Number.isInteger(args.draftVocab) || args.draftVocab < 1)
+    throw new Error(`--draft-vocab must be a positive integer, got ${args.draftVocab}`);
   if (!Number.isInteger(args.repeat) || args.repeat < 1) throw new Error(`--repeat must be a positive integer, got ${args.repeat}`);
   return args;
 }
@@ -44,19 +50,32 @@ function median(values: readonly number[]): number {
   return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
 }
 
-/** Weight bytes: the target's per step (every matrix once), one attention layer's, the head's, eh_proj's estimate. */
-async function weightBytes(model: string): Promise<{ target: number; head: number; block: number }> {
+/**
+ * Weight bytes read per step: the target's (every trunk matrix and the head once), the head's, and
+ * the drafter block's (`blk.{n_layer}.*`, read by every draft step with the head). Files without an
+ * MTP block get the block estimated as one full-attention layer plus eh_proj [2D, D].
+ */
+async function weightBytes(model: string): Promise<{ target: number; head: number; block: number; blockMeasured: boolean; vocab: number }> {
   const file = await readGguf(model);
   const byName = new Map(file.tensors.map((t) => [t.name, t]));
-  const target = file.tensors.reduce((sum, t) => sum + t.byteLength, 0);
-  const head = (byName.get("output.weight") ?? byName.get("token_embd.weight"))!.byteLength;
+  const nextn = file.metadata.get("qwen35.nextn_predict_layers")?.value;
+  const blockCount = Number(file.metadata.get("qwen35.block_count")?.value);
+  const drafterLayer = nextn ? blockCount - 1 : undefined;
   const layer = (il: number) => file.tensors.filter((t) => t.name.startsWith(`blk.${il}.`)).reduce((sum, t) => sum + t.byteLength, 0);
+  const all = file.tensors.reduce((sum, t) => sum + t.byteLength, 0);
+  const headTensor = (byName.get("output.weight") ?? byName.get("token_embd.weight"))!;
+  const head = headTensor.byteLength;
+  const vocab = headTensor.ne[1]!;
+  if (drafterLayer !== undefined) {
+    const block = layer(drafterLayer);
+    return { target: all - block, head, block, blockMeasured: true, vocab };
+  }
   const attentionLayer = [...Array(64).keys()].find((il) => byName.has(`blk.${il}.attn_q.weight`))!;
-  const q = byName.get(`blk.${attentionLayer}.ffn_up.weight`)!;
-  const D = q.ne[0]!;
-  const traits = GGML_TYPE_TRAITS[q.type];
+  const up = byName.get(`blk.${attentionLayer}.ffn_up.weight`)!;
+  const D = up.ne[0]!;
+  const traits = GGML_TYPE_TRAITS[up.type];
   const ehProj = ((2 * D) / traits.blockSize) * traits.typeSize * D;
-  return { target, head, block: layer(attentionLayer) + ehProj };
+  return { target: all, head, block: layer(attentionLayer) + ehProj, blockMeasured: false, vocab };
 }
 
 async function decodeRate(
@@ -79,61 +98,89 @@ async function decodeRate(
 }
 
 const args = parseArgs(process.argv.slice(2));
-const model = args.model ?? (await ensureRealShape(["Q4_K_M"], (line) => process.stderr.write(`${line}\n`))).Q4_K_M;
+const model = args.model ?? (await ensureRealShape(["Q4_K_M-mtp"], (line) => process.stderr.write(`${line}\n`)))["Q4_K_M-mtp"];
 const prompt = Array.from({ length: 16 }, (_, i) => (i * 7919 + 13) % 1000);
 const bytes = await weightBytes(model);
+const hasDrafter = bytes.blockMeasured;
 
-// the greedy continuation the test-only drafter proposes
+// the greedy continuation every test-only drafter proposes (acceptance 1.0)
 const truth = (await decodeRate(model, prompt, args.gen, undefined)).tokens;
 const full = [...prompt, ...truth];
-const drafter = (k: number): SpeculativeOptions => ({
-  method: "function",
-  draftTokens: k,
-  propose: (tokens, count) => full.slice(tokens.length, tokens.length + count),
-});
-// interleaved (plain, k = 1 .. 8) per repeat, so that load drift on a shared machine hits every k alike
+const propose = (tokens: readonly number[], count: number) => full.slice(tokens.length, tokens.length + count);
+
+/**
+ * The drafters measured, each proposing the true continuation:
+ * - `verify`: no drafter at all (method "function"): the verification path alone;
+ * - `mtp`: the file's MTP drafter runs for every draft (its cost paid), its picks replaced;
+ * - `mtp-reduced`: the same with `draftVocab` (the drafter's head scores the first ids only).
+ */
+type Mode = "verify" | "mtp" | "mtp-reduced";
+const MODES: Mode[] = hasDrafter ? ["verify", "mtp", "mtp-reduced"] : ["verify"];
+const options = (mode: Mode, k: number): SpeculativeOptions =>
+  mode === "verify"
+    ? { method: "function", draftTokens: k, propose }
+    : { method: "mtp", draftTokens: k, propose, ...(mode === "mtp-reduced" ? { draftVocab: args.draftVocab } : {}) };
+/** Bytes read per accepted token bound: (k + 1) W / (W + k (W_block + W_head share)). */
+const bound = (mode: Mode, k: number): number => {
+  if (mode === "verify") return k + 1;
+  const headShare = mode === "mtp" ? bytes.head : (bytes.head * args.draftVocab) / bytes.vocab;
+  return ((k + 1) * bytes.target) / (bytes.target + k * (bytes.block + headShare));
+};
+/** The issue's bound: the exact MTP drafter's (every draft step reads the block and the whole head). */
+const mtpBound = (k: number): number => ((k + 1) * bytes.target) / (bytes.target + k * (bytes.block + bytes.head));
+
+// interleaved (plain, then every mode and k) per repeat, so that load drift hits every row alike
 const KS = [1, 2, 3, 4, 5, 6, 7, 8];
 const plainRuns: number[] = [];
-const runsByK = new Map<number, number[]>(KS.map((k) => [k, []]));
-const perStepByK = new Map<number, number>();
+const key = (mode: Mode, k: number) => `${mode}/${k}`;
+const runs = new Map<string, number[]>();
+const perStep = new Map<string, number>();
 for (let r = 0; r < args.repeat; r++) {
   plainRuns.push((await decodeRate(model, prompt, args.gen, undefined)).tokensPerSecond);
   for (const k of KS) {
-    const run = await decodeRate(model, prompt, args.gen, drafter(k));
-    if (run.tokens.join() !== truth.join()) throw new Error(`k ${k}: speculative tokens differ from plain greedy`);
-    runsByK.get(k)!.push(run.tokensPerSecond);
-    perStepByK.set(k, run.tokensPerTargetStep);
+    for (const mode of MODES) {
+      const run = await decodeRate(model, prompt, args.gen, options(mode, k));
+      if (run.tokens.join() !== truth.join()) throw new Error(`${mode} k ${k}: speculative tokens differ from plain greedy`);
+      runs.set(key(mode, k), [...(runs.get(key(mode, k)) ?? []), run.tokensPerSecond]);
+      perStep.set(key(mode, k), run.tokensPerTargetStep);
+    }
   }
   process.stderr.write(
-    `repeat ${r + 1}/${args.repeat}: plain ${plainRuns.at(-1)!.toFixed(1)} tok/s, ${KS.map((k) => `k${k} ${runsByK.get(k)!.at(-1)!.toFixed(1)}`).join(", ")}\n`,
+    `repeat ${r + 1}/${args.repeat}: plain ${plainRuns.at(-1)!.toFixed(1)} tok/s; ` +
+      MODES.map((mode) => `${mode} ${KS.map((k) => runs.get(key(mode, k))!.at(-1)!.toFixed(1)).join(" ")}`).join("; ") +
+      "\n",
   );
 }
 const plain = median(plainRuns);
-const rows = KS.map((k) => {
-  const runs = runsByK.get(k)!;
-  const rate = median(runs);
-  const mtpBound = ((k + 1) * bytes.target) / (bytes.target + k * (bytes.block + bytes.head));
-  return {
-    k,
-    tokensPerSecond: rate,
-    runs,
-    tokensPerTargetStep: perStepByK.get(k)!,
-    speedup: rate / plain,
-    verificationBound: k + 1,
-    mtpBound,
-    fractionOfMtpBound: rate / plain / mtpBound,
-  };
-});
+const rows = MODES.flatMap((mode) =>
+  KS.map((k) => {
+    const rates = runs.get(key(mode, k))!;
+    const rate = median(rates);
+    return {
+      mode,
+      k,
+      tokensPerSecond: rate,
+      runs: rates,
+      tokensPerTargetStep: perStep.get(key(mode, k))!,
+      speedup: rate / plain,
+      ownBound: bound(mode, k),
+      mtpBound: mtpBound(k),
+      fractionOfMtpBound: rate / plain / mtpBound(k),
+      fractionOfOwnBound: rate / plain / bound(mode, k),
+    };
+  }),
+);
 
+const MiB = 2 ** 20;
 const lines = [
-  `model: ${model} (${(fs.statSync(model).size / 2 ** 20).toFixed(0)} MiB); target weights per step ${(bytes.target / 2 ** 20).toFixed(0)} MiB, head ${(bytes.head / 2 ** 20).toFixed(0)} MiB, drafter block (est.) ${(bytes.block / 2 ** 20).toFixed(1)} MiB`,
-  `plain decode: ${plain.toFixed(1)} tok/s (median of ${args.repeat})`,
+  `model: ${model} (${(fs.statSync(model).size / MiB).toFixed(0)} MiB); target weights per step ${(bytes.target / MiB).toFixed(0)} MiB, head ${(bytes.head / MiB).toFixed(0)} MiB (${bytes.vocab} rows), drafter block ${(bytes.block / MiB).toFixed(1)} MiB${bytes.blockMeasured ? "" : " (estimated: no MTP block in the file)"}`,
+  `plain decode: ${plain.toFixed(1)} tok/s (median of ${args.repeat}: ${plainRuns.map((r) => r.toFixed(1)).join(", ")}); ${args.gen} tokens after a ${prompt.length}-token prompt; reduced drafter head: ${args.draftVocab} ids`,
   "",
-  "| k | tok/s | speed-up | tokens per target step | verification bound | MTP bytes bound | speed-up / MTP bound |",
-  "|---|---|---|---|---|---|---|",
+  "| drafter | k | tok/s (median) | speed-up | tokens per target step | its own bytes bound | exact-MTP bytes bound | speed-up / exact-MTP bound | speed-up / own bound |",
+  "|---|---|---|---|---|---|---|---|---|",
   ...rows.map(
     (r) =>
-      `| ${r.k} | ${r.tokensPerSecond.toFixed(1)} | ${r.speedup.toFixed(2)}x | ${r.tokensPerTargetStep.toFixed(2)} | ${r.verificationBound}x | ${r.mtpBound.toFixed(2)}x | ${(100 * r.fractionOfMtpBound).toFixed(0)}% |`,
+      `| ${r.mode} | ${r.k} | ${r.tokensPerSecond.toFixed(1)} | ${r.speedup.toFixed(2)}x | ${r.tokensPerTargetStep.toFixed(2)} | ${r.ownBound.toFixed(2)}x | ${r.mtpBound.toFixed(2)}x | ${(100 * r.fractionOfMtpBound).toFixed(0)}% | ${(100 * r.fractionOfOwnBound).toFixed(0)}% |`,
   ),
 ];
 process.stdout.write(`${lines.join("\n")}\n`);
