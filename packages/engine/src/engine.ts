@@ -80,13 +80,7 @@ function resolveOptions(options: EngineOptions): ResolvedOptions {
   }
   // the context is the model's context_length unless given (Engine.load passes it); the KV pool is its own option
   const speculative = resolveSpeculative(options.speculative);
-  if (speculative && options.prefixCacheSnapshots !== undefined && options.prefixCacheSnapshots !== 0) {
-    throw new EngineOptionError(
-      "ENGINE_BAD_OPTION",
-      "prefixCacheSnapshots cannot be combined with speculative decoding (a cached prefix has no drafter hidden state to resume from)",
-      { field: "prefixCacheSnapshots" },
-    );
-  }
+
   const kvCacheTokens = positiveInteger(options.kvCacheTokens, "kvCacheTokens", 8192);
   const contextLength = positiveInteger(options.contextLength, "contextLength", kvCacheTokens);
   return {
@@ -155,6 +149,9 @@ class Request implements ScheduledSequence, SpeculativeSequence {
   lookahead = 0;
   /** the next position the MTP drafter computes with the target's hidden state */
   drafterFrontier = 0;
+  /** the target's hidden state at drafterFrontier - 1 when no step computed it (a prefix-cache hit) */
+  resumeHidden: Float32Array | undefined = undefined;
+  resumed: { position: number; hidden: Float32Array | undefined } | undefined = undefined;
   specDrafted = 0;
   specAccepted = 0;
   readonly generated: number[] = [];
@@ -326,6 +323,7 @@ export class Engine {
       this.prefixCache,
       // drafts never push a step onto the tiled attention path a plain decode step would not take
       options.flashAttention ? FLASH_ATTN_TILED_MIN_ROWS - 1 : Number.POSITIVE_INFINITY,
+      speculative?.method === "mtp",
     );
     if (native) {
       this.nativeStep = NativeStep.create(native, weights, this.kv, this.states, {
@@ -711,8 +709,13 @@ export class Engine {
     const drafter = this.spec?.options.method === "mtp";
     const entries: StepEntry[] = chunks.map((chunk) => {
       const s = chunk.sequence as Request;
-      // a fresh or preempted sequence: the drafter starts over with it
-      if (s.numComputed === 0) s.drafterFrontier = 0;
+      // a sequence just admitted (fresh or preempted): the drafter starts over with it, from the
+      // prefix-cache hit when there was one (its K/V for the cached positions is in the shared blocks)
+      if (s.resumed) {
+        s.drafterFrontier = s.resumed.position;
+        s.resumeHidden = s.resumed.hidden;
+        s.resumed = undefined;
+      }
       const known = s.tokens.slice(s.numComputed, s.numComputed + chunk.numTokens);
       const base = { startPos: s.numComputed, blockTable: s.blockTable, stateSlot: s.stateSlot };
       if (chunk.draftTokens > 0) {
@@ -756,7 +759,8 @@ export class Engine {
         if (chunk.numTokens === 1 && request.numComputed >= request.promptLength) this.counters.decodeTokens++;
         else this.counters.prefillTokens += chunk.numTokens;
         request.numComputed += chunk.numTokens;
-        this.scheduler.afterStep(request);
+        // the target's hidden state at the chunk's last row, for a prefix-cache entry the drafter can resume from
+        this.scheduler.afterStep(request, entry.hidden ? keptHidden?.subarray((keptCount - 1) * D, keptCount * D) : undefined);
         if (logitCount > 0) {
           const token = request.sampler.sample(rowsLogits, request.tokens);
           const n = request.params.logprobs;

@@ -33,6 +33,12 @@ export interface ScheduledSequence {
    * drafter's chain); their blocks are reserved with the chunk's.
    */
   readonly lookahead?: number;
+  /**
+   * Set when the sequence is admitted (undefined until then): the position its computation resumes
+   * from (a prefix-cache hit, else 0) and, for a hit that stored it, the target's hidden state at the
+   * position before (the MTP drafter's first input). The Engine takes it and clears it.
+   */
+  resumed?: { position: number; hidden: Float32Array | undefined } | undefined;
 }
 
 export interface ScheduledChunk {
@@ -68,6 +74,8 @@ export class Scheduler {
      * decode step of the same sequences would not take).
      */
     private readonly draftRowLimit = Number.POSITIVE_INFINITY,
+    /** The MTP drafter runs: prefix-cache entries carry the target's hidden state, and hits need it. */
+    private readonly keepHidden = false,
   ) {}
 
   /** Where the prefix cache snapshots `sequence`: its extra points (block-aligned) and its last full block, ascending. */
@@ -94,11 +102,16 @@ export class Scheduler {
     return n;
   }
 
-  /** After a step: registers the prefix when the sequence just reached one of its snapshot boundaries. */
-  afterStep(sequence: ScheduledSequence): void {
+  /**
+   * After a step: registers the prefix when the sequence just reached one of its snapshot boundaries.
+   * `hidden`: the target's hidden state at the last computed position (kept when the drafter runs).
+   */
+  afterStep(sequence: ScheduledSequence, hidden?: Float32Array): void {
     if (!this.prefixCache) return;
     if (this.boundaries(sequence, this.prefixCache).includes(sequence.numComputed)) {
-      this.prefixCache.insert(sequence.tokens, sequence.numComputed, sequence.blockTable, sequence.stateSlot);
+      // without the hidden state a drafter could not resume from the entry: none is made
+      if (this.keepHidden && !hidden) return;
+      this.prefixCache.insert(sequence.tokens, sequence.numComputed, sequence.blockTable, sequence.stateSlot, hidden);
     }
   }
 
@@ -209,10 +222,18 @@ export class Scheduler {
       const sequence = this.waiting[0]!;
       if (this.states.pool.freeCount === 0) break;
       sequence.stateSlot = this.states.allocate();
+      let hidden: Float32Array | undefined;
       if (sequence.numComputed === 0 && this.prefixCache && sequence.blockTable.length === 0) {
-        const hit = this.prefixCache.acquire(sequence.tokens, sequence.promptLength, sequence.blockTable, sequence.stateSlot);
-        sequence.numComputed = hit;
-        sequence.cachedTokens = hit;
+        const hit = this.prefixCache.acquire(
+          sequence.tokens,
+          sequence.promptLength,
+          sequence.blockTable,
+          sequence.stateSlot,
+          this.keepHidden,
+        );
+        sequence.numComputed = hit.length;
+        sequence.cachedTokens = hit.length;
+        hidden = hit.hidden;
       }
       const n = this.chunkLength(sequence, budget);
       if (!this.ensureBlocks(sequence, sequence.numComputed + n + (sequence.lookahead ?? 0))) {
@@ -222,6 +243,7 @@ export class Scheduler {
         sequence.cachedTokens = 0;
         break;
       }
+      sequence.resumed = { position: sequence.numComputed, hidden };
       this.waiting.shift();
       this.running.push(sequence);
       chunks.push({ sequence, numTokens: n, needsLogits: sequence.numComputed + n === sequence.tokens.length, draftTokens: 0 });

@@ -111,6 +111,8 @@ export interface SpeculativeSequence {
   lookahead: number;
   /** the next position the MTP drafter computes with the target's hidden state */
   drafterFrontier: number;
+  /** the target's hidden state at drafterFrontier - 1 when no step computed it (a prefix-cache hit) */
+  resumeHidden: Float32Array | undefined;
   specDrafted: number;
   specAccepted: number;
 }
@@ -341,12 +343,18 @@ export class SpeculativeDecoder {
       for (let p = first; p <= last; p++) {
         if (p === 0) continue; // h_{-1} = 0
         const at = p - 1 - keptFirst;
+        if (at < 0 && p === first && request.resumeHidden) {
+          // resuming after a prefix-cache hit: the entry kept the target's hidden state at first - 1
+          hidden.set(request.resumeHidden, 0);
+          continue;
+        }
         if (!keptHidden || at < 0 || (at + 1) * D > keptHidden.length) {
           throw new Error(`internal: the drafter needs the target's hidden state at position ${p - 1}, which the step did not keep`);
         }
         hidden.set(keptHidden.subarray(at * D, (at + 1) * D), (p - first) * D);
       }
       request.drafterFrontier = last + 1;
+      request.resumeHidden = undefined;
       let budget = last === request.tokens.length - 1 ? this.draftBudget(request) : 0;
       let override: number[] | undefined;
       if (budget > 0 && this.options.propose) {

@@ -118,7 +118,6 @@ describe("keepquant serve", () => {
       ["--bogus"],
       ["--speculative", "eagle"],
       ["--speculative", "mtp", "--draft-tokens", "9"],
-      ["--speculative", "mtp", "--prefix-cache", "4"],
       ["--draft-tokens", "2"],
       ["--speculative", "mtp", "--draft-vocab", "0"],
       ["--draft-vocab", "100"],

@@ -30,7 +30,7 @@ export const command = defineCommand({
     "--kv-type T            KV cache type f16 (default) or f32 (llama.cpp's -ctk/-ctv)",
     "--flash-attn on|off    attention numerics of llama.cpp's -fa (default on)",
     `--prefix-cache N       prefix-cache snapshots (default ${DEFAULT_PREFIX_CACHE_SNAPSHOTS}); --no-prefix-cache turns it off`,
-    "--speculative mtp      speculative decoding with the model's MTP drafter block (turns the prefix cache off)",
+    "--speculative mtp      speculative decoding with the model's MTP drafter block (greedy output unchanged)",
     "--draft-tokens K       tokens drafted per step with --speculative: 1 .. 8 (default 3)",
     "--draft-vocab N        cheaper drafter: its head scores token ids 0 .. N-1 only (default: the whole vocabulary)",
     "--no-webui             do not serve the web chat page on /",
@@ -81,13 +81,10 @@ export const command = defineCommand({
     if (values["no-prefix-cache"] && values["prefix-cache"] !== undefined)
       throw new CliUsageError("give --prefix-cache N or --no-prefix-cache, not both");
     const speculative = resolveSpeculative(values);
-    if (speculative && values["prefix-cache"] !== undefined && values["prefix-cache"] !== "0")
-      throw new CliUsageError("--prefix-cache cannot be combined with --speculative (the prefix cache is off with speculative decoding)");
-    const snapshots =
-      values["no-prefix-cache"] || speculative
-        ? 0
-        : (parseNumber("prefix-cache", values["prefix-cache"], (n) => Number.isInteger(n) && n >= 0, "an integer >= 0") ??
-          DEFAULT_PREFIX_CACHE_SNAPSHOTS);
+    const snapshots = values["no-prefix-cache"]
+      ? 0
+      : (parseNumber("prefix-cache", values["prefix-cache"], (n) => Number.isInteger(n) && n >= 0, "an integer >= 0") ??
+        DEFAULT_PREFIX_CACHE_SNAPSHOTS);
     const drainSeconds =
       parseNumber("drain-timeout", values["drain-timeout"], (n) => n >= 0, "a number of seconds >= 0") ?? DEFAULT_DRAIN_TIMEOUT_MS / 1000;
     const apiKey = values["api-key"] ?? (io.env.KEEPQUANT_API_KEY || undefined);

@@ -17,7 +17,19 @@ interface PrefixEntry {
   readonly tokens: readonly number[];
   readonly blocks: readonly number[];
   readonly snapshot: number;
+  /**
+   * Speculative decoding with the MTP drafter: the target's post-norm hidden state at the prefix's
+   * last position, which the drafter's first row after the prefix pairs with (its K/V for the prefix's
+   * positions is in the shared blocks, written by the drafter of the sequence that made the entry).
+   */
+  readonly hidden: Float32Array | undefined;
   lastUsed: number;
+}
+
+/** A prefix-cache hit: tokens served, and the target's hidden state at the last of them (when stored). */
+export interface PrefixHit {
+  readonly length: number;
+  readonly hidden: Float32Array | undefined;
 }
 
 export interface PrefixCacheStats {
@@ -66,9 +78,10 @@ export class PrefixCache {
 
   /**
    * Finds the longest cached prefix of `tokens` (leaving at least one prompt token to compute),
-   * shares its blocks with `blockTable` and copies its state into `slot`. Returns the hit length.
+   * shares its blocks with `blockTable` and copies its state into `slot`. `needHidden` (speculative
+   * decoding with the MTP drafter) considers only entries that stored the target's hidden state.
    */
-  acquire(tokens: readonly number[], promptLength: number, blockTable: number[], slot: number): number {
+  acquire(tokens: readonly number[], promptLength: number, blockTable: number[], slot: number, needHidden = false): PrefixHit {
     this.stats.lookups++;
     this.stats.lookupTokens += promptLength;
     const bs = this.kv.blockSize;
@@ -76,7 +89,7 @@ export class PrefixCache {
     const hashes = this.blockHashes(tokens, maxBoundary);
     for (let k = hashes.length - 1; k >= 0; k--) {
       const entry = this.entries.get(hashes[k]!);
-      if (!entry) continue;
+      if (!entry || (needHidden && !entry.hidden)) continue;
       const length = (k + 1) * bs;
       if (entry.tokens.length !== length) continue;
       let same = true;
@@ -90,20 +103,27 @@ export class PrefixCache {
       entry.lastUsed = ++this.clock;
       this.stats.hits++;
       this.stats.hitTokens += length;
-      return length;
+      return { length, hidden: entry.hidden };
     }
-    return 0;
+    return { length: 0, hidden: undefined };
   }
 
-  /** Registers the first `length` tokens (a block multiple) of a sequence whose state in `slot` is at that point. */
-  insert(tokens: readonly number[], length: number, blockTable: readonly number[], slot: number): void {
+  /**
+   * Registers the first `length` tokens (a block multiple) of a sequence whose state in `slot` is at
+   * that point; `hidden` (copied) is the target's hidden state at position `length - 1`, when kept.
+   */
+  insert(tokens: readonly number[], length: number, blockTable: readonly number[], slot: number, hidden?: Float32Array): void {
     const bs = this.kv.blockSize;
     if (length <= 0 || length % bs !== 0) return;
     const key = this.blockHashes(tokens, length)[length / bs - 1]!;
     const existing = this.entries.get(key);
     if (existing) {
       existing.lastUsed = ++this.clock;
-      return;
+      if (existing.hidden || !hidden) return;
+      // the same prefix again, now with the hidden state: the entry is replaced (same blocks and state)
+      this.entries.delete(key);
+      for (const block of existing.blocks) this.kv.pool.release(block);
+      this.snapshots.release(existing.snapshot);
     }
     let snapshot = this.snapshots.pool.allocate();
     if (snapshot < 0) {
@@ -114,7 +134,7 @@ export class PrefixCache {
     const blocks = blockTable.slice(0, length / bs);
     for (const block of blocks) this.kv.pool.retain(block);
     this.copyState(this.states, slot, this.snapshots, snapshot);
-    this.entries.set(key, { key, tokens: tokens.slice(0, length), blocks, snapshot, lastUsed: ++this.clock });
+    this.entries.set(key, { key, tokens: tokens.slice(0, length), blocks, snapshot, hidden: hidden?.slice(), lastUsed: ++this.clock });
     this.stats.entries = this.entries.size;
   }
 
