@@ -68,6 +68,24 @@ async function greedyOutputs(
   return { tokens, engine };
 }
 
+/** The known greedy continuation of whichever prompt `tokens` starts with (a drafter at acceptance 1.0). */
+function trueContinuation(inputs: readonly number[][], outputs: readonly number[][]): (tokens: readonly number[]) => number[] {
+  return (tokens) => {
+    const i = inputs.findIndex((p) => tokens.length >= p.length && p.every((t, j) => tokens[j] === t));
+    return [...inputs[i]!, ...outputs[i]!].slice(tokens.length);
+  };
+}
+
+/** The test prompts of `file`'s vocabulary, their plain greedy outputs, and the drafter that proposes them. */
+async function plainBaseline(file: string) {
+  const probe = await Engine.load(file, {});
+  const inputs = prompts(probe.weights.vocab);
+  probe.dispose();
+  const run = await greedyOutputs(file, {}, false, inputs);
+  run.engine.dispose();
+  return { inputs, plain: { tokens: run.tokens }, continuation: trueContinuation(inputs, run.tokens) };
+}
+
 function expectPoolsFree(engine: Engine): void {
   const stats = engine.stats();
   expect(stats.kv.blocksFree).toBe(stats.kv.blocksTotal);
@@ -139,15 +157,7 @@ describe.skipIf(reason !== undefined)("speculative decoding with the MTP drafter
 
   it("mtp with propose (benchmarks): the drafter runs for every draft, its picks replaced by the true continuation: acceptance 1.0", async () => {
     const file = (await import("@keepquant/default-model")).defaultModelInfo().file;
-    const probe = await Engine.load(file, {});
-    const inputs = prompts(probe.weights.vocab);
-    probe.dispose();
-    const plain = await greedyOutputs(file, {}, false, inputs);
-    plain.engine.dispose();
-    const continuation = (tokens: readonly number[]): number[] => {
-      const i = inputs.findIndex((p) => tokens.length >= p.length && p.every((t, j) => tokens[j] === t));
-      return [...inputs[i]!, ...plain.tokens[i]!].slice(tokens.length);
-    };
+    const { inputs, plain, continuation } = await plainBaseline(file);
     const run = await greedyOutputs(
       file,
       { speculative: { method: "mtp", draftTokens: 3, propose: (tokens, count) => continuation(tokens).slice(0, count) } },
@@ -249,16 +259,7 @@ describe.skipIf(reason !== undefined)("speculative decoding with the prefix cach
 describe.skipIf(reason !== undefined)("speculative verification with a caller's drafter (rollback)", () => {
   it("true continuation: acceptance 1.0, no rollback; partly wrong drafts: rollbacks, same tokens", async () => {
     const file = await fixtureFile(PLAIN_FIXTURE);
-    const probe = await Engine.load(file, {});
-    const inputs = prompts(probe.weights.vocab);
-    probe.dispose();
-    const plain = await greedyOutputs(file, {}, false, inputs);
-    plain.engine.dispose();
-    const continuation = (tokens: readonly number[]): number[] => {
-      const i = inputs.findIndex((p) => p.every((t, j) => tokens[j] === t) && tokens.length >= p.length);
-      const full = [...inputs[i]!, ...plain.tokens[i]!];
-      return full.slice(tokens.length);
-    };
+    const { inputs, plain, continuation } = await plainBaseline(file);
     for (const draftTokens of [1, 2, 4]) {
       for (const batched of [false, true]) {
         const oracle = await greedyOutputs(
@@ -312,10 +313,7 @@ describe.skipIf(reason !== undefined)("speculative verification with a caller's 
     const inputs = [9, 4, 11, 6].map((length) => Array.from({ length }, () => Math.floor(random() * 1000)));
     const plain = await greedyOutputs(file, {}, false, inputs);
     plain.engine.dispose();
-    const continuation = (tokens: readonly number[]): number[] => {
-      const i = inputs.findIndex((p) => tokens.length >= p.length && p.every((t, j) => tokens[j] === t));
-      return [...inputs[i]!, ...plain.tokens[i]!].slice(tokens.length);
-    };
+    const continuation = trueContinuation(inputs, plain.tokens);
     const run = await greedyOutputs(
       file,
       {
