@@ -257,9 +257,9 @@ describe.skipIf(ORACLE_REASON)("matmulLlama", () => {
 
   it("a row of a batch gets the same bits as that row alone (multi-row kernels), every type and level", () => {
     // 2 .. 4 rows: the register kernels of small batches; 11: one 8-row call and a 3-row one where a
-    // level takes 8, else 4 + 4 + 3, and the block kernels
-    const xs = randomFloats(11 * K, 21);
-    for (const m of [2, 3, 4, 11]) {
+    // level takes 8, else 4 + 4 + 3, and the block kernels; 33: a 32-row tile, then a tile of one row
+    const xs = randomFloats(33 * K, 21);
+    for (const m of [2, 3, 4, 11, 33]) {
       for (const type of NATIVE_LLAMA_TYPES) {
         const weight = makeWeight(type, 9, K, 400 + type);
         for (const isa of availableNativeIsas()) {
