@@ -4,6 +4,7 @@
  * prints how many elements differ bit-wise per tensor. Debug tool, not a test.
  *
  *   pnpm exec tsx bench/compare-layers.ts <model.gguf> [ids=100,200]
+ *   KEEPQUANT_COMPARE_FA=1 pnpm exec tsx bench/compare-layers.ts ...   # flash attention, f16 K/V
  *
  * Struct layouts are those of the oracle build (tools/oracle/src/llama.ts); ggml_tensor field
  * offsets (type 0, ne 16, nb 48, data 248, name 256) are ggml's with GGML_MAX_SRC = 10.
@@ -17,6 +18,8 @@ import { Engine, setLibm, type ActivationTap, type Qwen35Forward } from "../src/
 const [file, idsArg = "100,200"] = process.argv.slice(2);
 if (!file) throw new Error("usage: compare-layers.ts <model.gguf> [comma-separated ids]");
 const ids = idsArg.split(",").map(Number);
+/** KEEPQUANT_COMPARE_FA=1: flash attention with an f16 cache (the defaults of both) instead of -fa off with f32 K/V. */
+const flashAttention = process.env.KEEPQUANT_COMPARE_FA === "1";
 
 const requireOracle = createRequire(path.resolve(path.dirname(new URL(import.meta.url).pathname), "../../../tools/oracle/package.json"));
 const koffi = requireOracle("koffi");
@@ -123,9 +126,9 @@ Object.assign(contextParams, {
   n_ubatch: 512,
   n_threads: 2,
   n_threads_batch: 2,
-  type_k: GgmlType.F32,
-  type_v: GgmlType.F32,
-  flash_attn_type: 0,
+  type_k: flashAttention ? GgmlType.F16 : GgmlType.F32,
+  type_v: flashAttention ? GgmlType.F16 : GgmlType.F32,
+  flash_attn_type: flashAttention ? 1 : 0,
   cb_eval: callback,
   no_perf: true,
 });
@@ -138,7 +141,7 @@ if (status !== 0) throw new Error(`llama_decode returned ${status}`);
 // llama.cpp, the C library's libm (JavaScript's Math rounds some logf/expf results differently)
 const native = await import("@keepquant/tt-native");
 if (native.nativeAddon()) setLibm(native.nativeLibm());
-const engine = await Engine.load(file, { kvType: "f32", flashAttention: false, nativeStep: false });
+const engine = await Engine.load(file, { kvType: flashAttention ? "f16" : "f32", flashAttention, nativeStep: false });
 const ours = new Map<string, Float32Array>();
 const tap: ActivationTap = (name, data, rows, width) => ours.set(name, data.slice(0, rows * width));
 (engine as unknown as { forwardPass: Qwen35Forward }).forwardPass.tap = tap;

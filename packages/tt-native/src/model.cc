@@ -579,9 +579,22 @@ void attendOneChunk(const AttentionContext& a, const int32_t* blockTable, int po
   float* q = threadScratch(tQuery, Dh);
   float* acc = threadScratch(tAcc, Dh);
   float* scores = threadScratch(tScores, (size_t)pos + 1);
+  float* kRow = threadScratch(tRow, Dh);
   for (int i = 0; i < Dh; ++i) q[i] = a.f16 ? roundF16(qHead[i]) : qHead[i];
   std::fill(acc, acc + Dh, 0.0f);
-  a.scores(blockTable, 0, pos + 1, kvHead, q, scores);
+  // kq_vec_dot: ggml_vec_dot_f16 (an f16 cache) or _f32, four 8-lane f32 FMA accumulators
+  for (int j = 0; j <= pos; ++j) {
+    const size_t base = a.offset(blockTable, j, kvHead);
+    float dot;
+    if (a.f16) {
+      const uint16_t* k = static_cast<const uint16_t*>(a.kPlane) + base;
+      for (int i = 0; i < Dh; ++i) kRow[i] = halfToF32(k[i]);
+      dot = a.ops->vecDotF32(kRow, q, Dh);
+    } else {
+      dot = a.ops->vecDotF32(static_cast<const float*>(a.kPlane) + base, q, Dh);
+    }
+    scores[j] = dot * a.scale;
+  }
   float M = -std::numeric_limits<float>::infinity();
   float S = 0;
   for (int j = 0; j <= pos; ++j) {
@@ -631,11 +644,15 @@ void attendStandard(const AttentionContext& a, const int32_t* blockTable, int po
     scores[j] = s;
     if (s > max) max = s;
   }
+  // ggml_vec_soft_max_f32 (AVX2 build): 8 lanes at a time (masked positions past n give 0), each
+  // vector's f32 horizontal sum ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)) added in f64
+  for (int j = 0; j < n; ++j) scores[j] = a.ops->vexpf(scores[j] - max);
   double sum = 0;
-  for (int j = 0; j < n; ++j) {
-    const float p = a.ops->vexpf(scores[j] - max);
-    scores[j] = p;
-    sum += p;
+  for (int g = 0; g < n; g += 8) {
+    float v[8];
+    for (int i = 0; i < 8; ++i) v[i] = g + i < n ? scores[g + i] : 0.0f;
+    const float t0 = v[0] + v[4], t1 = v[1] + v[5], t2 = v[2] + v[6], t3 = v[3] + v[7];
+    sum += (double)((t0 + t2) + (t1 + t3));
   }
   const float inv = (float)(1.0 / sum);
   for (int j = 0; j < n; ++j) {

@@ -180,6 +180,7 @@ export class Qwen35Forward {
   private readonly ffnGate: Float32Array; // [T, n_ff]
   private readonly ffnUp: Float32Array; // [T, n_ff]
   private readonly headDimScratch: Float32Array; // [Dh] query as seen by the kernel
+  private readonly kRowScratch: Float32Array; // [Dh] one K row decoded to f32
   private readonly qBits: Uint32Array; // bit view of q
   private readonly accScratch: Float32Array; // [Dh] V accumulator
   private readonly vLanes: Float32Array; // [Dh, 8] V accumulator lanes (non-flash path)
@@ -229,6 +230,7 @@ export class Qwen35Forward {
     this.ffnGate = scratch.ffnGate;
     this.ffnUp = scratch.ffnUp;
     this.headDimScratch = new Float32Array(c.headDim);
+    this.kRowScratch = new Float32Array(c.headDim);
     this.qBits = new Uint32Array(this.q.buffer, this.q.byteOffset, this.q.length);
     this.accScratch = new Float32Array(c.headDim);
     this.vLanes = new Float32Array(c.headDim * 8);
@@ -612,17 +614,19 @@ export class Qwen35Forward {
     acc.fill(0);
     let M = -Infinity;
     let S = 0;
+    const kRow = this.kRowScratch;
     for (let j = 0; j <= pos; j++) {
       const base = this.kvRowOffset(blockTable, j, kvHead);
-      let dot = 0;
+      // kq_vec_dot: ggml_vec_dot_f16 (an f16 cache) or _f32, four 8-lane f32 FMA accumulators
+      let dot: number;
       if (f16) {
         const kp = kPlane as Uint16Array;
-        for (let i = 0; i < Dh; i++) dot += F16_TO_F32[kp[base + i]!]! * q[i]!;
+        for (let i = 0; i < Dh; i++) kRow[i] = F16_TO_F32[kp[base + i]!]!;
+        dot = ggmlVecDotF32(kRow, 0, q, 0, Dh);
       } else {
-        const kp = kPlane as Float32Array;
-        for (let i = 0; i < Dh; i++) dot += kp[base + i]! * q[i]!;
+        dot = ggmlVecDotF32(kPlane as Float32Array, base, q, 0, Dh);
       }
-      const s = fround(fround(dot) * scale);
+      const s = fround(dot * scale);
       let ms = 1;
       let vs = 1;
       if (s > M) {
@@ -685,12 +689,18 @@ export class Qwen35Forward {
       scores[j] = s;
       if (s > max) max = s;
     }
-    // soft_max_ext: SIMD ggml_v_expf (llama's KV rows are padded to whole vectors), f64 sum
+    // soft_max_ext (ggml_vec_soft_max_f32, AVX2 build): SIMD ggml_v_expf over 8 lanes at a time (llama's
+    // KV rows are padded to whole vectors; masked positions give 0), each vector's f32 horizontal sum
+    // ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)) added to an f64 sum
+    for (let j = 0; j < n; j++) scores[j] = ggmlVExpf(fround(scores[j]! - max));
     let sum = 0;
-    for (let j = 0; j < n; j++) {
-      const p = ggmlVExpf(fround(scores[j]! - max));
-      scores[j] = p;
-      sum += p;
+    for (let g = 0; g < n; g += 8) {
+      const lane = (i: number): number => (g + i < n ? scores[g + i]! : 0);
+      const t0 = fround(lane(0) + lane(4));
+      const t1 = fround(lane(1) + lane(5));
+      const t2 = fround(lane(2) + lane(6));
+      const t3 = fround(lane(3) + lane(7));
+      sum += fround(fround(t0 + t2) + fround(t1 + t3));
     }
     const inv = fround(1 / sum);
     for (let j = 0; j < n; j++) {

@@ -92,6 +92,27 @@ describe("parity gate vs llama.cpp goldens", () => {
       const report = await gate(entry.name, "llama");
       expect(report.passed, describeParityFailures(report)).toBe(true);
     });
+    // Quantized weights: our kernels reproduce the haswell variant's arithmetic, so the prompt's logits
+    // (step 0, computed by llama.cpp's prefill) are llama.cpp's to the bit. Later steps came from
+    // llama.cpp's one-token decodes, where its attention takes another summation order than with
+    // several query rows (KQ through tinyBLAS when Q is one contiguous row); our rows keep one order
+    // whatever the batch, so those logits may differ in the last bits (docs/usage/parity.md).
+    // F32 weights: llama.cpp's F32 matmul sums in another order.
+    if (entry.weightType.toUpperCase() !== "F32") {
+      it.skipIf(reason !== undefined)(`${entry.name}: llama numerics give llama.cpp's prefill logits (top-64) bit for bit`, async () => {
+        const goldens = readGoldensFile(path.join(GOLDENS_DIR, `${entry.name}.json`));
+        const ours = await teacherForcedOn(entry.name, "llama");
+        goldens.prompts.forEach((golden, p) => {
+          const theirs = golden.topLogits[0]!;
+          const mine = ours[p]!.topLogits[0]!;
+          const a = new Uint32Array(mine.buffer, mine.byteOffset, mine.length);
+          const b = new Uint32Array(theirs.buffer, theirs.byteOffset, theirs.length);
+          const at = a.findIndex((bits, i) => bits !== b[i]);
+          if (at >= 0) expect.fail(`prompt ${p}: logit of token ${golden.topIds[0]![at]} is ${mine[at]}, llama.cpp's ${theirs[at]}`);
+          expect(a.length).toBe(goldens.topK);
+        });
+      });
+    }
     if (BF16_GATE_WEIGHT_TYPES.has(entry.weightType.toUpperCase())) {
       it.skipIf(reason !== undefined)(`${entry.name}: bf16 numerics have 0 forward-divergent prompts`, async () => {
         const report = await gate(entry.name, "bf16");
