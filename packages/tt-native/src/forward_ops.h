@@ -15,6 +15,9 @@ struct ForwardOps {
   void (*swigluRow)(float* g, const float* u, int n);
   // ggml_vec_dot_f32 in its AVX2 lane order (4 x 8 fused lanes over blocks of 32, fixed reduction).
   float (*vecDotF32)(const float* x, const float* y, int n);
+  // ggml_vec_dot_f16 with one side already in f32: x (f16, converted exactly) against y, the same
+  // lanes, fused multiply-adds and reduction as vecDotF32 (the f32 tail added in f32).
+  float (*vecDotF16F32)(const uint16_t* x, const float* y, int n);
   // GDN row kernels: s <- s * decay, returns dot(s, k); s <- fma(k, delta, s), returns dot(s, q).
   float (*decayDot)(float* s, const float* k, int n, float decay);
   float (*madDot)(float* s, const float* q, const float* k, int n, float delta);

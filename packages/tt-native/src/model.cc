@@ -579,7 +579,6 @@ void attendOneChunk(const AttentionContext& a, const int32_t* blockTable, int po
   float* q = threadScratch(tQuery, Dh);
   float* acc = threadScratch(tAcc, Dh);
   float* scores = threadScratch(tScores, (size_t)pos + 1);
-  float* kRow = threadScratch(tRow, Dh);
   for (int i = 0; i < Dh; ++i) q[i] = a.f16 ? roundF16(qHead[i]) : qHead[i];
   std::fill(acc, acc + Dh, 0.0f);
   // kq_vec_dot: ggml_vec_dot_f16 (an f16 cache) or _f32, four 8-lane f32 FMA accumulators
@@ -587,9 +586,7 @@ void attendOneChunk(const AttentionContext& a, const int32_t* blockTable, int po
     const size_t base = a.offset(blockTable, j, kvHead);
     float dot;
     if (a.f16) {
-      const uint16_t* k = static_cast<const uint16_t*>(a.kPlane) + base;
-      for (int i = 0; i < Dh; ++i) kRow[i] = halfToF32(k[i]);
-      dot = a.ops->vecDotF32(kRow, q, Dh);
+      dot = a.ops->vecDotF16F32(static_cast<const uint16_t*>(a.kPlane) + base, q, Dh);
     } else {
       dot = a.ops->vecDotF32(static_cast<const float*>(a.kPlane) + base, q, Dh);
     }
@@ -625,7 +622,6 @@ void attendStandard(const AttentionContext& a, const int32_t* blockTable, int po
   const int Dh = a.Dh;
   const int n = pos + 1;
   float* q = threadScratch(tQuery, Dh);
-  float* kRow = threadScratch(tRow, Dh);
   float* scores = threadScratch(tScores, (size_t)n);
   float* lanes = threadScratch(tLanes, (size_t)8 * Dh);  // [lane][Dh]
   for (int i = 0; i < Dh; ++i) q[i] = a.f16 ? roundF16(qHead[i]) : qHead[i];
@@ -634,9 +630,7 @@ void attendStandard(const AttentionContext& a, const int32_t* blockTable, int po
     const size_t base = a.offset(blockTable, j, kvHead);
     float dot;
     if (a.f16) {
-      const uint16_t* k = static_cast<const uint16_t*>(a.kPlane) + base;
-      for (int i = 0; i < Dh; ++i) kRow[i] = halfToF32(k[i]);
-      dot = a.ops->vecDotF32(kRow, q, Dh);
+      dot = a.ops->vecDotF16F32(static_cast<const uint16_t*>(a.kPlane) + base, q, Dh);
     } else {
       dot = a.ops->vecDotF32(static_cast<const float*>(a.kPlane) + base, q, Dh);
     }
