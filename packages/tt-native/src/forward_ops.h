@@ -30,10 +30,10 @@ struct ForwardOps {
   void (*madF16)(float* acc, const uint16_t* v, float scale, int n);
   // ggml_v_expf, one lane.
   float (*vexpf)(float x);
-  // Attention scores of `n` K rows (f16 or f32, `dh` values each) against q: each an f64 dot
-  // accumulated in element order, rounded to f32, times `scale` in f32.
-  void (*scoresF16)(const uint16_t* const* rows, int n, const float* q, int dh, float scale, float* out);
-  void (*scoresF32)(const float* const* rows, int n, const float* q, int dh, float scale, float* out);
+  // The tiled flash attention's scores (ggml's simd_gemm): per K row one f32 fused multiply-add chain
+  // over the head dimension from +0, s = fma(q[d], k[d], s), then times `scale` in f32.
+  void (*chainScoresF16)(const uint16_t* const* rows, int n, const float* q, int dh, float scale, float* out);
+  void (*chainScoresF32)(const float* const* rows, int n, const float* q, int dh, float scale, float* out);
   // The GDN causal depthwise conv with 4 taps over channels [0, nch) of one sequence's tokens: per
   // channel c and token t, y = ((((0 + s0 * w0) + s1 * w1) + s2 * w2) + x * w3) with each product and
   // sum rounded to f32 (s0..s2 the three previous raw inputs, oldest first), then the window shifts.

@@ -554,15 +554,16 @@ struct AttentionContext {
     return ((size_t)blockTable[j / blockSize] * blockSize + (size_t)(j % blockSize)) * rowStride + (size_t)kvHead * Dh;
   }
   // f64 dots of the K rows at positions [j0, j1) against q (each in element order), f32 scores
-  void scores(const int32_t* blockTable, int j0, int j1, int kvHead, const float* q, float* out) const {
+  // The tiled path's scores of K rows [j0, j1) (ForwardOps::chainScores*).
+  void chainScores(const int32_t* blockTable, int j0, int j1, int kvHead, const float* q, float* out) const {
     thread_local std::vector<const void*> rows;
     if (rows.size() < (size_t)(j1 - j0)) rows.resize((size_t)(j1 - j0));
     for (int j = j0; j < j1; ++j) {
       const size_t base = offset(blockTable, j, kvHead);
       rows[j - j0] = f16 ? (const void*)(static_cast<const uint16_t*>(kPlane) + base) : (const void*)(static_cast<const float*>(kPlane) + base);
     }
-    if (f16) ops->scoresF16(reinterpret_cast<const uint16_t* const*>(rows.data()), j1 - j0, q, Dh, scale, out);
-    else ops->scoresF32(reinterpret_cast<const float* const*>(rows.data()), j1 - j0, q, Dh, scale, out);
+    if (f16) ops->chainScoresF16(reinterpret_cast<const uint16_t* const*>(rows.data()), j1 - j0, q, Dh, scale, out);
+    else ops->chainScoresF32(reinterpret_cast<const float* const*>(rows.data()), j1 - j0, q, Dh, scale, out);
   }
   void madV(float* acc, size_t base, float p) const {
     if (f16) ops->madF16(acc, static_cast<const uint16_t*>(vPlane) + base, p, Dh);
@@ -573,6 +574,20 @@ struct AttentionContext {
 thread_local std::vector<float> tQuery, tAcc, tScores, tLanes, tRow;
 
 // llama.cpp's CPU flash attention for < 64 query rows (forward.ts attendOneChunk).
+// The sum ggml_vec_soft_max_f32's AVX2 body returns for p[0..n) (values past n count as 0, as masked
+// cells do): each 8-lane vector's f32 horizontal sum ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)),
+// added to an f64 sum.
+double softMaxSum(const float* p, int n) {
+  double sum = 0;
+  for (int g = 0; g < n; g += 8) {
+    float v[8];
+    for (int i = 0; i < 8; ++i) v[i] = g + i < n ? p[g + i] : 0.0f;
+    const float t0 = v[0] + v[4], t1 = v[1] + v[5], t2 = v[2] + v[6], t3 = v[3] + v[7];
+    sum += (double)((t0 + t2) + (t1 + t3));
+  }
+  return sum;
+}
+
 void attendOneChunk(const AttentionContext& a, const int32_t* blockTable, int pos, int kvHead, const float* qHead,
                     float* out) {
   const int Dh = a.Dh;
@@ -641,13 +656,7 @@ void attendStandard(const AttentionContext& a, const int32_t* blockTable, int po
   // ggml_vec_soft_max_f32 (AVX2 build): 8 lanes at a time (masked positions past n give 0), each
   // vector's f32 horizontal sum ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)) added in f64
   for (int j = 0; j < n; ++j) scores[j] = a.ops->vexpf(scores[j] - max);
-  double sum = 0;
-  for (int g = 0; g < n; g += 8) {
-    float v[8];
-    for (int i = 0; i < 8; ++i) v[i] = g + i < n ? scores[g + i] : 0.0f;
-    const float t0 = v[0] + v[4], t1 = v[1] + v[5], t2 = v[2] + v[6], t3 = v[3] + v[7];
-    sum += (double)((t0 + t2) + (t1 + t3));
-  }
+  const double sum = softMaxSum(scores, n);
   const float inv = (float)(1.0 / sum);
   for (int j = 0; j < n; ++j) {
     const float p = scores[j] * inv;
@@ -676,7 +685,7 @@ void attendTiled(const AttentionContext& a, const int32_t* blockTable, int pos, 
   float S = 0;
   for (int t0 = 0; t0 < n; t0 += kFlashAttnKvTile) {
     const int t1 = std::min(n, t0 + kFlashAttnKvTile);
-    a.scores(blockTable, t0, t1, kvHead, qHead, scores);
+    a.chainScores(blockTable, t0, t1, kvHead, qHead, scores);
     float tileMax = -std::numeric_limits<float>::infinity();
     for (int j = t0; j < t1; ++j) tileMax = std::max(tileMax, scores[j - t0]);
     const float newMax = std::max(M, tileMax);
@@ -686,13 +695,9 @@ void attendTiled(const AttentionContext& a, const int32_t* blockTable, int pos, 
       S = S * ms;
     }
     M = newMax;
-    double tileSum = 0;
-    for (int j = t0; j < t1; ++j) {
-      const float p = expf(scores[j - t0] - M);
-      scores[j - t0] = p;
-      tileSum += p;
-    }
-    S = (float)((double)S + tileSum);
+    // ggml_vec_soft_max_f32 over the 64-cell tile (cells past the row's position weigh 0)
+    for (int j = t0; j < t1; ++j) scores[j - t0] = a.ops->vexpf(scores[j - t0] - M);
+    S = (float)((double)S + softMaxSum(scores, t1 - t0));
     for (int j = t0; j < t1; ++j) a.madV(acc, a.offset(blockTable, j, kvHead), scores[j - t0]);
   }
   const float inv = S == 0 ? 0.0f : 1.0f / S;

@@ -148,6 +148,24 @@ export interface OpProviders {
 }
 
 /**
+ * The sum ggml_vec_soft_max_f32's AVX2 body returns for `p[0..n)` (values past n count as 0, as masked
+ * cells do): each 8-lane vector's f32 horizontal sum ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)),
+ * added to an f64 sum.
+ */
+function ggmlSoftMaxSum(p: Float32Array, n: number): number {
+  let sum = 0;
+  for (let g = 0; g < n; g += 8) {
+    const lane = (i: number): number => (g + i < n ? p[g + i]! : 0);
+    const t0 = fround(lane(0) + lane(4));
+    const t1 = fround(lane(1) + lane(5));
+    const t2 = fround(lane(2) + lane(6));
+    const t3 = fround(lane(3) + lane(7));
+    sum += fround(fround(t0 + t2) + fround(t1 + t3));
+  }
+  return sum;
+}
+
+/**
  * The qwen35 forward over a batch of sequences (qwen35.md sections 4-9). All activations are f32;
  * big matmuls go through the selected providers; everything else runs here in TypeScript.
  * Scratch is preallocated for `maxBatchTokens` rows; the logits buffer grows on demand.
@@ -693,15 +711,7 @@ export class Qwen35Forward {
     // KV rows are padded to whole vectors; masked positions give 0), each vector's f32 horizontal sum
     // ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)) added to an f64 sum
     for (let j = 0; j < n; j++) scores[j] = ggmlVExpf(fround(scores[j]! - max));
-    let sum = 0;
-    for (let g = 0; g < n; g += 8) {
-      const lane = (i: number): number => (g + i < n ? scores[g + i]! : 0);
-      const t0 = fround(lane(0) + lane(4));
-      const t1 = fround(lane(1) + lane(5));
-      const t2 = fround(lane(2) + lane(6));
-      const t3 = fround(lane(3) + lane(7));
-      sum += fround(fround(t0 + t2) + fround(t1 + t3));
-    }
+    const sum = ggmlSoftMaxSum(scores, n);
     const inv = fround(1 / sum);
     for (let j = 0; j < n; j++) {
       const p = fround(scores[j]! * inv);
@@ -757,15 +767,16 @@ export class Qwen35Forward {
       let tileMax = -Infinity;
       for (let j = t0; j < t1; j++) {
         const base = this.kvRowOffset(blockTable, j, kvHead);
+        // simd_gemm: one f32 fused multiply-add chain over the head dimension, from +0
         let dot = 0;
         if (f16) {
           const kp = kPlane as Uint16Array;
-          for (let i = 0; i < Dh; i++) dot += F16_TO_F32[kp[base + i]!]! * q[outOffset + i]!;
+          for (let i = 0; i < Dh; i++) dot = fmaf(q[outOffset + i]!, F16_TO_F32[kp[base + i]!]!, dot);
         } else {
           const kp = kPlane as Float32Array;
-          for (let i = 0; i < Dh; i++) dot += kp[base + i]! * q[outOffset + i]!;
+          for (let i = 0; i < Dh; i++) dot = fmaf(q[outOffset + i]!, kp[base + i]!, dot);
         }
-        const s = fround(fround(dot) * scale);
+        const s = fround(dot * scale);
         scores[j - t0] = s;
         if (s > tileMax) tileMax = s;
       }
@@ -776,12 +787,10 @@ export class Qwen35Forward {
         S = fround(S * ms);
       }
       M = newMax;
-      let tileSum = 0;
-      for (let j = t0; j < t1; j++) {
-        const p = libm.expf(fround(scores[j - t0]! - M));
-        scores[j - t0] = p;
-        tileSum += p;
-      }
+      // ggml_vec_soft_max_f32 over the 64-cell tile (cells past the row's position weigh 0): ggml_v_expf
+      // and per-vector f32 horizontal sums added in f64, the tile's sum added to S through f64
+      for (let j = t0; j < t1; j++) scores[j - t0] = ggmlVExpf(fround(scores[j - t0]! - M));
+      const tileSum = ggmlSoftMaxSum(scores, t1 - t0);
       S = fround(S + tileSum);
       for (let j = t0; j < t1; j++) {
         const p = scores[j - t0]!;
