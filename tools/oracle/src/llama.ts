@@ -725,7 +725,7 @@ export type OracleJob =
   | { kind: "detokenize"; model: string; sequences: number[][]; removeSpecial?: boolean; unparseSpecial?: boolean }
   | { kind: "pieces"; model: string; tokens: number[]; special?: boolean }
   | (ModelJob & { kind: "greedy"; prompts: number[][]; nTokens: number; withLogits?: boolean })
-  | (ModelJob & { kind: "logits"; sequences: number[][] })
+  | (ModelJob & { kind: "logits"; sequences: number[][]; flashAttention?: boolean })
   | (ModelJob & { kind: "mtp-draft"; prompt: number[]; next: number; steps: number; flashAttention?: boolean });
 
 export interface OracleResults {
@@ -814,7 +814,12 @@ export function executeJob(job: OracleJob): OracleResult {
       const model = llama.loadModel(job.model, { repack: job.repack ?? false });
       const lengths = job.kind === "greedy" ? job.prompts.map((p) => p.length + job.nTokens) : job.sequences.map((s) => s.length);
       const nCtx = job.nCtx ?? Math.max(32, Math.ceil(Math.max(...lengths, 1) / 32) * 32);
-      const ctx = model.createContext({ nCtx, threads: job.threads ?? 1, kvType: job.kvType ?? "f32" });
+      const ctx = model.createContext({
+        nCtx,
+        threads: job.threads ?? 1,
+        kvType: job.kvType ?? "f32",
+        flashAttention: job.kind === "logits" && job.flashAttention === true,
+      });
       try {
         if (job.kind === "logits") {
           return { logits: job.sequences.map((ids) => ctx.evaluate(ids).map(encodeF32)) };
