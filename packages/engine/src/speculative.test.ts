@@ -6,43 +6,28 @@
  */
 import fs from "node:fs";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
-import { llamaUnavailableReason, runOracle } from "@keepquant/oracle";
+import { llamaUnavailableReason } from "@keepquant/oracle";
 import * as native from "@keepquant/tt-native";
 import { Engine } from "./engine.js";
 import type { EngineOptions } from "./engine-types.js";
 import { EngineError } from "./errors.js";
 import { Sampler } from "./sampling/sampler.js";
-import { ensureFixture, fixtureTokenizerFromJson, PARITY_FIXTURES, PARITY_MODELS, type ParityFixture } from "./parity/fixtures.js";
-import { readParityManifest } from "./parity/manifest.js";
+import { PARITY_FIXTURES, PARITY_MODELS } from "./parity/fixtures.js";
+import { FIXTURE_CACHE_DIR, parityFixtureFile } from "./testing/parity-fixture-file.js";
 import { seededRandom } from "./testing/synthetic-model.js";
 
-const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
-const CACHE_DIR = process.env.KEEPQUANT_FIXTURE_CACHE ?? path.join(REPO_ROOT, ".cache", "fixtures");
-const manifest = readParityManifest(path.join(REPO_ROOT, "goldens", "parity", "manifest.json"));
 const MTP_FIXTURES = PARITY_FIXTURES.filter((f) => PARITY_MODELS[f.model]?.mtp === true);
 const PLAIN_FIXTURE = PARITY_FIXTURES.find((f) => f.name === "tied-4l-q8_0")!;
 
 function skipReason(): string | undefined {
   if (!native.nativeAddon()) return `the native addon did not load: ${native.nativeStatus().cpu.reasons.join("; ")}`;
-  const missing = PARITY_FIXTURES.filter((f) => !fs.existsSync(path.join(CACHE_DIR, f.file)));
+  const missing = PARITY_FIXTURES.filter((f) => !fs.existsSync(path.join(FIXTURE_CACHE_DIR, f.file)));
   const oracle = llamaUnavailableReason();
   if (missing.length > 0 && oracle) return `fixtures ${missing.map((f) => f.name).join(", ")} not cached and no quantizer: ${oracle}`;
   return undefined;
 }
 const reason = skipReason();
-
-async function fixtureFile(fixture: ParityFixture): Promise<string> {
-  const tokenizer = fixtureTokenizerFromJson(JSON.parse(fs.readFileSync(path.join(REPO_ROOT, manifest.tokenizer.file), "utf8")));
-  return ensureFixture(fixture, {
-    cacheDir: CACHE_DIR,
-    tokenizer,
-    quantize: async (input, output, weightType) =>
-      void (await runOracle({ kind: "quantize", input, output, ftype: weightType, nthread: 2 })),
-    expectedSha256: Object.fromEntries(manifest.fixtures.map((f) => [f.name, f.sha256])),
-  });
-}
 
 const GENERATE = { maxTokens: 20, stopAtEog: false } as const;
 
@@ -94,7 +79,7 @@ function expectPoolsFree(engine: Engine): void {
 
 describe.skipIf(reason !== undefined)("speculative decoding with the MTP drafter: greedy identity", () => {
   const models: { name: string; file: () => Promise<string> }[] = [
-    ...MTP_FIXTURES.map((fixture) => ({ name: fixture.name, file: () => fixtureFile(fixture) })),
+    ...MTP_FIXTURES.map((fixture) => ({ name: fixture.name, file: () => parityFixtureFile(fixture) })),
     // the trained default model: its drafter agrees about half the time (partial acceptance, rollbacks)
     {
       name: "default model (trained MTP head)",
@@ -179,7 +164,7 @@ describe.skipIf(reason !== undefined)("speculative decoding with the MTP drafter
   });
 
   it("the TypeScript specification path (provider ts) gives the same tokens", async () => {
-    const file = await fixtureFile(MTP_FIXTURES.find((f) => f.weightType === "Q8_0")!);
+    const file = await parityFixtureFile(MTP_FIXTURES.find((f) => f.weightType === "Q8_0")!);
     const plain = await greedyOutputs(file, {}, false, prompts(1000).slice(0, 1));
     plain.engine.dispose();
     const ts = await greedyOutputs(
@@ -258,7 +243,7 @@ describe.skipIf(reason !== undefined)("speculative decoding with the prefix cach
 
 describe.skipIf(reason !== undefined)("speculative verification with a caller's drafter (rollback)", () => {
   it("true continuation: acceptance 1.0, no rollback; partly wrong drafts: rollbacks, same tokens", async () => {
-    const file = await fixtureFile(PLAIN_FIXTURE);
+    const file = await parityFixtureFile(PLAIN_FIXTURE);
     const { inputs, plain, continuation } = await plainBaseline(file);
     for (const draftTokens of [1, 2, 4]) {
       for (const batched of [false, true]) {
@@ -308,7 +293,7 @@ describe.skipIf(reason !== undefined)("speculative verification with a caller's 
   });
 
   it("k = 8 with 4 sequences batched and rollbacks: verification steps stay under the tiled-attention row count, same tokens", async () => {
-    const file = await fixtureFile(PLAIN_FIXTURE);
+    const file = await parityFixtureFile(PLAIN_FIXTURE);
     const random = seededRandom(5);
     const inputs = [9, 4, 11, 6].map((length) => Array.from({ length }, () => Math.floor(random() * 1000)));
     const plain = await greedyOutputs(file, {}, false, inputs);
@@ -337,7 +322,7 @@ describe.skipIf(reason !== undefined)("speculative verification with a caller's 
   });
 
   it("preemption by recompute under a small KV pool: same tokens, every block back", async () => {
-    const file = await fixtureFile(MTP_FIXTURES.find((f) => f.weightType === "Q8_0")!);
+    const file = await parityFixtureFile(MTP_FIXTURES.find((f) => f.weightType === "Q8_0")!);
     const probe = await Engine.load(file, {});
     const inputs = prompts(probe.weights.vocab);
     probe.dispose();
@@ -356,7 +341,7 @@ describe.skipIf(reason !== undefined)("speculative verification with a caller's 
   });
 
   it("a drafter that is always wrong: one token per step, no row computed twice", async () => {
-    const file = await fixtureFile(PLAIN_FIXTURE);
+    const file = await parityFixtureFile(PLAIN_FIXTURE);
     const prompt = [3, 1, 4, 1, 5];
     const plain = await greedyOutputs(file, {}, false, [prompt]);
     plain.engine.dispose();
@@ -385,7 +370,7 @@ describe.skipIf(reason !== undefined)("speculative verification with a caller's 
   });
 
   it("sampling with speculation is reproducible with a seed and reports per-request stats", async () => {
-    const file = await fixtureFile(MTP_FIXTURES[0]!);
+    const file = await parityFixtureFile(MTP_FIXTURES[0]!);
     const run = async () => {
       const engine = await Engine.load(file, { speculative: { method: "mtp", draftTokens: 3 } });
       const result = await engine.generateToEnd([1, 2, 3, 4], { maxTokens: 16, stopAtEog: false, temperature: 0.9, seed: 5 });
@@ -401,7 +386,7 @@ describe.skipIf(reason !== undefined)("speculative verification with a caller's 
 
 describe.skipIf(reason !== undefined)("speculative options are checked", () => {
   it("refuses k outside 1..8 and unknown methods, naming the option", async () => {
-    const file = await fixtureFile(MTP_FIXTURES[0]!);
+    const file = await parityFixtureFile(MTP_FIXTURES[0]!);
     for (const draftTokens of [0, 9, 1.5]) {
       const error = await Engine.load(file, { speculative: { method: "mtp", draftTokens } }).catch((e: unknown) => e);
       expect(EngineError.isInstance(error) && error.field).toBe("speculative.draftTokens");
@@ -412,7 +397,7 @@ describe.skipIf(reason !== undefined)("speculative options are checked", () => {
   });
 
   it("refuses a bad draftVocab by name: not a positive integer, larger than the vocabulary, or without mtp", async () => {
-    const file = await fixtureFile(MTP_FIXTURES[0]!);
+    const file = await parityFixtureFile(MTP_FIXTURES[0]!);
     const probe = await Engine.load(file, {});
     const vocab = probe.weights.vocab;
     probe.dispose();
@@ -428,7 +413,7 @@ describe.skipIf(reason !== undefined)("speculative options are checked", () => {
   });
 
   it("refuses mtp on a model without an MTP block, naming the file and the key", async () => {
-    const file = await fixtureFile(PLAIN_FIXTURE);
+    const file = await parityFixtureFile(PLAIN_FIXTURE);
     const error = await Engine.load(file, { speculative: { method: "mtp" } }).catch((e: unknown) => e);
     expect(EngineError.isInstance(error) && error.code).toBe("ENGINE_BAD_OPTION");
     expect((error as EngineError).field).toBe("speculative.method");

@@ -554,6 +554,12 @@ struct AttentionContext {
     return ((size_t)blockTable[j / blockSize] * blockSize + (size_t)(j % blockSize)) * rowStride + (size_t)kvHead * Dh;
   }
   // f64 dots of the K rows at positions [j0, j1) against q (each in element order), f32 scores
+  // ggml_vec_dot_f16 (an f16 cache) or _f32 of K row j with q: four 8-lane f32 FMA accumulators.
+  float kqDot(const int32_t* blockTable, int j, int kvHead, const float* q) const {
+    const size_t base = offset(blockTable, j, kvHead);
+    if (f16) return ops->vecDotF16F32(static_cast<const uint16_t*>(kPlane) + base, q, Dh);
+    return ops->vecDotF32(static_cast<const float*>(kPlane) + base, q, Dh);
+  }
   // The tiled path's scores of K rows [j0, j1) (ForwardOps::chainScores*).
   void chainScores(const int32_t* blockTable, int j0, int j1, int kvHead, const float* q, float* out) const {
     thread_local std::vector<const void*> rows;
@@ -597,16 +603,7 @@ void attendOneChunk(const AttentionContext& a, const int32_t* blockTable, int po
   for (int i = 0; i < Dh; ++i) q[i] = a.f16 ? roundF16(qHead[i]) : qHead[i];
   std::fill(acc, acc + Dh, 0.0f);
   // kq_vec_dot: ggml_vec_dot_f16 (an f16 cache) or _f32, four 8-lane f32 FMA accumulators
-  for (int j = 0; j <= pos; ++j) {
-    const size_t base = a.offset(blockTable, j, kvHead);
-    float dot;
-    if (a.f16) {
-      dot = a.ops->vecDotF16F32(static_cast<const uint16_t*>(a.kPlane) + base, q, Dh);
-    } else {
-      dot = a.ops->vecDotF32(static_cast<const float*>(a.kPlane) + base, q, Dh);
-    }
-    scores[j] = dot * a.scale;
-  }
+  for (int j = 0; j <= pos; ++j) scores[j] = a.kqDot(blockTable, j, kvHead, q) * a.scale;
   float M = -std::numeric_limits<float>::infinity();
   float S = 0;
   for (int j = 0; j <= pos; ++j) {
@@ -642,14 +639,7 @@ void attendStandard(const AttentionContext& a, const int32_t* blockTable, int po
   for (int i = 0; i < Dh; ++i) q[i] = a.f16 ? roundF16(qHead[i]) : qHead[i];
   float max = -std::numeric_limits<float>::infinity();
   for (int j = 0; j < n; ++j) {
-    const size_t base = a.offset(blockTable, j, kvHead);
-    float dot;
-    if (a.f16) {
-      dot = a.ops->vecDotF16F32(static_cast<const uint16_t*>(a.kPlane) + base, q, Dh);
-    } else {
-      dot = a.ops->vecDotF32(static_cast<const float*>(a.kPlane) + base, q, Dh);
-    }
-    const float s = dot * a.scale;
+    const float s = a.kqDot(blockTable, j, kvHead, q) * a.scale;
     scores[j] = s;
     if (s > max) max = s;
   }

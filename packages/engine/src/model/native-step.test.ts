@@ -7,16 +7,15 @@
  */
 import fs from "node:fs";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildLoadPlan, readGguf } from "@keepquant/gguf";
-import { llamaUnavailableReason, runOracle } from "@keepquant/oracle";
+import { llamaUnavailableReason } from "@keepquant/oracle";
 import * as native from "@keepquant/tt-native";
 import { PagedKvCache, type KvType } from "../kv/paged-kv.js";
 import { GdnStatePool } from "../kv/state-pool.js";
-import { ensureFixture, fixtureTokenizerFromJson, PARITY_FIXTURES, PARITY_MODELS, type ParityFixture } from "../parity/fixtures.js";
-import { readParityManifest } from "../parity/manifest.js";
+import { PARITY_FIXTURES, PARITY_MODELS } from "../parity/fixtures.js";
 import { seededRandom } from "../testing/synthetic-model.js";
+import { FIXTURE_CACHE_DIR, parityFixtureFile } from "../testing/parity-fixture-file.js";
 import { libm, Qwen35Forward, setLibm, type DrafterEntry, type StepEntry } from "./forward.js";
 import { loadQwen35Weights, mappedTensorBytes } from "./load.js";
 import { createNativeMatmulProviders } from "./native-provider.js";
@@ -24,29 +23,14 @@ import { NativeStep } from "./native-step.js";
 import { quantDequantizeRow, selectProviders, typescriptProviders } from "./providers.js";
 import { type ModelWeights, withDrafterHeadRows } from "./weights.js";
 
-const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..", "..", "..");
-const CACHE_DIR = process.env.KEEPQUANT_FIXTURE_CACHE ?? path.join(REPO_ROOT, ".cache", "fixtures");
-const manifest = readParityManifest(path.join(REPO_ROOT, "goldens", "parity", "manifest.json"));
-
 function skipReason(): string | undefined {
   if (!native.nativeAddon()) return `the native addon did not load: ${native.nativeStatus().cpu.reasons.join("; ")}`;
-  const missing = PARITY_FIXTURES.filter((f) => !fs.existsSync(path.join(CACHE_DIR, f.file)));
+  const missing = PARITY_FIXTURES.filter((f) => !fs.existsSync(path.join(FIXTURE_CACHE_DIR, f.file)));
   const oracle = llamaUnavailableReason();
   if (missing.length > 0 && oracle) return `fixtures ${missing.map((f) => f.name).join(", ")} not cached and no quantizer: ${oracle}`;
   return undefined;
 }
 const reason = skipReason();
-
-async function fixtureFile(fixture: ParityFixture): Promise<string> {
-  const tokenizer = fixtureTokenizerFromJson(JSON.parse(fs.readFileSync(path.join(REPO_ROOT, manifest.tokenizer.file), "utf8")));
-  return ensureFixture(fixture, {
-    cacheDir: CACHE_DIR,
-    tokenizer,
-    quantize: async (input, output, weightType) =>
-      void (await runOracle({ kind: "quantize", input, output, ftype: weightType, nthread: 2 })),
-    expectedSha256: Object.fromEntries(manifest.fixtures.map((f) => [f.name, f.sha256])),
-  });
-}
 
 async function loadWeights(file: string, numerics: "llama" | "bf16"): Promise<ModelWeights> {
   const plan = buildLoadPlan(await readGguf(file));
@@ -135,7 +119,7 @@ describe.skipIf(reason !== undefined)("native step == TypeScript forward, bit fo
 
   for (const fixture of PARITY_FIXTURES) {
     it(`${fixture.name}: prefill, batched prefill + decode; f16/f32 KV; flash attention on/off; llama and bf16 numerics`, async () => {
-      const file = await fixtureFile(fixture);
+      const file = await parityFixtureFile(fixture);
       for (const { numerics, kvType, flashAttention } of CASES) {
         const weights = await loadWeights(file, numerics);
         const providers = [...(await createNativeMatmulProviders(numerics, undefined, [])), ...typescriptProviders(numerics, [])];
@@ -167,7 +151,7 @@ describe.skipIf(reason !== undefined)("native step at every ISA level this CPU r
 
   it("generic, avx2, avx512 (the forward ops' vector bodies against their scalar forms)", async () => {
     const fixture = PARITY_FIXTURES.find((f) => f.name === "untied-mtp-6l-q4_k_m")!;
-    const file = await fixtureFile(fixture);
+    const file = await parityFixtureFile(fixture);
     for (const isa of native.availableNativeIsas()) {
       native.setNativeIsa(isa);
       for (const flashAttention of [true, false]) {
@@ -190,7 +174,7 @@ describe.skipIf(reason !== undefined)("native step at every ISA level this CPU r
 describe.skipIf(reason !== undefined)("native step", () => {
   it("gives the same bits with 1, 2 and 4 threads", async () => {
     const fixture = PARITY_FIXTURES.find((f) => f.name === "untied-mtp-6l-q4_k_m")!;
-    const weights = await loadWeights(await fixtureFile(fixture), "llama");
+    const weights = await loadWeights(await parityFixtureFile(fixture), "llama");
     const before = native.getNativeThreads();
     const results: Float32Array[][] = [];
     try {
@@ -209,7 +193,7 @@ describe.skipIf(reason !== undefined)("native step", () => {
   });
 
   it("runs off the JS thread: the event loop turns while a step is in flight", async () => {
-    const weights = await loadWeights(await fixtureFile(PARITY_FIXTURES[0]!), "llama");
+    const weights = await loadWeights(await parityFixtureFile(PARITY_FIXTURES[0]!), "llama");
     const p = pools(weights, "f16");
     const step = NativeStep.create(native, weights, p.kv, p.states, { numerics: "llama", flashAttention: true, maxBatchTokens: 128 });
     const blockTable = Array.from({ length: p.kv.blocksFor(100) }, () => p.kv.pool.allocate());
@@ -239,7 +223,7 @@ describe.skipIf(reason !== undefined)("native step", () => {
 
   it("Engine: timers and I/O callbacks keep running while a long prefill is in flight", async () => {
     const { Engine } = await import("../engine.js");
-    const engine = await Engine.load(await fixtureFile(PARITY_FIXTURES[0]!), { maxBatchTokens: 512 });
+    const engine = await Engine.load(await parityFixtureFile(PARITY_FIXTURES[0]!), { maxBatchTokens: 512 });
     const step = (engine as unknown as { nativeStep: NativeStep | undefined }).nativeStep;
     expect(step, "the engine runs the native step").toBeDefined();
     step!.holdNextStep();
@@ -268,7 +252,7 @@ describe.skipIf(reason !== undefined)("native step", () => {
   });
 
   it("refuses a bad step with a typed error and stays usable", async () => {
-    const weights = await loadWeights(await fixtureFile(PARITY_FIXTURES[0]!), "llama");
+    const weights = await loadWeights(await parityFixtureFile(PARITY_FIXTURES[0]!), "llama");
     const p = pools(weights, "f16");
     const step = NativeStep.create(native, weights, p.kv, p.states, { numerics: "llama", flashAttention: true, maxBatchTokens: 16 });
     const blockTable = [p.kv.pool.allocate()];
@@ -423,7 +407,7 @@ describe.skipIf(reason !== undefined)("native MTP drafter == TypeScript drafter,
 
   for (const fixture of MTP_FIXTURES) {
     it(`${fixture.name}: drafter over the prompt, chained drafts, verification; hidden states too`, async () => {
-      const file = await fixtureFile(fixture);
+      const file = await parityFixtureFile(fixture);
       for (const { numerics, kvType, flashAttention } of CASES) {
         const plan = buildLoadPlan(await readGguf(file), { speculative: "mtp" });
         const weights = (await loadQwen35Weights(plan, mappedTensorBytes(native.mapFile(file)), numerics)).weights;
@@ -466,7 +450,7 @@ describe.skipIf(reason !== undefined)("native MTP drafter == TypeScript drafter,
 describe.skipIf(reason !== undefined)("a reduced drafter head (speculative.draftVocab) scores a prefix of the vocabulary", () => {
   it("its logits are the full drafter's first N columns, bit for bit, in the TypeScript forward and the native step", async () => {
     const fixture = MTP_FIXTURES.find((f) => f.weightType === "Q4_K_M")!;
-    const file = await fixtureFile(fixture);
+    const file = await parityFixtureFile(fixture);
     const plan = buildLoadPlan(await readGguf(file), { speculative: "mtp" });
     const full = (await loadQwen35Weights(plan, mappedTensorBytes(native.mapFile(file)), "llama")).weights;
     const vocab = full.vocab;

@@ -5,19 +5,13 @@
  * without it (f32 K/V: mul_mat, soft_max_ext, mul_mat). The parity goldens' prompts are shorter than
  * the tiled path's 64 rows; this covers it.
  */
-import fs from "node:fs";
-import path from "node:path";
-import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { decodeF32, llamaUnavailableReason, runOracle } from "@keepquant/oracle";
 import * as native from "@keepquant/tt-native";
 import { Engine } from "../engine.js";
-import { ensureFixture, fixtureTokenizerFromJson, PARITY_FIXTURES, type ParityFixture } from "./fixtures.js";
-import { readParityManifest } from "./manifest.js";
+import { parityFixtureFile } from "../testing/parity-fixture-file.js";
+import { PARITY_FIXTURES } from "./fixtures.js";
 
-const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..", "..", "..");
-const CACHE_DIR = process.env.KEEPQUANT_FIXTURE_CACHE ?? path.join(REPO_ROOT, ".cache", "fixtures");
-const manifest = readParityManifest(path.join(REPO_ROOT, "goldens", "parity", "manifest.json"));
 const QUANTIZED = PARITY_FIXTURES.filter((f) => f.weightType !== "F32");
 
 function skipReason(): string | undefined {
@@ -28,24 +22,13 @@ function skipReason(): string | undefined {
 }
 const reason = skipReason();
 
-async function fixtureFile(fixture: ParityFixture): Promise<string> {
-  const tokenizer = fixtureTokenizerFromJson(JSON.parse(fs.readFileSync(path.join(REPO_ROOT, manifest.tokenizer.file), "utf8")));
-  return ensureFixture(fixture, {
-    cacheDir: CACHE_DIR,
-    tokenizer,
-    quantize: async (input, output, weightType) =>
-      void (await runOracle({ kind: "quantize", input, output, ftype: weightType, nthread: 2 })),
-    expectedSha256: Object.fromEntries(manifest.fixtures.map((f) => [f.name, f.sha256])),
-  });
-}
-
 describe.skipIf(reason !== undefined)(
   `a 100-token prompt's logits equal llama.cpp's bit for bit${reason ? ` (skipped: ${reason})` : ""}`,
   () => {
     for (const fixture of QUANTIZED) {
       for (const flashAttention of [true, false]) {
         it(`${fixture.name}, flash attention ${flashAttention ? "on (tiled path)" : "off"}`, async () => {
-          const file = await fixtureFile(fixture);
+          const file = await parityFixtureFile(fixture);
           const kvType = flashAttention ? "f16" : "f32";
           const engine = await Engine.load(file, { kvType, flashAttention, maxBatchTokens: 128 });
           try {
