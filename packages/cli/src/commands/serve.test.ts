@@ -95,6 +95,30 @@ describe("keepquant serve", () => {
     }
   });
 
+  it("--speculative mtp --draft-vocab keeps the prefix cache: a repeated prompt hits it and gets the same greedy text", async () => {
+    const server = await serve(["--no-webui", "--speculative", "mtp", "--draft-tokens", "2", "--draft-vocab", "1024"]);
+    try {
+      expect(server.stderr()).toMatch(/prefix cache \d+ snapshots/);
+      const prompt = "Once upon a time there was a little dog who lived in a house by the sea and";
+      const complete = async (): Promise<string> => {
+        const response = await fetch(`${server.url}/v1/completions`, {
+          method: "POST",
+          body: JSON.stringify({ prompt, max_tokens: 16, temperature: 0 }),
+        });
+        expect(response.status).toBe(200);
+        return ((await response.json()) as { choices: { text: string }[] }).choices[0]!.text;
+      };
+      const first = await complete();
+      expect(await complete()).toBe(first);
+      const metrics = await (await fetch(`${server.url}/metrics`)).text();
+      const value = (name: string): number => Number(new RegExp(`^${name} (\\S+)$`, "m").exec(metrics)?.[1]);
+      expect(value("keepquant_prefix_cache_hits_total")).toBeGreaterThanOrEqual(1);
+      expect(value("keepquant_spec_decode_draft_tokens_total")).toBeGreaterThan(0);
+    } finally {
+      server.child.kill("SIGKILL");
+    }
+  });
+
   it("SIGINT with nothing in flight exits 0; --no-webui turns the page off", async () => {
     const server = await serve(["--no-webui", "--no-prefix-cache"]);
     try {
