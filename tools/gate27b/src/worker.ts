@@ -42,17 +42,24 @@ export interface GateWorkerResult {
   detail: string;
 }
 
-function topK(logits: Float32Array, k: number): { ids: number[]; values: number[] } {
-  const order = Array.from(logits.keys());
-  order.sort((a, b) => logits[b]! - logits[a]! || a - b);
-  const ids = order.slice(0, k);
-  return { ids, values: ids.map((i) => logits[i]!) };
-}
-
-function argmax(values: Float32Array): number {
-  let best = 0;
-  for (let i = 1; i < values.length; i++) if (values[i]! > values[best]!) best = i;
-  return best;
+/**
+ * The warm-up prompt, then every prompt in order, timed: `run(ids, maxTokens)` gives a prompt's tokens
+ * and the time each came out (the first includes the prompt's prefill).
+ */
+async function timedRuns<T>(
+  o: GateWorkerOptions,
+  run: (ids: number[], maxTokens: number) => Promise<{ tokens: number[]; times: number[]; extra: T }>,
+): Promise<{ warmupMs: number; runs: (GatePromptRun & { extra: T })[] }> {
+  const w0 = performance.now();
+  await run(o.warmup, 2);
+  const warmupMs = performance.now() - w0;
+  const runs: (GatePromptRun & { extra: T })[] = [];
+  for (const prompt of o.prompts) {
+    const start = performance.now();
+    const { tokens, times, extra } = await run(prompt, o.nTokens);
+    runs.push({ tokens, timeToFirstTokenMs: times[0]! - start, decodeMs: times.at(-1)! - times[0]!, extra });
+  }
+  return { warmupMs, runs };
 }
 
 async function keepquant(file: string, o: GateWorkerOptions): Promise<GateWorkerResult> {
@@ -66,7 +73,7 @@ async function keepquant(file: string, o: GateWorkerOptions): Promise<GateWorker
     flashAttention: o.flashAttention,
   });
   const loadMs = performance.now() - t0;
-  const run = async (ids: number[], maxTokens: number): Promise<{ tokens: number[]; times: number[] }> => {
+  const { warmupMs, runs } = await timedRuns(o, async (ids, maxTokens) => {
     const tokens: number[] = [];
     const times: number[] = [];
     for await (const event of engine.generate(ids, { maxTokens, temperature: 0, stopAtEog: false })) {
@@ -75,23 +82,14 @@ async function keepquant(file: string, o: GateWorkerOptions): Promise<GateWorker
         times.push(performance.now());
       }
     }
-    return { tokens, times };
-  };
-  const w0 = performance.now();
-  await run(o.warmup, 2);
-  const warmupMs = performance.now() - w0;
-  const runs: GatePromptRun[] = [];
-  for (const prompt of o.prompts) {
-    const start = performance.now();
-    const { tokens, times } = await run(prompt, o.nTokens);
-    runs.push({ tokens, timeToFirstTokenMs: times[0]! - start, decodeMs: times.at(-1)! - times[0]! });
-  }
+    return { tokens, times, extra: undefined };
+  });
   const stats = engine.stats();
   const result: GateWorkerResult = {
     engine: "keepquant",
     loadMs,
     warmupMs,
-    runs,
+    runs: runs.map(({ extra: _, ...run }) => run),
     peakRssBytes: process.resourceUsage().maxRSS * 1024,
     detail: `step ${stats.providers.step}; kv ${stats.kv.kvType}; ${JSON.stringify(stats.providers)}; ${stats.diagnostics.join(" | ")}`,
   };
@@ -101,6 +99,7 @@ async function keepquant(file: string, o: GateWorkerOptions): Promise<GateWorker
 
 async function llamaCpp(file: string, o: GateWorkerOptions): Promise<GateWorkerResult> {
   const { loadLlamaOracle } = await import("@keepquant/oracle");
+  const { greedy, topKLogits } = await import("@keepquant/engine");
   const t0 = performance.now();
   // The pinned haswell CPU variant (what our kernels match), weight repacking off (decode equals
   // batched prefill), mmap'd weights.
@@ -108,31 +107,25 @@ async function llamaCpp(file: string, o: GateWorkerOptions): Promise<GateWorkerR
   const model = llama.loadModel(file, { repack: false, useMmap: true });
   const ctx = model.createContext({ nCtx: o.context, threads: o.threads, kvType: o.kvType, flashAttention: o.flashAttention });
   const loadMs = performance.now() - t0;
-  const greedy = (ids: number[], maxTokens: number): { run: GatePromptRun; logits: Float32Array[] } => {
+  const { warmupMs, runs: timed } = await timedRuns(o, async (ids, maxTokens) => {
     ctx.clear();
-    const start = performance.now();
     const tokens: number[] = [];
     const times: number[] = [];
     const kept: Float32Array[] = [];
     let logits = ctx.decode(ids, 0, false).at(-1)!;
     for (let s = 0; s < maxTokens; s++) {
       if (s > 0) logits = ctx.decode([tokens.at(-1)!], ids.length + s - 1, false).at(-1)!;
-      tokens.push(argmax(logits));
+      tokens.push(greedy(logits));
       times.push(performance.now());
       kept.push(logits.slice());
     }
-    return { run: { tokens, timeToFirstTokenMs: times[0]! - start, decodeMs: times.at(-1)! - times[0]! }, logits: kept };
-  };
-  const w0 = performance.now();
-  greedy(o.warmup, 2);
-  const warmupMs = performance.now() - w0;
-  const runs: GatePromptRun[] = [];
-  for (const prompt of o.prompts) {
-    const { run, logits } = greedy(prompt, o.nTokens);
+    return { tokens, times, extra: kept };
+  });
+  const runs = timed.map(({ extra: logits, ...run }) => {
     // The top-K of every step, taken after the timed run.
-    const tops = logits.map((l) => topK(l, o.topK));
-    runs.push({ ...run, topIds: tops.map((t) => t.ids), topLogits: tops.map((t) => t.values) });
-  }
+    const tops = logits.map((l) => topKLogits(l, o.topK));
+    return { ...run, topIds: tops.map((t) => Array.from(t.ids)), topLogits: tops.map((t) => Array.from(t.logits)) };
+  });
   const result: GateWorkerResult = {
     engine: "llama.cpp",
     loadMs,
