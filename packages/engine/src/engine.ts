@@ -149,8 +149,6 @@ class Request implements ScheduledSequence, SpeculativeSequence {
   lookahead = 0;
   /** the next position the MTP drafter computes with the target's hidden state */
   drafterFrontier = 0;
-  /** the target's hidden state at drafterFrontier - 1 when no step computed it (a prefix-cache hit) */
-  resumeHidden: Float32Array | undefined = undefined;
   resumed: { position: number; hidden: Float32Array | undefined } | undefined = undefined;
   specDrafted = 0;
   specAccepted = 0;
@@ -709,13 +707,6 @@ export class Engine {
     const drafter = this.spec?.options.method === "mtp";
     const entries: StepEntry[] = chunks.map((chunk) => {
       const s = chunk.sequence as Request;
-      // a sequence just admitted (fresh or preempted): the drafter starts over with it, from the
-      // prefix-cache hit when there was one (its K/V for the cached positions is in the shared blocks)
-      if (s.resumed) {
-        s.drafterFrontier = s.resumed.position;
-        s.resumeHidden = s.resumed.hidden;
-        s.resumed = undefined;
-      }
       const known = s.tokens.slice(s.numComputed, s.numComputed + chunk.numTokens);
       const base = { startPos: s.numComputed, blockTable: s.blockTable, stateSlot: s.stateSlot };
       if (chunk.draftTokens > 0) {

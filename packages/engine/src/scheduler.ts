@@ -34,9 +34,9 @@ export interface ScheduledSequence {
    */
   readonly lookahead?: number;
   /**
-   * Set when the sequence is admitted (undefined until then): the position its computation resumes
-   * from (a prefix-cache hit, else 0) and, for a hit that stored it, the target's hidden state at the
-   * position before (the MTP drafter's first input). The Engine takes it and clears it.
+   * Set when the sequence is admitted: the position its computation resumes from (a prefix-cache hit,
+   * else 0) and, for a hit that stored it, the target's hidden state at the position before (the MTP
+   * drafter's first input). Speculative decoding takes it (and clears it) at its next draft.
    */
   resumed?: { position: number; hidden: Float32Array | undefined } | undefined;
 }
@@ -74,7 +74,7 @@ export class Scheduler {
      * decode step of the same sequences would not take).
      */
     private readonly draftRowLimit = Number.POSITIVE_INFINITY,
-    /** The MTP drafter runs: prefix-cache entries carry the target's hidden state, and hits need it. */
+    /** The MTP drafter runs: every prefix-cache entry carries the target's hidden state (none is made without it). */
     private readonly keepHidden = false,
   ) {}
 
@@ -224,13 +224,7 @@ export class Scheduler {
       sequence.stateSlot = this.states.allocate();
       let hidden: Float32Array | undefined;
       if (sequence.numComputed === 0 && this.prefixCache && sequence.blockTable.length === 0) {
-        const hit = this.prefixCache.acquire(
-          sequence.tokens,
-          sequence.promptLength,
-          sequence.blockTable,
-          sequence.stateSlot,
-          this.keepHidden,
-        );
+        const hit = this.prefixCache.acquire(sequence.tokens, sequence.promptLength, sequence.blockTable, sequence.stateSlot);
         sequence.numComputed = hit.length;
         sequence.cachedTokens = hit.length;
         hidden = hit.hidden;

@@ -111,8 +111,12 @@ export interface SpeculativeSequence {
   lookahead: number;
   /** the next position the MTP drafter computes with the target's hidden state */
   drafterFrontier: number;
-  /** the target's hidden state at drafterFrontier - 1 when no step computed it (a prefix-cache hit) */
-  resumeHidden: Float32Array | undefined;
+  /**
+   * Set by the scheduler when the sequence was (re)admitted: the drafter starts over at `position` (0,
+   * or a prefix-cache hit whose `hidden` is the target's hidden state at position - 1; the drafter's
+   * K/V for the cached positions is in the shared blocks). Taken at the next draft.
+   */
+  resumed: { position: number; hidden: Float32Array | undefined } | undefined;
   specDrafted: number;
   specAccepted: number;
 }
@@ -335,6 +339,11 @@ export class SpeculativeDecoder {
       override: number[] | undefined;
     }[] = [];
     for (const { request, lastValid, keptFirst, keptHidden } of work) {
+      const resumed = request.resumed;
+      if (resumed) {
+        request.drafterFrontier = resumed.position;
+        request.resumed = undefined;
+      }
       const last = Math.min(lastValid + 1, request.tokens.length - 1);
       const first = request.drafterFrontier;
       if (first > last) continue;
@@ -343,9 +352,9 @@ export class SpeculativeDecoder {
       for (let p = first; p <= last; p++) {
         if (p === 0) continue; // h_{-1} = 0
         const at = p - 1 - keptFirst;
-        if (at < 0 && p === first && request.resumeHidden) {
+        if (at < 0 && p === first && resumed?.hidden) {
           // resuming after a prefix-cache hit: the entry kept the target's hidden state at first - 1
-          hidden.set(request.resumeHidden, 0);
+          hidden.set(resumed.hidden, 0);
           continue;
         }
         if (!keptHidden || at < 0 || (at + 1) * D > keptHidden.length) {
@@ -354,7 +363,6 @@ export class SpeculativeDecoder {
         hidden.set(keptHidden.subarray(at * D, (at + 1) * D), (p - first) * D);
       }
       request.drafterFrontier = last + 1;
-      request.resumeHidden = undefined;
       let budget = last === request.tokens.length - 1 ? this.draftBudget(request) : 0;
       let override: number[] | undefined;
       if (budget > 0 && this.options.propose) {

@@ -78,10 +78,9 @@ export class PrefixCache {
 
   /**
    * Finds the longest cached prefix of `tokens` (leaving at least one prompt token to compute),
-   * shares its blocks with `blockTable` and copies its state into `slot`. `needHidden` (speculative
-   * decoding with the MTP drafter) considers only entries that stored the target's hidden state.
+   * shares its blocks with `blockTable` and copies its state into `slot`.
    */
-  acquire(tokens: readonly number[], promptLength: number, blockTable: number[], slot: number, needHidden = false): PrefixHit {
+  acquire(tokens: readonly number[], promptLength: number, blockTable: number[], slot: number): PrefixHit {
     this.stats.lookups++;
     this.stats.lookupTokens += promptLength;
     const bs = this.kv.blockSize;
@@ -89,7 +88,7 @@ export class PrefixCache {
     const hashes = this.blockHashes(tokens, maxBoundary);
     for (let k = hashes.length - 1; k >= 0; k--) {
       const entry = this.entries.get(hashes[k]!);
-      if (!entry || (needHidden && !entry.hidden)) continue;
+      if (!entry) continue;
       const length = (k + 1) * bs;
       if (entry.tokens.length !== length) continue;
       let same = true;
@@ -119,11 +118,7 @@ export class PrefixCache {
     const existing = this.entries.get(key);
     if (existing) {
       existing.lastUsed = ++this.clock;
-      if (existing.hidden || !hidden) return;
-      // the same prefix again, now with the hidden state: the entry is replaced (same blocks and state)
-      this.entries.delete(key);
-      for (const block of existing.blocks) this.kv.pool.release(block);
-      this.snapshots.release(existing.snapshot);
+      return;
     }
     let snapshot = this.snapshots.pool.allocate();
     if (snapshot < 0) {
