@@ -6,6 +6,7 @@ import {
   ggmlDecayDot,
   ggmlMadDot,
   ggmlSiluScalar,
+  ggmlSoftMaxSum,
   ggmlVExpf,
   ggmlVSilu,
   ggmlVecDotF32,
@@ -145,24 +146,6 @@ export type ActivationTap = (name: string, data: Float32Array, rows: number, wid
 /** Op classes reported by Engine.stats(): which provider ran each. */
 export interface OpProviders {
   [opClass: string]: string;
-}
-
-/**
- * The sum ggml_vec_soft_max_f32's AVX2 body returns for `p[0..n)` (values past n count as 0, as masked
- * cells do): each 8-lane vector's f32 horizontal sum ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)),
- * added to an f64 sum.
- */
-function ggmlSoftMaxSum(p: Float32Array, n: number): number {
-  let sum = 0;
-  for (let g = 0; g < n; g += 8) {
-    const lane = (i: number): number => (g + i < n ? p[g + i]! : 0);
-    const t0 = fround(lane(0) + lane(4));
-    const t1 = fround(lane(1) + lane(5));
-    const t2 = fround(lane(2) + lane(6));
-    const t3 = fround(lane(3) + lane(7));
-    sum += fround(fround(t0 + t2) + fround(t1 + t3));
-  }
-  return sum;
 }
 
 /**
@@ -603,6 +586,18 @@ export class Qwen35Forward {
     return (blockTable[(j / bs) | 0]! * bs + (j % bs)) * this.kv.rowStride + kvHead * this.config.headDim;
   }
 
+  /**
+   * K row `base` of a K plane times `q`, as ggml_vec_dot_f16 (an f16 cache; the row converted exactly)
+   * or ggml_vec_dot_f32 computes it: four 8-lane f32 fused multiply-add accumulators.
+   */
+  private kqDot(kPlane: Uint16Array | Float32Array, f16: boolean, base: number, q: Float32Array): number {
+    const Dh = this.config.headDim;
+    if (!f16) return ggmlVecDotF32(kPlane as Float32Array, base, q, 0, Dh);
+    const kRow = this.kRowScratch;
+    for (let i = 0; i < Dh; i++) kRow[i] = F16_TO_F32[(kPlane as Uint16Array)[base + i]!]!;
+    return ggmlVecDotF32(kRow, 0, q, 0, Dh);
+  }
+
   /** Query head at `outOffset` into `headDimScratch`, rounded to f16 (K's vec_dot_type) for an f16 cache. */
   private loadQuery(f16: boolean, outOffset: number): void {
     const Dh = this.config.headDim;
@@ -632,19 +627,10 @@ export class Qwen35Forward {
     acc.fill(0);
     let M = -Infinity;
     let S = 0;
-    const kRow = this.kRowScratch;
+    // kq_vec_dot: ggml_vec_dot_f16 (an f16 cache) or _f32
     for (let j = 0; j <= pos; j++) {
       const base = this.kvRowOffset(blockTable, j, kvHead);
-      // kq_vec_dot: ggml_vec_dot_f16 (an f16 cache) or _f32, four 8-lane f32 FMA accumulators
-      let dot: number;
-      if (f16) {
-        const kp = kPlane as Uint16Array;
-        for (let i = 0; i < Dh; i++) kRow[i] = F16_TO_F32[kp[base + i]!]!;
-        dot = ggmlVecDotF32(kRow, 0, q, 0, Dh);
-      } else {
-        dot = ggmlVecDotF32(kPlane as Float32Array, base, q, 0, Dh);
-      }
-      const s = fround(dot * scale);
+      const s = fround(this.kqDot(kPlane, f16, base, q) * scale);
       let ms = 1;
       let vs = 1;
       if (s > M) {
@@ -686,7 +672,6 @@ export class Qwen35Forward {
   ): void {
     const Dh = this.config.headDim;
     const q = this.headDimScratch;
-    const kRow = this.accScratch;
     this.loadQuery(f16, outOffset);
     const n = pos + 1;
     if (this.scoreScratch.length < n) this.scoreScratch = new Float32Array(Math.max(n, 2 * this.scoreScratch.length));
@@ -695,15 +680,7 @@ export class Qwen35Forward {
     let max = -Infinity;
     for (let j = 0; j < n; j++) {
       const base = this.kvRowOffset(blockTable, j, kvHead);
-      let dot: number;
-      if (f16) {
-        const kp = kPlane as Uint16Array;
-        for (let i = 0; i < Dh; i++) kRow[i] = F16_TO_F32[kp[base + i]!]!;
-        dot = ggmlVecDotF32(kRow, 0, q, 0, Dh);
-      } else {
-        dot = ggmlVecDotF32(kPlane as Float32Array, base, q, 0, Dh);
-      }
-      const s = fround(dot * scale);
+      const s = fround(this.kqDot(kPlane, f16, base, q) * scale);
       scores[j] = s;
       if (s > max) max = s;
     }

@@ -87,6 +87,24 @@ export function ggmlVecSilu(src: Float32Array, srcOffset: number, dst: Float32Ar
   for (let i = simd; i < n; i++) dst[dstOffset + i] = ggmlSiluScalar(src[srcOffset + i]!);
 }
 
+/**
+ * The sum ggml_vec_soft_max_f32's AVX2 body returns for `p[0..n)` (values past n count as 0, as masked
+ * cells do): each 8-lane vector's f32 horizontal sum ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)),
+ * added to an f64 sum.
+ */
+export function ggmlSoftMaxSum(p: Float32Array, n: number): number {
+  let sum = 0;
+  for (let g = 0; g < n; g += 8) {
+    const lane = (i: number): number => (g + i < n ? p[g + i]! : 0);
+    const t0 = fround(lane(0) + lane(4));
+    const t1 = fround(lane(1) + lane(5));
+    const t2 = fround(lane(2) + lane(6));
+    const t3 = fround(lane(3) + lane(7));
+    sum += fround(fround(t0 + t2) + fround(t1 + t3));
+  }
+  return sum;
+}
+
 const sumLanes = new Float32Array(32);
 
 /**
