@@ -16,6 +16,19 @@
 #include <string>
 
 namespace kq {
+
+void populateMapping(void* base, size_t length) {
+#if defined(MADV_POPULATE_READ)
+  if (::madvise(base, length, MADV_POPULATE_READ) == 0) return;
+#endif
+  ::madvise(base, length, MADV_WILLNEED);
+  const size_t page = (size_t)::sysconf(_SC_PAGESIZE);
+  volatile const uint8_t* p = static_cast<const uint8_t*>(base);
+  uint8_t sink = 0;
+  for (size_t i = 0; i < length; i += page) sink ^= p[i];
+  (void)sink;
+}
+
 namespace {
 
 struct RangeMapping {
@@ -63,19 +76,7 @@ Napi::Value MapFileRange(const Napi::CallbackInfo& info) {
   const int mapError = errno;
   ::close(fd);
   if (base == MAP_FAILED) throw Napi::Error::New(env, "mapFileRange: mmap of " + path + " failed: " + std::strerror(mapError));
-  if (populate) {
-#if defined(MADV_POPULATE_READ)
-    // fault every page in read-only (shared with the page cache), without breaking copy-on-write
-    if (::madvise(base, mapped, MADV_POPULATE_READ) != 0)
-#endif
-    {
-      ::madvise(base, mapped, MADV_WILLNEED);
-      volatile const uint8_t* p = static_cast<const uint8_t*>(base);
-      uint8_t sink = 0;
-      for (size_t i = 0; i < mapped; i += page) sink ^= p[i];
-      (void)sink;
-    }
-  }
+  if (populate) populateMapping(base, mapped);
   RangeMapping* mapping = new RangeMapping{base, mapped};
   return Napi::ArrayBuffer::New(env, static_cast<uint8_t*>(base) + (offset - start), length, [](Napi::Env, void*, RangeMapping* m) {
     ::munmap(m->base, m->length);

@@ -3,6 +3,12 @@
 #pragma once
 #include <napi.h>
 
+#include <cstddef>
+
 namespace kq {
 void registerMapFileRangeExports(Napi::Env env, Napi::Object exports);
+
+// Faults every page of a fresh private file mapping in read-only (MADV_POPULATE_READ where the
+// kernel has it: shared with the page cache, copy-on-write intact; else WILLNEED and a touch per page).
+void populateMapping(void* base, size_t length);
 }  // namespace kq

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "common.h"
+#include "map_file_range.h"
 #include "model.h"
 
 namespace kq {
@@ -466,19 +467,7 @@ Napi::Value MapFile(const Napi::CallbackInfo& info) {
   const int mapError = errno;
   ::close(fd);
   if (base == MAP_FAILED) throw Napi::Error::New(env, "mapFile: mmap of " + path + " failed: " + std::strerror(mapError));
-  if (populate) {
-#if defined(MADV_POPULATE_READ)
-    // fault every page in read-only (shared with the page cache), without breaking copy-on-write
-    if (::madvise(base, length, MADV_POPULATE_READ) != 0)
-#endif
-    {
-      ::madvise(base, length, MADV_WILLNEED);
-      volatile const uint8_t* p = static_cast<const uint8_t*>(base);
-      uint8_t sink = 0;
-      for (size_t i = 0; i < length; i += 4096) sink ^= p[i];
-      (void)sink;
-    }
-  }
+  if (populate) populateMapping(base, length);
   Mapping* mapping = new Mapping{base, length};
   return Napi::ArrayBuffer::New(env, base, length, [](Napi::Env, void*, Mapping* m) {
     ::munmap(m->base, m->length);
