@@ -1,5 +1,5 @@
 /**
- * The exact surface of build/Release/keepquant_native.node (src/addon.cc). One hand-written type:
+ * The exact surface of build/Release/keepquant_native.node (src/napi/addon.cc). One hand-written type:
  * when the addon changes, bump kAbiVersion there and NATIVE_ABI_VERSION here together.
  */
 import type { GgmlType } from "@keepquant/gguf";
@@ -124,7 +124,7 @@ export interface NativeModelSpec {
   snapshots?: { numSlots: number; conv: Float32Array[]; ssm: Float32Array[] } | undefined;
 }
 
-/** The native model object (src/model_napi.cc). */
+/** The native model object (src/napi/model_napi.cc). */
 export interface NativeModelHandle {
   /**
    * One forward step off the JS thread. `descriptor`: [kind (0 trunk, 1 drafter), entryCount, then

@@ -4,7 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "common.h"
+#include "core/common.h"
 
 namespace kq {
 

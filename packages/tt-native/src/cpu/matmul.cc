@@ -1,12 +1,12 @@
-#include "matmul.h"
+#include "cpu/matmul.h"
 
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
-#include "dispatch.h"
-#include "kernels.h"
-#include "threadpool.h"
+#include "cpu/dispatch.h"
+#include "cpu/kernels.h"
+#include "core/threadpool.h"
 
 namespace kq {
 namespace {

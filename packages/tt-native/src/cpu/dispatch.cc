@@ -1,4 +1,4 @@
-#include "dispatch.h"
+#include "cpu/dispatch.h"
 
 #include <atomic>
 #include <cstring>

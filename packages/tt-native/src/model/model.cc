@@ -3,7 +3,7 @@
 // where it sums in f64, one rounding per fused multiply-add, the C library's expf/logf/cosf/sinf.
 // Work is split over the thread pool by rows, heads and channels only, never inside a reduction,
 // so results do not depend on the thread count.
-#include "model.h"
+#include "model/model.h"
 
 #include <algorithm>
 #include <cmath>
@@ -11,11 +11,11 @@
 #include <limits>
 #include <stdexcept>
 
-#include "dispatch.h"
-#include "forward_ops.h"
-#include "kernels.h"
-#include "matmul.h"
-#include "threadpool.h"
+#include "cpu/dispatch.h"
+#include "model/forward_ops.h"
+#include "cpu/kernels.h"
+#include "cpu/matmul.h"
+#include "core/threadpool.h"
 
 namespace kq {
 namespace {

@@ -2,11 +2,11 @@
 // dots (bit-identical integer results) and EVEX encodings; selected at run time.
 #define KQ_ISA_NS avx512
 #define KQ_VNNI 1
-#include "simd_x86.inc"
-#include "simd_avx512.inc"
+#include "cpu/x86/simd_x86.inc"
+#include "cpu/x86/simd_avx512.inc"
 #define KQ_GEN_NS avx512gen
-#include "dequant.inc"
-#include "vecdot_generic.inc"
+#include "cpu/portable/dequant.inc"
+#include "cpu/portable/vecdot_generic.inc"
 
 namespace kq {
 void fillAvx512VecDot(VecDotFn* table, VecDotMultiFn* multi, int* multiRows, VecDotRowsFn* rowsFn, int* weightRows,

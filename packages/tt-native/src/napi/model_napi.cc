@@ -17,9 +17,9 @@
 #include <string>
 #include <vector>
 
-#include "common.h"
-#include "map_file_range.h"
-#include "model.h"
+#include "core/common.h"
+#include "core/map_file_range.h"
+#include "model/model.h"
 
 namespace kq {
 namespace {

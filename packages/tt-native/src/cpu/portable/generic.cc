@@ -1,7 +1,7 @@
 // The portable level: generic dot kernels and dequantizers compiled for the baseline ISA.
 #define KQ_GEN_NS portable
-#include "dequant.inc"
-#include "vecdot_generic.inc"
+#include "cpu/portable/dequant.inc"
+#include "cpu/portable/vecdot_generic.inc"
 
 namespace kq {
 bool dequantSupported(int type) { return portable::dequantSupportedImpl(type); }

@@ -5,7 +5,7 @@
 // _ref versions (1 / d, halves away from zero) on exact ties.
 #include <cmath>
 
-#include "kernels.h"
+#include "cpu/kernels.h"
 
 namespace kq {
 namespace {

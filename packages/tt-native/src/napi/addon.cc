@@ -4,12 +4,12 @@
 #include <string>
 #include <vector>
 
-#include "dispatch.h"
-#include "kernels.h"
-#include "map_file_range.h"
-#include "matmul.h"
-#include "threadpool.h"
-#include "tt_arm.h"
+#include "cpu/dispatch.h"
+#include "cpu/kernels.h"
+#include "core/map_file_range.h"
+#include "cpu/matmul.h"
+#include "core/threadpool.h"
+#include "tt/tt_arm.h"
 
 namespace kq {
 void registerModelExports(Napi::Env env, Napi::Object exports);

@@ -1,9 +1,9 @@
 // AVX2 + FMA + F16C kernels (compiled with -mavx2 -mfma -mf16c; selected at run time).
 #define KQ_ISA_NS avx2
-#include "simd_x86.inc"
+#include "cpu/x86/simd_x86.inc"
 #define KQ_GEN_NS avx2gen
-#include "dequant.inc"
-#include "vecdot_generic.inc"
+#include "cpu/portable/dequant.inc"
+#include "cpu/portable/vecdot_generic.inc"
 
 namespace kq {
 void fillAvx2VecDot(VecDotFn* table, VecDotMultiFn* multi) {

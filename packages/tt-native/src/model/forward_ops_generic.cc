@@ -1,6 +1,6 @@
 // The portable level of the forward-step kernels (scalar; std::fma for fused multiply-adds).
 #define KQ_FWD_NS fwdgeneric
-#include "forward_ops.inc"
+#include "model/forward_ops.inc"
 
 namespace kq {
 const ForwardOps& genericForwardOps() { return fwdgeneric::kOps; }

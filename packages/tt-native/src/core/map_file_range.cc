@@ -2,7 +2,7 @@
 // copy-on-write (the pages are the page cache's, writes through a view stay private) as an external
 // ArrayBuffer of exactly `length` bytes. The mapping starts at the page boundary at or below
 // `offset`; the finalizer unmaps it. With `populate`, every page is faulted in before this returns.
-#include "map_file_range.h"
+#include "core/map_file_range.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>

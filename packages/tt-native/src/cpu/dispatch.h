@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels.h"
+#include "cpu/kernels.h"
 
 namespace kq {
 

@@ -1,6 +1,6 @@
 // AVX2 + FMA + F16C level of the forward-step kernels (compiled with those flags; chosen at run time).
 #define KQ_FWD_NS fwdavx2
-#include "forward_ops.inc"
+#include "model/forward_ops.inc"
 
 namespace kq {
 const ForwardOps& avx2ForwardOps() { return fwdavx2::kOps; }
