@@ -22,7 +22,9 @@ import {
   readTensorSource,
   type TensorBytes,
 } from "./model/load.js";
+import { loadTtNative, type TtNative } from "./model/native-module.js";
 import { NativeStep } from "./model/native-step.js";
+import { SpecStepBackend, type StepBackend } from "./model/step-backend.js";
 import type { MatmulProvider, Numerics } from "./model/matmul.js";
 import { quantDequantizeRow, selectProviders, typescriptProviders, allMatrices } from "./model/providers.js";
 import { type ModelWeights, type PackedMatrix, withDrafterHeadRows } from "./model/weights.js";
@@ -102,21 +104,6 @@ function resolveOptions(options: EngineOptions): ResolvedOptions {
         ? 0
         : positiveInteger(options.prefixCacheSnapshots, "prefixCacheSnapshots", 0),
   };
-}
-
-type TtNative = typeof import("@keepquant/tt-native");
-
-/** @keepquant/tt-native when its CPU arm loads, else the reason it did not. */
-async function loadNative(): Promise<{ native: TtNative; reason?: undefined } | { native?: undefined; reason: string }> {
-  try {
-    const moduleName = "@keepquant/tt-native";
-    const native = (await import(moduleName)) as TtNative;
-    const status = native.nativeStatus();
-    if (!native.nativeAddon()) return { reason: `CPU arm did not load: ${status.cpu.reasons.join("; ") || "unknown reason"}` };
-    return { native };
-  } catch (error) {
-    return { reason: (error as Error).message };
-  }
 }
 
 /** Loads the native CPU arm when present; undefined (with the reason in diagnostics) otherwise. */
@@ -236,10 +223,8 @@ export class Engine {
   readonly tokenizer: Tokenizer | undefined;
   /** The longest sequence (prompt + generated tokens): the model's context_length unless `contextLength` was given. */
   readonly contextLength: number;
-  /** The TypeScript forward (the specification), built when it runs: provider "ts", nativeStep false, numerics "exact". */
-  private forwardPass: Qwen35Forward | undefined;
-  /** The native step, when it runs. */
-  private readonly nativeStep: NativeStep | undefined;
+  /** What computes a step: the native model, or the TypeScript specification (provider "ts", nativeStep false, numerics "exact"). */
+  private readonly backend: StepBackend;
   private readonly kv: PagedKvCache;
   private readonly states: GdnStatePool;
   private readonly scheduler: Scheduler;
@@ -323,33 +308,23 @@ export class Engine {
       options.flashAttention ? FLASH_ATTN_TILED_MIN_ROWS - 1 : Number.POSITIVE_INFINITY,
       speculative?.method === "mtp",
     );
-    if (native) {
-      this.nativeStep = NativeStep.create(native, weights, this.kv, this.states, {
-        numerics: options.numerics as "llama" | "bf16",
-        flashAttention: options.flashAttention,
-        maxBatchTokens: options.maxBatchTokens,
-        snapshots: this.spec?.rollback,
-      });
-      const isa = native.getNativeIsa();
-      const name = `native-step-${isa}`;
-      this.opProviders.step = name;
-      this.opProviders.embedding = weights.tokenEmbdTwin ? `${name}-bf16-twin-gather` : `${name}-exact-row-decode`;
-      this.opProviders.attention = `${name}-${options.flashAttention ? "flash-attn-llama" : "attn-llama-no-fa"}`;
-      this.opProviders.gdn = `${name}-fused-gdn`;
-      this.opProviders.norms = `${name}-f32`;
-    } else {
-      this.tsForward(); // its scratch is allocated up front, as the native step's is
-      this.opProviders.step = "ts-forward";
-      this.opProviders.embedding = weights.tokenEmbdTwin ? "ts-bf16-twin-gather" : "ts-exact-row-decode";
-      this.opProviders.attention = options.flashAttention ? "ts-flash-attn-llama" : "ts-attn-llama-no-fa";
-      this.opProviders.gdn = "ts-fused-gdn";
-      this.opProviders.norms = "ts-f32";
-    }
+    this.backend = native ? this.nativeBackend(native) : this.specBackend();
+    Object.assign(this.opProviders, this.backend.labels);
   }
 
-  /** The TypeScript forward over this engine's pools (built on first use). */
-  private tsForward(): Qwen35Forward {
-    this.forwardPass ??= new Qwen35Forward(
+  /** The native model over this engine's pools. */
+  private nativeBackend(native: TtNative): StepBackend {
+    return NativeStep.create(native, this.weights, this.kv, this.states, {
+      numerics: this.options.numerics as "llama" | "bf16",
+      flashAttention: this.options.flashAttention,
+      maxBatchTokens: this.options.maxBatchTokens,
+      snapshots: this.spec?.rollback,
+    });
+  }
+
+  /** The TypeScript specification over this engine's pools (its scratch is allocated up front, as the native step's is). */
+  private specBackend(): StepBackend {
+    const forward = new Qwen35Forward(
       this.weights,
       this.kv,
       this.states,
@@ -359,16 +334,18 @@ export class Engine {
       this.options.maxBatchTokens,
       this.options.flashAttention,
     );
-    this.forwardPass.snapshots = this.spec?.rollback;
-    return this.forwardPass;
+    forward.snapshots = this.spec?.rollback;
+    return new SpecStepBackend(forward, {
+      flashAttention: this.options.flashAttention,
+      bf16Twin: this.weights.tokenEmbdTwin !== undefined,
+    });
   }
 
-  /** One forward step with whichever implementation runs (see `stats().providers.step`). */
+  /** One forward step (see `stats().providers.step` for what ran). */
   private async runForward(entries: readonly StepEntry[]): Promise<Float32Array> {
     const t0 = performance.now();
     try {
-      if (this.nativeStep) return await this.nativeStep.forward(entries);
-      return this.tsForward().forward(entries);
+      return await this.backend.forward(entries);
     } finally {
       this.counters.forwardMs += performance.now() - t0;
     }
@@ -376,13 +353,12 @@ export class Engine {
 
   /** The post-norm hidden rows of the last step (see Qwen35Forward.hiddenRows); valid until the next step. */
   private lastHiddenRows(): Float32Array {
-    return this.nativeStep ? this.nativeStep.hiddenRows : this.tsForward().hiddenRows;
+    return this.backend.hiddenRows;
   }
 
   /** One MTP drafter step; returns its logits (the hidden rows in `lastHiddenRows`). */
   private async runDraft(entries: readonly DrafterEntry[], hiddenIn: Float32Array): Promise<Float32Array> {
-    if (this.nativeStep) return this.nativeStep.draft(entries, hiddenIn);
-    return this.tsForward().draft(entries, hiddenIn);
+    return this.backend.draft(entries, hiddenIn);
   }
 
   /** Runs `work` when no other forward or pool mutation is in flight. */
@@ -424,7 +400,7 @@ export class Engine {
       );
     }
     const diagnostics: string[] = plan.diagnostics.filter((d) => d.level !== "info" || d.code === "MTP_SKIPPED").map((d) => d.message);
-    const { native } = await loadNative();
+    const { native } = await loadTtNative();
     let bytes: TensorBytes = readTensorSource(path);
     if (native) {
       try {
@@ -500,7 +476,7 @@ export class Engine {
     }
     let native: TtNative | undefined;
     if (wantsNative && resolved.nativeStep) {
-      const loaded = await loadNative();
+      const loaded = await loadTtNative();
       if (!loaded.native) diagnostics.push(`native step unavailable (${loaded.reason}); the TypeScript forward runs`);
       else if (exactFallback)
         diagnostics.push("native step off: a native kernel is not bit-exact with llama.cpp (see above); the TypeScript forward runs");
@@ -684,7 +660,7 @@ export class Engine {
     try {
       while (!this.disposed && this.scheduler.hasWork) {
         await this.exclusive(() => this.step());
-        if (!this.nativeStep) await new Promise<void>((resolve) => setImmediate(resolve));
+        if (!this.backend.offThread) await new Promise<void>((resolve) => setImmediate(resolve));
       }
     } catch (error) {
       for (const request of [...this.requests]) this.failRequest(request, error);
@@ -856,7 +832,7 @@ export class Engine {
         f32,
         kvCache: this.kv.bytes,
         gdnState: this.states.bytes + this.snapshotBytes + (this.spec?.bytes ?? 0),
-        scratch: (this.nativeStep?.scratchBytes ?? 0) + (this.forwardPass?.scratchBytes ?? 0),
+        scratch: this.backend.scratchBytes,
       },
       providers: { ...this.opProviders },
       diagnostics: [...this.diagnostics],
@@ -889,6 +865,6 @@ export class Engine {
 
   /** Frees the native model once no step can be running. */
   private releaseNative(): void {
-    void this.exclusive(async () => this.nativeStep?.dispose());
+    void this.exclusive(async () => this.backend.dispose());
   }
 }

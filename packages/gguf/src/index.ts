@@ -19,8 +19,17 @@ export {
 export { getMetadata, getMetadataEntry, getArchitecture } from "./metadata.js";
 export { parseQwen35Config, type Qwen35Config, type Qwen35LayerKind } from "./qwen35/config.js";
 export {
+  describeQwen35,
+  qwen35Dims,
   qwen35ExpectedTensors,
   qwen35TensorSlot,
+  type FfnKind,
+  type LayerDescription,
+  type ModelDescription,
+  type ModelDimName,
+  type ModelDims,
+  type TensorDescription,
+  type TokenMixer,
   type Qwen35ExpectedTensor,
   type Qwen35TensorRole,
   type Qwen35TensorSlot,

@@ -432,12 +432,20 @@ export function createNativeLlamaProvider(options: NativeLlamaProviderOptions = 
 
 export type {
   NativeLibm,
-  NativeModelDrafter,
   NativeModelHandle,
   NativeModelLayer,
   NativeModelMatrix,
   NativeModelSpec,
+  NativeModelTensor,
 } from "./native-types.js";
+export {
+  STEP_DESCRIPTOR,
+  encodeStepDescriptor,
+  stepDescriptorLength,
+  renderStepDescriptorHeader,
+  type StepDescriptorEntry,
+  type StepKind,
+} from "./step-descriptor.js";
 
 /**
  * Builds the native qwen35 model over borrowed weights and storage (see NativeModelSpec). The
@@ -450,7 +458,7 @@ export function createNativeModel(spec: NativeModelSpec): NativeModelHandle {
     return new addon.NativeModel(spec);
   } catch (error) {
     const message = (error as Error).message;
-    const field = /^native model spec: (\S+)/.exec(message)?.[1] ?? "spec";
+    const field = /^native model spec: ([^\s:]+)/.exec(message)?.[1] ?? "spec";
     throw new NativeArgumentError(op, field, message.replace(/^native model spec: /, ""));
   }
 }

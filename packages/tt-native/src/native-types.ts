@@ -30,94 +30,52 @@ export interface NativeModelMatrix {
   data: ByteView;
 }
 
-/** One trunk layer of the native model; attention fields or GDN fields by `recurrent`. */
-export interface NativeModelLayer {
-  recurrent: boolean;
-  /** KV layer (attention) or state layer (GDN) index, in layer order */
-  cacheIndex: number;
-  attnNorm: Float32Array;
-  postAttnNorm: Float32Array;
-  ffnGate: NativeModelMatrix;
-  ffnUp: NativeModelMatrix;
-  ffnDown: NativeModelMatrix;
-  q?: NativeModelMatrix;
-  k?: NativeModelMatrix;
-  v?: NativeModelMatrix;
-  o?: NativeModelMatrix;
-  qNorm?: Float32Array;
-  kNorm?: Float32Array;
-  qkv?: NativeModelMatrix;
-  gate?: NativeModelMatrix;
-  beta?: NativeModelMatrix;
-  alpha?: NativeModelMatrix;
-  out?: NativeModelMatrix;
-  conv?: Float32Array;
-  dtBias?: Float32Array;
-  a?: Float32Array;
-  norm?: Float32Array;
+/**
+ * One tensor of the native model's table: a slot of the model description (@keepquant/gguf's
+ * `describeQwen35`), its layer, its shape as named dimensions (ggml `ne` order: columns, then rows)
+ * and its bytes. An f32 vector is an F32 matrix of `rows` x `cols` (1 x n for a 1-D tensor).
+ */
+export interface NativeModelTensor extends NativeModelMatrix {
+  slot: string;
+  /** blk index; -1 for a global tensor */
+  layer: number;
+  /** names of `hparams` entries: cols (and rows) must equal them */
+  dims: readonly string[];
 }
 
-/** The MTP/NextN drafter block blk.{n_layer}: a full-attention block behind eh_proj, and the shared head. */
-export interface NativeModelDrafter {
-  /** its KV plane: the number of trunk attention layers */
+/** One block of the native model: its token mixer and FFN, and its cache plane. */
+export interface NativeModelLayer {
+  /** blk index */
+  index: number;
+  role: "trunk" | "mtp";
+  mixer: "attention" | "gdn";
+  ffn: "dense";
+  /** KV plane (attention) or GDN state layer (gdn), in layer order; the MTP block's KV plane follows the trunk's */
   cacheIndex: number;
-  attnNorm: Float32Array;
-  postAttnNorm: Float32Array;
-  q: NativeModelMatrix;
-  k: NativeModelMatrix;
-  v: NativeModelMatrix;
-  o: NativeModelMatrix;
-  qNorm: Float32Array;
-  kNorm: Float32Array;
-  ffnGate: NativeModelMatrix;
-  ffnUp: NativeModelMatrix;
-  ffnDown: NativeModelMatrix;
-  ehProj: NativeModelMatrix;
-  enorm: Float32Array;
-  hnorm: Float32Array;
-  /** nextn.shared_head_norm, or output_norm */
-  headNorm: Float32Array;
-  /** nextn.embed_tokens; absent: token_embd */
-  embedTokens?: NativeModelMatrix | undefined;
-  /** nextn.shared_head_head, or the trunk's head; may be a prefix of its rows (a drafter step's logits are that wide) */
-  head: NativeModelMatrix;
 }
 
 /**
- * Everything the native model borrows. Typed arrays are kept alive by the model until dispose();
- * the caller must not write the weights, and touches the KV/state planes only between steps.
+ * Everything the native model borrows: one table read and checked generically (named
+ * hyperparameters, layers, tensors by slot and layer), then the storage. Typed arrays are kept alive
+ * by the model until dispose(); the caller must not write the weights, and touches the KV/state
+ * planes only between steps.
  */
 export interface NativeModelSpec {
-  shape: {
-    nLayer: number;
-    nEmbd: number;
-    nFf: number;
-    nHead: number;
-    nHeadKv: number;
-    headDim: number;
-    nRot: number;
-    convKernel: number;
-    ssmStateSize: number;
-    ssmGroupCount: number;
-    ssmTimeStepRank: number;
-    ssmInnerSize: number;
-    nVocab: number;
-    eps: number;
-    /** powf(rope_freq_base, -2 / n_rot) as the caller's libm computes it */
-    ropeThetaScale: number;
-    recurrent: boolean[];
-  };
+  architecture: "qwen35";
+  /**
+   * Every named dimension of the description (nEmbd, nVocab, qDim, kvDim, convDim, ...; see
+   * @keepquant/gguf's ModelDims), plus `drafterVocab` (the drafter head's rows), `eps` and
+   * `ropeThetaScale` (powf(rope_freq_base, -2 / n_rot) as the caller's libm computes it).
+   */
+  hparams: Record<string, number>;
+  /** The trunk's layers in order, then the MTP drafter block when it runs (its KV plane is the last of `kv`). */
+  layers: NativeModelLayer[];
+  tensors: NativeModelTensor[];
   numerics: "llama" | "bf16";
   flashAttention: boolean;
   maxBatchTokens: number;
-  tokenEmbd: NativeModelMatrix;
   /** bf16 twin of the token embedding (bf16 numerics) */
   tokenEmbdTwin?: Uint16Array | undefined;
-  outputNorm: Float32Array;
-  output: NativeModelMatrix;
-  layers: NativeModelLayer[];
-  /** The MTP drafter block (speculative method "mtp"); its KV plane is the last of `kv`. */
-  drafter?: NativeModelDrafter | undefined;
   kv: { f16: boolean; blockSize: number; numBlocks: number; k: (Uint16Array | Float32Array)[]; v: (Uint16Array | Float32Array)[] };
   states: { numSlots: number; conv: Float32Array[]; ssm: Float32Array[] };
   /** Where a step entry's snapshotRow copies its slot's GDN state (same layout and slots as `states`). */

@@ -1,4 +1,4 @@
-import type { Qwen35Config } from "@keepquant/gguf";
+import { describeQwen35, type Qwen35Config } from "@keepquant/gguf";
 import { RefCountedPool } from "./block-pool.js";
 
 export type KvType = "f16" | "f32";
@@ -32,21 +32,21 @@ export class PagedKvCache {
     allocate?: AllocateStorage,
     drafter = false,
   ): PagedKvCache {
-    const layers = config.layerKinds.filter((kind) => kind === "attention").length + (drafter ? 1 : 0);
-    return new PagedKvCache(layers, numBlocks, blockSize, config.headCountKv, config.headDim, kvType, allocate);
+    const d = describeQwen35(config, 0);
+    return new PagedKvCache(d.attentionLayers + (drafter ? 1 : 0), numBlocks, blockSize, d.dims.kvDim, kvType, allocate);
   }
 
   constructor(
     readonly numLayers: number,
     readonly numBlocks: number,
     readonly blockSize: number,
-    nHeadKv: number,
-    headDim: number,
+    /** elements of one position's K (or V) row: Hkv Dh (the description's kvDim) */
+    rowStride: number,
     readonly kvType: KvType,
     allocate: AllocateStorage = allocateJsStorage,
   ) {
     this.pool = new RefCountedPool(numBlocks, "KV block");
-    this.rowStride = nHeadKv * headDim;
+    this.rowStride = rowStride;
     const elements = numBlocks * blockSize * this.rowStride;
     const plane = (): Uint16Array | Float32Array =>
       kvType === "f16" ? new Uint16Array(allocate(elements * 2)) : new Float32Array(allocate(elements * 4));

@@ -1,4 +1,4 @@
-import type { Qwen35Config } from "@keepquant/gguf";
+import { describeQwen35, type Qwen35Config } from "@keepquant/gguf";
 import { RefCountedPool } from "./block-pool.js";
 import { allocateJsStorage, type AllocateStorage } from "./paged-kv.js";
 
@@ -16,32 +16,22 @@ export class GdnStatePool {
 
   /** The state of a model's GDN layers: conv [slots, conv_dim, K-1] and recurrent [slots, Hv, Dv, Dk] per layer. */
   static forModel(config: Qwen35Config, numSlots: number, allocate?: AllocateStorage): GdnStatePool {
-    const layers = config.layerKinds.filter((kind) => kind === "gdn").length;
-    return new GdnStatePool(
-      layers,
-      numSlots,
-      config.convDim,
-      config.ssmConvKernel,
-      config.ssmTimeStepRank,
-      config.headVDim,
-      config.ssmStateSize,
-      allocate,
-    );
+    const d = describeQwen35(config, 0);
+    return new GdnStatePool(d.gdnLayers, numSlots, d.dims.convStateElements, d.dims.ssmStateElements, allocate);
   }
 
   constructor(
     readonly numLayers: number,
     readonly numSlots: number,
-    convDim: number,
-    convKernel: number,
-    nHeadV: number,
-    headVDim: number,
-    headKDim: number,
+    /** elements of one slot's conv state (the description's convStateElements) */
+    convStride: number,
+    /** elements of one slot's recurrent state (ssmStateElements) */
+    ssmStride: number,
     allocate: AllocateStorage = allocateJsStorage,
   ) {
     this.pool = new RefCountedPool(numSlots, "GDN state slot");
-    this.convStride = convDim * (convKernel - 1);
-    this.ssmStride = nHeadV * headVDim * headKDim;
+    this.convStride = convStride;
+    this.ssmStride = ssmStride;
     this.conv = [];
     this.ssm = [];
     for (let l = 0; l < numLayers; l++) {

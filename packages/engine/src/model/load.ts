@@ -6,22 +6,14 @@ import {
   type GgufTensorInfo,
   type LoadPlan,
   type PlannedTensor,
-  type Qwen35TensorSlot,
+  type TensorDescription,
 } from "@keepquant/gguf";
 import { dequantizeRow } from "@keepquant/quant";
 import { EngineLoadError } from "../errors.js";
 import { f32BitsToBf16Bits } from "../numerics/half.js";
 import { isVectorTensor } from "./config.js";
 import { decodeRow, type Numerics } from "./matmul.js";
-import {
-  alignedCopy,
-  type AttentionWeights,
-  type DrafterWeights,
-  type GdnWeights,
-  type LayerWeights,
-  type ModelWeights,
-  type PackedMatrix,
-} from "./weights.js";
+import { alignedCopy, type DrafterWeights, type LayerWeights, type ModelWeights, type PackedMatrix } from "./weights.js";
 
 /**
  * Where tensor bytes come from: views of a memory-mapped file (no copy), or reads of a path or a
@@ -112,9 +104,9 @@ export interface LoadedModel {
 }
 
 /**
- * Binds the trunk tensors of a load plan (its `used` set; the plan has already checked every name,
- * shape and the F32 rule) by slot; the plan is the only description read (its config, vocabulary,
- * slots, layers and shapes): matmul weights stay packed, vectors (`isVectorTensor`) are f32 (a view
+ * Binds the tensors of a load plan (its `used` set; the plan has already checked every name, shape
+ * and the F32 rule) through the plan's model description: each tensor to its field, layer by layer
+ * (a layer's kind is its token mixer): matmul weights stay packed, vectors (`isVectorTensor`) are f32 (a view
  * when the file stores F32, else decoded), the token embedding gets a bf16 twin in `bf16` numerics only (in
  * `llama` and `exact` numerics rows are decoded exactly at gather time, as llama.cpp's get_rows).
  */
@@ -124,102 +116,49 @@ export async function loadQwen35Weights(
   numerics: Numerics,
   onProgress?: (done: number, total: number) => void,
 ): Promise<LoadedModel> {
-  const { config, vocab } = plan;
+  const { config, vocab, description } = plan;
   const diagnostics: string[] = [];
   // the MTP drafter block is bound when the plan uses it (speculative method "mtp")
-  const trunk = plan.used;
-  const totalBytes = trunk.reduce((sum, t) => sum + t.byteLength, 0);
+  const used = plan.used;
+  const totalBytes = used.reduce((sum, t) => sum + t.byteLength, 0);
   let doneBytes = 0;
-  const globals = new Map<Qwen35TensorSlot, PackedMatrix | Float32Array>();
-  const perLayer: Map<Qwen35TensorSlot, PackedMatrix | Float32Array>[] = Array.from({ length: config.blockCount }, () => new Map());
-
-  for (const tensor of trunk) {
+  const byName = new Map<string, PackedMatrix | Float32Array>();
+  for (const tensor of used) {
     let data = await bytes(tensor);
     // typed-array views need element alignment (GGUF aligns tensors to 32 B by default: no copy)
     if (data.byteOffset % 4 !== 0) data = alignedCopy(data);
     doneBytes += tensor.byteLength;
     onProgress?.(doneBytes, totalBytes);
-    const bound = isVectorTensor(tensor) ? vector(tensor, data) : packed(tensor, data);
-    if (tensor.layer === undefined) globals.set(tensor.slot, bound);
-    else perLayer[tensor.layer]!.set(tensor.slot, bound);
+    byName.set(tensor.name, isVectorTensor(tensor) ? vector(tensor, data) : packed(tensor, data));
   }
 
-  const take = <T extends PackedMatrix | Float32Array>(
-    slots: Map<Qwen35TensorSlot, PackedMatrix | Float32Array>,
-    slot: Qwen35TensorSlot,
-    where: string,
-  ): T => {
-    const value = slots.get(slot);
-    if (!value)
-      throw new EngineLoadError("ENGINE_BAD_MODEL", `${where}${slot} is missing from the load plan`, { field: `${where}${slot}` });
-    return value as T;
-  };
-  const layers: LayerWeights[] = perLayer.slice(0, config.nLayer).map((slots, il) => {
-    const p = `blk.${il}.`;
-    const common = {
-      attnNorm: take<Float32Array>(slots, "attn_norm", p),
-      postAttnNorm: take<Float32Array>(slots, "post_attention_norm", p),
-      ffnGate: take<PackedMatrix>(slots, "ffn_gate", p),
-      ffnUp: take<PackedMatrix>(slots, "ffn_up", p),
-      ffnDown: take<PackedMatrix>(slots, "ffn_down", p),
-    };
-    if (config.layerKinds[il] === "gdn") {
-      const gdn: GdnWeights = {
-        kind: "gdn",
-        ...common,
-        qkv: take(slots, "attn_qkv", p),
-        gate: take(slots, "attn_gate", p),
-        beta: take(slots, "ssm_beta", p),
-        alpha: take(slots, "ssm_alpha", p),
-        conv: take(slots, "ssm_conv1d", p),
-        dtBias: take(slots, "ssm_dt", p),
-        a: take(slots, "ssm_a", p),
-        norm: take(slots, "ssm_norm", p),
-        out: take(slots, "ssm_out", p),
-      };
-      return gdn;
+  // Every weight object is bound from the description: each tensor to its field, an absent optional
+  // one to its fallback (a field of the globals: output -> tokenEmbd, the drafter's head -> output).
+  type Bound = Record<string, PackedMatrix | Float32Array | undefined>;
+  const bind = (tensors: readonly TensorDescription[], fallbacks: Bound): Bound => {
+    const out: Bound = {};
+    for (const t of tensors) {
+      const value = byName.get(t.name) ?? (t.fallback ? (out[t.fallback] ?? fallbacks[t.fallback]) : undefined);
+      if (value === undefined && !t.optional) {
+        const where = t.name.replace(/\.(weight|bias)$/, "");
+        throw new EngineLoadError("ENGINE_BAD_MODEL", `${where} is missing from the load plan`, { field: where });
+      }
+      out[t.field] = value;
     }
-    const attention: AttentionWeights = {
-      kind: "attention",
-      ...common,
-      q: take(slots, "attn_q", p),
-      k: take(slots, "attn_k", p),
-      v: take(slots, "attn_v", p),
-      o: take(slots, "attn_output", p),
-      qNorm: take(slots, "attn_q_norm", p),
-      kNorm: take(slots, "attn_k_norm", p),
-    };
-    return attention;
-  });
-  const tokenEmbd = take<PackedMatrix>(globals, "token_embd", "");
-  const outputNorm = take<Float32Array>(globals, "output_norm", "");
+    return out;
+  };
+  const globals = bind(description.global, {});
+  const layers = description.layers
+    .filter((l) => l.role === "trunk")
+    .map((l) => ({ kind: l.mixer, ...bind(l.tensors, globals) }) as unknown as LayerWeights);
+  const tokenEmbd = globals.tokenEmbd as PackedMatrix;
+  const outputNorm = globals.outputNorm as Float32Array;
+  const output = globals.output as PackedMatrix;
   const tied = plan.tiedHead;
-  const output = tied ? tokenEmbd : take<PackedMatrix>(globals, "output", "");
-  let drafter: DrafterWeights | undefined;
-  const mtpSlots = perLayer[config.nLayer];
-  if (mtpSlots && mtpSlots.size > 0) {
-    const p = `blk.${config.nLayer}.`;
-    drafter = {
-      kind: "attention",
-      attnNorm: take(mtpSlots, "attn_norm", p),
-      postAttnNorm: take(mtpSlots, "post_attention_norm", p),
-      q: take(mtpSlots, "attn_q", p),
-      k: take(mtpSlots, "attn_k", p),
-      v: take(mtpSlots, "attn_v", p),
-      o: take(mtpSlots, "attn_output", p),
-      qNorm: take(mtpSlots, "attn_q_norm", p),
-      kNorm: take(mtpSlots, "attn_k_norm", p),
-      ffnGate: take(mtpSlots, "ffn_gate", p),
-      ffnUp: take(mtpSlots, "ffn_up", p),
-      ffnDown: take(mtpSlots, "ffn_down", p),
-      ehProj: take(mtpSlots, "nextn.eh_proj", p),
-      enorm: take(mtpSlots, "nextn.enorm", p),
-      hnorm: take(mtpSlots, "nextn.hnorm", p),
-      headNorm: (mtpSlots.get("nextn.shared_head_norm") as Float32Array | undefined) ?? outputNorm,
-      embedTokens: mtpSlots.get("nextn.embed_tokens") as PackedMatrix | undefined,
-      head: (mtpSlots.get("nextn.shared_head_head") as PackedMatrix | undefined) ?? output,
-    };
-  }
+  const mtp = description.layers.find((l) => l.role === "mtp");
+  const drafter = mtp?.tensors.some((t) => byName.has(t.name))
+    ? ({ kind: "attention", ...bind(mtp.tensors, globals) } as unknown as DrafterWeights)
+    : undefined;
   let tokenEmbdTwin: Uint16Array | undefined;
   if (numerics === "bf16") {
     const D = config.embeddingLength;

@@ -1,6 +1,6 @@
 import type { MatmulProvider, Numerics } from "./matmul.js";
 
-type TtNative = typeof import("@keepquant/tt-native");
+import { loadTtNative } from "./native-module.js";
 
 /**
  * The native CPU arm's providers from @keepquant/tt-native, imported dynamically so the engine runs
@@ -17,11 +17,8 @@ export async function createNativeMatmulProviders(
   diagnostics: string[],
 ): Promise<MatmulProvider[]> {
   if (numerics === "exact") throw new Error('numerics "exact" is TypeScript-only');
-  const moduleName = "@keepquant/tt-native";
-  const native = (await import(moduleName)) as TtNative;
-  const status = native.nativeStatus();
-  const addon = native.nativeAddon();
-  if (!addon) throw new Error(`CPU arm did not load: ${status.cpu.reasons.join("; ") || "unknown reason"}`);
+  const { native, reason } = await loadTtNative();
+  if (!native) throw new Error(reason);
   if (threads !== undefined) native.setNativeThreads(threads);
   const isa = native.getNativeIsa();
   void diagnostics;

@@ -6,21 +6,19 @@
  * The native model borrows everything: the weights (views of the memory-mapped GGUF file), the KV
  * and GDN state planes of the engine's pools (natively allocated), and owns only its scratch.
  */
+import { describeQwen35, type TensorDescription } from "@keepquant/gguf";
 import type { PagedKvCache } from "../kv/paged-kv.js";
 import type { GdnStatePool } from "../kv/state-pool.js";
 import { keptRows, type DrafterEntry, type StepEntry } from "./forward.js";
 import type { Numerics } from "./matmul.js";
-import type { DrafterWeights, ModelWeights, PackedMatrix } from "./weights.js";
+import type { TtNative } from "./native-module.js";
+import type { StepBackend, StepLabels } from "./step-backend.js";
+import type { ModelWeights, PackedMatrix } from "./weights.js";
 
-type TtNative = typeof import("@keepquant/tt-native");
 type NativeModelSpec = import("@keepquant/tt-native").NativeModelSpec;
 type NativeModelHandle = import("@keepquant/tt-native").NativeModelHandle;
-type NativeModelMatrix = import("@keepquant/tt-native").NativeModelMatrix;
-type NativeModelDrafter = import("@keepquant/tt-native").NativeModelDrafter;
-
-function matrix(w: PackedMatrix): NativeModelMatrix {
-  return { type: w.type, rows: w.rows, cols: w.cols, rowBytes: w.rowBytes, data: w.data };
-}
+type NativeModelTensor = import("@keepquant/tt-native").NativeModelTensor;
+type StepDescriptorEntry = import("@keepquant/tt-native").StepDescriptorEntry;
 
 /** Rows of each entry that need logits (the same rule as forward.ts). */
 function logitRows(entry: StepEntry): readonly number[] {
@@ -31,6 +29,88 @@ function logitRows(entry: StepEntry): readonly number[] {
   return [];
 }
 
+/** One entry of the native model's tensor table: a bound weight under its description's slot and dims. */
+function tableTensor(t: TensorDescription, value: PackedMatrix | Float32Array, dims: readonly string[] = t.dims): NativeModelTensor {
+  const at = { slot: t.slot, layer: t.layer ?? -1, dims };
+  if (!(value instanceof Float32Array)) {
+    return { ...at, type: value.type, rows: value.rows, cols: value.cols, rowBytes: value.rowBytes, data: value.data };
+  }
+  // an f32 vector: an F32 matrix of ne[1] rows of ne[0] (1 x n for a 1-D tensor)
+  const cols = t.ne[0]!;
+  return {
+    ...at,
+    type: 0, // GgmlType.F32
+    rows: value.length / cols,
+    cols,
+    rowBytes: cols * 4,
+    data: new Uint8Array(value.buffer, value.byteOffset, value.byteLength),
+  };
+}
+
+/**
+ * The native model's table for these weights: every tensor of the model description bound to the
+ * weight object's field (the description's binding), the description's named dimensions as the
+ * hyperparameters. The MTP block is included when `withDrafter`.
+ */
+function nativeTable(
+  weights: ModelWeights,
+  withDrafter: boolean,
+  libm: TtNative["nativeLibm"] extends () => infer L ? L : never,
+): Pick<NativeModelSpec, "architecture" | "hparams" | "layers" | "tensors"> {
+  const c = weights.config;
+  const d = describeQwen35(c, weights.vocab);
+  const drafter = withDrafter ? weights.drafter : undefined;
+  const tensors: NativeModelTensor[] = [];
+  const bindAll = (list: readonly TensorDescription[], source: object, dimsOf?: (t: TensorDescription) => readonly string[]) => {
+    for (const t of list) {
+      const value = (source as Record<string, PackedMatrix | Float32Array | undefined>)[t.field];
+      if (value) tensors.push(tableTensor(t, value, dimsOf?.(t)));
+    }
+  };
+  bindAll(d.global, weights);
+  const layers = d.layers.filter((l) => l.role === "trunk" || drafter);
+  for (const l of layers) {
+    if (l.role === "trunk") bindAll(l.tensors, weights.layers[l.index]!);
+    // the drafter's head may be a prefix of the shared head's rows (speculative.draftVocab)
+    else bindAll(l.tensors, drafter!, (t) => (t.field === "head" ? ["nEmbd", "drafterVocab"] : t.dims));
+  }
+  return {
+    architecture: "qwen35",
+    hparams: {
+      ...d.dims,
+      drafterVocab: drafter?.head.rows ?? weights.vocab,
+      eps: Math.fround(c.rmsEps),
+      ropeThetaScale: libm.powf(Math.fround(c.ropeFreqBase), Math.fround(-2 / c.ropeDimensionCount)),
+    },
+    layers: layers.map((l) => ({ index: l.index, role: l.role, mixer: l.mixer, ffn: l.ffn, cacheIndex: l.cacheIndex })),
+    tensors,
+  };
+}
+
+/** The native model's spec: the table of `weights` (see nativeTable) and the pools' storage. */
+export function nativeModelSpec(
+  native: TtNative,
+  weights: ModelWeights,
+  kv: PagedKvCache,
+  states: GdnStatePool,
+  options: NativeStepOptions,
+): NativeModelSpec {
+  // the drafter runs when its weights are bound and the cache has its KV plane after the trunk's
+  const withDrafter = weights.drafter !== undefined && kv.numLayers === describeQwen35(weights.config, 0).attentionLayers + 1;
+  return {
+    ...nativeTable(weights, withDrafter, native.nativeLibm()),
+    numerics: options.numerics,
+    flashAttention: options.flashAttention,
+    maxBatchTokens: options.maxBatchTokens,
+    tokenEmbdTwin: weights.tokenEmbdTwin,
+    kv: { f16: kv.kvType === "f16", blockSize: kv.blockSize, numBlocks: kv.numBlocks, k: kv.k, v: kv.v },
+    states: { numSlots: states.numSlots, conv: states.conv, ssm: states.ssm },
+    ...(options.snapshots
+      ? { snapshots: { numSlots: options.snapshots.numSlots, conv: options.snapshots.conv, ssm: options.snapshots.ssm } }
+      : {}),
+  };
+}
+
 export interface NativeStepOptions {
   numerics: Exclude<Numerics, "exact">;
   flashAttention: boolean;
@@ -39,7 +119,8 @@ export interface NativeStepOptions {
   snapshots?: GdnStatePool | undefined;
 }
 
-export class NativeStep {
+export class NativeStep implements StepBackend {
+  readonly offThread = true;
   private descriptor = new Int32Array(256);
   private logits = new Float32Array(0);
   private disposed = false;
@@ -48,94 +129,33 @@ export class NativeStep {
   private hiddenCount = 0;
 
   private constructor(
+    private readonly native: TtNative,
     private readonly model: NativeModelHandle,
     private readonly vocab: number,
     private readonly embd: number,
     /** logits per row of a drafter step: the drafter head's rows (the vocabulary or a prefix of it) */
     private readonly draftVocab: number,
+    readonly labels: StepLabels,
   ) {}
 
   /** Builds the native model over `weights` and the pools' storage; throws NativeArgumentError on a bad spec. */
   static create(native: TtNative, weights: ModelWeights, kv: PagedKvCache, states: GdnStatePool, options: NativeStepOptions): NativeStep {
-    const c = weights.config;
-    const libm = native.nativeLibm();
-    let kvIndex = 0;
-    let stateIndex = 0;
-    const spec: NativeModelSpec = {
-      shape: {
-        nLayer: c.nLayer,
-        nEmbd: c.embeddingLength,
-        nFf: c.feedForwardLength,
-        nHead: c.headCount,
-        nHeadKv: c.headCountKv,
-        headDim: c.headDim,
-        nRot: c.ropeDimensionCount,
-        convKernel: c.ssmConvKernel,
-        ssmStateSize: c.ssmStateSize,
-        ssmGroupCount: c.ssmGroupCount,
-        ssmTimeStepRank: c.ssmTimeStepRank,
-        ssmInnerSize: c.ssmInnerSize,
-        nVocab: weights.vocab,
-        eps: Math.fround(c.rmsEps),
-        ropeThetaScale: libm.powf(Math.fround(c.ropeFreqBase), Math.fround(-2 / c.ropeDimensionCount)),
-        recurrent: c.layerKinds.map((kind) => kind === "gdn"),
-      },
-      numerics: options.numerics,
-      flashAttention: options.flashAttention,
-      maxBatchTokens: options.maxBatchTokens,
-      tokenEmbd: matrix(weights.tokenEmbd),
-      tokenEmbdTwin: weights.tokenEmbdTwin,
-      outputNorm: weights.outputNorm,
-      output: matrix(weights.output),
-      layers: weights.layers.map((layer) => {
-        const common = {
-          attnNorm: layer.attnNorm,
-          postAttnNorm: layer.postAttnNorm,
-          ffnGate: matrix(layer.ffnGate),
-          ffnUp: matrix(layer.ffnUp),
-          ffnDown: matrix(layer.ffnDown),
-        };
-        if (layer.kind === "attention") {
-          return {
-            ...common,
-            recurrent: false,
-            cacheIndex: kvIndex++,
-            q: matrix(layer.q),
-            k: matrix(layer.k),
-            v: matrix(layer.v),
-            o: matrix(layer.o),
-            qNorm: layer.qNorm,
-            kNorm: layer.kNorm,
-          };
-        }
-        return {
-          ...common,
-          recurrent: true,
-          cacheIndex: stateIndex++,
-          qkv: matrix(layer.qkv),
-          gate: matrix(layer.gate),
-          beta: matrix(layer.beta),
-          alpha: matrix(layer.alpha),
-          out: matrix(layer.out),
-          conv: layer.conv,
-          dtBias: layer.dtBias,
-          a: layer.a,
-          norm: layer.norm,
-        };
-      }),
-      // the drafter runs when its weights are bound and the cache has its KV plane after the trunk's
-      ...(weights.drafter && kv.numLayers === kvIndex + 1 ? { drafter: drafterSpec(weights.drafter, kvIndex) } : {}),
-      kv: { f16: kv.kvType === "f16", blockSize: kv.blockSize, numBlocks: kv.numBlocks, k: kv.k, v: kv.v },
-      states: { numSlots: states.numSlots, conv: states.conv, ssm: states.ssm },
-      ...(options.snapshots
-        ? { snapshots: { numSlots: options.snapshots.numSlots, conv: options.snapshots.conv, ssm: options.snapshots.ssm } }
-        : {}),
+    const spec = nativeModelSpec(native, weights, kv, states, options);
+    const name = `native-step-${native.getNativeIsa()}`;
+    const labels: StepLabels = {
+      step: name,
+      embedding: weights.tokenEmbdTwin ? `${name}-bf16-twin-gather` : `${name}-exact-row-decode`,
+      attention: `${name}-${options.flashAttention ? "flash-attn-llama" : "attn-llama-no-fa"}`,
+      gdn: `${name}-fused-gdn`,
+      norms: `${name}-f32`,
     };
     return new NativeStep(
+      native,
       native.createNativeModel(spec),
       weights.output.rows,
-      c.embeddingLength,
+      weights.config.embeddingLength,
       weights.drafter?.head.rows ?? weights.output.rows,
+      labels,
     );
   }
 
@@ -150,7 +170,7 @@ export class NativeStep {
    * not be written until it settles.
    */
   async forward(entries: readonly StepEntry[]): Promise<Float32Array> {
-    const nOut = this.encode(entries, 0);
+    const nOut = this.encode(entries, "trunk");
     if (nOut < 0) return new Float32Array(0);
     const logits = this.logitsView(nOut);
     await this.model.step(this.descriptor.subarray(0, this.descriptorLength), logits, this.hiddenView(entries));
@@ -159,7 +179,7 @@ export class NativeStep {
 
   /** The same step on the calling thread (tools and tests). */
   forwardSync(entries: readonly StepEntry[]): Float32Array {
-    const nOut = this.encode(entries, 0);
+    const nOut = this.encode(entries, "trunk");
     if (nOut < 0) return new Float32Array(0);
     const logits = this.logitsView(nOut);
     this.model.stepSync(this.descriptor.subarray(0, this.descriptorLength), logits, this.hiddenView(entries));
@@ -173,7 +193,7 @@ export class NativeStep {
    */
   async draft(entries: readonly DrafterEntry[], hiddenIn: Float32Array): Promise<Float32Array> {
     const asStep = entries.map((e): StepEntry => ({ ...e, stateSlot: -1, logits: "none" }));
-    const nOut = this.encode(asStep, 1);
+    const nOut = this.encode(asStep, "drafter");
     if (nOut < 0) return new Float32Array(0);
     const logits = this.logitsView(nOut, this.draftVocab);
     await this.model.step(this.descriptor.subarray(0, this.descriptorLength), logits, this.hiddenBuffer(nOut), hiddenIn);
@@ -183,7 +203,7 @@ export class NativeStep {
   /** The drafter step on the calling thread (tools and tests). */
   draftSync(entries: readonly DrafterEntry[], hiddenIn: Float32Array): Float32Array {
     const asStep = entries.map((e): StepEntry => ({ ...e, stateSlot: -1, logits: "none" }));
-    const nOut = this.encode(asStep, 1);
+    const nOut = this.encode(asStep, "drafter");
     if (nOut < 0) return new Float32Array(0);
     const logits = this.logitsView(nOut, this.draftVocab);
     this.model.stepSync(this.descriptor.subarray(0, this.descriptorLength), logits, this.hiddenBuffer(nOut), hiddenIn);
@@ -234,38 +254,29 @@ export class NativeStep {
 
   private descriptorLength = 0;
 
-  /** Writes the step descriptor (kind 0 trunk, 1 drafter); returns the number of logit rows, or -1 for an empty step. */
-  private encode(entries: readonly StepEntry[], kind: 0 | 1): number {
-    let length = 2;
+  /** Writes the step descriptor (src/step-descriptor.ts of tt-native); returns the number of logit rows, or -1 for an empty step. */
+  private encode(entries: readonly StepEntry[], kind: "trunk" | "drafter"): number {
     let tokens = 0;
-    const rows = entries.map(logitRows);
-    entries.forEach((e, i) => {
-      length += 7 + e.tokens.length + rows[i]!.length + e.blockTable.length;
+    let nOut = 0;
+    const described = entries.map((e): StepDescriptorEntry => {
+      const rows = logitRows(e);
       tokens += e.tokens.length;
+      nOut += rows.length;
+      return {
+        tokens: e.tokens,
+        startPos: e.startPos,
+        stateSlot: e.stateSlot,
+        logitRows: rows,
+        blockTable: e.blockTable,
+        keepHidden: e.hidden === true,
+        snapshotRow: e.snapshotRow ?? -1,
+      };
     });
     this.hiddenCount = 0;
     if (tokens === 0) return -1;
+    const length = this.native.stepDescriptorLength(described);
     if (this.descriptor.length < length) this.descriptor = new Int32Array(Math.max(length, 2 * this.descriptor.length));
-    const d = this.descriptor;
-    let at = 0;
-    let nOut = 0;
-    d[at++] = kind;
-    d[at++] = entries.length;
-    entries.forEach((e, i) => {
-      const selected = rows[i]!;
-      d[at++] = e.tokens.length;
-      d[at++] = e.startPos;
-      d[at++] = e.stateSlot;
-      d[at++] = selected.length;
-      d[at++] = e.blockTable.length;
-      d[at++] = e.hidden ? 1 : 0;
-      d[at++] = e.snapshotRow ?? -1;
-      for (let t = 0; t < e.tokens.length; t++) d[at++] = e.tokens[t]!;
-      for (const r of selected) d[at++] = r;
-      for (const b of e.blockTable) d[at++] = b;
-      nOut += selected.length;
-    });
-    this.descriptorLength = at;
+    this.descriptorLength = this.native.encodeStepDescriptor(kind, described, this.descriptor);
     return nOut;
   }
 
@@ -274,27 +285,4 @@ export class NativeStep {
     if (this.logits.length < need) this.logits = new Float32Array(Math.max(need, 2 * this.logits.length));
     return this.logits.subarray(0, need);
   }
-}
-
-function drafterSpec(d: DrafterWeights, cacheIndex: number): NativeModelDrafter {
-  return {
-    cacheIndex,
-    attnNorm: d.attnNorm,
-    postAttnNorm: d.postAttnNorm,
-    q: matrix(d.q),
-    k: matrix(d.k),
-    v: matrix(d.v),
-    o: matrix(d.o),
-    qNorm: d.qNorm,
-    kNorm: d.kNorm,
-    ffnGate: matrix(d.ffnGate),
-    ffnUp: matrix(d.ffnUp),
-    ffnDown: matrix(d.ffnDown),
-    ehProj: matrix(d.ehProj),
-    enorm: d.enorm,
-    hnorm: d.hnorm,
-    headNorm: d.headNorm,
-    ...(d.embedTokens ? { embedTokens: matrix(d.embedTokens) } : {}),
-    head: matrix(d.head),
-  };
 }

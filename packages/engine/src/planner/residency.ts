@@ -265,7 +265,7 @@ function modelFacts(file: Pick<GgufFile, "metadata" | "tensors">, speculative: S
     matrixTypes[name] = (matrixTypes[name] ?? 0) + 1;
     matrixParameters += use.tensor.elements;
   }
-  const attentionLayers = plan.config.layerKinds.filter((k) => k === "attention").length;
+  const { attentionLayers, gdnLayers } = plan.description;
   const name = getMetadata(file, "general.name");
   return {
     plan,
@@ -274,7 +274,7 @@ function modelFacts(file: Pick<GgufFile, "metadata" | "tensors">, speculative: S
       name: typeof name === "string" ? name : undefined,
       nLayer: plan.config.nLayer,
       attentionLayers,
-      gdnLayers: plan.config.nLayer - attentionLayers,
+      gdnLayers,
       vocab: plan.vocab,
       tiedHead: plan.tiedHead,
       mtpLayers: plan.config.nextnPredictLayers,
@@ -390,15 +390,16 @@ function compute(facts: ModelFacts, settings: ResolvedPlanSettings, device: Plan
 
   // KV cache: full-attention layers only, K and V rows of Hkv x Dh per token.
   const kvElementBytes = settings.kvType === "f16" ? 2 : 4;
-  const kvBytesPerTokenPerLayer = 2 * config.headCountKv * config.headDim * kvElementBytes;
+  const dims = facts.plan.description.dims;
+  const kvBytesPerTokenPerLayer = 2 * dims.kvDim * kvElementBytes;
   const attentionLayers = facts.summary.attentionLayers;
   const kvBytes = attentionLayers * kvBytesPerTokenPerLayer * settings.kvCacheTokens;
   const mtpUsed = facts.summary.mtpUsed;
   const mtpKvBytes = mtpUsed ? config.nextnPredictLayers * kvBytesPerTokenPerLayer * settings.kvCacheTokens : 0;
 
   // GDN state per slot: conv [conv_dim, K - 1] and recurrent [Hv, Dv, Dk], f32.
-  const convBytes = config.convDim * (config.ssmConvKernel - 1) * 4;
-  const recurrentBytes = config.ssmTimeStepRank * config.headVDim * config.ssmStateSize * 4;
+  const convBytes = dims.convStateElements * 4;
+  const recurrentBytes = dims.ssmStateElements * 4;
   // speculative decoding keeps one copy of each sequence's state from before its verification step
   const rollbackSlots = settings.speculative === null ? 0 : settings.sequences;
   const slots = settings.sequences + settings.stateSnapshots + rollbackSlots;

@@ -2,7 +2,13 @@ import { Qwen35ConfigError } from "../errors.js";
 import { GgmlType, ggmlTypeName } from "../ggml-type.js";
 import type { GgufFile, GgufTensorInfo } from "../types.js";
 import { parseQwen35Config, type Qwen35Config } from "./config.js";
-import { qwen35ExpectedTensors, type Qwen35ExpectedTensor, type Qwen35TensorRole, type Qwen35TensorSlot } from "./tensors.js";
+import {
+  describeQwen35,
+  type ModelDescription,
+  type Qwen35ExpectedTensor,
+  type Qwen35TensorRole,
+  type Qwen35TensorSlot,
+} from "./tensors.js";
 
 export type SpeculativeMethod = "mtp";
 
@@ -44,6 +50,8 @@ export interface LoadPlanDiagnostic {
 export interface LoadPlan {
   config: Qwen35Config;
   vocab: number;
+  /** The model as data (layers, tensors, named dimensions): what every consumer derives from. */
+  description: ModelDescription;
   /** No `output.weight`: the head is `token_embd.weight`. */
   tiedHead: boolean;
   speculative: SpeculativeMethod | undefined;
@@ -74,7 +82,8 @@ export function buildLoadPlan(file: Pick<GgufFile, "metadata" | "tensors">, opti
   const embd = byName.get("token_embd.weight");
   const vocab = config.vocabSize ?? (embd?.ne.length === 2 ? embd.ne[1]! : 0);
 
-  const expected = qwen35ExpectedTensors(config, vocab);
+  const description = describeQwen35(config, vocab);
+  const expected: Qwen35ExpectedTensor[] = [...description.global, ...description.layers.flatMap((l) => l.tensors)];
   const expectedByName = new Map<string, Qwen35ExpectedTensor>(expected.map((e) => [e.name, e]));
   const useMtp = options.speculative === "mtp";
   const used: PlannedTensor[] = [];
@@ -185,6 +194,7 @@ export function buildLoadPlan(file: Pick<GgufFile, "metadata" | "tensors">, opti
   return {
     config,
     vocab,
+    description,
     tiedHead,
     speculative: options.speculative,
     used,

@@ -37,94 +37,257 @@ export type Qwen35TensorSlot =
   | "nextn.embed_tokens"
   | "nextn.shared_head_head";
 
-/** One tensor a qwen35 file may hold, with its expected ggml `ne`. */
-export interface Qwen35ExpectedTensor {
+/**
+ * The named dimensions of a model: the hyperparameters and every size derived from them, computed
+ * here once. Tensor shapes, the KV and GDN state pools, the planner and the native model spec all
+ * read these values by name; no other place derives them.
+ */
+export interface ModelDims {
+  /** D */
+  nEmbd: number;
+  nVocab: number;
+  nFf: number;
+  /** H */
+  nHead: number;
+  /** Hkv */
+  nHeadKv: number;
+  /** Dh (key length = value length) */
+  headDim: number;
+  nRot: number;
+  /** 2 H Dh: attn_q rows, per head [q_h | gate_h] */
+  qDim: number;
+  /** Hkv Dh: attn_k / attn_v rows, and one K (or V) row of the KV cache */
+  kvDim: number;
+  /** H Dh: attn_output columns */
+  attnOutDim: number;
+  /** K: the GDN conv kernel width */
+  convKernel: number;
+  /** Dk = Dv */
+  ssmStateSize: number;
+  /** Hk */
+  ssmGroupCount: number;
+  /** Hv */
+  nHeadV: number;
+  /** Hk Dk */
+  keyDim: number;
+  /** Hv Dv */
+  valueDim: number;
+  /** 2 keyDim + valueDim: attn_qkv rows and conv channels */
+  convDim: number;
+  /** Dv */
+  headVDim: number;
+  /** 2 D: the MTP block's eh_proj input */
+  ehProjIn: number;
+  /** elements of one slot's GDN conv state: convDim (K - 1) */
+  convStateElements: number;
+  /** elements of one slot's GDN recurrent state: Hv Dv Dk */
+  ssmStateElements: number;
+}
+
+export type ModelDimName = keyof ModelDims;
+
+/** A token mixer (qwen35.md sections 4-5): gated full attention, or a Gated DeltaNet. */
+export type TokenMixer = "attention" | "gdn";
+/** A layer's FFN: dense SwiGLU (the MoE FFN of qwen35moe is the next case). */
+export type FfnKind = "dense";
+
+/** One tensor of the description. */
+export interface TensorDescription {
+  /** The GGUF name. */
   name: string;
   slot: Qwen35TensorSlot;
+  /** The field of the engine's weight object it binds to (e.g. attn_q -> `q`). */
+  field: string;
+  /** ggml `ne` as named dimensions (ne[0] first: for a matrix, its columns, then its rows). */
+  dims: readonly ModelDimName[];
+  /** ggml `ne`: the values of `dims`. */
   ne: number[];
   role: Qwen35TensorRole;
   /** Layer index for `blk.N.*` tensors. */
   layer?: number;
   /** Absent is fine (e.g. `output.weight` when the head is tied). */
   optional: boolean;
+  /** When absent, the weight object binds this field of the globals instead (e.g. output -> tokenEmbd). */
+  fallback?: string;
   /** Must be stored as F32 (llama.cpp's CPU ssm_conv asserts 4-byte elements). */
   requiresF32?: boolean;
 }
 
-/**
- * Every tensor name and shape of qwen35.md section 3 for this config and vocabulary.
- * MTP tensors (`blk.{n_layer}.*`) are included when nextn_predict_layers = 1.
- */
+/** One block `blk.N`: a token mixer plus an FFN (the MTP block adds its nextn tensors). */
+export interface LayerDescription {
+  index: number;
+  role: "trunk" | "mtp";
+  mixer: TokenMixer;
+  ffn: FfnKind;
+  /** The KV plane (attention; the MTP block's follows the trunk's) or the GDN state layer (gdn). */
+  cacheIndex: number;
+  tensors: TensorDescription[];
+}
+
+/** The whole model as data: dimensions, global tensors and layers. */
+export interface ModelDescription {
+  architecture: "qwen35";
+  dims: ModelDims;
+  global: TensorDescription[];
+  /** Trunk layers in order, then the MTP block (when nextn_predict_layers = 1). */
+  layers: LayerDescription[];
+  /** Full-attention trunk layers (KV planes before the drafter's). */
+  attentionLayers: number;
+  /** GDN trunk layers (state planes). */
+  gdnLayers: number;
+}
+
 /** The slot of a qwen35 tensor name (see Qwen35TensorSlot). */
 export function qwen35TensorSlot(name: string): Qwen35TensorSlot {
   return name.replace(/^blk\.\d+\./, "").replace(/\.(weight|bias)$/, "") as Qwen35TensorSlot;
 }
 
-type Unslotted = Omit<Qwen35ExpectedTensor, "slot">;
-
-export function qwen35ExpectedTensors(config: Qwen35Config, vocab: number): Qwen35ExpectedTensor[] {
-  return unslottedTensors(config, vocab).map((t) => ({ ...t, slot: qwen35TensorSlot(t.name) }));
+/** A tensor template: slot, binding field, shape in named dims, GGUF suffix and flags. */
+interface Template {
+  slot: Qwen35TensorSlot;
+  field: string;
+  dims: readonly ModelDimName[];
+  suffix?: ".weight" | ".bias" | "";
+  optional?: boolean;
+  fallback?: string;
+  requiresF32?: boolean;
 }
 
-function unslottedTensors(config: Qwen35Config, vocab: number): Unslotted[] {
+const GLOBAL: readonly Template[] = [
+  { slot: "token_embd", field: "tokenEmbd", dims: ["nEmbd", "nVocab"] },
+  { slot: "output_norm", field: "outputNorm", dims: ["nEmbd"] },
+  { slot: "output", field: "output", dims: ["nEmbd", "nVocab"], optional: true, fallback: "tokenEmbd" },
+];
+
+/** Token mixers: the tensors before the FFN, in file order. */
+const MIXERS: Record<TokenMixer, readonly Template[]> = {
+  attention: [
+    { slot: "attn_norm", field: "attnNorm", dims: ["nEmbd"] },
+    { slot: "attn_q", field: "q", dims: ["nEmbd", "qDim"] },
+    { slot: "attn_k", field: "k", dims: ["nEmbd", "kvDim"] },
+    { slot: "attn_v", field: "v", dims: ["nEmbd", "kvDim"] },
+    { slot: "attn_q_norm", field: "qNorm", dims: ["headDim"] },
+    { slot: "attn_k_norm", field: "kNorm", dims: ["headDim"] },
+    { slot: "attn_output", field: "o", dims: ["attnOutDim", "nEmbd"] },
+  ],
+  gdn: [
+    { slot: "attn_norm", field: "attnNorm", dims: ["nEmbd"] },
+    { slot: "attn_qkv", field: "qkv", dims: ["nEmbd", "convDim"] },
+    { slot: "attn_gate", field: "gate", dims: ["nEmbd", "valueDim"] },
+    { slot: "ssm_beta", field: "beta", dims: ["nEmbd", "nHeadV"] },
+    { slot: "ssm_alpha", field: "alpha", dims: ["nEmbd", "nHeadV"] },
+    { slot: "ssm_conv1d", field: "conv", dims: ["convKernel", "convDim"], requiresF32: true },
+    { slot: "ssm_dt", field: "dtBias", dims: ["nHeadV"], suffix: ".bias" },
+    { slot: "ssm_a", field: "a", dims: ["nHeadV"], suffix: "" },
+    { slot: "ssm_norm", field: "norm", dims: ["headVDim"] },
+    { slot: "ssm_out", field: "out", dims: ["valueDim", "nEmbd"] },
+  ],
+};
+
+/** FFNs: the post-attention norm and the FFN's tensors. */
+const FFNS: Record<FfnKind, readonly Template[]> = {
+  dense: [
+    { slot: "post_attention_norm", field: "postAttnNorm", dims: ["nEmbd"] },
+    { slot: "ffn_gate", field: "ffnGate", dims: ["nEmbd", "nFf"] },
+    { slot: "ffn_up", field: "ffnUp", dims: ["nEmbd", "nFf"] },
+    { slot: "ffn_down", field: "ffnDown", dims: ["nFf", "nEmbd"] },
+  ],
+};
+
+/** The MTP/NextN block's own tensors (qwen35.md section 12), after its attention block. */
+const NEXTN: readonly Template[] = [
+  { slot: "nextn.eh_proj", field: "ehProj", dims: ["ehProjIn", "nEmbd"] },
+  { slot: "nextn.enorm", field: "enorm", dims: ["nEmbd"] },
+  { slot: "nextn.hnorm", field: "hnorm", dims: ["nEmbd"] },
+  { slot: "nextn.shared_head_norm", field: "headNorm", dims: ["nEmbd"], fallback: "outputNorm" },
+  { slot: "nextn.embed_tokens", field: "embedTokens", dims: ["nEmbd", "nVocab"], optional: true },
+  { slot: "nextn.shared_head_head", field: "head", dims: ["nEmbd", "nVocab"], optional: true, fallback: "output" },
+];
+
+/** Every named dimension of a config and vocabulary (see ModelDims); the vocabulary enters only `nVocab`. */
+export function qwen35Dims(config: Qwen35Config, vocab = config.vocabSize ?? 0): ModelDims {
   const D = config.embeddingLength;
   const Dh = config.headDim;
-  const H = config.headCount;
-  const Hkv = config.headCountKv;
-  const ff = config.feedForwardLength;
   const Hv = config.ssmTimeStepRank;
-  const out: Unslotted[] = [
-    { name: "token_embd.weight", ne: [D, vocab], role: "global", optional: false },
-    { name: "output_norm.weight", ne: [D], role: "global", optional: false },
-    { name: "output.weight", ne: [D, vocab], role: "global", optional: true },
-  ];
-  const attention = (il: number, role: Qwen35TensorRole): Unslotted[] => [
-    { name: `blk.${il}.attn_norm.weight`, ne: [D], role, layer: il, optional: false },
-    { name: `blk.${il}.attn_q.weight`, ne: [D, 2 * H * Dh], role, layer: il, optional: false },
-    { name: `blk.${il}.attn_k.weight`, ne: [D, Hkv * Dh], role, layer: il, optional: false },
-    { name: `blk.${il}.attn_v.weight`, ne: [D, Hkv * Dh], role, layer: il, optional: false },
-    { name: `blk.${il}.attn_q_norm.weight`, ne: [Dh], role, layer: il, optional: false },
-    { name: `blk.${il}.attn_k_norm.weight`, ne: [Dh], role, layer: il, optional: false },
-    { name: `blk.${il}.attn_output.weight`, ne: [H * Dh, D], role, layer: il, optional: false },
-    ...ffn(il, role),
-  ];
-  const ffn = (il: number, role: Qwen35TensorRole): Unslotted[] => [
-    { name: `blk.${il}.post_attention_norm.weight`, ne: [D], role, layer: il, optional: false },
-    { name: `blk.${il}.ffn_gate.weight`, ne: [D, ff], role, layer: il, optional: false },
-    { name: `blk.${il}.ffn_up.weight`, ne: [D, ff], role, layer: il, optional: false },
-    { name: `blk.${il}.ffn_down.weight`, ne: [ff, D], role, layer: il, optional: false },
-  ];
-  const gdn = (il: number): Unslotted[] => [
-    { name: `blk.${il}.attn_norm.weight`, ne: [D], role: "trunk", layer: il, optional: false },
-    { name: `blk.${il}.attn_qkv.weight`, ne: [D, config.convDim], role: "trunk", layer: il, optional: false },
-    { name: `blk.${il}.attn_gate.weight`, ne: [D, config.valueDim], role: "trunk", layer: il, optional: false },
-    { name: `blk.${il}.ssm_beta.weight`, ne: [D, Hv], role: "trunk", layer: il, optional: false },
-    { name: `blk.${il}.ssm_alpha.weight`, ne: [D, Hv], role: "trunk", layer: il, optional: false },
-    {
-      name: `blk.${il}.ssm_conv1d.weight`,
-      ne: [config.ssmConvKernel, config.convDim],
-      role: "trunk",
-      layer: il,
-      optional: false,
-      requiresF32: true,
-    },
-    { name: `blk.${il}.ssm_dt.bias`, ne: [Hv], role: "trunk", layer: il, optional: false },
-    { name: `blk.${il}.ssm_a`, ne: [Hv], role: "trunk", layer: il, optional: false },
-    { name: `blk.${il}.ssm_norm.weight`, ne: [config.headVDim], role: "trunk", layer: il, optional: false },
-    { name: `blk.${il}.ssm_out.weight`, ne: [config.valueDim, D], role: "trunk", layer: il, optional: false },
-    ...ffn(il, "trunk"),
-  ];
-  config.layerKinds.forEach((kind, il) => out.push(...(kind === "gdn" ? gdn(il) : attention(il, "trunk"))));
+  return {
+    nEmbd: D,
+    nVocab: vocab,
+    nFf: config.feedForwardLength,
+    nHead: config.headCount,
+    nHeadKv: config.headCountKv,
+    headDim: Dh,
+    nRot: config.ropeDimensionCount,
+    qDim: 2 * config.headCount * Dh,
+    kvDim: config.headCountKv * Dh,
+    attnOutDim: config.headCount * Dh,
+    convKernel: config.ssmConvKernel,
+    ssmStateSize: config.ssmStateSize,
+    ssmGroupCount: config.ssmGroupCount,
+    nHeadV: Hv,
+    keyDim: config.keyDim,
+    valueDim: config.valueDim,
+    convDim: config.convDim,
+    headVDim: config.headVDim,
+    ehProjIn: 2 * D,
+    convStateElements: config.convDim * (config.ssmConvKernel - 1),
+    ssmStateElements: Hv * config.headVDim * config.ssmStateSize,
+  };
+}
+
+function instantiate(t: Template, dims: ModelDims, role: Qwen35TensorRole, layer?: number): TensorDescription {
+  const base = `${t.slot}${t.suffix ?? ".weight"}`;
+  return {
+    name: layer === undefined ? base : `blk.${layer}.${base}`,
+    slot: t.slot,
+    field: t.field,
+    dims: t.dims,
+    ne: t.dims.map((d) => dims[d]),
+    role,
+    ...(layer !== undefined ? { layer } : {}),
+    optional: t.optional ?? false,
+    ...(t.fallback ? { fallback: t.fallback } : {}),
+    ...(t.requiresF32 ? { requiresF32: true } : {}),
+  };
+}
+
+/**
+ * The model as data (qwen35.md sections 2-3, 12): every layer a token mixer plus an FFN, every
+ * tensor with its binding field and its shape in named dimensions. The load plan, the weight
+ * binding, the pools, the planner and the native model spec are derived from it.
+ */
+export function describeQwen35(config: Qwen35Config, vocab: number): ModelDescription {
+  const dims = qwen35Dims(config, vocab);
+  const layers: LayerDescription[] = [];
+  let attentionLayers = 0;
+  let gdnLayers = 0;
+  config.layerKinds.forEach((mixer, il) => {
+    const cacheIndex = mixer === "attention" ? attentionLayers++ : gdnLayers++;
+    const tensors = [...MIXERS[mixer], ...FFNS.dense].map((t) => instantiate(t, dims, "trunk", il));
+    layers.push({ index: il, role: "trunk", mixer, ffn: "dense", cacheIndex, tensors });
+  });
   for (let il = config.nLayer; il < config.blockCount; il++) {
-    out.push(
-      ...attention(il, "mtp"),
-      { name: `blk.${il}.nextn.eh_proj.weight`, ne: [2 * D, D], role: "mtp", layer: il, optional: false },
-      { name: `blk.${il}.nextn.enorm.weight`, ne: [D], role: "mtp", layer: il, optional: false },
-      { name: `blk.${il}.nextn.hnorm.weight`, ne: [D], role: "mtp", layer: il, optional: false },
-      { name: `blk.${il}.nextn.shared_head_norm.weight`, ne: [D], role: "mtp", layer: il, optional: false },
-      { name: `blk.${il}.nextn.embed_tokens.weight`, ne: [D, vocab], role: "mtp", layer: il, optional: true },
-      { name: `blk.${il}.nextn.shared_head_head.weight`, ne: [D, vocab], role: "mtp", layer: il, optional: true },
-    );
+    const tensors = [...MIXERS.attention, ...FFNS.dense, ...NEXTN].map((t) => instantiate(t, dims, "mtp", il));
+    layers.push({ index: il, role: "mtp", mixer: "attention", ffn: "dense", cacheIndex: attentionLayers + (il - config.nLayer), tensors });
   }
-  return out;
+  return {
+    architecture: "qwen35",
+    dims,
+    global: GLOBAL.map((t) => instantiate(t, dims, "global")),
+    layers,
+    attentionLayers,
+    gdnLayers,
+  };
+}
+
+/** One tensor a qwen35 file may hold, with its expected ggml `ne`. */
+export type Qwen35ExpectedTensor = TensorDescription;
+
+/**
+ * Every tensor name and shape of qwen35.md section 3 for this config and vocabulary, in file order
+ * (the description's tensors, flattened). MTP tensors (`blk.{n_layer}.*`) are included when
+ * nextn_predict_layers = 1.
+ */
+export function qwen35ExpectedTensors(config: Qwen35Config, vocab: number): Qwen35ExpectedTensor[] {
+  const d = describeQwen35(config, vocab);
+  return [...d.global, ...d.layers.flatMap((l) => l.tensors)];
 }

@@ -13,6 +13,7 @@
 
 #include "cpu/dispatch.h"
 #include "model/forward_ops.h"
+#include "model/step_descriptor.h"
 #include "cpu/kernels.h"
 #include "cpu/matmul.h"
 #include "core/threadpool.h"
@@ -74,100 +75,46 @@ T* threadScratch(std::vector<T>& v, size_t n) {
   return v.data();
 }
 
-void checkMatrix(const WeightMatrix& w, const std::string& name, int64_t rows, int64_t cols) {
-  if (!w.data) fail(name + ": no data");
-  if (w.rows != rows || w.cols != cols)
-    fail(name + ": [" + str(w.rows) + ", " + str(w.cols) + "], expected [" + str(rows) + ", " + str(cols) + "]");
-  const TypeInfo ti = typeInfo(w.type);
-  if (ti.blockSize == 0) fail(name + ": ggml type " + str(w.type) + " is not supported by the native step");
-  if (cols % ti.blockSize != 0) fail(name + ": " + str(cols) + " columns is not a whole number of blocks");
-  const size_t rb = (size_t)(cols / ti.blockSize) * (size_t)ti.typeSize;
-  if (w.rowBytes != rb) fail(name + ": rowBytes " + str((int64_t)w.rowBytes) + ", expected " + str((int64_t)rb));
-}
-
 }  // namespace
 
 Model::Model(ModelSpec spec) : spec_(std::move(spec)) {
+  // Shapes were checked when the table was bound (bindModelTable): every tensor against the named
+  // dimensions of the description. What is left here is what the table cannot say by itself: the
+  // numerics' needs, the cache planes' order and the storage.
   const ModelShape& c = spec_.shape;
-  if (c.nLayer < 1 || c.nEmbd < 1 || c.nFf < 1 || c.nHead < 1 || c.nHeadKv < 1 || c.headDim < 1 || c.nVocab < 1)
-    fail("shape: every dimension must be positive");
-  if (c.nHead % c.nHeadKv != 0) fail("shape: nHead must be a multiple of nHeadKv");
-  if (c.nRot < 0 || c.nRot > c.headDim || c.nRot % 2 != 0) fail("shape: nRot must be even and <= headDim");
-  if ((int)c.recurrent.size() != c.nLayer) fail("shape: recurrent must have nLayer entries");
-  if ((int)spec_.layers.size() != c.nLayer) fail("layers: expected " + str(c.nLayer) + " layers");
+  if ((int)c.recurrent.size() != c.nLayer || (int)spec_.layers.size() != c.nLayer) fail("layers: expected " + str(c.nLayer) + " layers");
   if (spec_.maxBatchTokens < 1) fail("maxBatchTokens must be positive");
-  const bool anyGdn = std::any_of(c.recurrent.begin(), c.recurrent.end(), [](uint8_t r) { return r != 0; });
-  if (anyGdn) {
-    if (c.convKernel < 1 || c.ssmStateSize < 1 || c.ssmGroupCount < 1 || c.ssmTimeStepRank < 1 || c.ssmInnerSize < 1)
-      fail("shape: GDN dimensions must be positive");
-    if (c.ssmTimeStepRank % c.ssmGroupCount != 0) fail("shape: ssmTimeStepRank must be a multiple of ssmGroupCount");
-    if (c.ssmInnerSize % c.ssmTimeStepRank != 0) fail("shape: ssmInnerSize must be a multiple of ssmTimeStepRank");
-  }
-  const int D = c.nEmbd, H = c.nHead, Dh = c.headDim, Hkv = c.nHeadKv;
-  keyDim_ = c.ssmGroupCount * c.ssmStateSize;
+  const int D = c.nEmbd;
+  keyDim_ = c.keyDim;
   valueDim_ = c.ssmInnerSize;
-  convDim_ = 2 * keyDim_ + valueDim_;
-  headVDim_ = anyGdn ? valueDim_ / c.ssmTimeStepRank : 0;
-  kvRowStride_ = (size_t)Hkv * Dh;
-  convStride_ = (int64_t)convDim_ * std::max(0, c.convKernel - 1);
-  ssmStride_ = (int64_t)c.ssmTimeStepRank * headVDim_ * c.ssmStateSize;
+  convDim_ = c.convDim;
+  headVDim_ = c.headVDim;
+  kvRowStride_ = (size_t)c.kvDim;
+  convStride_ = c.convStateElements;
+  ssmStride_ = c.ssmStateElements;
 
-  checkMatrix(spec_.tokenEmbd, "token_embd", c.nVocab, D);
-  checkMatrix(spec_.output, "output", c.nVocab, D);
   if (!dequantSupported(spec_.tokenEmbd.type)) fail("token_embd: type " + str(spec_.tokenEmbd.type) + " cannot be decoded");
-  if (!spec_.outputNorm) fail("output_norm: missing");
   if (spec_.numerics == Numerics::Bf16 && !spec_.tokenEmbdTwin) fail("bf16 numerics need the token embedding's bf16 twin");
   int attentionLayers = 0, gdnLayers = 0;
   for (int il = 0; il < c.nLayer; ++il) {
     const LayerWeights& L = spec_.layers[il];
-    const std::string p = "blk." + str(il) + ".";
-    if (L.recurrent != (c.recurrent[il] != 0)) fail(p + ": layer kind disagrees with shape.recurrent");
-    if (!L.attnNorm || !L.postAttnNorm) fail(p + ": norms missing");
-    checkMatrix(L.ffnGate, p + "ffn_gate", c.nFf, D);
-    checkMatrix(L.ffnUp, p + "ffn_up", c.nFf, D);
-    checkMatrix(L.ffnDown, p + "ffn_down", D, c.nFf);
+    const std::string p = "blk." + str(il);
     if (L.recurrent) {
-      checkMatrix(L.qkv, p + "attn_qkv", convDim_, D);
-      checkMatrix(L.gate, p + "attn_gate", valueDim_, D);
-      checkMatrix(L.beta, p + "ssm_beta", c.ssmTimeStepRank, D);
-      checkMatrix(L.alpha, p + "ssm_alpha", c.ssmTimeStepRank, D);
-      checkMatrix(L.out, p + "ssm_out", D, valueDim_);
-      if (!L.conv || !L.dtBias || !L.a || !L.norm) fail(p + ": GDN vectors missing");
       if (L.cacheIndex != gdnLayers++) fail(p + ": state layer index out of order");
-    } else {
-      checkMatrix(L.q, p + "attn_q", 2 * H * Dh, D);
-      checkMatrix(L.k, p + "attn_k", Hkv * Dh, D);
-      checkMatrix(L.v, p + "attn_v", Hkv * Dh, D);
-      checkMatrix(L.o, p + "attn_output", D, H * Dh);
-      if (!L.qNorm || !L.kNorm) fail(p + ": Q/K norms missing");
-      if (L.cacheIndex != attentionLayers++) fail(p + ": KV layer index out of order");
+    } else if (L.cacheIndex != attentionLayers++) {
+      fail(p + ": KV layer index out of order");
     }
   }
   const DrafterWeights& d = spec_.drafter;
   if (d.present) {
     const std::string p = "blk." + str(c.nLayer) + ".";
-    const LayerWeights& L = d.block;
-    if (L.recurrent) fail(p + ": the drafter block is a full-attention block");
-    if (!L.attnNorm || !L.postAttnNorm) fail(p + ": norms missing");
-    checkMatrix(L.q, p + "attn_q", 2 * H * Dh, D);
-    checkMatrix(L.k, p + "attn_k", Hkv * Dh, D);
-    checkMatrix(L.v, p + "attn_v", Hkv * Dh, D);
-    checkMatrix(L.o, p + "attn_output", D, H * Dh);
-    checkMatrix(L.ffnGate, p + "ffn_gate", c.nFf, D);
-    checkMatrix(L.ffnUp, p + "ffn_up", c.nFf, D);
-    checkMatrix(L.ffnDown, p + "ffn_down", D, c.nFf);
-    if (!L.qNorm || !L.kNorm) fail(p + ": Q/K norms missing");
-    checkMatrix(d.ehProj, p + "nextn.eh_proj", D, 2 * (int64_t)D);
-    if (!d.enorm || !d.hnorm || !d.headNorm) fail(p + ": nextn norms missing");
     // the drafter's head may be a prefix of the shared head's rows (a reduced drafter vocabulary)
     if (d.head.rows < 1 || d.head.rows > c.nVocab)
       fail(p + "head: " + str(d.head.rows) + " rows, expected 1 .. " + str(c.nVocab) + " (a prefix of the vocabulary)");
-    checkMatrix(d.head, p + "head", d.head.rows, D);
-    if (d.embedTokens.type >= 0) {
-      checkMatrix(d.embedTokens, p + "nextn.embed_tokens", c.nVocab, D);
-      if (!dequantSupported(d.embedTokens.type)) fail(p + "nextn.embed_tokens: type " + str(d.embedTokens.type) + " cannot be decoded");
-    }
-    if (L.cacheIndex != attentionLayers) fail(p + ": the drafter's KV plane must follow the trunk's (" + str(attentionLayers) + ")");
+    if (d.embedTokens.type >= 0 && !dequantSupported(d.embedTokens.type))
+      fail(p + "nextn.embed_tokens: type " + str(d.embedTokens.type) + " cannot be decoded");
+    if (d.block.cacheIndex != attentionLayers)
+      fail(p + ": the drafter's KV plane must follow the trunk's (" + str(attentionLayers) + ")");
   }
   const int kvPlanes = attentionLayers + (d.present ? 1 : 0);
   const KvStorage& kv = spec_.kv;
@@ -200,15 +147,15 @@ Model::Model(ModelSpec spec) : spec_(std::move(spec)) {
   alloc(outHidden_, T * D);
   alloc(ffnGate_, T * c.nFf);
   alloc(ffnUp_, T * c.nFf);
-  if (d.present) alloc(concat_, T * 2 * D);
+  if (d.present) alloc(concat_, T * c.ehProjIn);
   alloc(headInput_, T * D);
   logitAmongKept_.assign(T, 0);
   if (kvPlanes > 0) {
-    alloc(qg_, T * 2 * H * Dh);
-    alloc(q_, T * H * Dh);
+    alloc(qg_, T * c.qDim);
+    alloc(q_, T * c.attnOutDim);
     alloc(kRows_, T * kvRowStride_);
     alloc(vRows_, T * kvRowStride_);
-    alloc(attnOut_, T * H * Dh);
+    alloc(attnOut_, T * c.attnOutDim);
   }
   if (gdnLayers > 0) {
     alloc(mixed_, T * convDim_);
@@ -223,7 +170,7 @@ Model::Model(ModelSpec spec) : spec_(std::move(spec)) {
   rowPos_.assign(T, 0);
   outRows_.assign(T, 0);
   // Activation buffers for the widest input in each encoding (f32 weights read x directly).
-  const int widths[] = {D, H * Dh, valueDim_, c.nFf, d.present ? 2 * D : 0};
+  const int widths[] = {D, c.attnOutDim, valueDim_, c.nFf, d.present ? c.ehProjIn : 0};
   const int encodings[] = {T_Q8_K, T_Q8_0, T_Q8_1, T_F16};
   for (int i = 0; i < 4; ++i) {
     size_t bytes = 0;
@@ -238,21 +185,21 @@ Model::Model(ModelSpec spec) : spec_(std::move(spec)) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Step descriptor (Int32Array): [kind (0 trunk, 1 drafter), entryCount, then per entry: nTokens,
-// startPos, stateSlot, nLogitRows, blockCount, flags (1 = keep every row's hidden state; trunk
-// only), snapshotRow (-1, or the row after which the GDN state is copied to the snapshots; trunk
-// only), tokens[nTokens], logitRows[nLogitRows], blockTable[blockCount]].
+// Step descriptor (Int32Array): its layout is defined once, in src/step-descriptor.ts; the offsets
+// below come from the header generated from it (model/step_descriptor.h).
 
 StepShape Model::parseStep(const int32_t* desc, size_t length, std::vector<StepEntry>& entries) const {
   entries.clear();
-  if (length < 2) fail("step descriptor is empty");
+  if (length < (size_t)step::kHeaderLength) fail("step descriptor is empty");
   StepShape shape;
-  if (desc[0] != 0 && desc[0] != 1) fail("step descriptor: kind must be 0 (trunk) or 1 (drafter), got " + str(desc[0]));
-  shape.drafter = desc[0] == 1;
+  const int kind = desc[step::kHeaderKind];
+  if (kind != step::kKindTrunk && kind != step::kKindDrafter)
+    fail("step descriptor: kind must be " + str(step::kKindTrunk) + " (trunk) or " + str(step::kKindDrafter) + " (drafter), got " + str(kind));
+  shape.drafter = kind == step::kKindDrafter;
   if (shape.drafter && !spec_.drafter.present) fail("drafter step: this model has no MTP drafter block");
-  const int count = desc[1];
+  const int count = desc[step::kHeaderEntryCount];
   if (count < 0) fail("step descriptor: negative entry count");
-  size_t at = 2;
+  size_t at = step::kHeaderLength;
   int totalTokens = 0, totalLogits = 0, totalHidden = 0;
   const ModelShape& c = spec_.shape;
   const bool anyGdn = !shape.drafter && !spec_.states.conv.empty();
@@ -260,22 +207,22 @@ StepShape Model::parseStep(const int32_t* desc, size_t length, std::vector<StepE
   std::vector<int> slotsSeen;
   for (int e = 0; e < count; ++e) {
     const std::string where = "step entry " + str(e) + ": ";
-    if (at + 7 > length) fail(where + "descriptor is truncated");
+    if (at + step::kEntryLength > length) fail(where + "descriptor is truncated");
     StepEntry s;
-    s.nTokens = desc[at];
-    s.startPos = desc[at + 1];
-    s.stateSlot = desc[at + 2];
-    s.nLogits = desc[at + 3];
-    s.blockCount = desc[at + 4];
-    const int flags = desc[at + 5];
-    s.snapshotRow = desc[at + 6];
-    at += 7;
+    s.nTokens = desc[at + step::kEntryNTokens];
+    s.startPos = desc[at + step::kEntryStartPos];
+    s.stateSlot = desc[at + step::kEntryStateSlot];
+    s.nLogits = desc[at + step::kEntryNLogitRows];
+    s.blockCount = desc[at + step::kEntryBlockCount];
+    const int flags = desc[at + step::kEntryFlags];
+    s.snapshotRow = desc[at + step::kEntrySnapshotRow];
+    at += step::kEntryLength;
     if (s.snapshotRow < -1 || s.snapshotRow >= s.nTokens) fail(where + "snapshot row must be -1 or a row of the chunk");
     if (s.snapshotRow >= 0 && (shape.drafter || spec_.snapshots.conv.empty()))
       fail(where + "a GDN state snapshot needs a trunk step and a model with snapshot planes");
-    if (flags != 0 && flags != 1) fail(where + "flags must be 0 or 1");
-    if (flags == 1 && shape.drafter) fail(where + "a drafter step keeps the logit rows' hidden states only (flags must be 0)");
-    s.hidden = flags == 1;
+    if (flags != 0 && flags != step::kFlagKeepHidden) fail(where + "flags must be 0 or " + str(step::kFlagKeepHidden));
+    if (flags != 0 && shape.drafter) fail(where + "a drafter step keeps the logit rows' hidden states only (flags must be 0)");
+    s.hidden = flags == step::kFlagKeepHidden;
     if (s.nTokens < 1) fail(where + "nTokens must be positive");
     if (s.startPos < 0) fail(where + "startPos must be >= 0");
     if (s.nLogits < 0 || s.nLogits > s.nTokens) fail(where + "logit row count out of range");

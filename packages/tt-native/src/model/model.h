@@ -23,10 +23,17 @@ struct WeightMatrix {
 
 enum class Numerics { Llama, Bf16 };
 
-// Hyperparameters (qwen35.md section 2) and the derived constants the step needs.
+// Hyperparameters (qwen35.md section 2) and the sizes derived from them, all read by name from the
+// table's `hparams` (the model description computed them; nothing is derived here). nLayer and
+// `recurrent` come from the table's layers.
 struct ModelShape {
   int nLayer = 0, nEmbd = 0, nFf = 0, nHead = 0, nHeadKv = 0, headDim = 0, nRot = 0;
   int convKernel = 0, ssmStateSize = 0, ssmGroupCount = 0, ssmTimeStepRank = 0, ssmInnerSize = 0, nVocab = 0;
+  // derived: 2 H Dh, Hkv Dh, H Dh, Hk Dk, 2 keyDim + valueDim, Dv, 2 D, conv and recurrent state per slot
+  int qDim = 0, kvDim = 0, attnOutDim = 0, keyDim = 0, convDim = 0, headVDim = 0, ehProjIn = 0;
+  int64_t convStateElements = 0, ssmStateElements = 0;
+  // rows of the drafter's head (the vocabulary, or a prefix of it)
+  int drafterVocab = 0;
   float eps = 0;
   // powf(rope_freq_base, -2 / n_rot), computed by the caller's libm (the specification's value)
   float ropeThetaScale = 0;
@@ -119,6 +126,32 @@ struct ModelSpec {
   // where StepEntry::snapshotRow copies a slot's GDN state (same layout and slots as `states`; optional)
   StateStorage snapshots;
 };
+
+// The model as one table (src/native-types.ts NativeModelSpec): named hyperparameters, the layers
+// (token mixer + FFN, cache plane) and the tensors by slot and layer, each with its shape as named
+// dimensions. bindModelTable checks every entry generically against the hyperparameters its dims
+// name and against its type's block geometry, binds it to the model's fields through one slot
+// table per scope (model/model_table.cc), and checks that each layer has what its mixer needs.
+struct TableTensor {
+  std::string slot;
+  int layer = -1;  // -1: a global tensor
+  std::vector<std::string> dims;  // ggml ne order: cols, then rows
+  WeightMatrix w;                 // an f32 vector: an F32 matrix
+};
+struct TableLayer {
+  int index = 0;
+  bool mtp = false;
+  bool recurrent = false;
+  int cacheIndex = 0;
+};
+struct ModelTable {
+  std::vector<std::pair<std::string, double>> hparams;
+  std::vector<TableLayer> layers;
+  std::vector<TableTensor> tensors;
+};
+// Fills spec.shape, the weights and the drafter from the table; throws std::invalid_argument naming
+// the hyperparameter, layer or tensor.
+void bindModelTable(const ModelTable& table, ModelSpec& spec);
 
 class Model {
  public:

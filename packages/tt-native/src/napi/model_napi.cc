@@ -14,6 +14,7 @@
 #include <mutex>
 #include <cstring>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -70,12 +71,9 @@ struct Reader {
     keep->push_back(Napi::Persistent(v));
     return reinterpret_cast<T*>(static_cast<uint8_t*>(t.ArrayBuffer().Data()) + t.ByteOffset());
   }
-  const float* f32(const Napi::Object& o, const char* key, const std::string& field, size_t length) const {
-    return typed<float>(o.Get(key), napi_float32_array, field + "." + key, "a Float32Array", length);
-  }
-  WeightMatrix matrix(const Napi::Object& o, const char* key, const std::string& field) const {
-    const std::string name = field + "." + key;
-    const Napi::Object m = object(o.Get(key), name);
+  // One tensor entry {type, rows, cols, rowBytes, data} of the table, named `name` in errors.
+  WeightMatrix matrix(const Napi::Array& list, uint32_t index, const std::string& name) const {
+    const Napi::Object m = object(list.Get(index), name);
     WeightMatrix w;
     w.type = integer(m, "type", name);
     w.rows = integer(m, "rows", name, 1);
@@ -93,29 +91,72 @@ struct Reader {
   }
 };
 
+std::string stringField(const Reader& r, const Napi::Object& o, const char* key, const std::string& field) {
+  const Napi::Value v = o.Get(key);
+  if (!v.IsString()) r.typeError(field + "." + key, "a string");
+  return v.As<Napi::String>().Utf8Value();
+}
+
+// The table (named hparams, layers, tensors) read generically; bindModelTable checks and binds it.
+ModelTable readTable(const Reader& r, const Napi::Object& spec) {
+  ModelTable t;
+  const Napi::Object hparams = r.object(spec.Get("hparams"), "hparams");
+  const Napi::Array names = hparams.GetPropertyNames();
+  for (uint32_t i = 0; i < names.Length(); ++i) {
+    const std::string name = names.Get(i).As<Napi::String>().Utf8Value();
+    const double v = r.number(hparams, name.c_str(), "hparams");
+    if (!std::isfinite(v)) r.rangeError("hparams." + name, "must be finite");
+    t.hparams.emplace_back(name, v);
+  }
+  const Napi::Value layersValue = spec.Get("layers");
+  if (!layersValue.IsArray()) r.typeError("layers", "an array");
+  const Napi::Array layers = layersValue.As<Napi::Array>();
+  for (uint32_t i = 0; i < layers.Length(); ++i) {
+    const std::string f = "layers[" + str(i) + "]";
+    const Napi::Object o = r.object(layers.Get(i), f);
+    TableLayer l;
+    l.index = r.integer(o, "index", f);
+    l.cacheIndex = r.integer(o, "cacheIndex", f);
+    const std::string role = stringField(r, o, "role", f), mixer = stringField(r, o, "mixer", f), ffn = stringField(r, o, "ffn", f);
+    if (role != "trunk" && role != "mtp") r.typeError(f + ".role", "\"trunk\" or \"mtp\"");
+    if (mixer != "attention" && mixer != "gdn") r.typeError(f + ".mixer", "\"attention\" or \"gdn\"");
+    if (ffn != "dense") r.typeError(f + ".ffn", "\"dense\" (the only FFN of the native step)");
+    l.mtp = role == "mtp";
+    l.recurrent = mixer == "gdn";
+    t.layers.push_back(l);
+  }
+  const Napi::Value tensorsValue = spec.Get("tensors");
+  if (!tensorsValue.IsArray()) r.typeError("tensors", "an array");
+  const Napi::Array tensors = tensorsValue.As<Napi::Array>();
+  for (uint32_t i = 0; i < tensors.Length(); ++i) {
+    const Napi::Object o = r.object(tensors.Get(i), "tensors[" + str(i) + "]");
+    TableTensor e;
+    e.slot = stringField(r, o, "slot", "tensors[" + str(i) + "]");
+    e.layer = r.integer(o, "layer", "tensors[" + str(i) + "]", -1);
+    const std::string f = e.layer < 0 ? e.slot : "blk." + str(e.layer) + "." + e.slot;
+    const Napi::Value dims = o.Get("dims");
+    if (!dims.IsArray()) r.typeError(f + ".dims", "an array of hparams names");
+    const Napi::Array d = dims.As<Napi::Array>();
+    for (uint32_t j = 0; j < d.Length(); ++j) {
+      if (!d.Get(j).IsString()) r.typeError(f + ".dims", "an array of hparams names");
+      e.dims.push_back(d.Get(j).As<Napi::String>().Utf8Value());
+    }
+    e.w = r.matrix(tensors, i, f);
+    t.tensors.push_back(std::move(e));
+  }
+  return t;
+}
+
 ModelSpec parseSpec(const Reader& r, const Napi::Object& spec) {
   ModelSpec m;
-  const Napi::Object shape = r.object(spec.Get("shape"), "shape");
-  ModelShape& c = m.shape;
-  c.nLayer = r.integer(shape, "nLayer", "shape", 1);
-  c.nEmbd = r.integer(shape, "nEmbd", "shape", 1);
-  c.nFf = r.integer(shape, "nFf", "shape", 1);
-  c.nHead = r.integer(shape, "nHead", "shape", 1);
-  c.nHeadKv = r.integer(shape, "nHeadKv", "shape", 1);
-  c.headDim = r.integer(shape, "headDim", "shape", 1);
-  c.nRot = r.integer(shape, "nRot", "shape", 0);
-  c.convKernel = r.integer(shape, "convKernel", "shape", 0);
-  c.ssmStateSize = r.integer(shape, "ssmStateSize", "shape", 0);
-  c.ssmGroupCount = r.integer(shape, "ssmGroupCount", "shape", 0);
-  c.ssmTimeStepRank = r.integer(shape, "ssmTimeStepRank", "shape", 0);
-  c.ssmInnerSize = r.integer(shape, "ssmInnerSize", "shape", 0);
-  c.nVocab = r.integer(shape, "nVocab", "shape", 1);
-  c.eps = (float)r.number(shape, "eps", "shape");
-  c.ropeThetaScale = (float)r.number(shape, "ropeThetaScale", "shape");
-  const Napi::Value recurrent = shape.Get("recurrent");
-  if (!recurrent.IsArray()) r.typeError("shape.recurrent", "an array of booleans");
-  const Napi::Array rec = recurrent.As<Napi::Array>();
-  for (uint32_t i = 0; i < rec.Length(); ++i) c.recurrent.push_back(rec.Get(i).ToBoolean().Value() ? 1 : 0);
+  const Napi::Value architecture = spec.Get("architecture");
+  if (!architecture.IsString() || architecture.As<Napi::String>().Utf8Value() != "qwen35") r.typeError("architecture", "\"qwen35\"");
+  try {
+    bindModelTable(readTable(r, spec), m);
+  } catch (const std::invalid_argument& e) {
+    throw Napi::RangeError::New(r.env, std::string("native model spec: ") + e.what());
+  }
+  const ModelShape& c = m.shape;
 
   const Napi::Value numerics = spec.Get("numerics");
   const std::string mode = numerics.IsString() ? numerics.As<Napi::String>().Utf8Value() : "";
@@ -124,88 +165,16 @@ ModelSpec parseSpec(const Reader& r, const Napi::Object& spec) {
   else r.typeError("numerics", "\"llama\" or \"bf16\"");
   m.flashAttention = r.boolean(spec, "flashAttention", "spec");
   m.maxBatchTokens = r.integer(spec, "maxBatchTokens", "spec", 1);
-
-  const int D = c.nEmbd, Dh = c.headDim;
-  m.tokenEmbd = r.matrix(spec, "tokenEmbd", "spec");
-  m.output = r.matrix(spec, "output", "spec");
-  m.outputNorm = r.f32(spec, "outputNorm", "spec", D);
   const Napi::Value twin = spec.Get("tokenEmbdTwin");
   if (!twin.IsUndefined() && !twin.IsNull())
     m.tokenEmbdTwin = r.typed<uint16_t>(twin, napi_uint16_array, "spec.tokenEmbdTwin", "a Uint16Array",
-                                        (size_t)c.nVocab * (size_t)D);
-
-  const Napi::Value layersValue = spec.Get("layers");
-  if (!layersValue.IsArray()) r.typeError("layers", "an array");
-  const Napi::Array layers = layersValue.As<Napi::Array>();
-  const int Hv = c.ssmTimeStepRank;
-  const int Dv = Hv > 0 ? c.ssmInnerSize / Hv : 0;
-  const int convDim = 2 * c.ssmGroupCount * c.ssmStateSize + c.ssmInnerSize;
-  for (uint32_t il = 0; il < layers.Length(); ++il) {
-    const std::string f = "layers[" + str(il) + "]";
-    const Napi::Object o = r.object(layers.Get(il), f);
-    LayerWeights L;
-    L.recurrent = r.boolean(o, "recurrent", f);
-    L.cacheIndex = r.integer(o, "cacheIndex", f);
-    L.attnNorm = r.f32(o, "attnNorm", f, D);
-    L.postAttnNorm = r.f32(o, "postAttnNorm", f, D);
-    L.ffnGate = r.matrix(o, "ffnGate", f);
-    L.ffnUp = r.matrix(o, "ffnUp", f);
-    L.ffnDown = r.matrix(o, "ffnDown", f);
-    if (L.recurrent) {
-      L.qkv = r.matrix(o, "qkv", f);
-      L.gate = r.matrix(o, "gate", f);
-      L.beta = r.matrix(o, "beta", f);
-      L.alpha = r.matrix(o, "alpha", f);
-      L.out = r.matrix(o, "out", f);
-      L.conv = r.f32(o, "conv", f, (size_t)convDim * c.convKernel);
-      L.dtBias = r.f32(o, "dtBias", f, Hv);
-      L.a = r.f32(o, "a", f, Hv);
-      L.norm = r.f32(o, "norm", f, Dv);
-    } else {
-      L.q = r.matrix(o, "q", f);
-      L.k = r.matrix(o, "k", f);
-      L.v = r.matrix(o, "v", f);
-      L.o = r.matrix(o, "o", f);
-      L.qNorm = r.f32(o, "qNorm", f, Dh);
-      L.kNorm = r.f32(o, "kNorm", f, Dh);
-    }
-    m.layers.push_back(L);
-  }
-
-  const Napi::Value drafterValue = spec.Get("drafter");
-  if (!drafterValue.IsUndefined() && !drafterValue.IsNull()) {
-    const std::string f = "drafter";
-    const Napi::Object o = r.object(drafterValue, f);
-    DrafterWeights& d = m.drafter;
-    d.present = true;
-    LayerWeights& L = d.block;
-    L.recurrent = false;
-    L.cacheIndex = r.integer(o, "cacheIndex", f);
-    L.attnNorm = r.f32(o, "attnNorm", f, D);
-    L.postAttnNorm = r.f32(o, "postAttnNorm", f, D);
-    L.ffnGate = r.matrix(o, "ffnGate", f);
-    L.ffnUp = r.matrix(o, "ffnUp", f);
-    L.ffnDown = r.matrix(o, "ffnDown", f);
-    L.q = r.matrix(o, "q", f);
-    L.k = r.matrix(o, "k", f);
-    L.v = r.matrix(o, "v", f);
-    L.o = r.matrix(o, "o", f);
-    L.qNorm = r.f32(o, "qNorm", f, Dh);
-    L.kNorm = r.f32(o, "kNorm", f, Dh);
-    d.ehProj = r.matrix(o, "ehProj", f);
-    d.enorm = r.f32(o, "enorm", f, D);
-    d.hnorm = r.f32(o, "hnorm", f, D);
-    d.headNorm = r.f32(o, "headNorm", f, D);
-    d.head = r.matrix(o, "head", f);
-    const Napi::Value embed = o.Get("embedTokens");
-    if (!embed.IsUndefined() && !embed.IsNull()) d.embedTokens = r.matrix(o, "embedTokens", f);
-  }
+                                        (size_t)c.nVocab * (size_t)c.nEmbd);
 
   const Napi::Object kv = r.object(spec.Get("kv"), "kv");
   m.kv.f16 = r.boolean(kv, "f16", "kv");
   m.kv.blockSize = r.integer(kv, "blockSize", "kv", 1);
   m.kv.numBlocks = r.integer(kv, "numBlocks", "kv", 1);
-  const size_t kvElements = (size_t)m.kv.numBlocks * m.kv.blockSize * c.nHeadKv * Dh;
+  const size_t kvElements = (size_t)m.kv.numBlocks * m.kv.blockSize * (size_t)c.kvDim;
   for (const char* key : {"k", "v"}) {
     const Napi::Value planes = kv.Get(key);
     if (!planes.IsArray()) r.typeError(std::string("kv.") + key, "an array");
@@ -219,8 +188,8 @@ ModelSpec parseSpec(const Reader& r, const Napi::Object& spec) {
   }
   auto stateStorage = [&](const Napi::Object& states, const std::string& name, StateStorage& out) {
     out.numSlots = r.integer(states, "numSlots", name, 0);
-    const size_t convElements = (size_t)out.numSlots * convDim * (size_t)std::max(0, c.convKernel - 1);
-    const size_t ssmElements = (size_t)out.numSlots * Hv * Dv * c.ssmStateSize;
+    const size_t convElements = (size_t)out.numSlots * (size_t)c.convStateElements;
+    const size_t ssmElements = (size_t)out.numSlots * (size_t)c.ssmStateElements;
     for (const char* key : {"conv", "ssm"}) {
       const Napi::Value planes = states.Get(key);
       if (!planes.IsArray()) r.typeError(name + "." + key, "an array");
