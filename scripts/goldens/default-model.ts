@@ -13,22 +13,16 @@
  */
 import fs from "node:fs";
 import path from "node:path";
-import { sha256File } from "../../packages/engine/src/parity/fixtures.js";
-import { serializeGoldens } from "../../packages/engine/src/parity/goldens.js";
-import {
-  GOLDENS_N_TOKENS,
-  GOLDENS_TOP_K,
-  oracleGoldens,
-  oracleGoldensInfo,
-  parityPromptIds,
-} from "../../packages/engine/src/parity/oracle-goldens.js";
 import {
   defaultModelGoldensDir,
   DEFAULT_MODEL_MANIFEST_FORMAT,
   readDefaultModelManifest,
+  serializeGoldens,
   type DefaultModelManifest,
-} from "../../packages/engine/src/parity/default-model-manifest.js";
-import { readGguf, ggmlTypeName, getMetadata } from "../../packages/gguf/src/index.js";
+} from "@keepquant/engine/parity";
+import { sha256File } from "@keepquant/fixtures";
+import { readGguf, ggmlTypeName, getMetadata } from "@keepquant/gguf";
+import { GOLDENS_N_TOKENS, GOLDENS_TOP_K, oracleGoldens, oracleGoldensInfo, parityPromptIds } from "@keepquant/goldens";
 import { REPO_ROOT, relativeToRepo } from "../fixtures/common.js";
 
 const check = process.argv.includes("--check");

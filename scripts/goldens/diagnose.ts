@@ -10,10 +10,10 @@
  * Needs the fixture in the cache (scripts/fixtures/generate.ts) and built quant/tt-native packages.
  */
 import path from "node:path";
-import { decodeF32, runOracle } from "../../tools/oracle/src/index.js";
-import { Engine } from "../../packages/engine/src/index.js";
-import { parityFixture } from "../../packages/engine/src/parity/fixtures.js";
-import { readGoldensFile } from "../../packages/engine/src/parity/goldens.js";
+import { Engine } from "@keepquant/engine";
+import { readGoldensFile } from "@keepquant/engine/parity";
+import { parityFixture } from "@keepquant/fixtures";
+import { decodeF32, runOracle } from "@keepquant/oracle";
 import { FIXTURE_CACHE, GOLDENS_DIR } from "../fixtures/common.js";
 
 const args = process.argv.slice(2);

@@ -11,22 +11,17 @@
  */
 import fs from "node:fs";
 import path from "node:path";
-import { readGguf, ggmlTypeName } from "../../packages/gguf/src/index.js";
-import { PARITY_FIXTURES, ensureFixture, sha256File } from "../../packages/engine/src/parity/fixtures.js";
-import { goldensPath, serializeGoldens } from "../../packages/engine/src/parity/goldens.js";
 import {
-  GOLDENS_N_TOKENS,
-  GOLDENS_TOP_K,
-  oracleGoldens,
-  oracleGoldensInfo,
-  parityPromptIds,
-} from "../../packages/engine/src/parity/oracle-goldens.js";
-import {
+  goldensPath,
   PARITY_MANIFEST_FORMAT,
   PARITY_PROMPTS,
+  serializeGoldens,
   type ParityManifest,
   type ParityManifestFixture,
-} from "../../packages/engine/src/parity/manifest.js";
+} from "@keepquant/engine/parity";
+import { PARITY_FIXTURES, ensureFixture, sha256File } from "@keepquant/fixtures";
+import { readGguf, ggmlTypeName } from "@keepquant/gguf";
+import { GOLDENS_N_TOKENS, GOLDENS_TOP_K, oracleGoldens, oracleGoldensInfo, parityPromptIds } from "@keepquant/goldens";
 import {
   FIXTURE_CACHE,
   GOLDENS_DIR,

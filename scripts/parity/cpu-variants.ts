@@ -8,9 +8,9 @@
  *   pnpm exec tsx scripts/parity/cpu-variants.ts tied-4l-q4_k_m haswell skylakex icelake zen4
  */
 import path from "node:path";
-import { runOracle, decodeF32 } from "../../tools/oracle/src/index.js";
-import { ensureFixture, parityFixture } from "../../packages/engine/src/parity/fixtures.js";
-import { readGoldensFile } from "../../packages/engine/src/parity/goldens.js";
+import { readGoldensFile } from "@keepquant/engine/parity";
+import { ensureFixture, parityFixture } from "@keepquant/fixtures";
+import { runOracle, decodeF32 } from "@keepquant/oracle";
 import { FIXTURE_CACHE, GOLDENS_DIR, loadFixtureTokenizer, oracleQuantize } from "../fixtures/common.js";
 
 const [fixtureName = "tied-4l-q4_k_m", ...variants] = process.argv.slice(2);

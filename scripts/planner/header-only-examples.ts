@@ -6,7 +6,7 @@
  */
 import { mkdirSync } from "node:fs";
 import path from "node:path";
-import { QWEN35_0_8B_SHAPE, QWEN35_27B_SHAPE, qwen35Q4KMClassMix, writeQwen35HeaderOnly } from "../../packages/gguf/src/index.js";
+import { QWEN35_0_8B_SHAPE, QWEN35_27B_SHAPE, qwen35Q4KMClassMix, writeQwen35HeaderOnly } from "@keepquant/gguf";
 
 /** File name -> how it is written (packages/cli/src/commands/plan.test.ts writes the same files). */
 const PLAN_EXAMPLE_FILES = {

@@ -3,7 +3,7 @@
  *
  *   pnpm exec tsx scripts/tokenizer/bench-sampling.ts
  */
-import { Sampler, createRng, type SamplingParams } from "../../packages/engine/src/sampling/index.js";
+import { Sampler, createRng, type SamplingParams } from "@keepquant/engine";
 
 const VOCAB = 248_320;
 const rng = createRng(1);

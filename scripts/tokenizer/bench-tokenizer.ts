@@ -9,11 +9,10 @@
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { readGguf } from "../../packages/gguf/src/index.js";
-import { loadLlamaOracle, llamaUnavailableReason } from "../../tools/oracle/src/index.js";
-import { Tokenizer, vocabFromJson } from "../../packages/engine/src/tokenizer/index.js";
-import { QWEN35_VOCAB_SIZE, growVocab } from "../../packages/engine/src/tokenizer/test-support.js";
-import { vocabOnlyGguf } from "../../packages/engine/src/tokenizer/fixture-gguf.js";
+import { Tokenizer, vocabFromJson } from "@keepquant/engine";
+import { QWEN35_VOCAB_SIZE, growVocab, vocabOnlyGguf } from "@keepquant/engine/testing";
+import { readGguf } from "@keepquant/gguf";
+import { loadLlamaOracle, llamaUnavailableReason } from "@keepquant/oracle";
 import { ROOT, collectCorpus } from "./corpus.js";
 
 const ms = (start: bigint): number => Number(process.hrtime.bigint() - start) / 1e6;

@@ -11,10 +11,9 @@ import { createHash } from "node:crypto";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { ORACLE_PACKAGE, ORACLE_VERSION, runOracle } from "../../tools/oracle/src/index.js";
-import { vocabFromJson } from "../../packages/engine/src/tokenizer/index.js";
-import { vocabOnlyGguf } from "../../packages/engine/src/tokenizer/fixture-gguf.js";
-import { createRng } from "../../packages/engine/src/sampling/rng.js";
+import { createRng, vocabFromJson } from "@keepquant/engine";
+import { vocabOnlyGguf } from "@keepquant/engine/testing";
+import { ORACLE_PACKAGE, ORACLE_VERSION, runOracle } from "@keepquant/oracle";
 import { ROOT, collectCorpus } from "./corpus.js";
 import { tokenizerTestStrings } from "./test-strings.js";
 

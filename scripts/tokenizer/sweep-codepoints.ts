@@ -9,9 +9,9 @@
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { runOracle } from "../../tools/oracle/src/index.js";
-import { Tokenizer, codePointClass, vocabFromJson } from "../../packages/engine/src/tokenizer/index.js";
-import { vocabOnlyGguf } from "../../packages/engine/src/tokenizer/fixture-gguf.js";
+import { Tokenizer, codePointClass, vocabFromJson } from "@keepquant/engine";
+import { vocabOnlyGguf } from "@keepquant/engine/testing";
+import { runOracle } from "@keepquant/oracle";
 import { ROOT } from "./corpus.js";
 
 const PER_STRING = 64;

@@ -2,7 +2,7 @@
  * Deterministic tokenizer test strings: corpus lines, code, whitespace runs, digits, Unicode of
  * many scripts (combining marks, CJK, emoji sequences), special-token texts and near misses.
  */
-import { createRng, type Rng } from "../../packages/engine/src/sampling/rng.js";
+import { createRng, type Rng } from "@keepquant/engine";
 
 const pick = <T>(rng: Rng, items: readonly T[]): T => items[rng.nextInt(items.length)]!;
 

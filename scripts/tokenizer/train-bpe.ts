@@ -13,8 +13,8 @@
 import { createHash } from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
-import { QWEN35_SPECIAL_TOKENS as SPECIAL_TOKENS, trainBpe as train, withSpecialTokens } from "../../tools/train/src/bpe.js";
-import { QWEN_STYLE_TEMPLATE } from "../../packages/engine/src/chat/templates.js";
+import { QWEN_STYLE_TEMPLATE } from "@keepquant/engine";
+import { QWEN35_SPECIAL_TOKENS as SPECIAL_TOKENS, trainBpe as train, withSpecialTokens } from "@keepquant/train/bpe";
 import { ROOT, collectCorpus } from "./corpus.js";
 
 const OUTPUT = path.join(ROOT, "goldens", "tokenizer", "vocab.json");

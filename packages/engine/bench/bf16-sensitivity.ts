@@ -27,7 +27,7 @@ import { TsMatmulProvider, type MatmulProvider } from "../src/model/matmul.js";
 import { quantDequantizeRow, allMatrices } from "../src/model/providers.js";
 import { decodeRow } from "../src/model/matmul.js";
 import type { PackedMatrix } from "../src/model/weights.js";
-import { parityFixture } from "../src/parity/fixtures.js";
+import { parityFixture } from "@keepquant/fixtures";
 import { readGoldensFile } from "../src/parity/goldens.js";
 import { engineParityRunner } from "../src/parity/engine-runner.js";
 import { formatParityReport, runParityGate } from "../src/parity/gate.js";

@@ -18,7 +18,7 @@ import { Engine } from "../src/index.js";
 import { TsMatmulProvider, type MatmulProvider } from "../src/model/matmul.js";
 import { quantDequantizeRow, allMatrices } from "../src/model/providers.js";
 import type { PackedMatrix } from "../src/model/weights.js";
-import { parityModelSpec, fixtureTokenizerFromJson } from "../src/parity/fixtures.js";
+import { parityModelSpec, fixtureTokenizerFromJson } from "@keepquant/fixtures";
 import { goldensFromOracleRun } from "../src/parity/goldens.js";
 import { runParityGate, formatParityReport } from "../src/parity/gate.js";
 import { engineParityRunner } from "../src/parity/engine-runner.js";

@@ -24,25 +24,8 @@ export {
   type StepEntry,
 } from "./model/forward.js";
 export * from "./tokenizer/index.js";
-export * from "./bench/benchmark.js";
 export * from "./sampling/index.js";
 export * from "./chat/index.js";
-// parity: everything except goldens' `topK` helper, which would shadow the sampling module's topK
-export * from "./parity/errors.js";
-export * from "./parity/gate.js";
-export * from "./parity/fixtures.js";
-export * from "./parity/manifest.js";
-export * from "./parity/default-model-manifest.js";
-export * from "./parity/engine-runner.js";
-export { topK as topKLogits } from "./parity/goldens.js";
-export {
-  PARITY_GOLDENS_FORMAT,
-  serializeGoldens,
-  parseGoldens,
-  goldensPath,
-  readGoldensFile,
-  type ParityOracleInfo,
-  type ParityPromptGolden,
-  type ParityGoldens,
-} from "./parity/goldens.js";
 export * from "./planner/index.js";
+// The parity gate is `@keepquant/engine/parity` and the benchmark `@keepquant/engine/bench` (their own
+// entries); the parity fixtures, oracle goldens and test helpers are dev-only and live under tools/.

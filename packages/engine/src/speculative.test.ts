@@ -13,8 +13,8 @@ import { Engine } from "./engine.js";
 import type { EngineOptions } from "./engine-types.js";
 import { EngineError } from "./errors.js";
 import { Sampler } from "./sampling/sampler.js";
-import { PARITY_FIXTURES, PARITY_MODELS } from "./parity/fixtures.js";
-import { FIXTURE_CACHE_DIR, parityFixtureFile } from "./testing/parity-fixture-file.js";
+import { PARITY_FIXTURES, PARITY_MODELS } from "@keepquant/fixtures";
+import { FIXTURE_CACHE_DIR, parityFixtureFile } from "@keepquant/fixtures/oracle";
 import { seededRandom } from "./testing/synthetic-model.js";
 
 const MTP_FIXTURES = PARITY_FIXTURES.filter((f) => PARITY_MODELS[f.model]?.mtp === true);

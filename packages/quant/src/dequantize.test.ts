@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { GgmlType, GGML_TYPE_TRAITS } from "@keepquant/gguf";
-import { loadGgmlOracle, loadGgmlRowOracle } from "@keepquant/oracle";
+import { loadGgmlOracle, loadGgmlRowOracle, oracleUnavailableReason } from "@keepquant/oracle";
 import {
   SCALAR_DEQUANTIZE_KERNELS,
   wasmDequantizeUnavailableReason,
@@ -11,7 +11,9 @@ import {
   UnsupportedGgmlTypeError,
   KeepQuantError,
 } from "./index.js";
-import { firstBitDifference, ORACLE_SKIP_REASON, randomBytes } from "./test-support.js";
+import { firstBitDifference, randomBytes } from "./test-support.js";
+
+const ORACLE_SKIP_REASON = oracleUnavailableReason();
 import { F16_SCALE_FIELDS } from "./testing/block-layout.js";
 
 const RANDOM_BLOCKS = 10_000;

@@ -1,9 +1,5 @@
 /** Shared helpers for this package's tests (not exported by the package). */
-import { oracleUnavailableReason } from "@keepquant/oracle";
 import { mulberry32 } from "./testing/sweep.js";
-
-/** Why oracle-backed tests cannot run here (printed as a SKIP line), or undefined. */
-export const ORACLE_SKIP_REASON: string | undefined = oracleUnavailableReason();
 
 /** Deterministic PRNG (mulberry32) for fixture bytes and values. */
 export const prng = mulberry32;

@@ -4,7 +4,7 @@
  * share of them disconnecting midway. Loopback only, bounded in count; every request records
  * what it received. Not exported from the package.
  */
-import { mulberry32 } from "@keepquant/quant/testing";
+import { createRng } from "@keepquant/engine";
 
 export interface LoadOptions {
   /** http://127.0.0.1:PORT */
@@ -142,7 +142,8 @@ async function one(url: string, record: LoadRecord, apiKey: string | undefined):
 
 /** Builds the requests (deterministic for a seed) and runs them all at once. */
 export async function runLoad(options: LoadOptions): Promise<{ records: LoadRecord[]; wallMs: number }> {
-  const random = mulberry32(options.seed);
+  const rng = createRng(options.seed);
+  const random = (): number => rng.next();
   const prefixes = [`You are agent A. ${words(random, 60)}`, `You are agent B. ${words(random, 80)}`];
   const records: LoadRecord[] = [];
   for (let i = 0; i < options.requests; i++) {

@@ -6,16 +6,8 @@
 import fs from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import {
-  bytesToByteLevel,
-  Engine,
-  type EngineOptions,
-  ensureFixture,
-  fixtureTokenizerFromJson,
-  parityFixture,
-  Tokenizer,
-  vocabFromJson,
-} from "@keepquant/engine";
+import { bytesToByteLevel, Engine, type EngineOptions, Tokenizer, vocabFromJson } from "@keepquant/engine";
+import { ensureFixture, fixtureTokenizerFromJson, parityFixture } from "@keepquant/fixtures";
 import { GgmlType, QWEN35_TINY_SHAPE, qwen35SpecLayout, type Qwen35Spec } from "@keepquant/gguf";
 import { createKeepquantServer, type KeepquantServer, type KeepquantServerOptions } from "./server.js";
 

@@ -16,7 +16,7 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { GgmlType, GGML_TYPE_TRAITS } from "@keepquant/gguf";
-import { loadGgmlCpuOracle, loadGgmlOracle, loadGgmlRowOracle } from "@keepquant/oracle";
+import { loadGgmlCpuOracle, loadGgmlOracle, loadGgmlRowOracle, oracleUnavailableReason } from "@keepquant/oracle";
 import {
   QuantArgumentError,
   UnsupportedGgmlTypeError,
@@ -37,7 +37,9 @@ import {
   setNativeThreads,
   type NativeLlamaWeight,
 } from "./index.js";
-import { ORACLE_REASON, firstBitMismatch, randomFloats } from "./test-support.js";
+import { firstBitMismatch, randomFloats } from "./test-support.js";
+
+const ORACLE_REASON = oracleUnavailableReason();
 
 const initialIsa = getNativeIsa();
 afterAll(() => {

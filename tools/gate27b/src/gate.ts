@@ -19,16 +19,8 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import {
-  checkCpuLoad,
-  comparePrompt,
-  cpuAvailableMemory,
-  formatGiB,
-  PARITY_GOLDENS_FORMAT,
-  summarize,
-  type ParityGoldens,
-  type ParityPromptResult,
-} from "@keepquant/engine";
+import { checkCpuLoad, cpuAvailableMemory, formatGiB } from "@keepquant/engine";
+import { comparePrompt, PARITY_GOLDENS_FORMAT, summarize, type ParityGoldens, type ParityPromptResult } from "@keepquant/engine/parity";
 import { ORACLE_PACKAGE, ORACLE_VERSION } from "@keepquant/oracle";
 import { ensureGate27b, GATE_27B_SPEC, gate27bDir, gate27bFile, gate27bFileSize, REPO_ROOT } from "./fixture.js";
 import type { GateWorkerOptions, GateWorkerResult } from "./worker.js";

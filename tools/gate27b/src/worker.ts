@@ -99,7 +99,8 @@ async function keepquant(file: string, o: GateWorkerOptions): Promise<GateWorker
 
 async function llamaCpp(file: string, o: GateWorkerOptions): Promise<GateWorkerResult> {
   const { loadLlamaOracle } = await import("@keepquant/oracle");
-  const { greedy, topKLogits } = await import("@keepquant/engine");
+  const { greedy } = await import("@keepquant/engine");
+  const { topK: topKLogits } = await import("@keepquant/engine/parity");
   const t0 = performance.now();
   // The pinned haswell CPU variant (what our kernels match), weight repacking off (decode equals
   // batched prefill), mmap'd weights.

@@ -3,8 +3,7 @@
  * tokens, shared by the fixture vocabulary (scripts/tokenizer/train-bpe.ts) and the default model's
  * vocabulary (tools/train).
  */
-import { BYTE_TO_CHAR, preTokenize } from "../../../packages/engine/src/tokenizer/index.js";
-import { TokenType } from "../../../packages/engine/src/tokenizer/vocab.js";
+import { BYTE_TO_CHAR, preTokenize, TokenType } from "@keepquant/engine";
 
 /** Words seen fewer times than this are ignored (keeps merges general). */
 const MIN_WORD_COUNT = 1;

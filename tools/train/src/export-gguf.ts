@@ -5,7 +5,7 @@
  */
 import fs from "node:fs";
 import { GgmlType, gguf, qwen35Metadata, qwen35SpecLayout, writeGguf, type Qwen35Spec } from "@keepquant/gguf";
-import { fixtureTokenizerFromJson } from "@keepquant/engine";
+import { fixtureTokenizerFromJson } from "@keepquant/fixtures";
 import type { ModelShape } from "./recipe.js";
 import { TensorFileError, type TensorFileEntry } from "./tensor-file.js";
 

@@ -6,7 +6,8 @@
 import fs from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
-import { Engine, readDefaultModelManifest } from "@keepquant/engine";
+import { Engine } from "@keepquant/engine";
+import { readDefaultModelManifest } from "@keepquant/engine/parity";
 import { QUALITY_PROMPTS, WORD_LIST, measureQuality, readWordList } from "./quality.js";
 import { REPO_ROOT } from "./recipe.js";
 

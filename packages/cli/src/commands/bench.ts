@@ -1,5 +1,5 @@
 import fs from "node:fs";
-import { runBenchmark, type BenchmarkProgress, type BenchmarkResult } from "@keepquant/engine";
+import { runBenchmark, type BenchmarkProgress, type BenchmarkResult } from "@keepquant/engine/bench";
 import { CliUsageError, defineCommand, toJson, write, type CommandIo } from "../command.js";
 import { defaultModelInfo, defaultModelPath } from "@keepquant/default-model";
 import { resolveSpeculative } from "./engine-options.js";

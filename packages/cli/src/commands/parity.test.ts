@@ -4,7 +4,8 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ensureFixture, fixtureTokenizerFromJson, parityFixture, parseGoldens, serializeGoldens } from "@keepquant/engine";
+import { parseGoldens, serializeGoldens } from "@keepquant/engine/parity";
+import { ensureFixture, fixtureTokenizerFromJson, parityFixture } from "@keepquant/fixtures";
 
 const bin = fileURLToPath(new URL("../../dist/keepquant.js", import.meta.url));
 const repoRoot = fileURLToPath(new URL("../../../../", import.meta.url));

@@ -2,8 +2,8 @@ import { createHash } from "node:crypto";
 import { createReadStream } from "node:fs";
 import fs from "node:fs";
 import path from "node:path";
+import { Engine } from "@keepquant/engine";
 import {
-  Engine,
   PARITY_ENGINE_OPTIONS,
   ParityError,
   engineParityRunner,
@@ -11,7 +11,7 @@ import {
   parseGoldens,
   runParityGate,
   type ParityGoldens,
-} from "@keepquant/engine";
+} from "@keepquant/engine/parity";
 import { readGguf } from "@keepquant/gguf";
 import { CliUsageError, defineCommand, toJson, write, type CommandIo } from "../command.js";
 import { applyForcedThreads, ENGINE_OPTIONS, ENGINE_OPTIONS_HELP, resolveEngineOptions } from "./engine-options.js";

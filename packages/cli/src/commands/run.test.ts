@@ -6,7 +6,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { beforeAll, describe, expect, it } from "vitest";
 import { defaultModelInfo } from "@keepquant/default-model";
-import { readGoldensFile } from "@keepquant/engine";
+import { readGoldensFile } from "@keepquant/engine/parity";
 import { readGguf } from "@keepquant/gguf";
 
 const bin = fileURLToPath(new URL("../../dist/keepquant.js", import.meta.url));

@@ -8,7 +8,7 @@ import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { readGguf, buildLoadPlan } from "@keepquant/gguf";
 import { llamaUnavailableReason, runOracle } from "@keepquant/oracle";
-import { ensureFixture, fixtureTokenizerFromJson, parityFixture } from "../parity/fixtures.js";
+import { ensureFixture, fixtureTokenizerFromJson, parityFixture } from "@keepquant/fixtures";
 import { readParityManifest } from "../parity/manifest.js";
 import { probeExactKernels } from "./exact-probe.js";
 import { loadQwen35Weights, readTensorSource } from "./load.js";

@@ -20,7 +20,7 @@ import { libm, Qwen35Forward, setLibm } from "../model/forward.js";
 import { loadQwen35Weights, mappedTensorBytes } from "../model/load.js";
 import { createNativeMatmulProviders } from "../model/native-provider.js";
 import { quantDequantizeRow, selectProviders, typescriptProviders } from "../model/providers.js";
-import { ensureFixture, fixtureTokenizerFromJson, PARITY_FIXTURES, PARITY_MODELS } from "./fixtures.js";
+import { ensureFixture, fixtureTokenizerFromJson, PARITY_FIXTURES, PARITY_MODELS } from "@keepquant/fixtures";
 import { readParityManifest } from "./manifest.js";
 
 const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..", "..", "..");

@@ -10,7 +10,7 @@ import { describe, expect, it } from "vitest";
 import { llamaUnavailableReason, runOracle } from "@keepquant/oracle";
 import { Engine } from "../engine.js";
 import { PARITY_ENGINE_OPTIONS, engineParityRunner } from "./engine-runner.js";
-import { ensureFixture, fixtureTokenizerFromJson, parityFixture, type FixtureQuantizer } from "./fixtures.js";
+import { ensureFixture, fixtureTokenizerFromJson, parityFixture, type FixtureQuantizer } from "@keepquant/fixtures";
 import { describeParityFailures, formatParityReport, runParityGate, type ParityNumerics, type ParityReport } from "./gate.js";
 import { readGoldensFile } from "./goldens.js";
 import { readParityManifest } from "./manifest.js";

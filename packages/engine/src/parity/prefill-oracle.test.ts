@@ -9,8 +9,8 @@ import { describe, expect, it } from "vitest";
 import { decodeF32, llamaUnavailableReason, runOracle } from "@keepquant/oracle";
 import * as native from "@keepquant/tt-native";
 import { Engine } from "../engine.js";
-import { parityFixtureFile } from "../testing/parity-fixture-file.js";
-import { PARITY_FIXTURES } from "./fixtures.js";
+import { PARITY_FIXTURES } from "@keepquant/fixtures";
+import { parityFixtureFile } from "@keepquant/fixtures/oracle";
 
 const QUANTIZED = PARITY_FIXTURES.filter((f) => f.weightType !== "F32");
 

@@ -4,13 +4,25 @@
  * table of tensor names, shapes or hyperparameters lives here.
  */
 import { assertLoadable, buildLoadPlan, QWEN35_TINY_SHAPE, readGguf, synthesizeQwen35, type Qwen35Spec } from "@keepquant/gguf";
-import { mulberry32 } from "@keepquant/quant/testing";
 import { loadQwen35Weights, readTensorSource } from "../model/load.js";
 import type { Numerics } from "../model/matmul.js";
 import type { ModelWeights } from "../model/weights.js";
 
-/** mulberry32 (the quant package's test PRNG): small deterministic PRNG for test data. */
-export const seededRandom: (seed: number) => () => number = mulberry32;
+/**
+ * Small deterministic PRNG for test data: mulberry32, the same sequence as the quant package's test
+ * PRNG (`mulberry32` of `@keepquant/quant/testing`), written here so that no file under src imports
+ * a testing export.
+ */
+export function seededRandom(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
 
 /** The tiny qwen35 of the engine's unit tests (the gguf package's preset): 4 layers, D 64, vocab 97. */
 export const TINY_SPEC: Qwen35Spec = QWEN35_TINY_SHAPE;

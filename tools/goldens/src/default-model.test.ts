@@ -9,15 +9,23 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { llamaUnavailableReason, runOracle } from "@keepquant/oracle";
-import { Engine } from "../engine.js";
-import { defaultModelGoldensDir, readDefaultModelManifest } from "./default-model-manifest.js";
-import { PARITY_ENGINE_OPTIONS, engineParityRunner } from "./engine-runner.js";
-import { sha256File } from "./fixtures.js";
-import { describeParityFailures, runParityGate, type ParityNumerics, type ParityReport } from "./gate.js";
-import { readGoldensFile, serializeGoldens } from "./goldens.js";
+import { Engine } from "@keepquant/engine";
+import {
+  defaultModelGoldensDir,
+  describeParityFailures,
+  engineParityRunner,
+  PARITY_ENGINE_OPTIONS,
+  readDefaultModelManifest,
+  readGoldensFile,
+  runParityGate,
+  serializeGoldens,
+  type ParityNumerics,
+  type ParityReport,
+} from "@keepquant/engine/parity";
+import { sha256File } from "@keepquant/fixtures";
 import { regenerateGoldens } from "./oracle-goldens.js";
 
-const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..", "..", "..");
+const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
 const dir = defaultModelGoldensDir(REPO_ROOT);
 const manifest = readDefaultModelManifest(path.join(dir, "manifest.json"));
 const modelFile = path.join(REPO_ROOT, manifest.model.file);

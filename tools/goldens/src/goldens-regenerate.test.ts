@@ -7,12 +7,11 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { llamaUnavailableReason, runOracle } from "@keepquant/oracle";
-import { ensureFixture, fixtureTokenizerFromJson, parityFixture } from "./fixtures.js";
-import { readGoldensFile, serializeGoldens } from "./goldens.js";
+import { readGoldensFile, readParityManifest, serializeGoldens } from "@keepquant/engine/parity";
+import { ensureFixture, fixtureTokenizerFromJson, parityFixture } from "@keepquant/fixtures";
 import { regenerateGoldens } from "./oracle-goldens.js";
-import { readParityManifest } from "./manifest.js";
 
-const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..", "..", "..");
+const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
 const GOLDENS_DIR = path.join(REPO_ROOT, "goldens", "parity");
 const CACHE_DIR = process.env.KEEPQUANT_FIXTURE_CACHE ?? path.join(REPO_ROOT, ".cache", "fixtures");
 const reason = llamaUnavailableReason();

@@ -1,11 +1,10 @@
 /**
- * Dev-only (scripts and tests; not exported from the package): goldens from the oracle, llama.cpp
+ * Dev-only (scripts/goldens and this package's tests): goldens from the oracle, llama.cpp
  * through the raw C API in a child process, with the settings every committed goldens file uses:
  * F32 K/V, CPU repacking off, flash attention off, 1 thread, batched prefill then one token per decode.
  */
 import { ORACLE_PACKAGE, ORACLE_VERSION, decodeF32, runOracle } from "@keepquant/oracle";
-import { goldensFromOracleRun, type ParityGoldens, type ParityOracleInfo } from "./goldens.js";
-import { PARITY_PROMPTS } from "./manifest.js";
+import { goldensFromOracleRun, PARITY_PROMPTS, type ParityGoldens, type ParityOracleInfo } from "@keepquant/engine/parity";
 
 export const GOLDENS_N_TOKENS = 16;
 export const GOLDENS_TOP_K = 64;

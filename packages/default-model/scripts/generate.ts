@@ -5,14 +5,20 @@
  *
  *   pnpm --filter @keepquant/default-model build      (runs this, then tsup)
  *
+ * The fixture recipe comes from the private @keepquant/fixtures (tools/fixtures, a devDependency:
+ * it needs only the gguf package, so it is there before the engine is built).
+ *
  * Nothing is half-written: the file is generated under a temporary name and renamed when its
  * sha256 matches. Exit 1 with one line on a mismatch.
  */
 import fs from "node:fs";
 import path from "node:path";
-import { defaultModelInfo, sha256OfFile, verifyDefaultModel } from "../../packages/default-model/src/index.js";
-import { ensureFixture, parityFixture } from "../../packages/engine/src/parity/fixtures.js";
-import { loadFixtureTokenizer } from "../fixtures/common.js";
+import { fileURLToPath } from "node:url";
+import { ensureFixture, fixtureTokenizerFromJson, parityFixture } from "@keepquant/fixtures";
+import { defaultModelInfo, sha256OfFile, verifyDefaultModel } from "../src/index.js";
+
+/** The fixture vocabulary, `goldens/tokenizer/vocab.json`. */
+const TOKENIZER_FILE = fileURLToPath(new URL("../../../goldens/tokenizer/vocab.json", import.meta.url));
 
 async function main(): Promise<void> {
   const info = defaultModelInfo();
@@ -27,7 +33,7 @@ async function main(): Promise<void> {
     const fixture = parityFixture(info.source.fixture);
     const generated = await ensureFixture(fixture, {
       cacheDir: work,
-      tokenizer: loadFixtureTokenizer().tokenizer,
+      tokenizer: fixtureTokenizerFromJson(JSON.parse(fs.readFileSync(TOKENIZER_FILE, "utf8"))),
       expectedSha256: { [fixture.name]: info.sha256 },
     });
     fs.renameSync(generated, info.file);

@@ -1,0 +1,2 @@
+/** `@keepquant/engine/bench`: the benchmark behind `keepquant bench` (on the public Engine API). */
+export * from "./benchmark.js";
