@@ -52,7 +52,7 @@ type Forward = { providers: Map<PackedMatrix, MatmulProvider> };
 /** Replaces every matmul provider of `engine` (debug only: reaches into the forward; used only for the
  * ideal+twin and ideal+bf16w mixes, which no engine numerics mode offers). */
 function setProviders(engine: Engine, provider: MatmulProvider): void {
-  const forward = (engine as unknown as { forwardPass: Forward }).forwardPass;
+  const forward = (engine as unknown as { backend: { spec: Forward } }).backend.spec;
   for (const w of allMatrices(engine.weights)) forward.providers.set(w, provider);
 }
 
@@ -193,7 +193,7 @@ for (const line of gateLines) console.log(line);
 {
   // the TypeScript forward (taps), with the engine's bf16 providers
   const engine = await Engine.load(file, { kvType: "f32", flashAttention: false, numerics: "bf16", nativeStep: false });
-  const forward = (engine as unknown as { forwardPass: Forward & { tap: ActivationTap | undefined } }).forwardPass;
+  const forward = (engine as unknown as { backend: { spec: Forward & { tap: ActivationTap | undefined } } }).backend.spec;
   let x: Float32Array | undefined;
   let rows = 0;
   forward.tap = (tapName, data, r, width) => {

@@ -144,7 +144,7 @@ if (native.nativeAddon()) setLibm(native.nativeLibm());
 const engine = await Engine.load(file, { kvType: flashAttention ? "f16" : "f32", flashAttention, nativeStep: false });
 const ours = new Map<string, Float32Array>();
 const tap: ActivationTap = (name, data, rows, width) => ours.set(name, data.slice(0, rows * width));
-(engine as unknown as { forwardPass: Qwen35Forward }).forwardPass.tap = tap;
+(engine as unknown as { backend: { spec: Qwen35Forward } }).backend.spec.tap = tap;
 await engine.evaluate(ids, { positions: [ids.length - 1] });
 // every tap shares llama.cpp's callback name, except the GDN mixer's output (its linear_attn_out)
 const theirName = (mine: string): string => (mine === "mixer_out" ? "linear_attn_out" : mine);

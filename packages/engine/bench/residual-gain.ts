@@ -83,7 +83,7 @@ for (const gain of gains) {
   const seqs = prompts.map((ids, p) => [...ids, ...res.tokens[p]!]);
   const lo = await runOracle({ kind: "logits", model: q, sequences: seqs, threads: 1, repack: false, kvType: "f32" });
   const ideal = await Engine.load(q, { kvType: "f32", flashAttention: false, numerics: "llama", provider: "ts" });
-  const fw = (ideal as unknown as { forwardPass: unknown }).forwardPass as { providers: Map<PackedMatrix, MatmulProvider> };
+  const fw = (ideal as unknown as { backend: { spec: unknown } }).backend.spec as { providers: Map<PackedMatrix, MatmulProvider> };
   for (const w of allMatrices(ideal.weights)) fw.providers.set(w, new TsMatmulProvider("exact", quantDequantizeRow, ALL));
   const bf = await Engine.load(q, { kvType: "f32", flashAttention: false, numerics: "bf16" });
   const dO: number[] = [],

@@ -8,6 +8,7 @@ import fs from "node:fs";
 import { Engine } from "../engine.js";
 import type { EngineOptions, SpeculativeStats } from "../engine-types.js";
 import { EngineOptionError } from "../errors.js";
+import { loadTtNative } from "../model/native-module.js";
 
 export interface BenchmarkOptions {
   /** GGUF file to load. */
@@ -216,9 +217,8 @@ async function aggregateDecode(engine: Engine, seqs: number, promptTokens: numbe
 
 async function measureBandwidth(): Promise<BenchmarkResult["bandwidth"]> {
   try {
-    const moduleName = "@keepquant/tt-native";
-    const native = (await import(moduleName)) as typeof import("@keepquant/tt-native");
-    if (!native.nativeAddon()) return undefined;
+    const { native } = await loadTtNative();
+    if (!native) return undefined;
     const { bytesPerSecond, threads } = native.measureReadBandwidth();
     return { bytesPerSecond, threads };
   } catch {
