@@ -1,5 +1,5 @@
 import fs from "node:fs";
-import { buildLoadPlan, readGguf } from "@keepquant/gguf";
+import { buildLoadPlan, readGguf, type Qwen35Config } from "@keepquant/gguf";
 import type { EngineOptions, EngineStats, GenerationEvent, GenerationResult, GenerateParams, StopReason } from "./engine-types.js";
 import { EngineError, EngineLoadError, EngineOptionError } from "./errors.js";
 import { allocateJsStorage, PagedKvCache, type AllocateStorage, type KvType } from "./kv/paged-kv.js";
@@ -217,6 +217,19 @@ export interface EvaluateOptions {
   positions?: readonly number[];
 }
 
+/**
+ * The architectures the gguf package describes but no step backend computes yet: `qwen35moe` (its MoE
+ * FFN) loads, inspects and plans, and is refused here by name before any weight is read.
+ */
+function refuseUncomputed(config: Qwen35Config, path?: string): void {
+  if (config.moe === undefined) return;
+  throw new EngineLoadError(
+    "ENGINE_UNSUPPORTED_ARCHITECTURE",
+    `${path ? `${path}: ` : ""}general.architecture "${config.architecture}" (${config.moe.expertCount} experts, ${config.moe.expertUsedCount} used per token) is read and planned, but the engine does not compute its MoE FFN yet; run a dense qwen35 file`,
+    { field: "general.architecture" },
+  );
+}
+
 /** The qwen35 engine: weights, paged KV cache, GDN state pool, scheduler and sampling. */
 export class Engine {
   readonly numerics: Numerics;
@@ -391,6 +404,7 @@ export class Engine {
         { field: "speculative.method" },
       );
     }
+    refuseUncomputed(plan.config, path);
     if (!plan.ok) {
       const first = plan.refused.slice(0, 5).map((r) => `${r.name}: ${r.reason}`);
       throw new EngineLoadError(
@@ -444,6 +458,7 @@ export class Engine {
     options: EngineOptions = {},
     extras: { tokenizer?: Tokenizer | undefined; diagnostics?: string[] } = {},
   ): Promise<Engine> {
+    refuseUncomputed(weights.config);
     const resolved = resolveOptions(options);
     const diagnostics = extras.diagnostics ?? [];
     const draftVocab = resolved.speculative?.draftVocab;

@@ -17,7 +17,13 @@ export {
   type EncodedGgufHeader,
 } from "./writer.js";
 export { getMetadata, getMetadataEntry, getArchitecture } from "./metadata.js";
-export { parseQwen35Config, type Qwen35Config, type Qwen35LayerKind } from "./qwen35/config.js";
+export {
+  parseQwen35Config,
+  type Qwen35Architecture,
+  type Qwen35Config,
+  type Qwen35LayerKind,
+  type Qwen35MoeConfig,
+} from "./qwen35/config.js";
 export {
   describeQwen35,
   qwen35Dims,
@@ -44,6 +50,7 @@ export {
   qwen35SpecLayout,
   QWEN35_0_8B_SHAPE,
   QWEN35_27B_SHAPE,
+  QWEN35_35B_A3B_SHAPE,
   QWEN35_TEST_SHAPE,
   QWEN35_TINY_SHAPE,
   type Qwen35Spec,

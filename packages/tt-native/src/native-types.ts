@@ -49,7 +49,8 @@ export interface NativeModelLayer {
   index: number;
   role: "trunk" | "mtp";
   mixer: "attention" | "gdn";
-  ffn: "dense";
+  /** the native step computes the dense FFN; "moe" (qwen35moe) is refused by name until it does */
+  ffn: "dense" | "moe";
   /** KV plane (attention) or GDN state layer (gdn), in layer order; the MTP block's KV plane follows the trunk's */
   cacheIndex: number;
 }

@@ -4,9 +4,26 @@ import { GgufValueType, ggufValueTypeName } from "../value-type.js";
 
 export type Qwen35LayerKind = "attention" | "gdn";
 
+/** The dense Qwen3.5 (`qwen35`) and its MoE sibling (`qwen35moe`): the same token mixers, another FFN. */
+export type Qwen35Architecture = "qwen35" | "qwen35moe";
+
+/** The MoE FFN's hyperparameters (`qwen35moe`; llama.cpp's load_arch_hparams and load_hparams). */
+export interface Qwen35MoeConfig {
+  /** `expert_count`: E routed experts per layer */
+  expertCount: number;
+  /** `expert_used_count`: top-k experts per token, 1 <= k <= E */
+  expertUsedCount: number;
+  /** `expert_feed_forward_length`, else feed_forward_length / expert_used_count (as llama.cpp) */
+  expertFeedForwardLength: number;
+  /** `expert_shared_feed_forward_length`, else feed_forward_length (as llama.cpp) */
+  sharedFeedForwardLength: number;
+}
+
 /** Typed qwen35 hyperparameters (qwen35.md section 2), validated. */
 export interface Qwen35Config {
-  architecture: "qwen35";
+  architecture: Qwen35Architecture;
+  /** The MoE FFN (`qwen35moe` only). */
+  moe: Qwen35MoeConfig | undefined;
   /** `qwen35.block_count`: trunk layers plus MTP layers. */
   blockCount: number;
   /** `qwen35.nextn_predict_layers` (0 when absent). */
@@ -16,6 +33,7 @@ export interface Qwen35Config {
   contextLength: number;
   /** D */
   embeddingLength: number;
+  /** The dense FFN width (qwen35); for qwen35moe, the key's value when present (else 0). */
   feedForwardLength: number;
   /** H */
   headCount: number;
@@ -54,8 +72,6 @@ export interface Qwen35Config {
   /** Length of `tokenizer.ggml.tokens`, when present. */
   vocabSize: number | undefined;
 }
-
-const P = "qwen35.";
 
 type Entries = GgufFile["metadata"];
 
@@ -113,16 +129,18 @@ function check(condition: boolean, key: string, message: string, m: Entries): vo
 export function parseQwen35Config(file: Pick<GgufFile, "metadata">): Qwen35Config {
   const m = file.metadata;
   const archEntry = m.get("general.architecture");
-  if (!archEntry) bad("QWEN35_MISSING_KEY", "general.architecture", 'required key is missing (expected str "qwen35")');
+  if (!archEntry) bad("QWEN35_MISSING_KEY", "general.architecture", 'required key is missing (expected str "qwen35" or "qwen35moe")');
   if (archEntry.type !== GgufValueType.STRING)
     bad("QWEN35_BAD_KEY_TYPE", "general.architecture", `expected str, found ${describe(archEntry)}`, archEntry);
-  if (archEntry.value !== "qwen35") {
+  if (archEntry.value !== "qwen35" && archEntry.value !== "qwen35moe") {
     throw new Qwen35ConfigError(
       "QWEN35_WRONG_ARCHITECTURE",
-      `general.architecture is ${JSON.stringify(archEntry.value)}, expected "qwen35"${archEntry.value === "qwen35moe" ? " (the MoE sibling is not supported)" : ""}`,
+      `general.architecture is ${JSON.stringify(archEntry.value)}, expected "qwen35" or "qwen35moe"`,
       { field: "general.architecture", offset: archEntry.offset },
     );
   }
+  const architecture = archEntry.value as Qwen35Architecture;
+  const P = `${architecture}.`;
 
   const blockCount = positive(m, `${P}block_count`);
   const nextnPredictLayers = u32(m, `${P}nextn_predict_layers`, 0);
@@ -137,7 +155,7 @@ export function parseQwen35Config(file: Pick<GgufFile, "metadata">): Qwen35Confi
 
   const contextLength = positive(m, `${P}context_length`);
   const embeddingLength = positive(m, `${P}embedding_length`);
-  const feedForwardLength = positive(m, `${P}feed_forward_length`);
+  const feedForwardLength = architecture === "qwen35moe" ? u32(m, `${P}feed_forward_length`, 0) : positive(m, `${P}feed_forward_length`);
   const headCount = positive(m, `${P}attention.head_count`);
   const headCountKv = positive(m, `${P}attention.head_count_kv`);
   check(
@@ -242,9 +260,25 @@ export function parseQwen35Config(file: Pick<GgufFile, "metadata">): Qwen35Confi
   const tokens = m.get("tokenizer.ggml.tokens");
   const vocabSize = tokens && tokens.type === GgufValueType.ARRAY ? (tokens.value as ArrayLike<unknown>).length : undefined;
 
+  let moe: Qwen35MoeConfig | undefined;
+  if (architecture === "qwen35moe") {
+    const expertCount = positive(m, `${P}expert_count`);
+    const usedKey = `${P}expert_used_count`;
+    const expertUsedCount = positive(m, usedKey);
+    check(expertUsedCount <= expertCount, usedKey, `must be at most expert_count (${expertCount}), found ${expertUsedCount}`, m);
+    const expKey = `${P}expert_feed_forward_length`;
+    const expertFeedForwardLength = u32(m, expKey, Math.floor(feedForwardLength / expertUsedCount));
+    check(expertFeedForwardLength > 0, expKey, "must be at least 1 (or feed_forward_length must be given)", m);
+    const sharedKey = `${P}expert_shared_feed_forward_length`;
+    const sharedFeedForwardLength = u32(m, sharedKey, feedForwardLength);
+    check(sharedFeedForwardLength > 0, sharedKey, "must be at least 1 (or feed_forward_length must be given)", m);
+    moe = { expertCount, expertUsedCount, expertFeedForwardLength, sharedFeedForwardLength };
+  }
+
   const keyDim = ssmGroupCount * ssmStateSize;
   return {
-    architecture: "qwen35",
+    architecture,
+    moe,
     blockCount,
     nextnPredictLayers,
     nLayer,

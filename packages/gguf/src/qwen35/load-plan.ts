@@ -95,15 +95,17 @@ export function buildLoadPlan(file: Pick<GgufFile, "metadata" | "tensors">, opti
     if (!want) {
       refused.push({
         name: tensor.name,
-        reason: `unknown tensor name for qwen35 (${config.nLayer} trunk layers, nextn_predict_layers ${config.nextnPredictLayers})`,
+        reason: `unknown tensor name for ${config.architecture} (${config.nLayer} trunk layers, nextn_predict_layers ${config.nextnPredictLayers})`,
         tensor,
       });
       continue;
     }
     if (!sameNe(tensor.ne, want.ne)) {
+      // an expert tensor stacks expert_count matrices along its third dimension: say so by name
+      const experts = want.dims[2] === "nExpert" && tensor.ne.length === 3 && tensor.ne[2] !== want.ne[2];
       refused.push({
         name: tensor.name,
-        reason: `wrong shape: ne ${fmt(tensor.ne)}, expected ne ${fmt(want.ne)}`,
+        reason: `wrong shape: ne ${fmt(tensor.ne)}, expected ne ${fmt(want.ne)}${experts ? ` (its third dimension must be ${config.architecture}.expert_count = ${want.ne[2]}, found ${tensor.ne[2]})` : ""}`,
         expectedNe: want.ne,
         tensor,
       });
@@ -132,6 +134,8 @@ export function buildLoadPlan(file: Pick<GgufFile, "metadata" | "tensors">, opti
   const missingMtp: Qwen35ExpectedTensor[] = [];
   for (const want of expected) {
     if (want.optional || byName.has(want.name)) continue;
+    // split expert gate/up tensors, or the merged one instead
+    if (want.requiredUnless && byName.has(want.name.replace(want.slot, want.requiredUnless))) continue;
     if (want.role === "mtp" && !useMtp) {
       missingMtp.push(want);
       continue;

@@ -196,9 +196,12 @@ describe("parseQwen35Config errors name the key, the expected type and what was 
     expect(errorOf(parse((m) => [...m, gguf.u32("qwen35.full_attention_interval", 9)])).message).toContain("full-attention");
   });
   it("wrong architecture", () => {
-    const e = errorOf(parse(replace("general.architecture", gguf.str("general.architecture", "qwen35moe"))));
+    const e = errorOf(parse(replace("general.architecture", gguf.str("general.architecture", "llama"))));
     expect(e.code).toBe("QWEN35_WRONG_ARCHITECTURE");
     expect(e).toBeInstanceOf(Qwen35ConfigError);
+    // qwen35moe is read under its own key prefix: qwen35.* keys do not configure it
+    const moe = errorOf(parse(replace("general.architecture", gguf.str("general.architecture", "qwen35moe"))));
+    expect(moe).toMatchObject({ code: "QWEN35_MISSING_KEY", field: "qwen35moe.block_count" });
   });
   it("recurrent_layers overrides the interval", () => {
     const c = parseQwen35Config({

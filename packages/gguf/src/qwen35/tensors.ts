@@ -21,6 +21,15 @@ export type Qwen35TensorSlot =
   | "ffn_gate"
   | "ffn_up"
   | "ffn_down"
+  | "ffn_gate_inp"
+  | "ffn_gate_exps"
+  | "ffn_up_exps"
+  | "ffn_gate_up_exps"
+  | "ffn_down_exps"
+  | "ffn_gate_inp_shexp"
+  | "ffn_gate_shexp"
+  | "ffn_up_shexp"
+  | "ffn_down_shexp"
   | "attn_qkv"
   | "attn_gate"
   | "ssm_beta"
@@ -82,14 +91,26 @@ export interface ModelDims {
   convStateElements: number;
   /** elements of one slot's GDN recurrent state: Hv Dv Dk */
   ssmStateElements: number;
+  /** E: routed experts per layer (qwen35moe; 0 for a dense model) */
+  nExpert: number;
+  /** top-k experts per token (qwen35moe; 0 for a dense model) */
+  nExpertUsed: number;
+  /** one routed expert's FFN width (qwen35moe; 0 for a dense model) */
+  nFfExp: number;
+  /** 2 nFfExp: the merged gate-and-up expert tensor's rows */
+  nFfExpGateUp: number;
+  /** the shared expert's FFN width (qwen35moe; 0 for a dense model) */
+  nFfShexp: number;
+  /** 1: a per-token scalar (the shared expert's gate) */
+  one: number;
 }
 
 export type ModelDimName = keyof ModelDims;
 
 /** A token mixer (qwen35.md sections 4-5): gated full attention, or a Gated DeltaNet. */
 export type TokenMixer = "attention" | "gdn";
-/** A layer's FFN: dense SwiGLU (the MoE FFN of qwen35moe is the next case). */
-export type FfnKind = "dense";
+/** A layer's FFN: dense SwiGLU (qwen35), or routed experts plus a gated shared expert (qwen35moe). */
+export type FfnKind = "dense" | "moe";
 
 /** One tensor of the description. */
 export interface TensorDescription {
@@ -111,6 +132,8 @@ export interface TensorDescription {
   fallback?: string;
   /** Must be stored as F32 (llama.cpp's CPU ssm_conv asserts 4-byte elements). */
   requiresF32?: boolean;
+  /** Required unless the file holds this other slot of the same layer instead (split or merged expert gate/up). */
+  requiredUnless?: Qwen35TensorSlot;
 }
 
 /** One block `blk.N`: a token mixer plus an FFN (the MTP block adds its nextn tensors). */
@@ -126,7 +149,7 @@ export interface LayerDescription {
 
 /** The whole model as data: dimensions, global tensors and layers. */
 export interface ModelDescription {
-  architecture: "qwen35";
+  architecture: "qwen35" | "qwen35moe";
   dims: ModelDims;
   global: TensorDescription[];
   /** Trunk layers in order, then the MTP block (when nextn_predict_layers = 1). */
@@ -151,6 +174,7 @@ interface Template {
   optional?: boolean;
   fallback?: string;
   requiresF32?: boolean;
+  requiredUnless?: Qwen35TensorSlot;
 }
 
 const GLOBAL: readonly Template[] = [
@@ -192,6 +216,20 @@ const FFNS: Record<FfnKind, readonly Template[]> = {
     { slot: "ffn_up", field: "ffnUp", dims: ["nEmbd", "nFf"] },
     { slot: "ffn_down", field: "ffnDown", dims: ["nFf", "nEmbd"] },
   ],
+  // qwen35moe (llama.cpp's load_block_trunk / load_block_mtp): the router, E stacked experts (gate and up
+  // split, or merged into one [n_embd, 2 n_ff_exp, E] tensor), and a shared expert behind a scalar gate
+  moe: [
+    { slot: "post_attention_norm", field: "postAttnNorm", dims: ["nEmbd"] },
+    { slot: "ffn_gate_inp", field: "router", dims: ["nEmbd", "nExpert"] },
+    { slot: "ffn_gate_exps", field: "gateExps", dims: ["nEmbd", "nFfExp", "nExpert"], requiredUnless: "ffn_gate_up_exps" },
+    { slot: "ffn_up_exps", field: "upExps", dims: ["nEmbd", "nFfExp", "nExpert"], requiredUnless: "ffn_gate_up_exps" },
+    { slot: "ffn_gate_up_exps", field: "gateUpExps", dims: ["nEmbd", "nFfExpGateUp", "nExpert"], optional: true },
+    { slot: "ffn_down_exps", field: "downExps", dims: ["nFfExp", "nEmbd", "nExpert"] },
+    { slot: "ffn_gate_inp_shexp", field: "sharedGate", dims: ["nEmbd"] },
+    { slot: "ffn_gate_shexp", field: "sharedGateProj", dims: ["nEmbd", "nFfShexp"] },
+    { slot: "ffn_up_shexp", field: "sharedUp", dims: ["nEmbd", "nFfShexp"] },
+    { slot: "ffn_down_shexp", field: "sharedDown", dims: ["nFfShexp", "nEmbd"] },
+  ],
 };
 
 /** The MTP/NextN block's own tensors (qwen35.md section 12), after its attention block. */
@@ -231,6 +269,12 @@ export function qwen35Dims(config: Qwen35Config, vocab = config.vocabSize ?? 0):
     ehProjIn: 2 * D,
     convStateElements: config.convDim * (config.ssmConvKernel - 1),
     ssmStateElements: Hv * config.headVDim * config.ssmStateSize,
+    nExpert: config.moe?.expertCount ?? 0,
+    nExpertUsed: config.moe?.expertUsedCount ?? 0,
+    nFfExp: config.moe?.expertFeedForwardLength ?? 0,
+    nFfExpGateUp: 2 * (config.moe?.expertFeedForwardLength ?? 0),
+    nFfShexp: config.moe?.sharedFeedForwardLength ?? 0,
+    one: 1,
   };
 }
 
@@ -247,6 +291,7 @@ function instantiate(t: Template, dims: ModelDims, role: Qwen35TensorRole, layer
     optional: t.optional ?? false,
     ...(t.fallback ? { fallback: t.fallback } : {}),
     ...(t.requiresF32 ? { requiresF32: true } : {}),
+    ...(t.requiredUnless ? { requiredUnless: t.requiredUnless } : {}),
   };
 }
 
@@ -257,20 +302,21 @@ function instantiate(t: Template, dims: ModelDims, role: Qwen35TensorRole, layer
  */
 export function describeQwen35(config: Qwen35Config, vocab: number): ModelDescription {
   const dims = qwen35Dims(config, vocab);
+  const ffn: FfnKind = config.moe ? "moe" : "dense";
   const layers: LayerDescription[] = [];
   let attentionLayers = 0;
   let gdnLayers = 0;
   config.layerKinds.forEach((mixer, il) => {
     const cacheIndex = mixer === "attention" ? attentionLayers++ : gdnLayers++;
-    const tensors = [...MIXERS[mixer], ...FFNS.dense].map((t) => instantiate(t, dims, "trunk", il));
-    layers.push({ index: il, role: "trunk", mixer, ffn: "dense", cacheIndex, tensors });
+    const tensors = [...MIXERS[mixer], ...FFNS[ffn]].map((t) => instantiate(t, dims, "trunk", il));
+    layers.push({ index: il, role: "trunk", mixer, ffn, cacheIndex, tensors });
   });
   for (let il = config.nLayer; il < config.blockCount; il++) {
-    const tensors = [...MIXERS.attention, ...FFNS.dense, ...NEXTN].map((t) => instantiate(t, dims, "mtp", il));
-    layers.push({ index: il, role: "mtp", mixer: "attention", ffn: "dense", cacheIndex: attentionLayers + (il - config.nLayer), tensors });
+    const tensors = [...MIXERS.attention, ...FFNS[ffn], ...NEXTN].map((t) => instantiate(t, dims, "mtp", il));
+    layers.push({ index: il, role: "mtp", mixer: "attention", ffn, cacheIndex: attentionLayers + (il - config.nLayer), tensors });
   }
   return {
-    architecture: "qwen35",
+    architecture: config.architecture,
     dims,
     global: GLOBAL.map((t) => instantiate(t, dims, "global")),
     layers,

@@ -37,6 +37,11 @@ export interface Qwen35Spec {
   tied: boolean;
   /** Add the MTP block `blk.{layers}.*` (nextn_predict_layers = 1). */
   mtp?: boolean;
+  /**
+   * A `qwen35moe` file: every FFN is `experts` routed experts (top `used`) of width `ffnExp`, plus a shared
+   * expert of width `ffnShared` behind a scalar gate; `ffn` is then written as feed_forward_length.
+   */
+  moe?: { experts: number; used: number; ffnExp: number; ffnShared: number };
   /** Written as `qwen35.full_attention_interval` when set (llama.cpp default 4). */
   fullAttentionInterval?: number;
   /** Written as `qwen35.attention.recurrent_layers` (length layers + mtp) when set. */
@@ -99,6 +104,34 @@ export const QWEN35_27B_SHAPE: Qwen35Spec = Object.freeze({
   name: "synthetic-qwen35-27b",
 }) as Qwen35Spec;
 
+/**
+ * Qwen3.5-35B-A3B (`qwen35moe`): hidden 2048, 40 layers (attention every 4th), 16 query / 2 KV heads of
+ * 256, GDN Hk 16 / Hv 32 of 128, 256 experts of width 512 (8 used) and a 512-wide shared expert, untied
+ * head, one MTP block.
+ */
+export const QWEN35_35B_A3B_SHAPE: Qwen35Spec = Object.freeze({
+  vocab: 248_320,
+  hidden: 2048,
+  layers: 40,
+  ffn: 512,
+  heads: 16,
+  headsKv: 2,
+  headDim: 256,
+  ssmGroups: 16,
+  ssmHeads: 32,
+  ssmStateSize: 128,
+  convKernel: 4,
+  ropeDims: 64,
+  ropeSections: [11, 11, 10, 0],
+  ropeTheta: 10_000_000,
+  eps: 1e-6,
+  contextLength: 262_144,
+  tied: false,
+  mtp: true,
+  moe: { experts: 256, used: 8, ffnExp: 512, ffnShared: 512 },
+  name: "synthetic-qwen35-35b-a3b",
+}) as Qwen35Spec;
+
 /** A small test model: hidden 256, 4 layers (attention at 3), Hk 2 < Hv 4, vocab 512 (~5 MB F32). */
 export const QWEN35_TEST_SHAPE: Qwen35Spec = Object.freeze({
   vocab: 512,
@@ -148,17 +181,17 @@ export const QWEN35_TINY_SHAPE: Qwen35Spec = Object.freeze({
   name: "synthetic-qwen35-tiny",
 }) as Qwen35Spec;
 
-const P = "qwen35.";
-
-/** The metadata of a synthetic qwen35 file, every key typed as llama.cpp checks it. */
+/** The metadata of a synthetic qwen35 (or qwen35moe) file, every key typed as llama.cpp checks it. */
 export function qwen35Metadata(spec: Qwen35Spec): GgufMetadataEntry[] {
+  const architecture = spec.moe ? "qwen35moe" : "qwen35";
+  const P = `${architecture}.`;
   const blockCount = spec.layers + (spec.mtp ? 1 : 0);
   const tokenizer = spec.tokenizer ?? defaultQwen35Tokenizer(spec.vocab);
   if (tokenizer.tokens.length !== spec.vocab) {
     throw new RangeError(`tokenizer has ${tokenizer.tokens.length} tokens but vocab is ${spec.vocab}`);
   }
   const m: GgufMetadataEntry[] = [
-    gguf.str("general.architecture", "qwen35"),
+    gguf.str("general.architecture", architecture),
     gguf.str("general.name", spec.name ?? "synthetic-qwen35"),
     gguf.u32("general.file_type", 0),
     gguf.u32(`${P}block_count`, blockCount),
@@ -182,6 +215,14 @@ export function qwen35Metadata(spec: Qwen35Spec): GgufMetadataEntry[] {
   if (spec.fullAttentionInterval !== undefined) m.push(gguf.u32(`${P}full_attention_interval`, spec.fullAttentionInterval));
   if (spec.recurrentLayers !== undefined) m.push(gguf.arr(`${P}attention.recurrent_layers`, GgufValueType.BOOL, spec.recurrentLayers));
   if (spec.mtp) m.push(gguf.u32(`${P}nextn_predict_layers`, 1));
+  if (spec.moe) {
+    m.push(
+      gguf.u32(`${P}expert_count`, spec.moe.experts),
+      gguf.u32(`${P}expert_used_count`, spec.moe.used),
+      gguf.u32(`${P}expert_feed_forward_length`, spec.moe.ffnExp),
+      gguf.u32(`${P}expert_shared_feed_forward_length`, spec.moe.ffnShared),
+    );
+  }
   m.push(gguf.str("tokenizer.ggml.model", tokenizer.model ?? "gpt2"), gguf.str("tokenizer.ggml.pre", tokenizer.pre ?? "qwen35"));
   m.push(gguf.arr("tokenizer.ggml.tokens", GgufValueType.STRING, tokenizer.tokens));
   m.push(gguf.arr("tokenizer.ggml.token_type", GgufValueType.INT32, tokenizer.tokenTypes ?? new Array(spec.vocab).fill(1)));
@@ -243,7 +284,8 @@ function initFor(tensor: Qwen35ExpectedTensor, config: Qwen35Config, residualGai
   }
   const fanIn = tensor.ne[0]!;
   let std = 1 / Math.sqrt(fanIn);
-  if (/(attn_output|ssm_out|ffn_down|nextn\.eh_proj)\.weight$/.test(name)) std *= residualGain / Math.sqrt(2 * config.nLayer);
+  if (/(attn_output|ssm_out|ffn_down|ffn_down_exps|ffn_down_shexp|nextn\.eh_proj)\.weight$/.test(name))
+    std *= residualGain / Math.sqrt(2 * config.nLayer);
   return { kind: "uniform", scale: std * sqrt3, center: 0 };
 }
 
