@@ -45,8 +45,22 @@ describe("the per-type table", () => {
     const byAct = (act: GgmlType) => types.filter((t) => ggmlVecDotType(t) === act).map(ggmlTypeLabel);
     expect(byAct(GgmlType.Q8_0)).toEqual(["Q4_0", "Q5_0", "Q8_0", "IQ4_NL", "MXFP4", "NVFP4", "Q1_0", "Q2_0"]);
     expect(byAct(GgmlType.Q8_1)).toEqual(["Q4_1", "Q5_1"]);
-    expect(byAct(GgmlType.Q8_K)).toEqual(
-      ["Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ2_XXS", "IQ2_XS", "IQ3_XXS", "IQ1_S", "IQ3_S", "IQ2_S", "IQ4_XS", "IQ1_M", "TQ1_0", "TQ2_0"],
-    );
+    expect(byAct(GgmlType.Q8_K)).toEqual([
+      "Q2_K",
+      "Q3_K",
+      "Q4_K",
+      "Q5_K",
+      "Q6_K",
+      "IQ2_XXS",
+      "IQ2_XS",
+      "IQ3_XXS",
+      "IQ1_S",
+      "IQ3_S",
+      "IQ2_S",
+      "IQ4_XS",
+      "IQ1_M",
+      "TQ1_0",
+      "TQ2_0",
+    ]);
   });
 });

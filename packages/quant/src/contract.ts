@@ -3,7 +3,7 @@
  * their GGUF block encoding, the registered encoding set, the refusal, the chunk policy and the
  * slice decoder every provider is checked against.
  */
-import { GgmlType, GGML_TYPE_TRAITS, GGML_TYPES, isGgmlType, ggmlTypeLabel } from "@keepquant/gguf";
+import { type GgmlType, GGML_TYPE_TRAITS, GGML_TYPES, isGgmlType, ggmlTypeLabel } from "@keepquant/gguf";
 import { InvalidEnvironmentError, QuantArgumentError, UnregisteredEncodingError } from "./errors.js";
 import { dequantizeKernel } from "./dequantize.js";
 

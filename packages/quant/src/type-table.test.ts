@@ -43,7 +43,9 @@ describe("lists derived from gguf's type table", () => {
       }
     }
     // the ones llama.cpp's CPU backend dots that the reference does not implement (yet)
-    expect(GGML_TYPES.filter((t) => GGML_TYPE_TRAITS[t].vecDotType !== undefined && !LLAMA_WEIGHT_TYPES.includes(t)).length).toBeGreaterThan(0);
+    expect(
+      GGML_TYPES.filter((t) => GGML_TYPE_TRAITS[t].vecDotType !== undefined && !LLAMA_WEIGHT_TYPES.includes(t)).length,
+    ).toBeGreaterThan(0);
     expect(LLAMA_WEIGHT_TYPES).toContain(GgmlType.Q4_K);
   });
 });
