@@ -3,14 +3,21 @@
  * their GGUF block encoding, the registered encoding set, the refusal, the chunk policy and the
  * slice decoder every provider is checked against.
  */
-import { GgmlType, GGML_TYPE_TRAITS, isGgmlType, ggmlTypeLabel } from "@keepquant/gguf";
+import { type GgmlType, GGML_TYPE_TRAITS, GGML_TYPES, isGgmlType, ggmlTypeLabel } from "@keepquant/gguf";
 import { InvalidEnvironmentError, QuantArgumentError, UnregisteredEncodingError } from "./errors.js";
 import { dequantizeKernel } from "./dequantize.js";
 
 export const MATMUL_BT_QUANT_GROUPED = "MatmulBTQuantGrouped";
 
-/** Exactly the encodings the contract has kernels for, in the order the refusal lists them. */
-export const KEEPQUANT_ENCODINGS: readonly GgmlType[] = Object.freeze([GgmlType.Q4_K, GgmlType.Q5_K, GgmlType.Q6_K, GgmlType.Q8_0]);
+/**
+ * Exactly the encodings the contract has kernels for (gguf's GGML_TYPE_TRAITS marks them
+ * `keepQuantRegistered`), by name: the order the refusal lists them (Q4_K, Q5_K, Q6_K, Q8_0).
+ */
+export const KEEPQUANT_ENCODINGS: readonly GgmlType[] = Object.freeze(
+  GGML_TYPES.filter((t) => GGML_TYPE_TRAITS[t].keepQuantRegistered).sort((a, b) =>
+    GGML_TYPE_TRAITS[a].name < GGML_TYPE_TRAITS[b].name ? -1 : 1,
+  ),
+);
 
 export function isKeepQuantEncoding(type: number): boolean {
   return (KEEPQUANT_ENCODINGS as readonly number[]).includes(type);

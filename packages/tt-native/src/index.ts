@@ -9,7 +9,7 @@
  * Importing never throws and does not load the addon; the first call does.
  */
 import fs from "node:fs";
-import { GgmlType, GGML_TYPE_TRAITS, ggmlTypeLabel } from "@keepquant/gguf";
+import { type GgmlType, GGML_TYPE_TRAITS, ggmlTypeLabel } from "@keepquant/gguf";
 import {
   checkGroupedMatmulShape,
   checkMatmulBTQuantGroupedArgs,
@@ -27,7 +27,7 @@ import {
 } from "@keepquant/quant";
 import { NativeArgumentError, NativeIsaError, NativeUnavailableError } from "./errors.js";
 import { loadNativeAddon, nativeThreadLimits, NATIVE_THREADS_PER_CORE, type LoadResult, type NativeStatus } from "./loader.js";
-import type { IsaLevelName, NativeAddon, NativeLibm, NativeModelHandle, NativeModelSpec } from "./native-types.js";
+import type { IsaLevelName, NativeAddon, NativeLibm, NativeModelHandle, NativeModelSpec, NativeTypeSupport } from "./native-types.js";
 
 export * from "./errors.js";
 export {
@@ -47,7 +47,13 @@ export {
   type NativeStatus,
   type LoadResult,
 } from "./loader.js";
-export { NATIVE_ABI_VERSION, type IsaLevelName, type NativeAddon, type NativeBuildInfo } from "./native-types.js";
+export {
+  NATIVE_ABI_VERSION,
+  type IsaLevelName,
+  type NativeAddon,
+  type NativeBuildInfo,
+  type NativeTypeSupport,
+} from "./native-types.js";
 
 let loaded: LoadResult | undefined;
 
@@ -131,29 +137,49 @@ export function getNativeThreads(): number {
 
 // ---------------------------------------------------------------- dequantization
 
-const NATIVE_DEQUANT_CANDIDATES: readonly GgmlType[] = [
-  GgmlType.F32,
-  GgmlType.F16,
-  GgmlType.BF16,
-  GgmlType.Q4_0,
-  GgmlType.Q4_1,
-  GgmlType.Q5_0,
-  GgmlType.Q5_1,
-  GgmlType.Q8_0,
-  GgmlType.Q8_1,
-  GgmlType.Q2_K,
-  GgmlType.Q3_K,
-  GgmlType.Q4_K,
-  GgmlType.Q5_K,
-  GgmlType.Q6_K,
-  GgmlType.Q8_K,
-  GgmlType.IQ4_NL,
-  GgmlType.IQ4_XS,
-  GgmlType.MXFP4,
-];
+// ---------------------------------------------------------------- the types the addon supports
 
-/** Types the native dequantizer decodes (bit-exact with ggml and @keepquant/quant). */
-export const NATIVE_DEQUANTIZE_TYPES: readonly GgmlType[] = NATIVE_DEQUANT_CANDIDATES;
+let supported: readonly NativeTypeSupport[] | undefined;
+
+/** Every type the addon's table knows and what the current kernel level has for it (empty when the CPU arm did not load). */
+export function nativeSupportedTypes(): readonly NativeTypeSupport[] {
+  const addon = load().addon;
+  if (!addon) return [];
+  // every level has the same types (tested); the first answer stands
+  supported ??= Object.freeze(addon.supportedTypes().map((t) => Object.freeze(t)));
+  return supported;
+}
+
+/**
+ * A list of types the addon reports, computed on first use: importing this module does not load the
+ * addon. Reads like a frozen array (iteration, length, indexing, array methods).
+ */
+function reportedTypes(pick: (t: NativeTypeSupport) => boolean): readonly GgmlType[] {
+  const list: GgmlType[] = [];
+  let filled = false;
+  // the list itself, filled on first use (the proxy's target, so every invariant holds)
+  const fill = (): GgmlType[] => {
+    if (!filled) {
+      filled = true;
+      list.push(
+        ...nativeSupportedTypes()
+          .filter(pick)
+          .map((t) => t.type),
+      );
+      Object.freeze(list);
+    }
+    return list;
+  };
+  return new Proxy(list, {
+    get: (_target, key, receiver) => Reflect.get(fill(), key, receiver),
+    has: (_target, key) => Reflect.has(fill(), key),
+    ownKeys: () => Reflect.ownKeys(fill()),
+    getOwnPropertyDescriptor: (_target, key) => Reflect.getOwnPropertyDescriptor(fill(), key),
+  });
+}
+
+/** Types the native dequantizer decodes (bit-exact with ggml and @keepquant/quant), as the addon reports them. */
+export const NATIVE_DEQUANTIZE_TYPES: readonly GgmlType[] = reportedTypes((t) => t.dequantize);
 
 function rowBytesOf(type: GgmlType, cols: number, operation: string, argument: string): number {
   const { blockSize, typeSize } = GGML_TYPE_TRAITS[type];
@@ -209,25 +235,8 @@ export interface NativeLlamaWeight {
   data: Uint8Array;
 }
 
-/** Weight types matmulLlama accepts. */
-export const NATIVE_LLAMA_TYPES: readonly GgmlType[] = [
-  GgmlType.F32,
-  GgmlType.F16,
-  GgmlType.BF16,
-  GgmlType.Q4_0,
-  GgmlType.Q4_1,
-  GgmlType.Q5_0,
-  GgmlType.Q5_1,
-  GgmlType.Q8_0,
-  GgmlType.Q2_K,
-  GgmlType.Q3_K,
-  GgmlType.Q4_K,
-  GgmlType.Q5_K,
-  GgmlType.Q6_K,
-  GgmlType.IQ4_NL,
-  GgmlType.IQ4_XS,
-  GgmlType.MXFP4,
-];
+/** Weight types matmulLlama accepts (those with a dot kernel), as the addon reports them. */
+export const NATIVE_LLAMA_TYPES: readonly GgmlType[] = reportedTypes((t) => t.vecDot);
 
 function checkLlama(op: string, addon: NativeAddon, weight: NativeLlamaWeight, x: Float32Array, m: number, out?: Float32Array) {
   if (typeof weight !== "object" || weight === null) throw new QuantArgumentError(op, "weight", "missing");

@@ -4,7 +4,7 @@
  */
 import type { GgmlType } from "@keepquant/gguf";
 
-export const NATIVE_ABI_VERSION = 3;
+export const NATIVE_ABI_VERSION = 4;
 
 export type IsaLevelName = "generic" | "avx2" | "avx512" | "neon";
 
@@ -16,6 +16,25 @@ export interface NativeBuildInfo {
   isaAvailable: IsaLevelName[];
   isaBest: IsaLevelName;
   tt: { built: boolean; loaded: boolean; reason: string };
+}
+
+/** One type of the addon's per-type table (src/core/common.h) with what the current kernel level has for it. */
+export interface NativeTypeSupport {
+  type: GgmlType;
+  /** ggml's name */
+  name: string;
+  blockSize: number;
+  typeSize: number;
+  /** the table's vec_dot_type (ggml-cpu's), -1 when ggml has no vec_dot for the type */
+  vecDotType: GgmlType | -1;
+  /** a keep-quant contract encoding */
+  registered: boolean;
+  /** dequantizeRows decodes it */
+  dequantize: boolean;
+  /** matmulLlama has a dot kernel for weights of this type */
+  vecDot: boolean;
+  /** quantizeActivations encodes to it */
+  activation: boolean;
 }
 
 /** Any typed array view over packed bytes (Uint8Array, Buffer, ...). */
@@ -131,6 +150,8 @@ export interface NativeAddon {
   /** the activation encoding for a weight type, -1 when there is no dot kernel */
   vecDotType(type: GgmlType): GgmlType | -1;
   dequantSupported(type: GgmlType): boolean;
+  /** every type the addon knows, ascending ids */
+  supportedTypes(): NativeTypeSupport[];
   /** dst = rows x K values decoded from src (rows of whole blocks); roundBf16 rounds each value once */
   dequantizeRows(type: GgmlType, src: ByteView, dst: Float32Array, rows: number, roundBf16?: boolean): void;
   /** activation quantizer (Q8_K, Q8_0, Q8_1, F16, BF16, F32) of `rows` rows of x into dst */

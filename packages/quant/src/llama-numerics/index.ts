@@ -26,28 +26,6 @@ function term(t: number): number {
   return t;
 }
 
-/** Weight types with a llama.cpp CPU dot kernel here, and their activation encoding. */
-export const LLAMA_VEC_DOT_TYPES: Readonly<Partial<Record<GgmlType, GgmlType>>> = {
-  [GgmlType.F32]: GgmlType.F32,
-  [GgmlType.F16]: GgmlType.F16,
-  [GgmlType.BF16]: GgmlType.BF16,
-  [GgmlType.Q4_0]: GgmlType.Q8_0,
-  [GgmlType.Q4_1]: GgmlType.Q8_1,
-  [GgmlType.Q5_0]: GgmlType.Q8_0,
-  [GgmlType.Q5_1]: GgmlType.Q8_1,
-  [GgmlType.Q8_0]: GgmlType.Q8_0,
-  [GgmlType.Q2_K]: GgmlType.Q8_K,
-  [GgmlType.Q3_K]: GgmlType.Q8_K,
-  [GgmlType.Q4_K]: GgmlType.Q8_K,
-  [GgmlType.Q5_K]: GgmlType.Q8_K,
-  [GgmlType.Q6_K]: GgmlType.Q8_K,
-  [GgmlType.IQ4_NL]: GgmlType.Q8_0,
-  [GgmlType.IQ4_XS]: GgmlType.Q8_K,
-  [GgmlType.MXFP4]: GgmlType.Q8_0,
-};
-
-export const LLAMA_WEIGHT_TYPES: readonly GgmlType[] = (Object.keys(LLAMA_VEC_DOT_TYPES) as string[]).map((id) => Number(id) as GgmlType);
-
 /** The activation encoding llama.cpp's CPU backend converts x to for weights of `type`. */
 export function llamaVecDotType(type: GgmlType): GgmlType {
   const act = LLAMA_VEC_DOT_TYPES[type];
@@ -502,6 +480,22 @@ const DOTS: Readonly<Partial<Record<GgmlType, Dot>>> = {
   [GgmlType.IQ4_XS]: dotIQ4_XS,
   [GgmlType.MXFP4]: dotTable4(KVALUES_MXFP4, true),
 };
+
+/** Weight types with a llama.cpp CPU dot kernel here (the keys of DOTS), ascending. */
+export const LLAMA_WEIGHT_TYPES: readonly GgmlType[] = Object.freeze(
+  (Object.keys(DOTS) as string[]).map((id) => Number(id) as GgmlType).sort((a, b) => a - b),
+);
+
+/** Those weight types and their activation encoding: gguf's GGML_TYPE_TRAITS[type].vecDotType. */
+export const LLAMA_VEC_DOT_TYPES: Readonly<Partial<Record<GgmlType, GgmlType>>> = Object.freeze(
+  Object.fromEntries(
+    LLAMA_WEIGHT_TYPES.map((t) => {
+      const act = GGML_TYPE_TRAITS[t].vecDotType;
+      if (act === undefined) throw new Error(`GGML_TYPE_TRAITS gives ${ggmlTypeLabel(t)} no vecDotType, but it has a dot kernel`);
+      return [t, act];
+    }),
+  ),
+);
 
 /**
  * ggml's vec_dot for one weight row and one activation row already in `llamaVecDotType(type)`

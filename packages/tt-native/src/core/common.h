@@ -1,8 +1,9 @@
 // Shared definitions of the keepquant native arm: ggml block layouts, half/bfloat conversions.
-// Everything here is `static inline` or a plain type: this header is included by translation units
+// Everything here is `static inline`, constexpr data or a plain type: this header is included by translation units
 // compiled with different ISA flags, and no out-of-line copy may be shared between them.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -18,6 +19,7 @@ enum TypeId : int {
   T_F32 = 0, T_F16 = 1, T_Q4_0 = 2, T_Q4_1 = 3, T_Q5_0 = 6, T_Q5_1 = 7, T_Q8_0 = 8, T_Q8_1 = 9,
   T_Q2_K = 10, T_Q3_K = 11, T_Q4_K = 12, T_Q5_K = 13, T_Q6_K = 14, T_Q8_K = 15,
   T_IQ4_NL = 20, T_IQ4_XS = 23, T_BF16 = 30, T_MXFP4 = 39,
+  T_Q4_2_RETIRED = 4,  // a retired id: never a type (typeTraits maps ids out of range to it)
 };
 constexpr int kTypeCount = 43;
 
@@ -137,30 +139,55 @@ static inline void scaleMinK4(int j, const uint8_t* q, uint8_t* d, uint8_t* m) {
   }
 }
 
-// Geometry of the types this arm knows.
-struct TypeInfo { int blockSize; int typeSize; };
-static inline TypeInfo typeInfo(int type) {
-  switch (type) {
-    case T_F32: return {1, 4};
-    case T_F16: return {1, 2};
-    case T_BF16: return {1, 2};
-    case T_Q4_0: return {32, 18};
-    case T_Q4_1: return {32, 20};
-    case T_Q5_0: return {32, 22};
-    case T_Q5_1: return {32, 24};
-    case T_Q8_0: return {32, 34};
-    case T_Q8_1: return {32, 36};
-    case T_Q2_K: return {256, 84};
-    case T_Q3_K: return {256, 110};
-    case T_Q4_K: return {256, 144};
-    case T_Q5_K: return {256, 176};
-    case T_Q6_K: return {256, 210};
-    case T_Q8_K: return {256, 292};
-    case T_IQ4_NL: return {32, 18};
-    case T_IQ4_XS: return {256, 136};
-    case T_MXFP4: return {32, 17};
-    default: return {0, 0};
-  }
+// The per-type facts of the types this arm knows, indexed by ggml type id (ggml's type_traits plus
+// type_traits_cpu's vec_dot_type); a zero blockSize marks a type this arm does not know. The kernels
+// of each type are in cpu/dispatch.h (one CpuTypeTraits table per ISA level). The TypeScript table
+// (gguf's GGML_TYPE_TRAITS) holds the same facts; tt-native's tests check that they agree.
+struct TypeTraits {
+  const char* name;  // ggml's name (nullptr: not a type of this arm)
+  int blockSize;     // elements per block
+  int typeSize;      // bytes per block
+  int vecDotType;    // ggml-cpu's vec_dot_type: the activation encoding of a matmul; -1: no vec_dot
+  bool registered;   // an encoding of the keep-quant contract (its bf16 numerics)
+};
+
+namespace detail {
+constexpr std::array<TypeTraits, kTypeCount> makeTypeTraits() {
+  std::array<TypeTraits, kTypeCount> t{};
+  for (TypeTraits& e : t) e = TypeTraits{nullptr, 0, 0, -1, false};
+  t[T_F32] = {"F32", 1, 4, T_F32, false};
+  t[T_F16] = {"F16", 1, 2, T_F16, false};
+  t[T_BF16] = {"BF16", 1, 2, T_BF16, false};
+  t[T_Q4_0] = {"Q4_0", QK, sizeof(BlockQ4_0), T_Q8_0, false};
+  t[T_Q4_1] = {"Q4_1", QK, sizeof(BlockQ4_1), T_Q8_1, false};
+  t[T_Q5_0] = {"Q5_0", QK, sizeof(BlockQ5_0), T_Q8_0, false};
+  t[T_Q5_1] = {"Q5_1", QK, sizeof(BlockQ5_1), T_Q8_1, false};
+  t[T_Q8_0] = {"Q8_0", QK, sizeof(BlockQ8_0), T_Q8_0, true};
+  t[T_Q8_1] = {"Q8_1", QK, sizeof(BlockQ8_1), -1, false};  // an activation encoding only
+  t[T_Q2_K] = {"Q2_K", QKK, sizeof(BlockQ2_K), T_Q8_K, false};
+  t[T_Q3_K] = {"Q3_K", QKK, sizeof(BlockQ3_K), T_Q8_K, false};
+  t[T_Q4_K] = {"Q4_K", QKK, sizeof(BlockQ4_K), T_Q8_K, true};
+  t[T_Q5_K] = {"Q5_K", QKK, sizeof(BlockQ5_K), T_Q8_K, true};
+  t[T_Q6_K] = {"Q6_K", QKK, sizeof(BlockQ6_K), T_Q8_K, true};
+  t[T_Q8_K] = {"Q8_K", QKK, sizeof(BlockQ8_K), -1, false};  // an activation encoding only
+  t[T_IQ4_NL] = {"IQ4_NL", QK, sizeof(BlockIQ4_NL), T_Q8_0, false};
+  t[T_IQ4_XS] = {"IQ4_XS", QKK, sizeof(BlockIQ4_XS), T_Q8_K, false};
+  t[T_MXFP4] = {"MXFP4", QK, sizeof(BlockMXFP4), T_Q8_0, false};
+  return t;
+}
+}  // namespace detail
+
+inline constexpr std::array<TypeTraits, kTypeCount> kTypeTraits = detail::makeTypeTraits();
+
+// The traits of `type`; an id out of range or unknown here gives the zero entry (blockSize 0).
+static inline const TypeTraits& typeTraits(int type) {
+  return kTypeTraits[type >= 0 && type < kTypeCount ? type : (int)T_Q4_2_RETIRED];
+}
+
+// Bytes of one row of k elements of `type` (k a whole number of blocks).
+static inline size_t rowBytes(int type, int64_t k) {
+  const TypeTraits& t = typeTraits(type);
+  return (size_t)(k / t.blockSize) * (size_t)t.typeSize;
 }
 
 }  // namespace kq

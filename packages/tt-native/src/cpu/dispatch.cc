@@ -7,28 +7,6 @@
 namespace kq {
 namespace {
 
-uint64_t sumWordsGeneric(const uint8_t* p, size_t words) {
-  uint64_t a[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  size_t i = 0;
-  for (; i + 8 <= words; i += 8) {
-    uint64_t v[8];
-    std::memcpy(v, p + 8 * i, 64);
-    for (int j = 0; j < 8; ++j) a[j] += v[j];
-  }
-  for (; i < words; ++i) {
-    uint64_t v;
-    std::memcpy(&v, p + 8 * i, 8);
-    a[0] += v;
-  }
-  return a[0] + a[1] + a[2] + a[3] + a[4] + a[5] + a[6] + a[7];
-}
-
-float dotF32Generic(int n, const float* x, const float* w) {
-  float s = 0;
-  for (int i = 0; i < n; ++i) s += x[i] * w[i];
-  return s;
-}
-
 bool cpuHasAvx2() {
 #if defined(KEEPQUANT_X86)
   return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c") &&
@@ -53,39 +31,18 @@ std::once_flag gInit;
 std::atomic<int> gLevel{0};
 
 void initSets() {
-  for (int l = 0; l < 4; ++l) {
-    for (int t = 0; t < kTypeCount; ++t) {
-      gSets[l].vecDot[t] = genericVecDot(t);
-      gSets[l].vecDotMulti[t] = nullptr;
-      gSets[l].multiRows[t] = kMultiRows;
-      gSets[l].vecDotRows[t] = nullptr;
-      gSets[l].weightRows[t] = 1;
-      gSets[l].vecDotBlock[t] = nullptr;
-    }
-    gSets[l].dotF32 = dotF32Generic;
-    gSets[l].dequant = dequantizeRow;
-    gSets[l].sumWords = sumWordsGeneric;
-  }
+  for (KernelSet& k : gSets) k = genericKernels();
 #if defined(KEEPQUANT_X86)
-  // Only enter an ISA's translation unit on a CPU that runs it: even its table-filling code may be
+  // Only enter an ISA's translation unit on a CPU that runs it: even returning its table may be
   // compiled to AVX2 / AVX-512 instructions.
-  if (cpuHasAvx2()) {
-    KernelSet& k = gSets[(int)IsaLevel::Avx2];
-    fillAvx2VecDot(k.vecDot, k.vecDotMulti);
-    k.dotF32 = avx2DotF32();
-    k.dequant = avx2Dequant();
-    k.sumWords = avx2SumWords();
-  }
+  if (cpuHasAvx2()) gSets[(int)IsaLevel::Avx2] = avx2Kernels();
   if (cpuHasAvx512()) {
-    KernelSet& k = gSets[(int)IsaLevel::Avx512];
-    fillAvx512VecDot(k.vecDot, k.vecDotMulti, k.multiRows, k.vecDotRows, k.weightRows, k.vecDotBlock);
-    k.dotF32 = avx512DotF32();
-    k.dequant = avx512Dequant();
-    k.sumWords = avx2SumWords();
+    gSets[(int)IsaLevel::Avx512] = avx512Kernels();
+    gSets[(int)IsaLevel::Avx512].sumWords = gSets[(int)IsaLevel::Avx2].sumWords;
   }
 #endif
 #if defined(KEEPQUANT_ARM64)
-  fillNeonVecDot(gSets[(int)IsaLevel::Neon].vecDot);
+  gSets[(int)IsaLevel::Neon] = neonKernels();
 #endif
   gLevel.store((int)bestIsaLevel());
 }
@@ -139,5 +96,15 @@ const KernelSet& kernels() {
   std::call_once(gInit, initSets);
   return gSets[gLevel.load()];
 }
+
+void quantizeActRow(int actType, const float* x, void* dst, int64_t k) {
+  if (typeTraits(actType).blockSize == 0) return;
+  const FromFloatFn quantize = kernels().type[actType].from_float;
+  if (quantize) quantize(x, dst, k);
+}
+
+size_t actRowBytes(int actType, int64_t k) { return rowBytes(actType, k); }
+
+bool dequantSupported(int type) { return typeTraits(type).blockSize != 0 && kernels().type[type].to_float != nullptr; }
 
 }  // namespace kq

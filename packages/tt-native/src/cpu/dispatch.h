@@ -18,17 +18,7 @@ IsaLevel currentIsaLevel();
 // Select a level by name; returns an empty string on success, else why it cannot be used.
 std::string selectIsaLevel(const std::string& name);
 
-struct KernelSet {
-  VecDotFn vecDot[kTypeCount];
-  VecDotMultiFn vecDotMulti[kTypeCount];  // null: loop over vecDot
-  int multiRows[kTypeCount];              // activation rows one vecDotMulti call takes (at most)
-  VecDotRowsFn vecDotRows[kTypeCount];    // null: one weight row at a time
-  int weightRows[kTypeCount];             // weight rows one vecDotRows call takes (at most)
-  VecDotBlockFn vecDotBlock[kTypeCount];  // null: prefill through vecDotMulti / vecDot
-  DotF32Fn dotF32;
-  DequantFn dequant;
-  SumWordsFn sumWords;
-};
+// The current level's kernels (KernelSet in kernels.h): kernels().type[t] is type t's CpuTypeTraits.
 const KernelSet& kernels();
 
 }  // namespace kq

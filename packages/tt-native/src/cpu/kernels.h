@@ -1,6 +1,13 @@
-// Internal kernel interfaces of the CPU-native arm.
+// Internal kernel interfaces of the CPU-native arm: the kernel signatures and the per-type kernel
+// table of one ISA level (CpuTypeTraits, ggml's type_traits_cpu). Kernel names follow ggml's:
+// vec_dot_<weight>_<activation> (vec_dot_q4_K_q8_K), dequantize_row_<type>, quantize_row_<type>,
+// with a suffix for the shape of the work: _multi (one weight row, several activation rows), _rows
+// (several weight rows, one activation row), _x2 (two weight rows in one register), _tile (one
+// unpacked weight row against a tile of activation rows), _block (a block of weight rows against a
+// tile of activation rows); _n<R> is the body for a compile-time count.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 
@@ -8,25 +15,17 @@
 
 namespace kq {
 
-// Dequantize `k` elements of `type` from `src` (whole blocks) into `dst`. Returns false when the
-// type is not supported. Bit-exact with ggml's dequantize_row_<type>.
-bool dequantizeRow(int type, const void* src, float* dst, int64_t k);
-bool dequantSupported(int type);
+// Decodes k elements (whole blocks) of src into dst: bit-exact with ggml's dequantize_row_<type>.
+typedef void (*ToFloatFn)(const void* src, float* dst, int64_t k);
+// Quantizes k floats into an activation encoding: llama.cpp's from_float (see quantize.cc).
+typedef void (*FromFloatFn)(const float* x, void* dst, int64_t k);
 
-// Activation encodings used by llama.cpp's CPU matmul (the weight type's vec_dot_type).
-int vecDotType(int weightType);  // -1 when the weight type has no dot kernel here
-size_t actRowBytes(int actType, int64_t k);
-// Quantize one activation row of k floats to actType (Q8_K, Q8_0, Q8_1, F16, BF16 or F32).
-void quantizeActRow(int actType, const float* x, void* dst, int64_t k);
-
-// One dot product: n elements of weight row `w` (type) against activation row `a` (vecDotType).
+// One dot product: n elements of weight row `w` against activation row `a` (the weight type's
+// vec_dot_type).
 typedef float (*VecDotFn)(int n, const void* w, const void* a);
 
-// Generic (portable C++) kernels, in exactly ggml's reference arithmetic.
-VecDotFn genericVecDot(int weightType);
-
-// One weight row against `rows` (1..4) activation rows `as` bytes apart; out[r * os]. Gives the
-// same bits per row as the VecDotFn of the same level.
+// One weight row against `rows` activation rows `as` bytes apart; out[r * os]. Gives the same bits
+// per row as the VecDotFn of the same level.
 typedef void (*VecDotMultiFn)(int n, const void* w, const uint8_t* a, size_t as, int rows, float* out, size_t os);
 constexpr int kMultiRows = 4;  // the default; a level may take more rows per call for some types
 
@@ -40,22 +39,50 @@ typedef void (*VecDotRowsFn)(int n, const uint8_t* w, size_t ws, int rows, const
 typedef void (*VecDotBlockFn)(int n, const uint8_t* w, size_t ws, int wrows, const uint8_t* a, size_t as, int arows, float* out,
                               size_t os);
 
-typedef bool (*DequantFn)(int type, const void* src, float* dst, int64_t k);
+// The kernels of one type at one ISA level. Null entries: the type has no such kernel here.
+struct CpuTypeTraits {
+  ToFloatFn to_float;           // dequantize_row_<type>
+  FromFloatFn from_float;       // set for the activation encodings (the vec_dot_types)
+  VecDotFn vec_dot;             // null: no matmul kernel for this weight type
+  VecDotMultiFn vec_dot_multi;  // null: prefill loops over vec_dot
+  int multi_rows;               // activation rows one vec_dot_multi call takes (at most)
+  VecDotRowsFn vec_dot_rows;    // null: decode takes one weight row at a time
+  int weight_rows;              // weight rows one vec_dot_rows call takes (at most)
+  VecDotBlockFn vec_dot_block;  // null: prefill through vec_dot_multi / vec_dot
+};
+typedef std::array<CpuTypeTraits, kTypeCount> CpuTypeTraitsTable;
 
-// ISA-specific tables: fill `table[type]` for every type (the portable kernels recompiled for the
-// ISA, then hand-written ones where they exist).
-void fillAvx2VecDot(VecDotFn* table, VecDotMultiFn* multi);
-void fillAvx512VecDot(VecDotFn* table, VecDotMultiFn* multi, int* multiRows, VecDotRowsFn* rowsFn, int* weightRows,
-                      VecDotBlockFn* blockFn);
-DequantFn avx2Dequant();
+// The activation quantizers (quantize.cc), the same at every level.
+void quantize_row_q8_K(const float* x, void* dst, int64_t k);
+void quantize_row_q8_0(const float* x, void* dst, int64_t k);
+void quantize_row_q8_1(const float* x, void* dst, int64_t k);
+void quantize_row_f16(const float* x, void* dst, int64_t k);
+void quantize_row_bf16(const float* x, void* dst, int64_t k);
+void quantize_row_f32(const float* x, void* dst, int64_t k);
+
 // Wrapping sum of `words` 8-byte words (the memory-bandwidth probe's inner loop).
 typedef uint64_t (*SumWordsFn)(const uint8_t* p, size_t words);
-SumWordsFn avx2SumWords();
-DequantFn avx512Dequant();
-void fillNeonVecDot(VecDotFn* table);
 // bf16 contract dot: x (f32) . w (f32 values already rounded to bf16), f32 accumulation.
 typedef float (*DotF32Fn)(int n, const float* x, const float* w);
-DotF32Fn avx2DotF32();
-DotF32Fn avx512DotF32();
+
+// Everything one ISA level provides.
+struct KernelSet {
+  const CpuTypeTraits* type;  // [kTypeCount]
+  DotF32Fn dotF32;
+  SumWordsFn sumWords;
+};
+
+// The levels' kernels: the portable kernels recompiled for the ISA, then hand-written ones where they
+// exist. Only call an ISA's function on a CPU that runs that ISA.
+KernelSet genericKernels();
+KernelSet avx2Kernels();
+KernelSet avx512Kernels();
+KernelSet neonKernels();
+
+// The current level's: quantize one activation row of k floats (the encoding's from_float), and
+// whether a type can be decoded here.
+void quantizeActRow(int actType, const float* x, void* dst, int64_t k);
+size_t actRowBytes(int actType, int64_t k);
+bool dequantSupported(int type);
 
 }  // namespace kq

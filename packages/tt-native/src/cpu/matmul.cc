@@ -11,11 +11,6 @@
 namespace kq {
 namespace {
 
-size_t weightRowBytes(int type, int64_t k) {
-  const TypeInfo ti = typeInfo(type);
-  return (size_t)(k / ti.blockSize) * (size_t)ti.typeSize;
-}
-
 // Rows per task: enough tasks to balance threads, few enough to amortize scheduling.
 int64_t rowsPerTask(int64_t n, int64_t m, bool blockKernel) {
   const int64_t threads = threadCount();
@@ -35,15 +30,16 @@ namespace {
 // tiles that stay in cache. Every y[mi, r] is one kernel call's result whatever the split, so
 // threads never change bits.
 void rowBlock(const LlamaRowsJob& job, int64_t r0, int64_t r1) {
-  const VecDotFn dot = kernels().vecDot[job.type];
-  const VecDotMultiFn multi = kernels().vecDotMulti[job.type];
-  const int multiRows = kernels().multiRows[job.type];
-  const size_t wBytes = weightRowBytes(job.type, job.k);
+  const CpuTypeTraits& kt = kernels().type[job.type];
+  const VecDotFn dot = kt.vec_dot;
+  const VecDotMultiFn multi = kt.vec_dot_multi;
+  const int multiRows = kt.multi_rows;
+  const size_t wBytes = rowBytes(job.type, job.k);
   const int64_t m = job.m, n = job.n;
-  const VecDotRowsFn rowsFn = kernels().vecDotRows[job.type];
+  const VecDotRowsFn rowsFn = kt.vec_dot_rows;
   if (m == 1 && rowsFn) {
     // decode: several weight rows per call (independent chains), the activation row loaded once
-    const int step = kernels().weightRows[job.type];
+    const int step = kt.weight_rows;
     for (int64_t r = r0; r < r1; r += step) {
       const int rows = (int)std::min<int64_t>(step, r1 - r);
       rowsFn((int)job.k, job.w + (size_t)r * wBytes, wBytes, rows, job.act, job.y + r);
@@ -51,7 +47,7 @@ void rowBlock(const LlamaRowsJob& job, int64_t r0, int64_t r1) {
     return;
   }
   const int64_t mTile = 32;
-  const VecDotBlockFn blockFn = kernels().vecDotBlock[job.type];
+  const VecDotBlockFn blockFn = kt.vec_dot_block;
   if (blockFn) {
     // prefill: the kernel takes the task's whole block of weight rows per activation tile
     for (int64_t m0 = 0; m0 < m; m0 += mTile) {
@@ -86,7 +82,7 @@ void matmulLlamaRowsBatch(const LlamaRowsJob* jobs, int count) {
   int first[kMaxJobs + 1];
   first[0] = 0;
   for (int j = 0; j < count; ++j) {
-    rpt[j] = rowsPerTask(jobs[j].n, jobs[j].m, jobs[j].m > 1 && kernels().vecDotBlock[jobs[j].type] != nullptr);
+    rpt[j] = rowsPerTask(jobs[j].n, jobs[j].m, jobs[j].m > 1 && kernels().type[jobs[j].type].vec_dot_block != nullptr);
     first[j + 1] = first[j] + (int)((jobs[j].n + rpt[j] - 1) / rpt[j]);
   }
   parallelFor(first[count], [&](int t) {
@@ -104,7 +100,7 @@ void matmulLlamaRows(int type, const uint8_t* w, int64_t n, int64_t k, const uin
 }
 
 void matmulLlama(int type, const uint8_t* w, int64_t n, int64_t k, const float* x, int64_t m, float* y) {
-  const int actType = vecDotType(type);
+  const int actType = typeTraits(type).vecDotType;
   const size_t actBytes = actRowBytes(actType, k);
   std::vector<uint8_t> act;
   const uint8_t* actData;
@@ -122,8 +118,8 @@ void matmulLlama(int type, const uint8_t* w, int64_t n, int64_t k, const float* 
 void matmulBf16Rows(int type, const uint8_t* w, int64_t k, int64_t rowStart, int64_t rowCount, const float* x,
                     int64_t m, float* y, int64_t ldy, int64_t yOffset) {
   const DotF32Fn dot = kernels().dotF32;
-  const DequantFn decode = kernels().dequant;
-  const size_t wBytes = weightRowBytes(type, k);
+  const ToFloatFn decode = kernels().type[type].to_float;
+  const size_t wBytes = rowBytes(type, k);
   const int64_t rpt = rowsPerTask(rowCount, m, false);
   const int tasks = (int)((rowCount + rpt - 1) / rpt);
   parallelFor(tasks, [&](int t) {
@@ -132,7 +128,7 @@ void matmulBf16Rows(int type, const uint8_t* w, int64_t k, int64_t rowStart, int
     const int64_t r0 = (int64_t)t * rpt;
     const int64_t r1 = std::min(rowCount, r0 + rpt);
     for (int64_t r = r0; r < r1; ++r) {
-      decode(type, w + (size_t)(rowStart + r) * wBytes, row.data(), k);
+      decode(w + (size_t)(rowStart + r) * wBytes, row.data(), k);
       for (int64_t i = 0; i < k; ++i) row[i] = roundToBf16(row[i]);
       for (int64_t mi = 0; mi < m; ++mi) y[mi * ldy + yOffset + r] = dot((int)k, x + (size_t)mi * k, row.data());
     }
@@ -141,8 +137,8 @@ void matmulBf16Rows(int type, const uint8_t* w, int64_t k, int64_t rowStart, int
 
 bool dequantizeRows(int type, const uint8_t* src, int64_t rows, int64_t k, float* dst, bool roundBf16) {
   if (!dequantSupported(type)) return false;
-  const DequantFn decode = kernels().dequant;
-  const size_t wBytes = weightRowBytes(type, k);
+  const ToFloatFn decode = kernels().type[type].to_float;
+  const size_t wBytes = rowBytes(type, k);
   const int64_t rpt = std::max<int64_t>(1, rows / (threadCount() * 4));
   const int tasks = (int)((rows + rpt - 1) / rpt);
   parallelFor(tasks, [&](int t) {
@@ -150,7 +146,7 @@ bool dequantizeRows(int type, const uint8_t* src, int64_t rows, int64_t k, float
     const int64_t r1 = std::min(rows, r0 + rpt);
     for (int64_t r = r0; r < r1; ++r) {
       float* out = dst + (size_t)r * k;
-      decode(type, src + (size_t)r * wBytes, out, k);
+      decode(src + (size_t)r * wBytes, out, k);
       if (roundBf16)
         for (int64_t i = 0; i < k; ++i) out[i] = roundToBf16(out[i]);
     }

@@ -27,7 +27,10 @@ inline int8_t x86Q8Code(float v) {
   return (int8_t)(i < -128 ? -128 : i > 127 ? 127 : i);
 }
 
-void quantizeQ8_K(const float* x, BlockQ8_K* y, int64_t k) {
+}  // namespace
+
+void quantize_row_q8_K(const float* x, void* vy, int64_t k) {
+  BlockQ8_K* y = static_cast<BlockQ8_K*>(vy);
   const int64_t nb = k / QKK;
   for (int64_t i = 0; i < nb; ++i, x += QKK) {
     float max = 0, amax = 0;
@@ -58,7 +61,8 @@ void quantizeQ8_K(const float* x, BlockQ8_K* y, int64_t k) {
   }
 }
 
-void quantizeQ8_0(const float* x, BlockQ8_0* y, int64_t k) {
+void quantize_row_q8_0(const float* x, void* vy, int64_t k) {
+  BlockQ8_0* y = static_cast<BlockQ8_0*>(vy);
   const int64_t nb = k / QK;
   for (int64_t i = 0; i < nb; ++i) {
     float amax = 0;
@@ -70,7 +74,8 @@ void quantizeQ8_0(const float* x, BlockQ8_0* y, int64_t k) {
   }
 }
 
-void quantizeQ8_1(const float* x, BlockQ8_1* y, int64_t k) {
+void quantize_row_q8_1(const float* x, void* vy, int64_t k) {
+  BlockQ8_1* y = static_cast<BlockQ8_1*>(vy);
   const int64_t nb = k / QK;
   for (int64_t i = 0; i < nb; ++i) {
     float amax = 0;
@@ -91,43 +96,16 @@ void quantizeQ8_1(const float* x, BlockQ8_1* y, int64_t k) {
   }
 }
 
-}  // namespace
-
-int vecDotType(int w) {
-  switch (w) {
-    case T_F32: return T_F32;
-    case T_F16: return T_F16;
-    case T_BF16: return T_BF16;
-    case T_Q4_0: case T_Q5_0: case T_Q8_0: case T_IQ4_NL: case T_MXFP4: return T_Q8_0;
-    case T_Q4_1: case T_Q5_1: return T_Q8_1;
-    case T_Q2_K: case T_Q3_K: case T_Q4_K: case T_Q5_K: case T_Q6_K: case T_IQ4_XS: return T_Q8_K;
-    default: return -1;
-  }
+void quantize_row_f16(const float* x, void* dst, int64_t k) {
+  uint16_t* d = static_cast<uint16_t*>(dst);
+  for (int64_t i = 0; i < k; ++i) d[i] = f32ToHalf(x[i]);
 }
 
-size_t actRowBytes(int actType, int64_t k) {
-  const TypeInfo ti = typeInfo(actType);
-  return (size_t)(k / ti.blockSize) * (size_t)ti.typeSize;
+void quantize_row_bf16(const float* x, void* dst, int64_t k) {
+  uint16_t* d = static_cast<uint16_t*>(dst);
+  for (int64_t i = 0; i < k; ++i) d[i] = f32ToBf16(x[i]);
 }
 
-void quantizeActRow(int actType, const float* x, void* dst, int64_t k) {
-  switch (actType) {
-    case T_Q8_K: quantizeQ8_K(x, static_cast<BlockQ8_K*>(dst), k); break;
-    case T_Q8_0: quantizeQ8_0(x, static_cast<BlockQ8_0*>(dst), k); break;
-    case T_Q8_1: quantizeQ8_1(x, static_cast<BlockQ8_1*>(dst), k); break;
-    case T_F16: {
-      uint16_t* d = static_cast<uint16_t*>(dst);
-      for (int64_t i = 0; i < k; ++i) d[i] = f32ToHalf(x[i]);
-      break;
-    }
-    case T_BF16: {
-      uint16_t* d = static_cast<uint16_t*>(dst);
-      for (int64_t i = 0; i < k; ++i) d[i] = f32ToBf16(x[i]);
-      break;
-    }
-    case T_F32: std::memcpy(dst, x, (size_t)k * 4); break;
-    default: break;
-  }
-}
+void quantize_row_f32(const float* x, void* dst, int64_t k) { std::memcpy(dst, x, (size_t)k * 4); }
 
 }  // namespace kq

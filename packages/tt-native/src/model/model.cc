@@ -29,8 +29,6 @@ std::string str(int64_t v) { return std::to_string(v); }
 
 [[noreturn]] void fail(const std::string& message) { throw std::invalid_argument(message); }
 
-bool registeredEncoding(int type) { return type == T_Q8_0 || type == T_Q4_K || type == T_Q5_K || type == T_Q6_K; }
-
 float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 float softplus(float x) { return x > 20 ? x : logf(1.0f + expf(x)); }
 float roundF16(float v) { return halfToF32(f32ToHalf(v)); }
@@ -175,7 +173,7 @@ Model::Model(ModelSpec spec) : spec_(std::move(spec)) {
   for (int i = 0; i < 4; ++i) {
     size_t bytes = 0;
     for (int width : widths) {
-      const TypeInfo ti = typeInfo(encodings[i]);
+      const TypeTraits& ti = typeTraits(encodings[i]);
       if (width > 0 && width % ti.blockSize == 0) bytes = std::max(bytes, actRowBytes(encodings[i], width) * T);
     }
     // bf16 activations have the size of f16 ones and share their buffer
@@ -309,12 +307,12 @@ void Model::matmulMany(const MatmulOut* outs, int count) {
   int jobCount = 0;
   for (int i = 0; i < count; ++i) {
     const WeightMatrix& w = *outs[i].weight;
-    if (spec_.numerics == Numerics::Bf16 && registeredEncoding(w.type)) {
+    if (spec_.numerics == Numerics::Bf16 && typeTraits(w.type).registered) {
       matmulBf16Rows(w.type, w.data, actCols_, 0, w.rows, actSource_, actRows_, outs[i].y, w.rows, 0);
       continue;
     }
     size_t actBytes = 0;
-    const uint8_t* act = activations(vecDotType(w.type), &actBytes);
+    const uint8_t* act = activations(typeTraits(w.type).vecDotType, &actBytes);
     jobs[jobCount++] = LlamaRowsJob{w.type, w.data, w.rows, actCols_, act, actBytes, actRows_, outs[i].y};
   }
   if (jobCount > 0) matmulLlamaRowsBatch(jobs, jobCount);
@@ -330,7 +328,7 @@ void Model::rmsNormRows(const float* x, const float* w, float* out, int rows) {
 
 void Model::embed(const std::vector<StepEntry>& entries, int rows, const WeightMatrix& e, const uint16_t* twin) {
   const int D = spec_.shape.nEmbd;
-  const DequantFn decode = kernels().dequant;
+  const ToFloatFn decode = kernels().type[e.type].to_float;
   // row -> token
   std::vector<int32_t>& tokens = outRows_;  // borrowed until the output rows are computed
   int row = 0;
@@ -343,7 +341,7 @@ void Model::embed(const std::vector<StepEntry>& entries, int rows, const WeightM
       const uint16_t* src = twin + (size_t)token * D;
       for (int d = 0; d < D; ++d) dst[d] = bf16ToF32(src[d]);
     } else {
-      decode(e.type, e.data + (size_t)token * e.rowBytes, dst, D);
+      decode(e.data + (size_t)token * e.rowBytes, dst, D);
     }
   });
 }

@@ -141,7 +141,7 @@ class Binder {
       const std::string named = t.dims.size() == 2 ? t.dims[1] + " x " + t.dims[0] : "1 x " + t.dims[0];
       fail(where + ": [" + str(w.rows) + ", " + str(w.cols) + "], expected [" + str(rows) + ", " + str(cols) + "] (" + named + ")");
     }
-    const TypeInfo ti = typeInfo(w.type);
+    const TypeTraits& ti = typeTraits(w.type);
     if (ti.blockSize == 0) fail(where + ": ggml type " + str(w.type) + " is not supported by the native step");
     if (cols % ti.blockSize != 0) fail(where + ": " + str(cols) + " columns is not a whole number of blocks");
     const size_t rowBytes = (size_t)(cols / ti.blockSize) * (size_t)ti.typeSize;

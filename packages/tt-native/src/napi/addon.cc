@@ -18,7 +18,7 @@ void registerModelExports(Napi::Env env, Napi::Object exports);
 namespace {
 
 // Bump when any exported function's signature or semantics change; checked by the TS loader.
-constexpr int kAbiVersion = 3;
+constexpr int kAbiVersion = 4;
 
 struct Bytes {
   const uint8_t* data;
@@ -53,18 +53,13 @@ std::string str(int64_t v) { return std::to_string(v); }
 
 int typeArg(const Napi::CallbackInfo& info, size_t i) {
   const int64_t t = intArg(info, i, "type", 0);
-  if (t >= kq::kTypeCount || kq::typeInfo((int)t).blockSize == 0)
+  if (t >= kq::kTypeCount || kq::typeTraits((int)t).blockSize == 0)
     throw Napi::RangeError::New(info.Env(), "ggml type id " + str(t) + " is not supported by the native arm");
   return (int)t;
 }
 
-size_t rowBytes(int type, int64_t k) {
-  const kq::TypeInfo ti = kq::typeInfo(type);
-  return (size_t)(k / ti.blockSize) * (size_t)ti.typeSize;
-}
-
 void checkK(Napi::Env env, int type, int64_t k) {
-  const int bs = kq::typeInfo(type).blockSize;
+  const int bs = kq::typeTraits(type).blockSize;
   if (k % bs != 0) throw Napi::RangeError::New(env, "K=" + str(k) + " is not a multiple of the block size " + str(bs));
 }
 
@@ -126,14 +121,52 @@ Napi::Value HardwareThreads(const Napi::CallbackInfo& info) {
   return Napi::Number::New(info.Env(), kq::hardwareThreads());
 }
 
+// ---- the types this arm supports (its per-type table and the current level's kernels) -----------
+
+// The activation encoding of a matmul against `type`, -1 when the current level has no dot kernel.
+int llamaActType(int type) {
+  if (kq::typeTraits(type).blockSize == 0 || kq::kernels().type[type].vec_dot == nullptr) return -1;
+  return kq::typeTraits(type).vecDotType;
+}
+
+// True when quantizeActivations encodes to `type` (an activation quantizer exists).
+bool isActivationEncoding(int type) {
+  return kq::typeTraits(type).blockSize != 0 && kq::kernels().type[type].from_float != nullptr;
+}
+
 Napi::Value VecDotType(const Napi::CallbackInfo& info) {
   const int64_t t = intArg(info, 0, "type", 0);
-  return Napi::Number::New(info.Env(), t < kq::kTypeCount ? kq::vecDotType((int)t) : -1);
+  return Napi::Number::New(info.Env(), t < kq::kTypeCount ? llamaActType((int)t) : -1);
 }
 
 Napi::Value DequantSupported(const Napi::CallbackInfo& info) {
   const int64_t t = intArg(info, 0, "type", 0);
   return Napi::Boolean::New(info.Env(), t < kq::kTypeCount && kq::dequantSupported((int)t));
+}
+
+// supportedTypes(): one entry per type of the arm's table, ascending ids, with the current level's
+// kernels: { type, name, blockSize, typeSize, vecDotType (the table's; -1 none), registered,
+// dequantize, vecDot, activation }.
+Napi::Value SupportedTypes(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  Napi::Array out = Napi::Array::New(env);
+  uint32_t idx = 0;
+  for (int t = 0; t < kq::kTypeCount; ++t) {
+    const kq::TypeTraits& tt = kq::typeTraits(t);
+    if (tt.blockSize == 0) continue;
+    Napi::Object o = Napi::Object::New(env);
+    o.Set("type", t);
+    o.Set("name", tt.name);
+    o.Set("blockSize", tt.blockSize);
+    o.Set("typeSize", tt.typeSize);
+    o.Set("vecDotType", tt.vecDotType);
+    o.Set("registered", tt.registered);
+    o.Set("dequantize", kq::dequantSupported(t));
+    o.Set("vecDot", llamaActType(t) >= 0);
+    o.Set("activation", isActivationEncoding(t));
+    out.Set(idx++, o);
+  }
+  return out;
 }
 
 // ---- dequantize -----------------------------------------------------------------------------
@@ -153,12 +186,12 @@ Napi::Value DequantizeRows(const Napi::CallbackInfo& info) {
   checkK(env, type, k);
   int64_t r = rows;
   // One long row: split it into segments so the pool can share it (blocks are independent).
-  const int64_t bs = kq::typeInfo(type).blockSize;
+  const int64_t bs = kq::typeTraits(type).blockSize;
   if (r == 1 && k >= bs * 256 && (k / bs) % 64 == 0) {
     r = 64;
     k = k / 64;
   }
-  const size_t need = rowBytes(type, k) * (size_t)r;
+  const size_t need = kq::rowBytes(type, k) * (size_t)r;
   if (src.length < need)
     throw Napi::RangeError::New(env, "src holds " + str((int64_t)src.length) + " bytes, need " + str((int64_t)need));
   kq::dequantizeRows(type, src.data, r, k, dst.Data(), round);
@@ -172,8 +205,7 @@ Napi::Value QuantizeActivations(const Napi::CallbackInfo& info) {
   Napi::Float32Array x = f32Arg(info, 1, "x");
   const Bytes dst = bytesArg(info, 2, "dst");
   const int64_t rows = intArg(info, 3, "rows", 1);
-  if (act != kq::T_Q8_K && act != kq::T_Q8_0 && act != kq::T_Q8_1 && act != kq::T_F16 && act != kq::T_BF16 &&
-      act != kq::T_F32)
+  if (!isActivationEncoding(act))
     throw Napi::RangeError::New(env, "type " + str(act) + " is not an activation encoding");
   const int64_t total = (int64_t)x.ElementLength();
   if (total % rows != 0) throw Napi::RangeError::New(env, "x length is not rows * K");
@@ -207,14 +239,13 @@ LlamaArgs parseLlama(const Napi::CallbackInfo& info) {
   Napi::Float32Array x = f32Arg(info, 4, "x");
   a.m = intArg(info, 5, "M", 1);
   Napi::Float32Array y = f32Arg(info, 6, "y");
-  if (kq::vecDotType(a.type) < 0)
-    throw Napi::RangeError::New(env, "matmulLlama: ggml type " + str(a.type) + " has no vec_dot kernel");
+  const int act = llamaActType(a.type);
+  if (act < 0) throw Napi::RangeError::New(env, "matmulLlama: ggml type " + str(a.type) + " has no vec_dot kernel");
   checkK(env, a.type, a.k);
-  const int act = kq::vecDotType(a.type);
   checkK(env, act, a.k);
-  if (w.length < rowBytes(a.type, a.k) * (size_t)a.n)
+  if (w.length < kq::rowBytes(a.type, a.k) * (size_t)a.n)
     throw Napi::RangeError::New(env, "weight holds " + str((int64_t)w.length) + " bytes, [N=" + str(a.n) + ", K=" + str(a.k) +
-                                         "] needs " + str((int64_t)(rowBytes(a.type, a.k) * a.n)));
+                                         "] needs " + str((int64_t)(kq::rowBytes(a.type, a.k) * a.n)));
   if ((int64_t)x.ElementLength() < a.m * a.k) throw Napi::RangeError::New(env, "x is shorter than M * K");
   if ((int64_t)y.ElementLength() < a.m * a.n) throw Napi::RangeError::New(env, "y is shorter than M * N");
   a.w = w.data;
@@ -253,7 +284,7 @@ Bf16Args parseBf16(const Napi::CallbackInfo& info) {
   a.yOffset = intArg(info, 9, "yOffset", 0);
   if (!kq::dequantSupported(a.type)) throw Napi::RangeError::New(env, "type " + str(a.type) + " cannot be decoded");
   checkK(env, a.type, a.k);
-  if (w.length < rowBytes(a.type, a.k) * (size_t)(a.rowStart + a.rowCount))
+  if (w.length < kq::rowBytes(a.type, a.k) * (size_t)(a.rowStart + a.rowCount))
     throw Napi::RangeError::New(env, "weight is shorter than rowStart + rowCount rows");
   if ((int64_t)x.ElementLength() < a.m * a.k) throw Napi::RangeError::New(env, "x is shorter than M * K");
   if (a.yOffset + a.rowCount > a.ldy) throw Napi::RangeError::New(env, "yOffset + rowCount exceeds ldy");
@@ -337,6 +368,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("hardwareThreads", Napi::Function::New(env, HardwareThreads));
   exports.Set("vecDotType", Napi::Function::New(env, VecDotType));
   exports.Set("dequantSupported", Napi::Function::New(env, DequantSupported));
+  exports.Set("supportedTypes", Napi::Function::New(env, SupportedTypes));
   exports.Set("dequantizeRows", Napi::Function::New(env, DequantizeRows));
   exports.Set("quantizeActivations", Napi::Function::New(env, QuantizeActivations));
   exports.Set("matmulLlama", Napi::Function::New(env, MatmulLlama));

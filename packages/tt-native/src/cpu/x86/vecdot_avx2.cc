@@ -6,15 +6,15 @@
 #include "cpu/portable/vecdot_generic.inc"
 
 namespace kq {
-void fillAvx2VecDot(VecDotFn* table, VecDotMultiFn* multi) {
-  for (int t = 0; t < kTypeCount; ++t) table[t] = avx2gen::portableVecDot(t);
-  avx2::fillTable(table);
-  avx2::fillMultiTable(multi);
+namespace {
+// The portable kernels built for AVX2, then the hand-written ones.
+constexpr CpuTypeTraitsTable makeAvx2TypeTraits() {
+  CpuTypeTraitsTable t = avx2gen::portableTypeTraits();
+  avx2::setX86TypeTraits(t);
+  return t;
 }
-static bool avx2DequantRow(int type, const void* src, float* dst, int64_t k) {
-  return avx2::dequantSimd(type, src, dst, k, avx2gen::dequantizeRowImpl);
-}
-DequantFn avx2Dequant() { return avx2DequantRow; }
-SumWordsFn avx2SumWords() { return avx2::sumWordsSimd; }
-DotF32Fn avx2DotF32() { return avx2::dotContract; }
+constexpr CpuTypeTraitsTable kAvx2TypeTraits = makeAvx2TypeTraits();
+}  // namespace
+
+KernelSet avx2Kernels() { return KernelSet{kAvx2TypeTraits.data(), avx2::vec_dot_f32_contract, avx2::sumWordsSimd}; }
 }  // namespace kq
