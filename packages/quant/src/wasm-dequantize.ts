@@ -195,47 +195,41 @@ const q8_0 = blockLoop(34, 128, (c) => {
   c.vload(18).set(V0).store16(V0, true, V4, undefined, 64);
 });
 
-const q4_K = blockLoop(144, 1024, (c) => {
-  c.f16(0).set(D).f16(2).set(M);
-  for (let pair = 0; pair < 4; pair++) {
-    for (let nibble = 0; nibble < 2; nibble++) {
-      timesLocal(scaleK4(c, 2 * pair + nibble), D).splatTo(V4);
-      timesLocal(minK4(c, 2 * pair + nibble), M).splatTo(V5);
-      for (let half = 0; half < 2; half++) {
-        c.vload(16 + 32 * pair + 16 * half);
-        if (nibble === 0) c.vconst8(0x0f).simd(0x4e);
-        else c.i32(4).simd(0x6d);
-        c.set(V0).store16(V0, false, V4, V5, (64 * pair + 32 * nibble + 16 * half) * 4);
+/**
+ * Q4_K and Q5_K: per sub-block, d * scale and dmin * min splat, the levels the nibbles at `qs` (Q4_K 16,
+ * Q5_K 48) and, with `fifthBit`, Q5_K's fifth bit from qh at 16.
+ */
+function kScaleMinLoop(inBytes: number, qs: number, fifthBit: boolean): number[] {
+  return blockLoop(inBytes, 1024, (c) => {
+    c.f16(0).set(D).f16(2).set(M);
+    for (let pair = 0; pair < 4; pair++) {
+      for (let nibble = 0; nibble < 2; nibble++) {
+        timesLocal(scaleK4(c, 2 * pair + nibble), D).splatTo(V4);
+        timesLocal(minK4(c, 2 * pair + nibble), M).splatTo(V5);
+        for (let half = 0; half < 2; half++) {
+          c.vload(qs + 32 * pair + 16 * half);
+          if (nibble === 0) c.vconst8(0x0f).simd(0x4e);
+          else c.i32(4).simd(0x6d);
+          if (fifthBit) {
+            // ((qh >> (2 pair + nibble)) << 4) & 0x10
+            c.vload(16 + 16 * half)
+              .i32(2 * pair + nibble)
+              .simd(0x6d)
+              .i32(4)
+              .simd(0x6b)
+              .vconst8(0x10)
+              .simd(0x4e)
+              .simd(0x50);
+          }
+          c.set(V0).store16(V0, false, V4, V5, (64 * pair + 32 * nibble + 16 * half) * 4);
+        }
       }
     }
-  }
-});
+  });
+}
 
-const q5_K = blockLoop(176, 1024, (c) => {
-  c.f16(0).set(D).f16(2).set(M);
-  for (let pair = 0; pair < 4; pair++) {
-    for (let nibble = 0; nibble < 2; nibble++) {
-      timesLocal(scaleK4(c, 2 * pair + nibble), D).splatTo(V4);
-      timesLocal(minK4(c, 2 * pair + nibble), M).splatTo(V5);
-      for (let half = 0; half < 2; half++) {
-        c.vload(48 + 32 * pair + 16 * half);
-        if (nibble === 0) c.vconst8(0x0f).simd(0x4e);
-        else c.i32(4).simd(0x6d);
-        // fifth bit: ((qh >> (2 pair + nibble)) << 4) & 0x10
-        c.vload(16 + 16 * half)
-          .i32(2 * pair + nibble)
-          .simd(0x6d)
-          .i32(4)
-          .simd(0x6b)
-          .vconst8(0x10)
-          .simd(0x4e);
-        c.simd(0x50)
-          .set(V0)
-          .store16(V0, false, V4, V5, (64 * pair + 32 * nibble + 16 * half) * 4);
-      }
-    }
-  }
-});
+const q4_K = kScaleMinLoop(144, 16, false);
+const q5_K = kScaleMinLoop(176, 48, true);
 
 const q6_K = blockLoop(210, 1024, (c) => {
   c.f16(208).set(D);
@@ -303,6 +297,11 @@ const q2_K = blockLoop(84, 1024, (c) => {
   }
 });
 
+/** Q3_K's and IQ4_XS's 6-bit scale: with low (4 bits) and high on the stack, (low | ((high >> shift) & 3) << 4) - 32. */
+function sixBitScale(c: Code, shift: number): Code {
+  return c.i32(shift).op(0x76).i32(3).op(0x71).i32(4).op(0x74).op(0x72).i32(32).op(0x6b);
+}
+
 const q3_K = blockLoop(110, 1024, (c) => {
   c.f16(108).set(D);
   const scale = (j: number) => {
@@ -315,16 +314,7 @@ const q3_K = blockLoop(110, 1024, (c) => {
       c.u8(96 + j - 8)
         .i32(4)
         .op(0x76);
-    c.u8(96 + 8 + (j & 3))
-      .i32(2 * (j >> 2))
-      .op(0x76)
-      .i32(3)
-      .op(0x71)
-      .i32(4)
-      .op(0x74)
-      .op(0x72)
-      .i32(32)
-      .op(0x6b);
+    sixBitScale(c.u8(96 + 8 + (j & 3)), 2 * (j >> 2));
   };
   for (let n = 0; n < 2; n++) {
     for (let j = 0; j < 4; j++) {
@@ -374,17 +364,7 @@ const iq4_xs = blockLoop(136, 1024, (c) => {
       .op(0x76)
       .i32(0x0f)
       .op(0x71);
-    c.get(P)
-      .mem(0x2f, 0, 2)
-      .i32(2 * ib)
-      .op(0x76)
-      .i32(3)
-      .op(0x71)
-      .i32(4)
-      .op(0x74)
-      .op(0x72)
-      .i32(32)
-      .op(0x6b);
+    sixBitScale(c.get(P).mem(0x2f, 0, 2), 2 * ib);
     timesLocal(c, D).splatTo(V4);
     codebook32(c, KVALUES_IQ4NL_BYTES, 8 + 16 * ib, 128 * ib);
   }
