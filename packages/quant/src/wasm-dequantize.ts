@@ -489,57 +489,73 @@ interface WasmApi {
   Instance: new (module: object, imports: object) => { exports: Record<string, unknown> };
 }
 
-let instance: WasmDequantizer | null | undefined;
-let unavailableReason: string | undefined;
-
-function load(): WasmDequantizer | null {
-  if (instance !== undefined) return instance;
-  try {
-    const api = (globalThis as unknown as { WebAssembly?: WasmApi }).WebAssembly;
-    if (!api) throw new Error("no WebAssembly in this runtime");
-    // wasm memory is little-endian; typed-array views of it are host-endian
-    if (new Uint8Array(Uint16Array.of(1).buffer)[0] !== 1) throw new Error("big-endian host");
-    const module = new api.Module(buildModule());
-    const exports = new api.Instance(module, {}).exports;
-    const memory = exports.memory as { buffer: ArrayBuffer };
-    const bytes = new Uint8Array(memory.buffer);
-    new Uint32Array(memory.buffer, TABLE, 65536).set(FP16_TO_FP32_BITS);
-    new Uint32Array(memory.buffer, E8M0_TABLE, 256).set(
-      Uint32Array.from({ length: 256 }, (_, e) => (e < 2 ? 0x00200000 << e : (e - 1) << 23)),
-    );
-    const fn = (key: string) => exports[key] as (blocks: number) => void;
-    instance = {
-      memory: bytes,
-      output: new Float32Array(memory.buffer, OUT, OUT_BYTES / 4),
-      kernels: {
-        [GgmlType.Q2_K]: fn("q2_K"),
-        [GgmlType.Q3_K]: fn("q3_K"),
-        [GgmlType.IQ4_NL]: fn("iq4_nl"),
-        [GgmlType.IQ4_XS]: fn("iq4_xs"),
-        [GgmlType.MXFP4]: fn("mxfp4"),
-        [GgmlType.Q4_1]: fn("q4_1"),
-        [GgmlType.Q5_0]: fn("q5_0"),
-        [GgmlType.Q5_1]: fn("q5_1"),
-        [GgmlType.Q4_0]: fn("q4_0"),
-        [GgmlType.Q8_K]: fn("q8_K"),
-        [GgmlType.BF16]: fn("bf16"),
-        [GgmlType.Q8_0]: fn("q8_0"),
-        [GgmlType.Q4_K]: fn("q4_K"),
-        [GgmlType.Q5_K]: fn("q5_K"),
-        [GgmlType.Q6_K]: fn("q6_K"),
-      },
-    };
-  } catch (error) {
-    unavailableReason = `WebAssembly SIMD unavailable: ${(error as Error).message}`;
-    instance = null;
-  }
-  return instance;
+/** A WebAssembly SIMD module instantiated on first use: its wrapper, or null and why not. */
+export interface LazyWasm<T> {
+  load(): T | null;
+  /** Why the module cannot run here, or undefined when it can. */
+  unavailableReason(): string | undefined;
 }
+
+/** `build()`'s module (no imports), instantiated once on the first load and handed to `wrap`. */
+export function lazyWasm<T>(build: () => Uint8Array, wrap: (exports: Record<string, unknown>) => T): LazyWasm<T> {
+  let value: T | null | undefined;
+  let reason: string | undefined;
+  const load = (): T | null => {
+    if (value !== undefined) return value;
+    try {
+      const api = (globalThis as unknown as { WebAssembly?: WasmApi }).WebAssembly;
+      if (!api) throw new Error("no WebAssembly in this runtime");
+      // wasm memory is little-endian; typed-array views of it are host-endian
+      if (new Uint8Array(Uint16Array.of(1).buffer)[0] !== 1) throw new Error("big-endian host");
+      value = wrap(new api.Instance(new api.Module(build()), {}).exports);
+    } catch (error) {
+      reason = `WebAssembly SIMD unavailable: ${(error as Error).message}`;
+      value = null;
+    }
+    return value;
+  };
+  return {
+    load,
+    unavailableReason: () => {
+      load();
+      return reason;
+    },
+  };
+}
+
+const dequantizer = lazyWasm(buildModule, (exports): WasmDequantizer => {
+  const memory = exports.memory as { buffer: ArrayBuffer };
+  new Uint32Array(memory.buffer, TABLE, 65536).set(FP16_TO_FP32_BITS);
+  new Uint32Array(memory.buffer, E8M0_TABLE, 256).set(
+    Uint32Array.from({ length: 256 }, (_, e) => (e < 2 ? 0x00200000 << e : (e - 1) << 23)),
+  );
+  const fn = (key: string) => exports[key] as (blocks: number) => void;
+  return {
+    memory: new Uint8Array(memory.buffer),
+    output: new Float32Array(memory.buffer, OUT, OUT_BYTES / 4),
+    kernels: {
+      [GgmlType.Q2_K]: fn("q2_K"),
+      [GgmlType.Q3_K]: fn("q3_K"),
+      [GgmlType.IQ4_NL]: fn("iq4_nl"),
+      [GgmlType.IQ4_XS]: fn("iq4_xs"),
+      [GgmlType.MXFP4]: fn("mxfp4"),
+      [GgmlType.Q4_1]: fn("q4_1"),
+      [GgmlType.Q5_0]: fn("q5_0"),
+      [GgmlType.Q5_1]: fn("q5_1"),
+      [GgmlType.Q4_0]: fn("q4_0"),
+      [GgmlType.Q8_K]: fn("q8_K"),
+      [GgmlType.BF16]: fn("bf16"),
+      [GgmlType.Q8_0]: fn("q8_0"),
+      [GgmlType.Q4_K]: fn("q4_K"),
+      [GgmlType.Q5_K]: fn("q5_K"),
+      [GgmlType.Q6_K]: fn("q6_K"),
+    },
+  };
+});
 
 /** Why the SIMD kernels are not used here (the scalar ones are), or undefined when they are. */
 export function wasmDequantizeUnavailableReason(): string | undefined {
-  load();
-  return unavailableReason;
+  return dequantizer.unavailableReason();
 }
 
 /**
@@ -609,7 +625,7 @@ export function wasmKernel(type: GgmlType, scalar: ScalarKernel): ScalarKernel {
 }
 
 function resolveWasmKernel(type: GgmlType, scalar: ScalarKernel): ScalarKernel {
-  const wasm = load();
+  const wasm = dequantizer.load();
   const layout = LAYOUT[type];
   const run = wasm?.kernels[type];
   if (!wasm || !layout || !run) return scalar;
