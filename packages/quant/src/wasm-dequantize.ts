@@ -150,22 +150,23 @@ function blockLoop(inBytes: number, outBytes: number, body: (c: Code) => void): 
   return c.bytes;
 }
 
+/** With 4 low bits on the stack: low | (the byte at `offset` >> 6) << 4, a Q4_K/Q5_K 6-bit scale or min. */
+function orTopBits(c: Code, offset: number): Code {
+  return c.u8(offset).i32(6).op(0x76).i32(4).op(0x74).op(0x72);
+}
 function scaleK4(c: Code, j: number): Code {
   if (j < 4)
     return c
       .u8(4 + j)
       .i32(63)
       .op(0x71);
-  return c
-    .u8(4 + j + 4)
-    .i32(0x0f)
-    .op(0x71)
-    .u8(4 + j - 4)
-    .i32(6)
-    .op(0x76)
-    .i32(4)
-    .op(0x74)
-    .op(0x72);
+  return orTopBits(
+    c
+      .u8(4 + j + 4)
+      .i32(0x0f)
+      .op(0x71),
+    4 + j - 4,
+  );
 }
 function minK4(c: Code, j: number): Code {
   if (j < 4)
@@ -173,16 +174,13 @@ function minK4(c: Code, j: number): Code {
       .u8(4 + j + 4)
       .i32(63)
       .op(0x71);
-  return c
-    .u8(4 + j + 4)
-    .i32(4)
-    .op(0x76)
-    .u8(4 + j)
-    .i32(6)
-    .op(0x76)
-    .i32(4)
-    .op(0x74)
-    .op(0x72);
+  return orTopBits(
+    c
+      .u8(4 + j + 4)
+      .i32(4)
+      .op(0x76),
+    4 + j,
+  );
 }
 /** f32 (on stack) = base local * f32(i32 on stack) */
 function timesLocal(c: Code, base: number): Code {
