@@ -513,21 +513,31 @@ function quantizeQ4_1(x: Float32Array, dst: Uint8Array, nb: number): void {
   }
 }
 
+/**
+ * Q5_0 / Q5_1: 32 levels (byte values) packed as their low nibbles at qs (levels j and j + 16 share
+ * byte j) and their fifth bits as the u32 qh at `qhOffset` (bit j for level j).
+ */
+function pack5Bit(levels: Uint8Array, dst: Uint8Array, qhOffset: number, qs: number): void {
+  let qh = 0;
+  for (let j = 0; j < 16; j++) {
+    const xi0 = levels[j]!;
+    const xi1 = levels[16 + j]!;
+    dst[qs + j] = (xi0 & 0x0f) | ((xi1 & 0x0f) << 4);
+    qh |= ((xi0 & 0x10) >>> 4) << j;
+    qh |= ((xi1 & 0x10) >>> 4) << (j + 16);
+  }
+  writeU32(dst, qhOffset, qh);
+}
+const levels5 = new Uint8Array(32);
+
 /** Q5_0: d = max / -16; q = min(31, trunc(x / d + 16.5)), fifth bits in qh */
 function quantizeQ5_0(x: Float32Array, dst: Uint8Array, nb: number): void {
   for (let i = 0; i < nb; i++) {
     const xo = i * 32;
     const yo = i * 22;
     const id = writeSymmetricDelta(x, xo, -16, dst, yo);
-    let qh = 0;
-    for (let j = 0; j < 16; j++) {
-      const xi0 = Math.min(31, (truncToInt32(fround(fround(x[xo + j]! * id) + 16.5)) << 24) >> 24) & 0xff;
-      const xi1 = Math.min(31, (truncToInt32(fround(fround(x[xo + 16 + j]! * id) + 16.5)) << 24) >> 24) & 0xff;
-      dst[yo + 6 + j] = (xi0 & 0x0f) | ((xi1 & 0x0f) << 4);
-      qh |= ((xi0 & 0x10) >>> 4) << j;
-      qh |= ((xi1 & 0x10) >>> 4) << (j + 16);
-    }
-    writeU32(dst, yo + 2, qh);
+    for (let j = 0; j < 32; j++) levels5[j] = Math.min(31, (truncToInt32(fround(fround(x[xo + j]! * id) + 16.5)) << 24) >> 24) & 0xff;
+    pack5Bit(levels5, dst, yo + 2, yo + 6);
   }
 }
 
@@ -539,15 +549,8 @@ function quantizeQ5_1(x: Float32Array, dst: Uint8Array, nb: number): void {
     writeDeltaMin(x, xo, 31, dst, yo, deltaMin);
     const min = deltaMin[0]!;
     const id = deltaMin[1]!;
-    let qh = 0;
-    for (let j = 0; j < 16; j++) {
-      const xi0 = truncToUint8(fround(fround(fround(x[xo + j]! - min) * id) + 0.5));
-      const xi1 = truncToUint8(fround(fround(fround(x[xo + 16 + j]! - min) * id) + 0.5));
-      dst[yo + 8 + j] = (xi0 & 0x0f) | ((xi1 & 0x0f) << 4);
-      qh |= ((xi0 & 0x10) >>> 4) << j;
-      qh |= ((xi1 & 0x10) >>> 4) << (j + 16);
-    }
-    writeU32(dst, yo + 4, qh);
+    for (let j = 0; j < 32; j++) levels5[j] = truncToUint8(fround(fround(fround(x[xo + j]! - min) * id) + 0.5));
+    pack5Bit(levels5, dst, yo + 4, yo + 8);
   }
 }
 
