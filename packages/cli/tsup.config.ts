@@ -1,5 +1,5 @@
 import { cpSync, readFileSync } from "node:fs";
-import { defineConfig } from "tsup";
+import { sharedTsupConfig } from "../../tsup.shared.ts";
 
 const { version } = JSON.parse(readFileSync(new URL("./package.json", import.meta.url), "utf8")) as { version: string };
 
@@ -7,13 +7,9 @@ const { version } = JSON.parse(readFileSync(new URL("./package.json", import.met
 // (a package file found relative to its own package) stay external, and so do the CLI's npm dependencies
 // (prom-client, for serve's metrics). The server's web page files are copied to dist/webui, where the
 // bundled server looks for them.
-export default defineConfig({
+export default sharedTsupConfig({
   entry: { index: "src/index.ts", keepquant: "src/bin.ts" },
-  format: ["esm"],
   dts: { entry: { index: "src/index.ts" } },
-  clean: true,
-  sourcemap: true,
-  target: "node20",
   noExternal: [/^@keepquant\/(?!tt-native|default-model)/, /^@huggingface\/jinja/],
   external: ["@keepquant/tt-native", "@keepquant/default-model"],
   define: { __KEEPQUANT_VERSION__: JSON.stringify(version) },

@@ -1,10 +1,3 @@
-import { defineConfig } from "tsup";
+import { sharedTsupConfig } from "../../tsup.shared.ts";
 
-export default defineConfig({
-  entry: { index: "src/index.ts", "testing/index": "src/testing/index.ts" },
-  format: ["esm"],
-  dts: true,
-  clean: true,
-  sourcemap: true,
-  target: "node20",
-});
+export default sharedTsupConfig({ entry: { index: "src/index.ts", "testing/index": "src/testing/index.ts" } });

@@ -1,10 +1,3 @@
-import { defineConfig } from "vitest/config";
+import { sharedVitestConfig } from "../../vitest.shared.ts";
 
-export default defineConfig({
-  test: {
-    include: ["src/**/*.test.ts"],
-    globalSetup: ["../../tools/repo-checks/src/temp-guard.ts"],
-    testTimeout: 300_000,
-    hookTimeout: 600_000,
-  },
-});
+export default sharedVitestConfig({ testTimeout: 300_000, hookTimeout: 600_000 });

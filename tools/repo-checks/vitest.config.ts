@@ -1,3 +1,4 @@
-import { defineConfig } from "vitest/config";
+import { sharedVitestConfig } from "../../vitest.shared.ts";
 
-export default defineConfig({ test: { include: ["src/**/*.test.ts"], globalSetup: ["../../tools/repo-checks/src/temp-guard.ts"] } });
+// vitest's own default timeouts
+export default sharedVitestConfig({ testTimeout: 5_000, hookTimeout: 10_000 });

@@ -91,64 +91,53 @@ class Cursor {
     return this.view.getInt8(this.pos++);
   }
   u16(): number {
-    const v = this.view.getUint16(this.pos, true);
-    this.pos += 2;
-    return v;
+    return this.view.getUint16(this.advance(2), true);
   }
   i16(): number {
-    const v = this.view.getInt16(this.pos, true);
-    this.pos += 2;
-    return v;
+    return this.view.getInt16(this.advance(2), true);
   }
   u32(): number {
-    const v = this.view.getUint32(this.pos, true);
-    this.pos += 4;
-    return v;
+    return this.view.getUint32(this.advance(4), true);
   }
   i32(): number {
-    const v = this.view.getInt32(this.pos, true);
-    this.pos += 4;
-    return v;
+    return this.view.getInt32(this.advance(4), true);
   }
   f32(): number {
-    const v = this.view.getFloat32(this.pos, true);
-    this.pos += 4;
-    return v;
+    return this.view.getFloat32(this.advance(4), true);
   }
   f64(): number {
-    const v = this.view.getFloat64(this.pos, true);
-    this.pos += 8;
-    return v;
+    return this.view.getFloat64(this.advance(8), true);
   }
   u64big(): bigint {
-    const v = this.view.getBigUint64(this.pos, true);
-    this.pos += 8;
-    return v;
+    return this.view.getBigUint64(this.advance(8), true);
   }
   i64big(): bigint {
-    const v = this.view.getBigInt64(this.pos, true);
-    this.pos += 8;
-    return v;
+    return this.view.getBigInt64(this.advance(8), true);
   }
   /** A u64 count/size as a number; values above 2^53 come back as +Infinity (always over a limit). */
   u64num(): number {
-    const lo = this.view.getUint32(this.pos, true);
-    const hi = this.view.getUint32(this.pos + 4, true);
-    this.pos += 8;
+    const at = this.advance(8);
+    const lo = this.view.getUint32(at, true);
+    const hi = this.view.getUint32(at + 4, true);
     return hi >= 0x200000 ? Number.POSITIVE_INFINITY : hi * TWO_POW_32 + lo;
   }
   /** Decode `len` bytes as UTF-8 (invalid sequences become U+FFFD, as TextDecoder does). */
   str(len: number): string {
-    const start = this.pos;
-    this.pos += len;
+    const start = this.advance(len);
     return this.buf.toString("utf8", start, start + len);
   }
   /** Copy `n` items of `size` bytes into a fresh, aligned buffer. */
   copy(bytes: number): Uint8Array {
+    const start = this.advance(bytes);
     const out = new Uint8Array(bytes);
-    out.set(this.buf.subarray(this.pos, this.pos + bytes));
-    this.pos += bytes;
+    out.set(this.buf.subarray(start, start + bytes));
     return out;
+  }
+  /** Moves past `bytes` bytes; returns where they start. */
+  private advance(bytes: number): number {
+    const at = this.pos;
+    this.pos += bytes;
+    return at;
   }
 }
 
@@ -212,61 +201,36 @@ async function readScalar(c: Cursor, type: GgufValueType, field: string, limits:
   }
 }
 
+/** A multi-byte numeric GGUF type's typed array and its little-endian DataView read. */
+interface WideArrayKind {
+  array: new (
+    ...args: [ArrayBufferLike, number, number] | [number]
+  ) => Exclude<GgufArrayItems, Uint8Array | Int8Array | readonly unknown[]>;
+  read: (view: DataView, at: number) => number | bigint;
+}
+const WIDE_ARRAY_KINDS: Partial<Record<GgufValueType, WideArrayKind>> = {
+  [GgufValueType.UINT16]: { array: Uint16Array, read: (view, at) => view.getUint16(at, true) },
+  [GgufValueType.INT16]: { array: Int16Array, read: (view, at) => view.getInt16(at, true) },
+  [GgufValueType.UINT32]: { array: Uint32Array, read: (view, at) => view.getUint32(at, true) },
+  [GgufValueType.INT32]: { array: Int32Array, read: (view, at) => view.getInt32(at, true) },
+  [GgufValueType.FLOAT32]: { array: Float32Array, read: (view, at) => view.getFloat32(at, true) },
+  [GgufValueType.FLOAT64]: { array: Float64Array, read: (view, at) => view.getFloat64(at, true) },
+  [GgufValueType.UINT64]: { array: BigUint64Array, read: (view, at) => view.getBigUint64(at, true) },
+  [GgufValueType.INT64]: { array: BigInt64Array, read: (view, at) => view.getBigInt64(at, true) },
+};
+
+/** `n` items of a numeric type from their bytes (a fresh, aligned buffer): a view of it on a little-endian host, else a copy. */
 function typedFromBytes(type: GgufValueType, bytes: Uint8Array, n: number): GgufArrayItems {
-  if (LITTLE_ENDIAN_HOST) {
-    const ab = bytes.buffer;
-    switch (type) {
-      case GgufValueType.UINT8:
-        return bytes;
-      case GgufValueType.INT8:
-        return new Int8Array(ab, 0, n);
-      case GgufValueType.UINT16:
-        return new Uint16Array(ab, 0, n);
-      case GgufValueType.INT16:
-        return new Int16Array(ab, 0, n);
-      case GgufValueType.UINT32:
-        return new Uint32Array(ab, 0, n);
-      case GgufValueType.INT32:
-        return new Int32Array(ab, 0, n);
-      case GgufValueType.FLOAT32:
-        return new Float32Array(ab, 0, n);
-      case GgufValueType.FLOAT64:
-        return new Float64Array(ab, 0, n);
-      case GgufValueType.UINT64:
-        return new BigUint64Array(ab, 0, n);
-      case GgufValueType.INT64:
-        return new BigInt64Array(ab, 0, n);
-    }
-  }
+  if (type === GgufValueType.UINT8) return bytes;
+  if (type === GgufValueType.INT8) return new Int8Array(bytes.buffer, 0, n);
+  const kind = WIDE_ARRAY_KINDS[type];
+  if (!kind) throw new Error(`unreachable: ${type}`);
+  if (LITTLE_ENDIAN_HOST) return new kind.array(bytes.buffer, 0, n);
   const view = new DataView(bytes.buffer);
-  const make = <T extends { [i: number]: number | bigint }>(out: T, get: (i: number) => number | bigint): T => {
-    for (let i = 0; i < n; i++) (out as { [i: number]: number | bigint })[i] = get(i);
-    return out;
-  };
-  switch (type) {
-    case GgufValueType.UINT8:
-      return bytes;
-    case GgufValueType.INT8:
-      return new Int8Array(bytes.buffer, 0, n);
-    case GgufValueType.UINT16:
-      return make(new Uint16Array(n), (i) => view.getUint16(i * 2, true));
-    case GgufValueType.INT16:
-      return make(new Int16Array(n), (i) => view.getInt16(i * 2, true));
-    case GgufValueType.UINT32:
-      return make(new Uint32Array(n), (i) => view.getUint32(i * 4, true));
-    case GgufValueType.INT32:
-      return make(new Int32Array(n), (i) => view.getInt32(i * 4, true));
-    case GgufValueType.FLOAT32:
-      return make(new Float32Array(n), (i) => view.getFloat32(i * 4, true));
-    case GgufValueType.FLOAT64:
-      return make(new Float64Array(n), (i) => view.getFloat64(i * 8, true));
-    case GgufValueType.UINT64:
-      return make(new BigUint64Array(n), (i) => view.getBigUint64(i * 8, true));
-    case GgufValueType.INT64:
-      return make(new BigInt64Array(n), (i) => view.getBigInt64(i * 8, true));
-    default:
-      throw new Error(`unreachable: ${type}`);
-  }
+  const size = GGUF_VALUE_TYPE_SIZE[type];
+  const out = new kind.array(n);
+  for (let i = 0; i < n; i++) (out as { [i: number]: number | bigint })[i] = kind.read(view, i * size);
+  return out;
 }
 
 async function readValueType(c: Cursor, field: string): Promise<GgufValueType> {

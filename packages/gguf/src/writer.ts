@@ -303,20 +303,25 @@ export function writeGguf(input: GgufWriteInput): Uint8Array {
 
 type ArrayInput = GgufArrayItems | readonly number[];
 
+/** The constructor of a scalar entry of `type`. */
+function scalar<V extends number | bigint | boolean | string>(type: GgufValueType): (key: string, value: V) => GgufMetadataEntry {
+  return (key, value) => ({ key, type, value });
+}
+
 /** Small constructors for metadata entries: `gguf.u32("qwen35.block_count", 24)`. */
 export const gguf = {
-  u8: (key: string, value: number): GgufMetadataEntry => ({ key, type: GgufValueType.UINT8, value }),
-  i8: (key: string, value: number): GgufMetadataEntry => ({ key, type: GgufValueType.INT8, value }),
-  u16: (key: string, value: number): GgufMetadataEntry => ({ key, type: GgufValueType.UINT16, value }),
-  i16: (key: string, value: number): GgufMetadataEntry => ({ key, type: GgufValueType.INT16, value }),
-  u32: (key: string, value: number): GgufMetadataEntry => ({ key, type: GgufValueType.UINT32, value }),
-  i32: (key: string, value: number): GgufMetadataEntry => ({ key, type: GgufValueType.INT32, value }),
-  f32: (key: string, value: number): GgufMetadataEntry => ({ key, type: GgufValueType.FLOAT32, value }),
-  f64: (key: string, value: number): GgufMetadataEntry => ({ key, type: GgufValueType.FLOAT64, value }),
-  u64: (key: string, value: bigint): GgufMetadataEntry => ({ key, type: GgufValueType.UINT64, value }),
-  i64: (key: string, value: bigint): GgufMetadataEntry => ({ key, type: GgufValueType.INT64, value }),
-  bool: (key: string, value: boolean): GgufMetadataEntry => ({ key, type: GgufValueType.BOOL, value }),
-  str: (key: string, value: string): GgufMetadataEntry => ({ key, type: GgufValueType.STRING, value }),
+  u8: scalar<number>(GgufValueType.UINT8),
+  i8: scalar<number>(GgufValueType.INT8),
+  u16: scalar<number>(GgufValueType.UINT16),
+  i16: scalar<number>(GgufValueType.INT16),
+  u32: scalar<number>(GgufValueType.UINT32),
+  i32: scalar<number>(GgufValueType.INT32),
+  f32: scalar<number>(GgufValueType.FLOAT32),
+  f64: scalar<number>(GgufValueType.FLOAT64),
+  u64: scalar<bigint>(GgufValueType.UINT64),
+  i64: scalar<bigint>(GgufValueType.INT64),
+  bool: scalar<boolean>(GgufValueType.BOOL),
+  str: scalar<string>(GgufValueType.STRING),
   arr: (key: string, itemType: GgufValueType, value: ArrayInput): GgufMetadataEntry => ({
     key,
     type: GgufValueType.ARRAY,

@@ -216,48 +216,44 @@ function minK4(src: Uint8Array, sc: number, j: number): number {
   return j < 4 ? src[sc + j + 4]! & 63 : (src[sc + j + 4]! >> 4) | ((src[sc + j]! >> 6) << 4);
 }
 
-/** Q4_K: 144 B = f16 d, f16 dmin, 12 B 6-bit scales/mins, 128 B nibbles; 4.5 bits per weight */
-function dequantizeQ4_K(src: Uint8Array, so: number, dst: Float32Array, y: number, nb: number): void {
-  for (let i = 0; i < nb; i++, so += 144) {
-    const d = F16[src[so]! | (src[so + 1]! << 8)]!;
-    const min = F16[src[so + 2]! | (src[so + 3]! << 8)]!;
-    const sc = so + 4;
-    let q = so + 16;
-    for (let is = 0; is < 8; is += 2, q += 32) {
-      const d1 = fround(d * scaleK4(src, sc, is));
-      const m1 = fround(min * minK4(src, sc, is));
-      const d2 = fround(d * scaleK4(src, sc, is + 1));
-      const m2 = fround(min * minK4(src, sc, is + 1));
-      for (let l = 0; l < 32; l++) dst[y + l] = fround(d1 * (src[q + l]! & 0x0f)) - m1;
-      for (let l = 0; l < 32; l++) dst[y + 32 + l] = fround(d2 * (src[q + l]! >> 4)) - m2;
-      y += 64;
-    }
-  }
-}
-
-/** Q5_K: 176 B = f16 d, f16 dmin, 12 B scales/mins, 32 B high bits, 128 B nibbles; 5.5 bits per weight */
-function dequantizeQ5_K(src: Uint8Array, so: number, dst: Float32Array, y: number, nb: number): void {
-  for (let i = 0; i < nb; i++, so += 176) {
+/**
+ * Q4_K: 144 B = f16 d, f16 dmin, 12 B 6-bit scales/mins, 128 B nibbles; 4.5 bits per weight. Q5_K
+ * (`fifthBit`): 176 B = the same with 32 B of high bits before the nibbles; 5.5 bits per weight.
+ */
+function dequantizeKScaleMin(src: Uint8Array, so: number, dst: Float32Array, y: number, nb: number, fifthBit: boolean): void {
+  const blockBytes = fifthBit ? 176 : 144;
+  for (let i = 0; i < nb; i++, so += blockBytes) {
     const d = F16[src[so]! | (src[so + 1]! << 8)]!;
     const min = F16[src[so + 2]! | (src[so + 3]! << 8)]!;
     const sc = so + 4;
     const qh = so + 16;
-    let ql = so + 48;
+    let ql = fifthBit ? so + 48 : so + 16;
     for (let is = 0; is < 8; is += 2, ql += 32) {
       const d1 = fround(d * scaleK4(src, sc, is));
       const m1 = fround(min * minK4(src, sc, is));
       const d2 = fround(d * scaleK4(src, sc, is + 1));
       const m2 = fround(min * minK4(src, sc, is + 1));
-      // fifth bit of sub-block `is` is bit `is` of qh (branch-free: (qh >> is & 1) << 4)
-      for (let l = 0; l < 32; l++) {
-        dst[y + l] = fround(d1 * ((src[ql + l]! & 0x0f) | (((src[qh + l]! >> is) & 1) << 4))) - m1;
-      }
-      for (let l = 0; l < 32; l++) {
-        dst[y + 32 + l] = fround(d2 * ((src[ql + l]! >> 4) | (((src[qh + l]! >> (is + 1)) & 1) << 4))) - m2;
+      if (fifthBit) {
+        // fifth bit of sub-block `is` is bit `is` of qh (branch-free: (qh >> is & 1) << 4)
+        for (let l = 0; l < 32; l++) {
+          dst[y + l] = fround(d1 * ((src[ql + l]! & 0x0f) | (((src[qh + l]! >> is) & 1) << 4))) - m1;
+        }
+        for (let l = 0; l < 32; l++) {
+          dst[y + 32 + l] = fround(d2 * ((src[ql + l]! >> 4) | (((src[qh + l]! >> (is + 1)) & 1) << 4))) - m2;
+        }
+      } else {
+        for (let l = 0; l < 32; l++) dst[y + l] = fround(d1 * (src[ql + l]! & 0x0f)) - m1;
+        for (let l = 0; l < 32; l++) dst[y + 32 + l] = fround(d2 * (src[ql + l]! >> 4)) - m2;
       }
       y += 64;
     }
   }
+}
+function dequantizeQ4_K(src: Uint8Array, so: number, dst: Float32Array, y: number, nb: number): void {
+  dequantizeKScaleMin(src, so, dst, y, nb, false);
+}
+function dequantizeQ5_K(src: Uint8Array, so: number, dst: Float32Array, y: number, nb: number): void {
+  dequantizeKScaleMin(src, so, dst, y, nb, true);
 }
 
 /** Q6_K: 210 B = 128 B low nibbles, 64 B high 2-bit pairs, 16 int8 scales, f16 d; 6.5625 bits per weight */

@@ -40,6 +40,51 @@ function writeF16(dst: Uint8Array, offset: number, bits: number): void {
 
 const GROUP_MAX_EPS = fround(1e-15);
 
+function writeU32(dst: Uint8Array, offset: number, bits: number): void {
+  dst[offset] = bits & 0xff;
+  dst[offset + 1] = (bits >>> 8) & 0xff;
+  dst[offset + 2] = (bits >>> 16) & 0xff;
+  dst[offset + 3] = bits >>> 24;
+}
+
+/** The first of x[o..o+n) with the largest magnitude (0 when all are 0): ggml's `max` beside `amax`. */
+function absMaxValue(x: Float32Array, o: number, n: number): number {
+  let amax = 0;
+  let max = 0;
+  for (let j = 0; j < n; j++) {
+    const v = x[o + j]!;
+    if (Math.abs(v) > amax) {
+      amax = Math.abs(v);
+      max = v;
+    }
+  }
+  return max;
+}
+
+/** Q4_0 / Q5_0 header: d = max / divisor (max the value of largest magnitude) as f16; returns 1 / d (0 for d 0). */
+function writeSymmetricDelta(x: Float32Array, xo: number, divisor: number, dst: Uint8Array, yo: number): number {
+  const d = fround(absMaxValue(x, xo, 32) / divisor);
+  writeF16(dst, yo, toF16(d));
+  return d !== 0 ? fround(1 / d) : 0;
+}
+
+/** Q4_1 / Q5_1 header: d = (max - min) / nmax and m = min as f16; out gets [min, 1 / d (0 for d 0)]. */
+function writeDeltaMin(x: Float32Array, xo: number, nmax: number, dst: Uint8Array, yo: number, out: Float32Array): void {
+  let min = 3.4028234663852886e38;
+  let max = -3.4028234663852886e38;
+  for (let j = 0; j < 32; j++) {
+    const v = x[xo + j]!;
+    if (v < min) min = v;
+    if (v > max) max = v;
+  }
+  const d = fround(fround(max - min) / nmax);
+  writeF16(dst, yo, toF16(d));
+  writeF16(dst, yo + 2, toF16(min));
+  out[0] = min;
+  out[1] = d !== 0 ? fround(1 / d) : 0;
+}
+const deltaMin = new Float32Array(2);
+
 // ---------------------------------------------------------------- 32-element blocks
 
 /** Q4_0: d = max / -8 where max is the value of largest magnitude; q = min(15, trunc(x / d + 8.5)) */
@@ -47,18 +92,7 @@ function quantizeQ4_0(x: Float32Array, dst: Uint8Array, nb: number): void {
   for (let i = 0; i < nb; i++) {
     const xo = i * 32;
     const yo = i * 18;
-    let amax = 0;
-    let max = 0;
-    for (let j = 0; j < 32; j++) {
-      const v = x[xo + j]!;
-      if (amax < Math.abs(v)) {
-        amax = Math.abs(v);
-        max = v;
-      }
-    }
-    const d = fround(max / -8);
-    const id = d !== 0 ? fround(1 / d) : 0;
-    writeF16(dst, yo, toF16(d));
+    const id = writeSymmetricDelta(x, xo, -8, dst, yo);
     for (let j = 0; j < 16; j++) {
       const x0 = fround(x[xo + j]! * id);
       const x1 = fround(x[xo + 16 + j]! * id);
@@ -188,24 +222,20 @@ function makeQkx2Quants(
 }
 
 /**
- * ggml make_qx_quants with rmse_type 1 and no importance weights (w = x^2): symmetric fit of n
- * values to [-nmax, nmax - 1], trying 18 scales around nmax / max. Writes L = l + nmax; returns scale.
+ * The levels l = clamp(nearest_int(iscale * x), -nmax, nmax - 1) of n values, written as l + nmax to
+ * L[lo..lo+n), with the x^2-weighted sums ggml's make_qx_quants and make_q3_quants fit the scale by:
+ * sums gets [sum w x l, sum w l^2] (w = x^2).
  */
-function makeQxQuants(n: number, nmax: number, x: Float32Array, xo: number, L: Uint8Array, lo: number): number {
-  let max = 0;
-  let amax = 0;
-  for (let i = 0; i < n; i++) {
-    const ax = Math.abs(x[xo + i]!);
-    if (ax > amax) {
-      amax = ax;
-      max = x[xo + i]!;
-    }
-  }
-  if (amax < GROUP_MAX_EPS) {
-    for (let i = 0; i < n; i++) L[lo + i] = 0;
-    return 0;
-  }
-  let iscale = fround(-nmax / max);
+function symmetricLevels(
+  n: number,
+  nmax: number,
+  x: Float32Array,
+  xo: number,
+  iscale: number,
+  L: Uint8Array,
+  lo: number,
+  sums: Float32Array,
+): void {
   let sumlx = 0;
   let suml2 = 0;
   for (let i = 0; i < n; i++) {
@@ -216,26 +246,45 @@ function makeQxQuants(n: number, nmax: number, x: Float32Array, xo: number, L: U
     sumlx = fround(sumlx + fround(fround(w * v) * l));
     suml2 = fround(suml2 + fround(fround(w * l) * l));
   }
+  sums[0] = sumlx;
+  sums[1] = suml2;
+}
+const levelSums = new Float32Array(2);
+
+/**
+ * The first fit of make_qx_quants and make_q3_quants: symmetricLevels at iscale = -nmax / max, max the
+ * value of largest magnitude, which it returns; 0 (and zero levels) when that magnitude is below GROUP_MAX_EPS.
+ */
+function firstSymmetricFit(n: number, nmax: number, x: Float32Array, xo: number, L: Uint8Array, lo: number, sums: Float32Array): number {
+  const max = absMaxValue(x, xo, n);
+  if (Math.abs(max) < GROUP_MAX_EPS) {
+    L.fill(0, lo, lo + n);
+    return 0;
+  }
+  symmetricLevels(n, nmax, x, xo, fround(-nmax / max), L, lo, sums);
+  return max;
+}
+
+/**
+ * ggml make_qx_quants with rmse_type 1 and no importance weights (w = x^2): symmetric fit of n
+ * values to [-nmax, nmax - 1], trying 18 scales around nmax / max. Writes L = l + nmax; returns scale.
+ * Laux holds a candidate's levels (n of them).
+ */
+function makeQxQuants(n: number, nmax: number, x: Float32Array, xo: number, L: Uint8Array, lo: number, Laux: Uint8Array): number {
+  const max = firstSymmetricFit(n, nmax, x, xo, L, lo, levelSums);
+  if (max === 0) return 0;
+  let sumlx = levelSums[0]!;
+  let suml2 = levelSums[1]!;
   let scale = suml2 !== 0 ? fround(sumlx / suml2) : 0;
   let best = fround(scale * sumlx);
   const tenth = fround(0.1);
   for (let is = -9; is <= 9; is++) {
     if (is === 0) continue;
-    iscale = fround(-fround(nmax + fround(tenth * is)) / max);
-    sumlx = 0;
-    suml2 = 0;
-    for (let i = 0; i < n; i++) {
-      const v = x[xo + i]!;
-      const l = Math.max(-nmax, Math.min(nmax - 1, nearestInt(fround(iscale * v))));
-      const w = fround(v * v);
-      sumlx = fround(sumlx + fround(fround(w * v) * l));
-      suml2 = fround(suml2 + fround(fround(w * l) * l));
-    }
+    symmetricLevels(n, nmax, x, xo, fround(-fround(nmax + fround(tenth * is)) / max), Laux, 0, levelSums);
+    sumlx = levelSums[0]!;
+    suml2 = levelSums[1]!;
     if (suml2 > 0 && fround(sumlx * sumlx) > fround(best * suml2)) {
-      for (let i = 0; i < n; i++) {
-        const l = nearestInt(fround(iscale * x[xo + i]!));
-        L[lo + i] = nmax + Math.max(-nmax, Math.min(nmax - 1, l));
-      }
+      L.set(Laux.subarray(0, n), lo);
       scale = fround(sumlx / suml2);
       best = fround(scale * sumlx);
     }
@@ -366,6 +415,7 @@ function quantizeQ5_K(x: Float32Array, dst: Uint8Array, nb: number): void {
 /** Q6_K: 16 sub-blocks of 16 with an int8 scale each; levels -32..31 */
 function quantizeQ6_K(x: Float32Array, dst: Uint8Array, nb: number): void {
   const L = new Uint8Array(256);
+  const Laux = new Uint8Array(16);
   const scales = new Float32Array(16);
   for (let i = 0; i < nb; i++) {
     const xo = i * 256;
@@ -373,7 +423,7 @@ function quantizeQ6_K(x: Float32Array, dst: Uint8Array, nb: number): void {
     let maxScale = 0;
     let maxAbsScale = 0;
     for (let ib = 0; ib < 16; ib++) {
-      const scale = makeQxQuants(16, 32, x, xo + 16 * ib, L, 16 * ib);
+      const scale = makeQxQuants(16, 32, x, xo + 16 * ib, L, 16 * ib, Laux);
       scales[ib] = scale;
       const abs = Math.abs(scale);
       if (abs > maxAbsScale) {
@@ -418,16 +468,8 @@ function quantizeQ8_K(x: Float32Array, dst: Uint8Array, nb: number): void {
   for (let i = 0; i < nb; i++) {
     const xo = i * 256;
     const yo = i * 292;
-    let max = 0;
-    let amax = 0;
-    for (let j = 0; j < 256; j++) {
-      const ax = Math.abs(x[xo + j]!);
-      if (ax > amax) {
-        amax = ax;
-        max = x[xo + j]!;
-      }
-    }
-    if (amax === 0) {
+    const max = absMaxValue(x, xo, 256);
+    if (max === 0) {
       // C writes d = 0 and zero levels and leaves the block sums as they were
       dst.fill(0, yo, yo + 260);
       continue;
@@ -444,11 +486,7 @@ function quantizeQ8_K(x: Float32Array, dst: Uint8Array, nb: number): void {
       dst[yo + 261 + 2 * j] = (sum >> 8) & 0xff;
     }
     scratch[0] = 1 / iscale;
-    const bits = scratchBits[0]!;
-    dst[yo] = bits & 0xff;
-    dst[yo + 1] = (bits >>> 8) & 0xff;
-    dst[yo + 2] = (bits >>> 16) & 0xff;
-    dst[yo + 3] = bits >>> 24;
+    writeU32(dst, yo, scratchBits[0]!);
   }
 }
 
@@ -462,17 +500,9 @@ function quantizeQ4_1(x: Float32Array, dst: Uint8Array, nb: number): void {
   for (let i = 0; i < nb; i++) {
     const xo = i * 32;
     const yo = i * 20;
-    let min = 3.4028234663852886e38;
-    let max = -3.4028234663852886e38;
-    for (let j = 0; j < 32; j++) {
-      const v = x[xo + j]!;
-      if (v < min) min = v;
-      if (v > max) max = v;
-    }
-    const d = fround(fround(max - min) / 15);
-    const id = d !== 0 ? fround(1 / d) : 0;
-    writeF16(dst, yo, toF16(d));
-    writeF16(dst, yo + 2, toF16(min));
+    writeDeltaMin(x, xo, 15, dst, yo, deltaMin);
+    const min = deltaMin[0]!;
+    const id = deltaMin[1]!;
     for (let j = 0; j < 16; j++) {
       const x0 = fround(fround(x[xo + j]! - min) * id);
       const x1 = fround(fround(x[xo + 16 + j]! - min) * id);
@@ -483,35 +513,31 @@ function quantizeQ4_1(x: Float32Array, dst: Uint8Array, nb: number): void {
   }
 }
 
+/**
+ * Q5_0 / Q5_1: 32 levels (byte values) packed as their low nibbles at qs (levels j and j + 16 share
+ * byte j) and their fifth bits as the u32 qh at `qhOffset` (bit j for level j).
+ */
+function pack5Bit(levels: Uint8Array, dst: Uint8Array, qhOffset: number, qs: number): void {
+  let qh = 0;
+  for (let j = 0; j < 16; j++) {
+    const xi0 = levels[j]!;
+    const xi1 = levels[16 + j]!;
+    dst[qs + j] = (xi0 & 0x0f) | ((xi1 & 0x0f) << 4);
+    qh |= ((xi0 & 0x10) >>> 4) << j;
+    qh |= ((xi1 & 0x10) >>> 4) << (j + 16);
+  }
+  writeU32(dst, qhOffset, qh);
+}
+const levels5 = new Uint8Array(32);
+
 /** Q5_0: d = max / -16; q = min(31, trunc(x / d + 16.5)), fifth bits in qh */
 function quantizeQ5_0(x: Float32Array, dst: Uint8Array, nb: number): void {
   for (let i = 0; i < nb; i++) {
     const xo = i * 32;
     const yo = i * 22;
-    let amax = 0;
-    let max = 0;
-    for (let j = 0; j < 32; j++) {
-      const v = x[xo + j]!;
-      if (amax < Math.abs(v)) {
-        amax = Math.abs(v);
-        max = v;
-      }
-    }
-    const d = fround(max / -16);
-    const id = d !== 0 ? fround(1 / d) : 0;
-    writeF16(dst, yo, toF16(d));
-    let qh = 0;
-    for (let j = 0; j < 16; j++) {
-      const xi0 = Math.min(31, (truncToInt32(fround(fround(x[xo + j]! * id) + 16.5)) << 24) >> 24) & 0xff;
-      const xi1 = Math.min(31, (truncToInt32(fround(fround(x[xo + 16 + j]! * id) + 16.5)) << 24) >> 24) & 0xff;
-      dst[yo + 6 + j] = (xi0 & 0x0f) | ((xi1 & 0x0f) << 4);
-      qh |= ((xi0 & 0x10) >>> 4) << j;
-      qh |= ((xi1 & 0x10) >>> 4) << (j + 16);
-    }
-    dst[yo + 2] = qh & 0xff;
-    dst[yo + 3] = (qh >>> 8) & 0xff;
-    dst[yo + 4] = (qh >>> 16) & 0xff;
-    dst[yo + 5] = (qh >>> 24) & 0xff;
+    const id = writeSymmetricDelta(x, xo, -16, dst, yo);
+    for (let j = 0; j < 32; j++) levels5[j] = Math.min(31, (truncToInt32(fround(fround(x[xo + j]! * id) + 16.5)) << 24) >> 24) & 0xff;
+    pack5Bit(levels5, dst, yo + 2, yo + 6);
   }
 }
 
@@ -520,29 +546,11 @@ function quantizeQ5_1(x: Float32Array, dst: Uint8Array, nb: number): void {
   for (let i = 0; i < nb; i++) {
     const xo = i * 32;
     const yo = i * 24;
-    let min = 3.4028234663852886e38;
-    let max = -3.4028234663852886e38;
-    for (let j = 0; j < 32; j++) {
-      const v = x[xo + j]!;
-      if (v < min) min = v;
-      if (v > max) max = v;
-    }
-    const d = fround(fround(max - min) / 31);
-    const id = d !== 0 ? fround(1 / d) : 0;
-    writeF16(dst, yo, toF16(d));
-    writeF16(dst, yo + 2, toF16(min));
-    let qh = 0;
-    for (let j = 0; j < 16; j++) {
-      const xi0 = truncToUint8(fround(fround(fround(x[xo + j]! - min) * id) + 0.5));
-      const xi1 = truncToUint8(fround(fround(fround(x[xo + 16 + j]! - min) * id) + 0.5));
-      dst[yo + 8 + j] = (xi0 & 0x0f) | ((xi1 & 0x0f) << 4);
-      qh |= ((xi0 & 0x10) >>> 4) << j;
-      qh |= ((xi1 & 0x10) >>> 4) << (j + 16);
-    }
-    dst[yo + 4] = qh & 0xff;
-    dst[yo + 5] = (qh >>> 8) & 0xff;
-    dst[yo + 6] = (qh >>> 16) & 0xff;
-    dst[yo + 7] = (qh >>> 24) & 0xff;
+    writeDeltaMin(x, xo, 31, dst, yo, deltaMin);
+    const min = deltaMin[0]!;
+    const id = deltaMin[1]!;
+    for (let j = 0; j < 32; j++) levels5[j] = truncToUint8(fround(fround(fround(x[xo + j]! - min) * id) + 0.5));
+    pack5Bit(levels5, dst, yo + 4, yo + 8);
   }
 }
 
@@ -611,37 +619,17 @@ function quantizeQ2_K(x: Float32Array, dst: Uint8Array, nb: number): void {
  * ggml make_q3_quants with rmse: symmetric fit of n values to [-nmax, nmax - 1] weighted by x^2,
  * then up to 5 passes moving single levels while the weighted fit improves. L gets l + nmax.
  */
-function makeQ3Quants(n: number, nmax: number, x: Float32Array, xo: number, L: Int8Array, lo: number): number {
-  let max = 0;
-  let amax = 0;
-  for (let i = 0; i < n; i++) {
-    const ax = Math.abs(x[xo + i]!);
-    if (ax > amax) {
-      amax = ax;
-      max = x[xo + i]!;
-    }
-  }
-  if (amax < GROUP_MAX_EPS) {
-    for (let i = 0; i < n; i++) L[lo + i] = 0;
-    return 0;
-  }
-  const iscale = fround(-nmax / max);
-  let sumlx = 0;
-  let suml2 = 0;
-  for (let i = 0; i < n; i++) {
-    const v = x[xo + i]!;
-    const l = Math.max(-nmax, Math.min(nmax - 1, nearestInt(fround(iscale * v))));
-    L[lo + i] = l;
-    const w = fround(v * v);
-    sumlx = fround(sumlx + fround(fround(w * v) * l));
-    suml2 = fround(suml2 + fround(fround(w * l) * l));
-  }
+function makeQ3Quants(n: number, nmax: number, x: Float32Array, xo: number, L: Uint8Array, lo: number): number {
+  const max = firstSymmetricFit(n, nmax, x, xo, L, lo, levelSums);
+  if (max === 0) return 0;
+  let sumlx = levelSums[0]!;
+  let suml2 = levelSums[1]!;
   for (let itry = 0; itry < 5; itry++) {
     let changed = 0;
     for (let i = 0; i < n; i++) {
       const v = x[xo + i]!;
       const w = fround(v * v);
-      const li = L[lo + i]!;
+      const li = L[lo + i]! - nmax;
       let slx = fround(sumlx - fround(fround(w * v) * li));
       if (slx > 0) {
         let sl2 = fround(suml2 - fround(fround(w * li) * li));
@@ -650,7 +638,7 @@ function makeQ3Quants(n: number, nmax: number, x: Float32Array, xo: number, L: I
           slx = fround(slx + fround(fround(w * v) * newL));
           sl2 = fround(sl2 + fround(fround(w * newL) * newL));
           if (sl2 > 0 && fround(fround(slx * slx) * suml2) > fround(fround(sumlx * sumlx) * sl2)) {
-            L[lo + i] = newL;
+            L[lo + i] = newL + nmax;
             sumlx = slx;
             suml2 = sl2;
             changed++;
@@ -660,13 +648,12 @@ function makeQ3Quants(n: number, nmax: number, x: Float32Array, xo: number, L: I
     }
     if (changed === 0) break;
   }
-  for (let i = 0; i < n; i++) L[lo + i] = L[lo + i]! + nmax;
   return suml2 > 0 ? fround(sumlx / suml2) : 0;
 }
 
 /** Q3_K: 16 sub-blocks of 16 with 6-bit signed scales; levels -4..3 (high bit in hmask) */
 function quantizeQ3_K(x: Float32Array, dst: Uint8Array, nb: number): void {
-  const L = new Int8Array(256);
+  const L = new Uint8Array(256);
   const scales = new Float32Array(16);
   for (let i = 0; i < nb; i++) {
     const xo = i * 256;

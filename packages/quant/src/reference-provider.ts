@@ -4,16 +4,9 @@
  * in f32, k = 0..K-1 in order. Slow and obvious on purpose: it is the oracle the native arms are
  * checked against. At most one [chunk, K] f32 plane is live.
  */
-import { GGML_TYPE_TRAITS } from "@keepquant/gguf";
-import {
-  chunkRows,
-  checkMatmulBTQuantGroupedArgs,
-  isKeepQuantEncoding,
-  type EnvSource,
-  type MatmulBTQuantGroupedArgs,
-} from "./contract.js";
-import { dequantizeKernel } from "./dequantize.js";
+import { checkMatmulBTQuantGroupedArgs, isKeepQuantEncoding, type EnvSource, type MatmulBTQuantGroupedArgs } from "./contract.js";
 import { roundToBf16InPlace } from "./fp.js";
+import { planGroupedMatmul } from "./grouped-matmul.js";
 import type { KeepQuantProvider } from "./provider.js";
 
 export const REFERENCE_PROVIDER_NAME = "ts-reference";
@@ -33,22 +26,10 @@ export function createReferenceProvider(options: ReferenceProviderOptions = {}):
     supports: isKeepQuantEncoding,
     matmulBTQuantGrouped(args: MatmulBTQuantGroupedArgs): Float32Array {
       const shape = checkMatmulBTQuantGroupedArgs(args);
-      const { n, k, m, p, pa, rowBytes, groupOf } = shape;
+      const { n, k, m, pa, rowBytes } = shape;
       const { weight, x } = args;
-      const out = args.out ?? new Float32Array(p * m * n);
-      const kernel = dequantizeKernel(weight.type, "MatmulBTQuantGrouped");
-      const blocksPerRow = k / GGML_TYPE_TRAITS[weight.type].blockSize;
-      const chunk = chunkRows(n, k, options.env ?? process.env);
+      const { out, kernel, blocksPerRow, chunk, users } = planGroupedMatmul(args, shape, options.env ?? process.env);
       const plane = new Float32Array(chunk * k);
-
-      // outputs that use each group, so each chunk of a group is decoded once
-      const users = new Map<number, number[]>();
-      for (let i = 0; i < p; i++) {
-        const g = groupOf[i]!;
-        const list = users.get(g);
-        if (list) list.push(i);
-        else users.set(g, [i]);
-      }
 
       const fround = Math.fround;
       for (const [g, outputs] of users) {

@@ -150,22 +150,23 @@ function blockLoop(inBytes: number, outBytes: number, body: (c: Code) => void): 
   return c.bytes;
 }
 
+/** With 4 low bits on the stack: low | (the byte at `offset` >> 6) << 4, a Q4_K/Q5_K 6-bit scale or min. */
+function orTopBits(c: Code, offset: number): Code {
+  return c.u8(offset).i32(6).op(0x76).i32(4).op(0x74).op(0x72);
+}
 function scaleK4(c: Code, j: number): Code {
   if (j < 4)
     return c
       .u8(4 + j)
       .i32(63)
       .op(0x71);
-  return c
-    .u8(4 + j + 4)
-    .i32(0x0f)
-    .op(0x71)
-    .u8(4 + j - 4)
-    .i32(6)
-    .op(0x76)
-    .i32(4)
-    .op(0x74)
-    .op(0x72);
+  return orTopBits(
+    c
+      .u8(4 + j + 4)
+      .i32(0x0f)
+      .op(0x71),
+    4 + j - 4,
+  );
 }
 function minK4(c: Code, j: number): Code {
   if (j < 4)
@@ -173,16 +174,13 @@ function minK4(c: Code, j: number): Code {
       .u8(4 + j + 4)
       .i32(63)
       .op(0x71);
-  return c
-    .u8(4 + j + 4)
-    .i32(4)
-    .op(0x76)
-    .u8(4 + j)
-    .i32(6)
-    .op(0x76)
-    .i32(4)
-    .op(0x74)
-    .op(0x72);
+  return orTopBits(
+    c
+      .u8(4 + j + 4)
+      .i32(4)
+      .op(0x76),
+    4 + j,
+  );
 }
 /** f32 (on stack) = base local * f32(i32 on stack) */
 function timesLocal(c: Code, base: number): Code {
@@ -195,47 +193,41 @@ const q8_0 = blockLoop(34, 128, (c) => {
   c.vload(18).set(V0).store16(V0, true, V4, undefined, 64);
 });
 
-const q4_K = blockLoop(144, 1024, (c) => {
-  c.f16(0).set(D).f16(2).set(M);
-  for (let pair = 0; pair < 4; pair++) {
-    for (let nibble = 0; nibble < 2; nibble++) {
-      timesLocal(scaleK4(c, 2 * pair + nibble), D).splatTo(V4);
-      timesLocal(minK4(c, 2 * pair + nibble), M).splatTo(V5);
-      for (let half = 0; half < 2; half++) {
-        c.vload(16 + 32 * pair + 16 * half);
-        if (nibble === 0) c.vconst8(0x0f).simd(0x4e);
-        else c.i32(4).simd(0x6d);
-        c.set(V0).store16(V0, false, V4, V5, (64 * pair + 32 * nibble + 16 * half) * 4);
+/**
+ * Q4_K and Q5_K: per sub-block, d * scale and dmin * min splat, the levels the nibbles at `qs` (Q4_K 16,
+ * Q5_K 48) and, with `fifthBit`, Q5_K's fifth bit from qh at 16.
+ */
+function kScaleMinLoop(inBytes: number, qs: number, fifthBit: boolean): number[] {
+  return blockLoop(inBytes, 1024, (c) => {
+    c.f16(0).set(D).f16(2).set(M);
+    for (let pair = 0; pair < 4; pair++) {
+      for (let nibble = 0; nibble < 2; nibble++) {
+        timesLocal(scaleK4(c, 2 * pair + nibble), D).splatTo(V4);
+        timesLocal(minK4(c, 2 * pair + nibble), M).splatTo(V5);
+        for (let half = 0; half < 2; half++) {
+          c.vload(qs + 32 * pair + 16 * half);
+          if (nibble === 0) c.vconst8(0x0f).simd(0x4e);
+          else c.i32(4).simd(0x6d);
+          if (fifthBit) {
+            // ((qh >> (2 pair + nibble)) << 4) & 0x10
+            c.vload(16 + 16 * half)
+              .i32(2 * pair + nibble)
+              .simd(0x6d)
+              .i32(4)
+              .simd(0x6b)
+              .vconst8(0x10)
+              .simd(0x4e)
+              .simd(0x50);
+          }
+          c.set(V0).store16(V0, false, V4, V5, (64 * pair + 32 * nibble + 16 * half) * 4);
+        }
       }
     }
-  }
-});
+  });
+}
 
-const q5_K = blockLoop(176, 1024, (c) => {
-  c.f16(0).set(D).f16(2).set(M);
-  for (let pair = 0; pair < 4; pair++) {
-    for (let nibble = 0; nibble < 2; nibble++) {
-      timesLocal(scaleK4(c, 2 * pair + nibble), D).splatTo(V4);
-      timesLocal(minK4(c, 2 * pair + nibble), M).splatTo(V5);
-      for (let half = 0; half < 2; half++) {
-        c.vload(48 + 32 * pair + 16 * half);
-        if (nibble === 0) c.vconst8(0x0f).simd(0x4e);
-        else c.i32(4).simd(0x6d);
-        // fifth bit: ((qh >> (2 pair + nibble)) << 4) & 0x10
-        c.vload(16 + 16 * half)
-          .i32(2 * pair + nibble)
-          .simd(0x6d)
-          .i32(4)
-          .simd(0x6b)
-          .vconst8(0x10)
-          .simd(0x4e);
-        c.simd(0x50)
-          .set(V0)
-          .store16(V0, false, V4, V5, (64 * pair + 32 * nibble + 16 * half) * 4);
-      }
-    }
-  }
-});
+const q4_K = kScaleMinLoop(144, 16, false);
+const q5_K = kScaleMinLoop(176, 48, true);
 
 const q6_K = blockLoop(210, 1024, (c) => {
   c.f16(208).set(D);
@@ -303,6 +295,11 @@ const q2_K = blockLoop(84, 1024, (c) => {
   }
 });
 
+/** Q3_K's and IQ4_XS's 6-bit scale: with low (4 bits) and high on the stack, (low | ((high >> shift) & 3) << 4) - 32. */
+function sixBitScale(c: Code, shift: number): Code {
+  return c.i32(shift).op(0x76).i32(3).op(0x71).i32(4).op(0x74).op(0x72).i32(32).op(0x6b);
+}
+
 const q3_K = blockLoop(110, 1024, (c) => {
   c.f16(108).set(D);
   const scale = (j: number) => {
@@ -315,16 +312,7 @@ const q3_K = blockLoop(110, 1024, (c) => {
       c.u8(96 + j - 8)
         .i32(4)
         .op(0x76);
-    c.u8(96 + 8 + (j & 3))
-      .i32(2 * (j >> 2))
-      .op(0x76)
-      .i32(3)
-      .op(0x71)
-      .i32(4)
-      .op(0x74)
-      .op(0x72)
-      .i32(32)
-      .op(0x6b);
+    sixBitScale(c.u8(96 + 8 + (j & 3)), 2 * (j >> 2));
   };
   for (let n = 0; n < 2; n++) {
     for (let j = 0; j < 4; j++) {
@@ -374,17 +362,7 @@ const iq4_xs = blockLoop(136, 1024, (c) => {
       .op(0x76)
       .i32(0x0f)
       .op(0x71);
-    c.get(P)
-      .mem(0x2f, 0, 2)
-      .i32(2 * ib)
-      .op(0x76)
-      .i32(3)
-      .op(0x71)
-      .i32(4)
-      .op(0x74)
-      .op(0x72)
-      .i32(32)
-      .op(0x6b);
+    sixBitScale(c.get(P).mem(0x2f, 0, 2), 2 * ib);
     timesLocal(c, D).splatTo(V4);
     codebook32(c, KVALUES_IQ4NL_BYTES, 8 + 16 * ib, 128 * ib);
   }
@@ -509,57 +487,73 @@ interface WasmApi {
   Instance: new (module: object, imports: object) => { exports: Record<string, unknown> };
 }
 
-let instance: WasmDequantizer | null | undefined;
-let unavailableReason: string | undefined;
-
-function load(): WasmDequantizer | null {
-  if (instance !== undefined) return instance;
-  try {
-    const api = (globalThis as unknown as { WebAssembly?: WasmApi }).WebAssembly;
-    if (!api) throw new Error("no WebAssembly in this runtime");
-    // wasm memory is little-endian; typed-array views of it are host-endian
-    if (new Uint8Array(Uint16Array.of(1).buffer)[0] !== 1) throw new Error("big-endian host");
-    const module = new api.Module(buildModule());
-    const exports = new api.Instance(module, {}).exports;
-    const memory = exports.memory as { buffer: ArrayBuffer };
-    const bytes = new Uint8Array(memory.buffer);
-    new Uint32Array(memory.buffer, TABLE, 65536).set(FP16_TO_FP32_BITS);
-    new Uint32Array(memory.buffer, E8M0_TABLE, 256).set(
-      Uint32Array.from({ length: 256 }, (_, e) => (e < 2 ? 0x00200000 << e : (e - 1) << 23)),
-    );
-    const fn = (key: string) => exports[key] as (blocks: number) => void;
-    instance = {
-      memory: bytes,
-      output: new Float32Array(memory.buffer, OUT, OUT_BYTES / 4),
-      kernels: {
-        [GgmlType.Q2_K]: fn("q2_K"),
-        [GgmlType.Q3_K]: fn("q3_K"),
-        [GgmlType.IQ4_NL]: fn("iq4_nl"),
-        [GgmlType.IQ4_XS]: fn("iq4_xs"),
-        [GgmlType.MXFP4]: fn("mxfp4"),
-        [GgmlType.Q4_1]: fn("q4_1"),
-        [GgmlType.Q5_0]: fn("q5_0"),
-        [GgmlType.Q5_1]: fn("q5_1"),
-        [GgmlType.Q4_0]: fn("q4_0"),
-        [GgmlType.Q8_K]: fn("q8_K"),
-        [GgmlType.BF16]: fn("bf16"),
-        [GgmlType.Q8_0]: fn("q8_0"),
-        [GgmlType.Q4_K]: fn("q4_K"),
-        [GgmlType.Q5_K]: fn("q5_K"),
-        [GgmlType.Q6_K]: fn("q6_K"),
-      },
-    };
-  } catch (error) {
-    unavailableReason = `WebAssembly SIMD unavailable: ${(error as Error).message}`;
-    instance = null;
-  }
-  return instance;
+/** A WebAssembly SIMD module instantiated on first use: its wrapper, or null and why not. */
+export interface LazyWasm<T> {
+  load(): T | null;
+  /** Why the module cannot run here, or undefined when it can. */
+  unavailableReason(): string | undefined;
 }
+
+/** `build()`'s module (no imports), instantiated once on the first load and handed to `wrap`. */
+export function lazyWasm<T>(build: () => Uint8Array, wrap: (exports: Record<string, unknown>) => T): LazyWasm<T> {
+  let value: T | null | undefined;
+  let reason: string | undefined;
+  const load = (): T | null => {
+    if (value !== undefined) return value;
+    try {
+      const api = (globalThis as unknown as { WebAssembly?: WasmApi }).WebAssembly;
+      if (!api) throw new Error("no WebAssembly in this runtime");
+      // wasm memory is little-endian; typed-array views of it are host-endian
+      if (new Uint8Array(Uint16Array.of(1).buffer)[0] !== 1) throw new Error("big-endian host");
+      value = wrap(new api.Instance(new api.Module(build()), {}).exports);
+    } catch (error) {
+      reason = `WebAssembly SIMD unavailable: ${(error as Error).message}`;
+      value = null;
+    }
+    return value;
+  };
+  return {
+    load,
+    unavailableReason: () => {
+      load();
+      return reason;
+    },
+  };
+}
+
+const dequantizer = lazyWasm(buildModule, (exports): WasmDequantizer => {
+  const memory = exports.memory as { buffer: ArrayBuffer };
+  new Uint32Array(memory.buffer, TABLE, 65536).set(FP16_TO_FP32_BITS);
+  new Uint32Array(memory.buffer, E8M0_TABLE, 256).set(
+    Uint32Array.from({ length: 256 }, (_, e) => (e < 2 ? 0x00200000 << e : (e - 1) << 23)),
+  );
+  const fn = (key: string) => exports[key] as (blocks: number) => void;
+  return {
+    memory: new Uint8Array(memory.buffer),
+    output: new Float32Array(memory.buffer, OUT, OUT_BYTES / 4),
+    kernels: {
+      [GgmlType.Q2_K]: fn("q2_K"),
+      [GgmlType.Q3_K]: fn("q3_K"),
+      [GgmlType.IQ4_NL]: fn("iq4_nl"),
+      [GgmlType.IQ4_XS]: fn("iq4_xs"),
+      [GgmlType.MXFP4]: fn("mxfp4"),
+      [GgmlType.Q4_1]: fn("q4_1"),
+      [GgmlType.Q5_0]: fn("q5_0"),
+      [GgmlType.Q5_1]: fn("q5_1"),
+      [GgmlType.Q4_0]: fn("q4_0"),
+      [GgmlType.Q8_K]: fn("q8_K"),
+      [GgmlType.BF16]: fn("bf16"),
+      [GgmlType.Q8_0]: fn("q8_0"),
+      [GgmlType.Q4_K]: fn("q4_K"),
+      [GgmlType.Q5_K]: fn("q5_K"),
+      [GgmlType.Q6_K]: fn("q6_K"),
+    },
+  };
+});
 
 /** Why the SIMD kernels are not used here (the scalar ones are), or undefined when they are. */
 export function wasmDequantizeUnavailableReason(): string | undefined {
-  load();
-  return unavailableReason;
+  return dequantizer.unavailableReason();
 }
 
 /**
@@ -629,7 +623,7 @@ export function wasmKernel(type: GgmlType, scalar: ScalarKernel): ScalarKernel {
 }
 
 function resolveWasmKernel(type: GgmlType, scalar: ScalarKernel): ScalarKernel {
-  const wasm = load();
+  const wasm = dequantizer.load();
   const layout = LAYOUT[type];
   const run = wasm?.kernels[type];
   if (!wasm || !layout || !run) return scalar;

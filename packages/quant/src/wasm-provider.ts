@@ -5,17 +5,10 @@
  * it is not bit-identical to the reference; it is held to the analytic bf16 envelope like every
  * provider. Rows are processed in tiles of at most one chunk (chunk policy of the contract).
  */
-import { GGML_TYPE_TRAITS } from "@keepquant/gguf";
-import {
-  chunkRows,
-  checkMatmulBTQuantGroupedArgs,
-  isKeepQuantEncoding,
-  type EnvSource,
-  type MatmulBTQuantGroupedArgs,
-} from "./contract.js";
+import { checkMatmulBTQuantGroupedArgs, isKeepQuantEncoding, type EnvSource, type MatmulBTQuantGroupedArgs } from "./contract.js";
+import { planGroupedMatmul } from "./grouped-matmul.js";
 import type { KeepQuantProvider } from "./provider.js";
-import { dequantizeKernel } from "./dequantize.js";
-import { Code, section, uleb, wasmName } from "./wasm-dequantize.js";
+import { Code, lazyWasm, section, uleb, wasmName } from "./wasm-dequantize.js";
 
 export const WASM_SIMD_PROVIDER_NAME = "wasm-simd";
 
@@ -126,42 +119,25 @@ function buildDotModule(): Uint8Array {
   return Uint8Array.from(out);
 }
 
-interface WasmApi {
-  Module: new (bytes: Uint8Array) => object;
-  Instance: new (module: object, imports: object) => { exports: Record<string, unknown> };
-}
 interface DotModule {
   memory: { buffer: ArrayBuffer; grow(pages: number): number };
   dot: (m: number, rows: number, k: number, xOff: number, wOff: number, yOff: number, yStride: number) => void;
   bf16: (off: number, count: number) => void;
 }
 
-let dotModule: DotModule | null | undefined;
-let unavailable: string | undefined;
-
-function loadDot(): DotModule | null {
-  if (dotModule !== undefined) return dotModule;
-  try {
-    const api = (globalThis as unknown as { WebAssembly?: WasmApi }).WebAssembly;
-    if (!api) throw new Error("no WebAssembly in this runtime");
-    if (new Uint8Array(Uint16Array.of(1).buffer)[0] !== 1) throw new Error("big-endian host");
-    const exports = new api.Instance(new api.Module(buildDotModule()), {}).exports;
-    dotModule = {
-      memory: exports.memory as DotModule["memory"],
-      dot: exports.dot as DotModule["dot"],
-      bf16: exports.bf16 as DotModule["bf16"],
-    };
-  } catch (error) {
-    unavailable = `WebAssembly SIMD unavailable: ${(error as Error).message}`;
-    dotModule = null;
-  }
-  return dotModule;
-}
+const dotModule = lazyWasm(
+  buildDotModule,
+  (exports): DotModule => ({
+    memory: exports.memory as DotModule["memory"],
+    dot: exports.dot as DotModule["dot"],
+    bf16: exports.bf16 as DotModule["bf16"],
+  }),
+);
+const loadDot = dotModule.load;
 
 /** Why the wasm-simd provider cannot run here, or undefined when it can. */
 export function wasmSimdProviderUnavailableReason(): string | undefined {
-  loadDot();
-  return unavailable;
+  return dotModule.unavailableReason();
 }
 
 /** Rows per tile: at most 1 MiB of bf16-rounded f32 weights, and never more than the contract's chunk. */
@@ -182,13 +158,10 @@ export function createWasmSimdProvider(options: WasmSimdProviderOptions = {}): K
     matmulBTQuantGrouped(args: MatmulBTQuantGroupedArgs): Float32Array {
       const shape = checkMatmulBTQuantGroupedArgs(args);
       const module = loadDot();
-      if (!module) throw new Error(`${WASM_SIMD_PROVIDER_NAME} provider: ${unavailable}`);
-      const { n, k, m, p, pa, rowBytes, groupOf } = shape;
+      if (!module) throw new Error(`${WASM_SIMD_PROVIDER_NAME} provider: ${dotModule.unavailableReason()}`);
+      const { n, k, m, pa, rowBytes } = shape;
       const { weight, x } = args;
-      const out = args.out ?? new Float32Array(p * m * n);
-      const kernel = dequantizeKernel(weight.type, "MatmulBTQuantGrouped");
-      const blocksPerRow = k / GGML_TYPE_TRAITS[weight.type].blockSize;
-      const chunk = chunkRows(n, k, options.env ?? process.env);
+      const { out, kernel, blocksPerRow, chunk, users } = planGroupedMatmul(args, shape, options.env ?? process.env);
       const tileRows = Math.max(1, Math.min(chunk, Math.floor(TILE_BYTES / (4 * k))));
 
       // memory: x [Pa, M, K] | tile [tileRows, K] | y [M, tileRows]
@@ -203,12 +176,6 @@ export function createWasmSimdProvider(options: WasmSimdProviderOptions = {}): K
       const tile = new Float32Array(buffer, tileOff, tileRows * k);
       const y = new Float32Array(buffer, yOff, m * tileRows);
 
-      const users = new Map<number, number[]>();
-      for (let i = 0; i < p; i++) {
-        const list = users.get(groupOf[i]!);
-        if (list) list.push(i);
-        else users.set(groupOf[i]!, [i]);
-      }
       for (const [g, outputs] of users) {
         for (let r0 = 0; r0 < n; r0 += tileRows) {
           const rows = Math.min(tileRows, n - r0);
@@ -245,7 +212,7 @@ export function wasmSimdDotModel(x: Float32Array, xBase: number, w: Float32Array
 /** Rounds f32 values to bf16 in place with the provider's SIMD rounding (tests compare it to fp32BitsToBf16Bits). */
 export function roundToBf16Wasm(values: Float32Array): Float32Array {
   const module = loadDot();
-  if (!module) throw new Error(`${WASM_SIMD_PROVIDER_NAME} provider: ${unavailable}`);
+  if (!module) throw new Error(`${WASM_SIMD_PROVIDER_NAME} provider: ${dotModule.unavailableReason()}`);
   const padded = Math.ceil(values.length / 4) * 4;
   if (padded * 4 > module.memory.buffer.byteLength) {
     module.memory.grow(Math.ceil((padded * 4 - module.memory.buffer.byteLength) / 65536));

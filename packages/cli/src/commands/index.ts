@@ -7,41 +7,30 @@ export interface CommandEntry {
   load: () => Promise<CliCommand>;
 }
 
-// One line per command.
-export const COMMANDS: readonly CommandEntry[] = [
-  {
-    name: "inspect",
-    summary: "show a GGUF file: architecture, hyperparameters, tensors, load plan",
-    load: async () => (await import("./inspect.js")).command as CliCommand,
-  },
-  {
-    name: "plan",
-    summary: "plan a qwen35 model's memory on a device from its GGUF header alone (exit 0 fits, 3 does not)",
-    load: async () => (await import("./plan.js")).command as CliCommand,
-  },
-  {
-    name: "run",
-    summary: "generate text with a qwen35 GGUF model (default: the embedded default model)",
-    load: async () => (await import("./run.js")).command as CliCommand,
-  },
-  {
-    name: "chat",
-    summary: "chat with a qwen35 GGUF model through its chat template (default: the embedded default model)",
-    load: async () => (await import("./chat.js")).command as CliCommand,
-  },
-  {
-    name: "bench",
-    summary: "measure prefill, decode, time to first token, load time, peak RSS and decode efficiency (like llama-bench)",
-    load: async () => (await import("./bench.js")).command as CliCommand,
-  },
-  {
-    name: "serve",
-    summary: "serve a model over an OpenAI-compatible HTTP API with metrics and a web chat page",
-    load: async () => (await import("./serve.js")).command as CliCommand,
-  },
-  {
-    name: "parity",
-    summary: "run the parity gate against llama.cpp goldens (exit 0 pass, 1 fail, 77 skip)",
-    load: async () => (await import("./parity.js")).command as CliCommand,
-  },
-];
+/** What each command does, in the order `keepquant --help` lists them. */
+const SUMMARIES = {
+  inspect: "show a GGUF file: architecture, hyperparameters, tensors, load plan",
+  plan: "plan a qwen35 model's memory on a device from its GGUF header alone (exit 0 fits, 3 does not)",
+  run: "generate text with a qwen35 GGUF model (default: the embedded default model)",
+  chat: "chat with a qwen35 GGUF model through its chat template (default: the embedded default model)",
+  bench: "measure prefill, decode, time to first token, load time, peak RSS and decode efficiency (like llama-bench)",
+  serve: "serve a model over an OpenAI-compatible HTTP API with metrics and a web chat page",
+  parity: "run the parity gate against llama.cpp goldens (exit 0 pass, 1 fail, 77 skip)",
+};
+
+/** Each command's module, imported by a literal path so the bundler splits it out and loads it on demand. */
+const MODULES: Record<keyof typeof SUMMARIES, () => Promise<{ command: unknown }>> = {
+  inspect: () => import("./inspect.js"),
+  plan: () => import("./plan.js"),
+  run: () => import("./run.js"),
+  chat: () => import("./chat.js"),
+  bench: () => import("./bench.js"),
+  serve: () => import("./serve.js"),
+  parity: () => import("./parity.js"),
+};
+
+export const COMMANDS: readonly CommandEntry[] = (Object.keys(SUMMARIES) as Array<keyof typeof SUMMARIES>).map((name) => ({
+  name,
+  summary: SUMMARIES[name],
+  load: async () => (await MODULES[name]()).command as CliCommand,
+}));

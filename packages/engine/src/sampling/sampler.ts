@@ -3,6 +3,7 @@
  * order of llama.cpp's default chain, with a seeded RNG so a run can be reproduced.
  */
 import {
+  type Candidates,
   applyPenalties,
   applyTemperature,
   candidatesFromLogits,
@@ -27,22 +28,13 @@ export class Sampler {
   }
 
   /**
-   * Picks the next token from a logits row. `history` is the sequence so far (prompt and
-   * generated tokens); the penalties look at its last `penaltyLastN` entries.
-   */
-  /**
    * The distribution `sample` draws from (after penalties, top-k, top-p, min-p and temperature), as
    * token ids and probabilities; greedy parameters give the single most likely token.
    */
   distribution(logits: Float32Array, history: readonly number[] = []): TokenDistribution {
-    const p = this.params;
     const penalized = this.penalize(logits, history);
-    if (p.temperature <= 0) return { ids: Int32Array.of(greedy(penalized)), probabilities: Float32Array.of(1) };
-    let candidates = candidatesFromLogits(penalized);
-    candidates = topK(candidates, p.topK);
-    candidates = topP(candidates, p.topP);
-    candidates = minP(candidates, p.minP);
-    candidates = applyTemperature(candidates, p.temperature);
+    if (this.params.temperature <= 0) return { ids: Int32Array.of(greedy(penalized)), probabilities: Float32Array.of(1) };
+    const candidates = this.candidates(penalized);
     return { ids: candidates.ids, probabilities: softmax(candidates) };
   }
 
@@ -51,6 +43,17 @@ export class Sampler {
     return this.rng.next();
   }
 
+  /**
+   * Picks the next token from a logits row. `history` is the sequence so far (prompt and
+   * generated tokens); the penalties look at its last `penaltyLastN` entries.
+   */
+  sample(logits: Float32Array, history: readonly number[] = []): number {
+    const penalized = this.penalize(logits, history);
+    if (this.params.temperature <= 0) return greedy(penalized);
+    return sampleCandidates(this.candidates(penalized), this.rng.next());
+  }
+
+  /** The logits after the penalties. Nothing after this modifies its input, so without penalties the caller's row is used as is. */
   private penalize(logits: Float32Array, history: readonly number[]): Float32Array {
     const p = this.params;
     const penaltiesOn = p.penaltyLastN !== 0 && (p.repeatPenalty !== 1 || p.frequencyPenalty !== 0 || p.presencePenalty !== 0);
@@ -64,25 +67,14 @@ export class Sampler {
       : logits;
   }
 
-  sample(logits: Float32Array, history: readonly number[] = []): number {
+  /** The candidates of penalized logits that top-k, top-p and min-p keep, at the temperature. */
+  private candidates(penalized: Float32Array): Candidates {
     const p = this.params;
-    const penaltiesOn = p.penaltyLastN !== 0 && (p.repeatPenalty !== 1 || p.frequencyPenalty !== 0 || p.presencePenalty !== 0);
-    // Nothing below modifies its input, so the caller's row is used as is when no penalty applies.
-    const penalized = penaltiesOn
-      ? applyPenalties(logits, history, {
-          repeat: p.repeatPenalty,
-          frequency: p.frequencyPenalty,
-          presence: p.presencePenalty,
-          lastN: p.penaltyLastN,
-        })
-      : logits;
-    if (p.temperature <= 0) return greedy(penalized);
     let candidates = candidatesFromLogits(penalized);
     candidates = topK(candidates, p.topK);
     candidates = topP(candidates, p.topP);
     candidates = minP(candidates, p.minP);
-    candidates = applyTemperature(candidates, p.temperature);
-    return sampleCandidates(candidates, this.rng.next());
+    return applyTemperature(candidates, p.temperature);
   }
 }
 

@@ -138,6 +138,46 @@ function buildIdTables(tokenToId: ReadonlyMap<string, number>, merges: readonly 
   return { byteIds, pairRank, mergeResult, vocabSize };
 }
 
+/**
+ * The BPE merge loop over n symbols in a linked list: the adjacent pair of lowest rank (the leftmost on
+ * ties) merges first, until no adjacent pair has a rank. `keyOf(i)` is symbol i's current key (a token id
+ * or a text; a symbol merged away gets one no queued pair has), `rankOf(left, right)` the rank of merging
+ * two adjacent symbols or undefined, `merge(left, right, rank)` folds right into left. Returns `next`: the
+ * symbols left are 0, next[0], next[next[0]], ... until -1.
+ */
+function mergeBpe(
+  n: number,
+  keyOf: (i: number) => string | number,
+  rankOf: (left: number, right: number) => number | undefined,
+  merge: (left: number, right: number, rank: number) => void,
+): Int32Array {
+  const next = new Int32Array(n);
+  const prev = new Int32Array(n);
+  for (let i = 0; i < n; i++) {
+    prev[i] = i - 1;
+    next[i] = i + 1 < n ? i + 1 : -1;
+  }
+  const heap = new BigramHeap();
+  const tryAdd = (left: number, right: number): void => {
+    if (left < 0 || right < 0) return;
+    const rank = rankOf(left, right);
+    if (rank === undefined) return;
+    heap.push({ left, right, rank, leftKey: keyOf(left), rightKey: keyOf(right) });
+  };
+  for (let i = 1; i < n; i++) tryAdd(i - 1, i);
+  while (heap.size > 0) {
+    const bigram = heap.pop()!;
+    if (keyOf(bigram.left) !== bigram.leftKey || keyOf(bigram.right) !== bigram.rightKey) continue; // stale
+    merge(bigram.left, bigram.right, bigram.rank);
+    const after = next[bigram.right]!;
+    next[bigram.left] = after;
+    if (after >= 0) prev[after] = bigram.left;
+    tryAdd(prev[bigram.left]!, bigram.left);
+    tryAdd(bigram.left, after);
+  }
+  return next;
+}
+
 export class BpeModel {
   private readonly cache = new Map<string, readonly number[]>();
   private readonly idTables: IdTables | undefined;
@@ -191,35 +231,17 @@ export class BpeModel {
     const bytes = utf8Encoder.encode(word);
     const n = bytes.length;
     const symbols = new Int32Array(n); // token id, -1 once merged away
-    const next = new Int32Array(n);
-    const prev = new Int32Array(n);
-    for (let i = 0; i < n; i++) {
-      symbols[i] = tables.byteIds[bytes[i]!]!;
-      prev[i] = i - 1;
-      next[i] = i + 1 < n ? i + 1 : -1;
-    }
+    for (let i = 0; i < n; i++) symbols[i] = tables.byteIds[bytes[i]!]!;
     const { pairRank, mergeResult, vocabSize } = tables;
-    const heap = new BigramHeap();
-    const tryAdd = (left: number, right: number): void => {
-      if (left < 0 || right < 0) return;
-      const leftId = symbols[left]!;
-      const rightId = symbols[right]!;
-      const rank = pairRank.get(leftId * vocabSize + rightId);
-      if (rank === undefined) return;
-      heap.push({ left, right, rank, leftKey: leftId, rightKey: rightId });
-    };
-    for (let i = 1; i < n; i++) tryAdd(i - 1, i);
-    while (heap.size > 0) {
-      const bigram = heap.pop()!;
-      if (symbols[bigram.left] !== bigram.leftKey || symbols[bigram.right] !== bigram.rightKey) continue; // stale
-      symbols[bigram.left] = mergeResult[bigram.rank]!;
-      symbols[bigram.right] = -1;
-      const after = next[bigram.right]!;
-      next[bigram.left] = after;
-      if (after >= 0) prev[after] = bigram.left;
-      tryAdd(prev[bigram.left]!, bigram.left);
-      tryAdd(bigram.left, after);
-    }
+    const next = mergeBpe(
+      n,
+      (i) => symbols[i]!,
+      (left, right) => pairRank.get(symbols[left]! * vocabSize + symbols[right]!),
+      (left, right, rank) => {
+        symbols[left] = mergeResult[rank]!;
+        symbols[right] = -1;
+      },
+    );
     const ids: number[] = [];
     for (let i = 0; i >= 0 && i < n; i = next[i]!) ids.push(symbols[i]!);
     return ids;
@@ -231,35 +253,15 @@ export class BpeModel {
     const texts: string[] = [];
     for (const ch of word) texts.push(ch);
     const n = texts.length;
-    const next = new Int32Array(n);
-    const prev = new Int32Array(n);
-    for (let i = 0; i < n; i++) {
-      prev[i] = i - 1;
-      next[i] = i + 1 < n ? i + 1 : -1;
-    }
-    const heap = new BigramHeap();
-    const tryAdd = (left: number, right: number): void => {
-      if (left < 0 || right < 0) return;
-      const rank = ranks.get(`${texts[left]!} ${texts[right]!}`);
-      if (rank === undefined) return;
-      heap.push({ left, right, rank, leftKey: texts[left]!, rightKey: texts[right]! });
-    };
-    for (let i = 1; i < n; i++) tryAdd(i - 1, i);
-
-    while (heap.size > 0) {
-      const bigram = heap.pop()!;
-      const leftText = texts[bigram.left]!;
-      const rightText = texts[bigram.right]!;
-      if (leftText.length === 0 || rightText.length === 0) continue;
-      if (leftText !== bigram.leftKey || rightText !== bigram.rightKey) continue; // stale
-      texts[bigram.left] = leftText + rightText;
-      texts[bigram.right] = "";
-      const after = next[bigram.right]!;
-      next[bigram.left] = after;
-      if (after >= 0) prev[after] = bigram.left;
-      tryAdd(prev[bigram.left]!, bigram.left);
-      tryAdd(bigram.left, after);
-    }
+    const next = mergeBpe(
+      n,
+      (i) => texts[i]!,
+      (left, right) => ranks.get(`${texts[left]!} ${texts[right]!}`),
+      (left, right) => {
+        texts[left] = texts[left]! + texts[right]!; // "" once merged away
+        texts[right] = "";
+      },
+    );
 
     const ids: number[] = [];
     for (let i = 0; i >= 0 && i < n; i = next[i]!) {

@@ -26,23 +26,18 @@ export const TokenAttr = {
   BYTE: 1 << 5,
 } as const;
 
+/** The attribute bit of each token type that has one. */
+const TOKEN_TYPE_ATTR: Readonly<Partial<Record<number, number>>> = {
+  [TokenType.UNKNOWN]: TokenAttr.UNKNOWN,
+  [TokenType.UNUSED]: TokenAttr.UNUSED,
+  [TokenType.NORMAL]: TokenAttr.NORMAL,
+  [TokenType.CONTROL]: TokenAttr.CONTROL,
+  [TokenType.USER_DEFINED]: TokenAttr.USER_DEFINED,
+  [TokenType.BYTE]: TokenAttr.BYTE,
+};
+
 export function tokenTypeToAttr(type: number): number {
-  switch (type) {
-    case TokenType.UNKNOWN:
-      return TokenAttr.UNKNOWN;
-    case TokenType.UNUSED:
-      return TokenAttr.UNUSED;
-    case TokenType.NORMAL:
-      return TokenAttr.NORMAL;
-    case TokenType.CONTROL:
-      return TokenAttr.CONTROL;
-    case TokenType.USER_DEFINED:
-      return TokenAttr.USER_DEFINED;
-    case TokenType.BYTE:
-      return TokenAttr.BYTE;
-    default:
-      return TokenAttr.UNDEFINED;
-  }
+  return TOKEN_TYPE_ATTR[type] ?? TokenAttr.UNDEFINED;
 }
 
 /** Special token ids as stored in the file (`tokenizer.ggml.<name>_token_id`); absent = not set. */

@@ -60,17 +60,11 @@ export interface Qwen35Spec {
   extraMetadata?: GgufMetadataEntry[];
 }
 
-/** Qwen3.5-0.8B (qwen35.md 13.1): tied head. */
-export const QWEN35_0_8B_SHAPE: Qwen35Spec = Object.freeze({
+/** What the released Qwen3.5 models share (qwen35.md 13): vocabulary, head and state sizes, RoPE, norm eps, context. */
+const QWEN35_RELEASED: Omit<Qwen35Spec, "hidden" | "layers" | "ffn" | "heads" | "headsKv" | "ssmHeads" | "tied" | "name"> = {
   vocab: 248_320,
-  hidden: 1024,
-  layers: 24,
-  ffn: 3584,
-  heads: 8,
-  headsKv: 2,
   headDim: 256,
   ssmGroups: 16,
-  ssmHeads: 16,
   ssmStateSize: 128,
   convKernel: 4,
   ropeDims: 64,
@@ -78,28 +72,30 @@ export const QWEN35_0_8B_SHAPE: Qwen35Spec = Object.freeze({
   ropeTheta: 10_000_000,
   eps: 1e-6,
   contextLength: 262_144,
+};
+
+/** Qwen3.5-0.8B (qwen35.md 13.1): tied head. */
+export const QWEN35_0_8B_SHAPE: Qwen35Spec = Object.freeze({
+  ...QWEN35_RELEASED,
+  hidden: 1024,
+  layers: 24,
+  ffn: 3584,
+  heads: 8,
+  headsKv: 2,
+  ssmHeads: 16,
   tied: true,
   name: "synthetic-qwen35-0.8b",
 }) as Qwen35Spec;
 
 /** Qwen3.5-27B (qwen35.md 13.2): untied head, Hk 16 < Hv 48. */
 export const QWEN35_27B_SHAPE: Qwen35Spec = Object.freeze({
-  vocab: 248_320,
+  ...QWEN35_RELEASED,
   hidden: 5120,
   layers: 64,
   ffn: 17_408,
   heads: 24,
   headsKv: 4,
-  headDim: 256,
-  ssmGroups: 16,
   ssmHeads: 48,
-  ssmStateSize: 128,
-  convKernel: 4,
-  ropeDims: 64,
-  ropeSections: [11, 11, 10, 0],
-  ropeTheta: 10_000_000,
-  eps: 1e-6,
-  contextLength: 262_144,
   tied: false,
   name: "synthetic-qwen35-27b",
 }) as Qwen35Spec;
@@ -155,28 +151,18 @@ export const QWEN35_TEST_SHAPE: Qwen35Spec = Object.freeze({
 }) as Qwen35Spec;
 
 /**
- * The smallest shape the engine's unit tests run: hidden 64, 4 layers (attention at 3), Hk 2 < Hv 4,
- * vocab 97 with placeholder tokens `<t0>` .. `<t96>` (tests pass token ids; override `vocab` and
- * `tokenizer` together for a real vocabulary).
+ * The smallest shape the engine's unit tests run: the test shape's layout (4 layers, attention at 3,
+ * Hk 2 < Hv 4, RoPE sections) at hidden 64, with vocab 97 of placeholder tokens `<t0>` .. `<t96>` (tests
+ * pass token ids; override `vocab` and `tokenizer` together for a real vocabulary).
  */
 export const QWEN35_TINY_SHAPE: Qwen35Spec = Object.freeze({
+  ...QWEN35_TEST_SHAPE,
   vocab: 97,
   hidden: 64,
-  layers: 4,
   ffn: 96,
-  heads: 4,
-  headsKv: 2,
   headDim: 32,
-  ssmGroups: 2,
-  ssmHeads: 4,
   ssmStateSize: 16,
-  convKernel: 4,
-  ropeDims: 16,
-  ropeSections: [3, 3, 2, 0],
   ropeTheta: 10_000,
-  eps: 1e-6,
-  contextLength: 4096,
-  tied: true,
   tokenizer: { tokens: Array.from({ length: 97 }, (_, i) => `<t${i}>`) },
   name: "synthetic-qwen35-tiny",
 }) as Qwen35Spec;
