@@ -1,12 +1,7 @@
-import { defineConfig } from "tsup";
+import { sharedTsupConfig } from "../../tsup.shared.ts";
 
-export default defineConfig({
-  // one entry per public export: "." (the Engine API), "./parity" (the parity gate), "./bench" (the
-  // benchmark), "./testing" (dev tools' tokenizer fixtures; never imported by product code)
+// one entry per public export: "." (the Engine API), "./parity" (the parity gate), "./bench" (the
+// benchmark), "./testing" (dev tools' tokenizer fixtures; never imported by product code)
+export default sharedTsupConfig({
   entry: { index: "src/index.ts", parity: "src/parity/index.ts", bench: "src/bench/index.ts", testing: "src/testing/index.ts" },
-  format: ["esm"],
-  dts: true,
-  clean: true,
-  sourcemap: true,
-  target: "node20",
 });

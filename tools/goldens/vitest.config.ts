@@ -1,10 +1,3 @@
-import { defineConfig } from "vitest/config";
+import { sharedVitestConfig } from "../../vitest.shared.ts";
 
-export default defineConfig({
-  test: {
-    include: ["src/**/*.test.ts"],
-    globalSetup: ["../../tools/repo-checks/src/temp-guard.ts"],
-    testTimeout: 120_000,
-    hookTimeout: 120_000,
-  },
-});
+export default sharedVitestConfig();

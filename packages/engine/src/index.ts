@@ -13,8 +13,11 @@ export type {
 } from "./engine-types.js";
 export { MAX_DRAFT_TOKENS } from "./engine-types.js";
 export { EngineError, EngineLoadError, EngineOptionError, EngineAbortError, type EngineErrorCode } from "./errors.js";
-export type { KvType } from "./kv/paged-kv.js";
-export type { Numerics, MatmulProvider } from "./model/matmul.js";
+export type { AllocateStorage, KvType, PagedKvCache } from "./kv/paged-kv.js";
+export type { RefCountedPool } from "./kv/block-pool.js";
+export type { DequantizeRow, Numerics, MatmulProvider } from "./model/matmul.js";
+export type { ModelWeights, PackedMatrix } from "./model/weights.js";
+export type { StepBackend, StepLabels } from "./model/step-backend.js";
 export {
   Qwen35Forward,
   FLASH_ATTN_TILED_MIN_ROWS,

@@ -1,5 +1,5 @@
 import { GGML_TYPE_TRAITS, GGML_TYPES, type GgmlType, ggmlTypeLabel } from "@keepquant/gguf";
-import { loadGgmlCpuOracle } from "@keepquant/oracle";
+import { loadGgmlCpuOracle, oracleUnavailableReason } from "@keepquant/oracle";
 import { KEEPQUANT_ENCODINGS, LLAMA_WEIGHT_TYPES } from "@keepquant/quant";
 import { afterAll, describe, expect, it } from "vitest";
 import {
@@ -12,10 +12,11 @@ import {
   NATIVE_LLAMA_TYPES,
   setNativeIsa,
 } from "./index.js";
-import { ORACLE_REASON } from "./test-support.js";
 
 // The addon's per-type table (src/core/common.h) and kernel tables (one per ISA level) against
 // gguf's GGML_TYPE_TRAITS: the two languages' tables must say the same thing.
+const ORACLE_REASON = oracleUnavailableReason();
+
 describe("the addon's type table", () => {
   const initialIsa = getNativeIsa();
   afterAll(() => setNativeIsa(initialIsa));
