@@ -56,6 +56,7 @@ export {
   type Qwen35Spec,
   type Qwen35HeaderOptions,
 } from "./synthetic/qwen35.js";
+export { mulberry32 } from "./synthetic/random.js";
 export { qwen35Q4KMClassMix, useMoreBits, type Qwen35TensorTypeMix } from "./synthetic/type-mix.js";
 export {
   defaultQwen35Tokenizer,

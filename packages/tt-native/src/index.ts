@@ -27,7 +27,15 @@ import {
 } from "@keepquant/quant";
 import { NativeArgumentError, NativeIsaError, NativeUnavailableError } from "./errors.js";
 import { loadNativeAddon, nativeThreadLimits, NATIVE_THREADS_PER_CORE, type LoadResult, type NativeStatus } from "./loader.js";
-import type { IsaLevelName, NativeAddon, NativeLibm, NativeModelHandle, NativeModelSpec, NativeTypeSupport } from "./native-types.js";
+import type {
+  IsaLevelName,
+  NativeAddon,
+  NativeBf16Args,
+  NativeLibm,
+  NativeModelHandle,
+  NativeModelSpec,
+  NativeTypeSupport,
+} from "./native-types.js";
 
 export * from "./errors.js";
 export {
@@ -310,18 +318,7 @@ export interface NativeMatmulProvider extends MatmulProvider {
 /** The native provider of the keep-quant contract. */
 export type NativeKeepQuantProvider = NativeMatmulProvider & KeepQuantProvider;
 
-type Bf16Call = (
-  type: GgmlType,
-  weight: Uint8Array,
-  k: number,
-  rowStart: number,
-  rowCount: number,
-  x: Float32Array,
-  m: number,
-  y: Float32Array,
-  ldy: number,
-  yOffset: number,
-) => unknown;
+type Bf16Call = (...args: NativeBf16Args) => unknown;
 
 /** Plans the contract call and issues one native call per (output p, chunk). */
 function planCalls(

@@ -137,6 +137,20 @@ export interface NativeLibm {
   fmaf(a: number, b: number, c: number): number;
 }
 
+/** The arguments of the contract-numerics matmul (matmulBf16 and matmulBf16Async). */
+export type NativeBf16Args = [
+  type: GgmlType,
+  weight: ByteView,
+  k: number,
+  rowStart: number,
+  rowCount: number,
+  x: Float32Array,
+  m: number,
+  y: Float32Array,
+  ldy: number,
+  yOffset: number,
+];
+
 export interface NativeAddon {
   abiVersion(): number;
   buildInfo(): NativeBuildInfo;
@@ -163,32 +177,10 @@ export interface NativeAddon {
    * Contract numerics (decode -> bf16 RNE once -> f32): rows [rowStart, rowStart + rowCount) of
    * W (K columns) against x[M, K]; y[mi * ldy + yOffset + r] for r in [0, rowCount).
    */
-  matmulBf16(
-    type: GgmlType,
-    weight: ByteView,
-    k: number,
-    rowStart: number,
-    rowCount: number,
-    x: Float32Array,
-    m: number,
-    y: Float32Array,
-    ldy: number,
-    yOffset: number,
-  ): void;
+  matmulBf16(...args: NativeBf16Args): void;
   /** wrapping sum of the buffer's 8-byte words, read once across the pool (bandwidth probe) */
   sumWords(buffer: ByteView): bigint;
-  matmulBf16Async(
-    type: GgmlType,
-    weight: ByteView,
-    k: number,
-    rowStart: number,
-    rowCount: number,
-    x: Float32Array,
-    m: number,
-    y: Float32Array,
-    ldy: number,
-    yOffset: number,
-  ): Promise<void>;
+  matmulBf16Async(...args: NativeBf16Args): Promise<void>;
   NativeModel: new (spec: NativeModelSpec) => NativeModelHandle;
   /** The file mapped copy-on-write as one external ArrayBuffer; `populate` faults every page in now. */
   mapFile(path: string, populate: boolean): ArrayBuffer;

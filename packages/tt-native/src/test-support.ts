@@ -1,23 +1,12 @@
+import { mulberry32 } from "@keepquant/gguf";
+
 /**
  * Shared helpers of this package's tests (not exported from the package). Nothing here needs a
  * dev-only package: oracle-backed tests import `@keepquant/oracle` themselves.
  */
 
-/**
- * Deterministic 32-bit PRNG: mulberry32, the same sequence as the quant package's envelope sweep
- * (`mulberry32` of `@keepquant/quant/testing`), written here so that no non-test file under src
- * imports a testing export.
- */
-export function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** Deterministic test PRNG: mulberry32 of @keepquant/gguf, the sequence every package's test data uses. */
+export const rng: (seed: number) => () => number = mulberry32;
 
 export function randomBytes(count: number, seed: number): Uint8Array {
   const r = rng(seed);

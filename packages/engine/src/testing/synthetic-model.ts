@@ -3,26 +3,13 @@
  * (its calm initialisation, F32), builds the load plan, and the loader binds the plan. No second
  * table of tensor names, shapes or hyperparameters lives here.
  */
-import { assertLoadable, buildLoadPlan, QWEN35_TINY_SHAPE, readGguf, synthesizeQwen35, type Qwen35Spec } from "@keepquant/gguf";
+import { assertLoadable, buildLoadPlan, mulberry32, QWEN35_TINY_SHAPE, readGguf, synthesizeQwen35, type Qwen35Spec } from "@keepquant/gguf";
 import { loadQwen35Weights, readTensorSource } from "../model/load.js";
 import type { Numerics } from "../model/matmul.js";
 import type { ModelWeights } from "../model/weights.js";
 
-/**
- * Small deterministic PRNG for test data: mulberry32, the same sequence as the quant package's test
- * PRNG (`mulberry32` of `@keepquant/quant/testing`), written here so that no file under src imports
- * a testing export.
- */
-export function seededRandom(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** Small deterministic PRNG for test data: mulberry32 of @keepquant/gguf, the sequence every package uses. */
+export const seededRandom: (seed: number) => () => number = mulberry32;
 
 /** The tiny qwen35 of the engine's unit tests (the gguf package's preset): 4 layers, D 64, vocab 97. */
 export const TINY_SPEC: Qwen35Spec = QWEN35_TINY_SHAPE;

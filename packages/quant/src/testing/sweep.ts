@@ -4,24 +4,15 @@
  * broadcast, N not a multiple of any tile, K from one block to 5120, each registered encoding.
  * Weights are deterministic packed bytes (seeded PRNG) with sane f16 scales.
  */
-import { GgmlType, GGML_TYPE_TRAITS } from "@keepquant/gguf";
+import { GgmlType, GGML_TYPE_TRAITS, mulberry32 } from "@keepquant/gguf";
 import { KEEPQUANT_ENCODINGS, type MatmulBTQuantGroupedArgs, type PackedWeight } from "../contract.js";
 import type { KeepQuantProvider } from "../provider.js";
 import { dequantizeTensor } from "../dequantize.js";
 import { fp32ToFp16 } from "../fp.js";
 import { envelopeReport, type EnvelopeWorst } from "./envelope.js";
 
-/** Deterministic 32-bit PRNG (mulberry32). */
-export function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** Deterministic 32-bit PRNG (mulberry32, from @keepquant/gguf). */
+export { mulberry32 };
 
 export interface EnvelopeSweepCase {
   name: string;

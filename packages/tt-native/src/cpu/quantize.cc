@@ -61,15 +61,21 @@ void quantize_row_q8_K(const float* x, void* vy, int64_t k) {
   }
 }
 
+// One 32-value block's Q8 scale (Q8_0 and Q8_1 alike): returns d = amax / 127 in f32 (stored as f16 by
+// the caller) and sets its inverse 127 / amax (0 for an all-zero block).
+static inline float q8BlockScale(const float* x, float* id) {
+  float amax = 0;
+  for (int j = 0; j < QK; ++j) amax = std::fmax(amax, std::fabs(x[j]));
+  *id = amax != 0.0f ? 127.f / amax : 0.0f;
+  return amax / 127.f;
+}
+
 void quantize_row_q8_0(const float* x, void* vy, int64_t k) {
   BlockQ8_0* y = static_cast<BlockQ8_0*>(vy);
   const int64_t nb = k / QK;
   for (int64_t i = 0; i < nb; ++i) {
-    float amax = 0;
-    for (int j = 0; j < QK; ++j) amax = std::fmax(amax, std::fabs(x[i * QK + j]));
-    const float d = amax / 127.f;
-    const float id = amax != 0.0f ? 127.f / amax : 0.0f;
-    y[i].d = f32ToHalf(d);
+    float id;
+    y[i].d = f32ToHalf(q8BlockScale(x + i * QK, &id));
     for (int j = 0; j < QK; ++j) y[i].qs[j] = x86Q8Code(x[i * QK + j] * id);
   }
 }
@@ -78,10 +84,8 @@ void quantize_row_q8_1(const float* x, void* vy, int64_t k) {
   BlockQ8_1* y = static_cast<BlockQ8_1*>(vy);
   const int64_t nb = k / QK;
   for (int64_t i = 0; i < nb; ++i) {
-    float amax = 0;
-    for (int j = 0; j < QK; ++j) amax = std::fmax(amax, std::fabs(x[i * QK + j]));
-    const float d = amax / 127.f;
-    const float id = amax != 0.0f ? 127.f / amax : 0.0f;
+    float id;
+    const float d = q8BlockScale(x + i * QK, &id);
     y[i].d = f32ToHalf(d);
     int sum = 0;
     for (int j = 0; j < QK / 2; ++j) {
