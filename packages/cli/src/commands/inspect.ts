@@ -27,6 +27,15 @@ interface InspectReport {
   dataOffset: number;
   metadata: Record<string, unknown>;
   hyperparameters: Qwen35Config | null;
+  /** qwen35moe: the experts and the bytes of the expert tower (routed expert tensors of the used set) by type. */
+  experts: {
+    count: number;
+    usedPerToken: number;
+    expertWidth: number;
+    sharedWidth: number;
+    towerBytes: number;
+    towerBytesByType: Record<string, number>;
+  } | null;
   tensorCount: number;
   tensorCountByType: Record<string, number>;
   totalTensorBytes: number;
@@ -89,7 +98,7 @@ function buildReport(
     diagnostics.push({
       level: "info",
       code: "NO_PLAN",
-      message: `no load plan: architecture ${JSON.stringify(architecture)} is not qwen35`,
+      message: `no load plan: architecture ${JSON.stringify(architecture)} is not qwen35 or qwen35moe`,
     });
   }
   if (planError) diagnostics.push({ level: "error", code: planError.code, message: planError.message });
@@ -102,6 +111,7 @@ function buildReport(
     dataOffset: file.dataOffset,
     metadata: Object.fromEntries([...file.metadata.values()].map((e) => [e.key, metadataJson(e, full)])),
     hyperparameters: plan?.config ?? null,
+    experts: plan?.config.moe ? expertsReport(plan) : null,
     tensorCount: file.tensors.length,
     tensorCountByType: byType,
     totalTensorBytes: file.tensors.reduce((a, t) => a + t.byteLength, 0),
@@ -126,6 +136,27 @@ function buildReport(
         }
       : null,
     diagnostics,
+  };
+}
+
+/** The experts of a qwen35moe plan: counts, widths, and the routed expert tensors' bytes by type. */
+function expertsReport(plan: LoadPlan): NonNullable<InspectReport["experts"]> {
+  const moe = plan.config.moe!;
+  const byType: Record<string, number> = {};
+  let towerBytes = 0;
+  for (const t of plan.used) {
+    if (!t.slot.endsWith("_exps")) continue;
+    const type = ggmlTypeName(t.type);
+    byType[type] = (byType[type] ?? 0) + t.byteLength;
+    towerBytes += t.byteLength;
+  }
+  return {
+    count: moe.expertCount,
+    usedPerToken: moe.expertUsedCount,
+    expertWidth: moe.expertFeedForwardLength,
+    sharedWidth: moe.sharedFeedForwardLength,
+    towerBytes,
+    towerBytesByType: byType,
   };
 }
 
@@ -163,13 +194,13 @@ function printText(report: InspectReport, showTensors: boolean, io: CommandIo): 
   row("metadata", `${Object.keys(report.metadata).length} keys`);
   const c = report.hyperparameters;
   if (c) {
-    lines.push("", "hyperparameters (qwen35)");
+    lines.push("", `hyperparameters (${c.architecture})`);
     const attention = c.layerKinds.flatMap((k, i) => (k === "attention" ? [i] : []));
     const hp: [string, string | number][] = [
       ["block_count", `${c.blockCount} (trunk ${c.nLayer} + MTP ${c.nextnPredictLayers})`],
       ["layers", `${c.nLayer - attention.length} GDN + ${attention.length} attention (attention at ${attention.join(", ")})`],
       ["embedding", c.embeddingLength],
-      ["ffn", c.feedForwardLength],
+      ...(c.moe ? [] : ([["ffn", c.feedForwardLength]] as [string, number][])),
       ["heads", `${c.headCount} q / ${c.headCountKv} kv, head_dim ${c.headDim}`],
       ["gdn", `Hk ${c.ssmGroupCount}, Hv ${c.ssmTimeStepRank}, state ${c.ssmStateSize}, conv ${c.ssmConvKernel}, conv_dim ${c.convDim}`],
       ["rope", `dims ${c.ropeDimensionCount}, base ${f32Text(c.ropeFreqBase)}, sections [${c.ropeSections.join(", ")}]`],
@@ -178,6 +209,16 @@ function printText(report: InspectReport, showTensors: boolean, io: CommandIo): 
       ["vocab", c.vocabSize ?? "(no tokenizer)"],
     ];
     for (const [k, v] of hp) lines.push(`  ${k.padEnd(12)}${v}`);
+  }
+  const e = report.experts;
+  if (e) {
+    lines.push("", "experts");
+    lines.push(`  ${"routed".padEnd(12)}${e.count} experts, ${e.usedPerToken} used per token, width ${e.expertWidth}`);
+    lines.push(`  ${"shared".padEnd(12)}1 expert, width ${e.sharedWidth}, sigmoid-gated`);
+    const types = Object.entries(e.towerBytesByType)
+      .map(([t, b]) => `${t} ${bytesText(b)}`)
+      .join(", ");
+    lines.push(`  ${"tower".padEnd(12)}${bytesText(e.towerBytes)}${types ? ` (${types})` : ""}`);
   }
   lines.push(
     "",
@@ -238,7 +279,8 @@ export const command = defineCommand({
     const file = await readGguf(path);
     let plan: LoadPlan | null = null;
     let planError: ReturnType<typeof describeError> | null = null;
-    if (getArchitecture(file) === "qwen35") {
+    const architecture = getArchitecture(file);
+    if (architecture === "qwen35" || architecture === "qwen35moe") {
       try {
         plan = buildLoadPlan(file, values.mtp ? { speculative: "mtp" } : {});
       } catch (error) {
