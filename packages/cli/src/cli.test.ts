@@ -9,7 +9,9 @@ import {
   GgmlType,
   gguf,
   QWEN35_27B_SHAPE,
+  QWEN35_35B_A3B_SHAPE,
   QWEN35_TEST_SHAPE,
+  qwen35Q4KMClassMix,
   qwen35SpecLayout,
   synthesizeQwen35,
   tensorByteLength,
@@ -28,10 +30,12 @@ const files = {
   badConfig: join(dir, "bad-config.gguf"),
   other: join(dir, "other-arch.gguf"),
   big: join(dir, "qwen35-27b-mtp-header-only.gguf"),
+  moe: join(dir, "qwen35moe-35b-a3b-header-only.gguf"),
 };
 
 beforeAll(async () => {
   await writeQwen35HeaderOnly(files.big, { ...QWEN35_27B_SHAPE, mtp: true });
+  await writeQwen35HeaderOnly(files.moe, QWEN35_35B_A3B_SHAPE, { types: qwen35Q4KMClassMix(41, false) });
   if (!existsSync(bin)) throw new Error(`${bin} is missing: run \`pnpm --filter @keepquant/cli build\` first`);
   const good = synthesizeQwen35(QWEN35_TEST_SHAPE);
   writeFileSync(files.good, good);
@@ -120,6 +124,22 @@ describe("keepquant inspect", () => {
     expect(r.stdout).toMatch(/skipped\s+15 tensors/);
     expect(r.stdout).toMatch(/blk\.64\.nextn\.eh_proj\.weight\s+209715200 B/); // 10240 x 5120 f32
     expect(r.stdout).toContain("warning: MTP_SKIPPED");
+  });
+
+  it("a qwen35moe (35B-A3B header-only) file: the experts, their widths and the expert tower's bytes by type", () => {
+    const r = run("inspect", files.moe);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain("hyperparameters (qwen35moe)");
+    expect(r.stdout).toMatch(/routed\s+256 experts, 8 used per token, width 512/);
+    expect(r.stdout).toMatch(/shared\s+1 expert, width 512, sigmoid-gated/);
+    expect(r.stdout).toMatch(/tower\s+\d+ B \(\d+\.\d\d GiB\) \(Q4_K \d+ B .*Q6_K \d+ B/);
+    const doc = JSON.parse(run("inspect", files.moe, "--json").stdout);
+    expect(doc.experts).toMatchObject({ count: 256, usedPerToken: 8, expertWidth: 512, sharedWidth: 512 });
+    const tower = doc.tensors
+      .filter((t: { name: string }) => /^blk\.\d+\.ffn_(gate|up|down)_exps\.weight$/.test(t.name) && !t.name.startsWith("blk.40."))
+      .reduce((a: number, t: { byteLength: number }) => a + t.byteLength, 0);
+    expect(doc.experts.towerBytes).toBe(tower);
+    expect(doc.plan.ok).toBe(true);
   });
 
   it("a non-qwen35 file is inspected without a plan", () => {
