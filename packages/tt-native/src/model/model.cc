@@ -21,6 +21,32 @@
 namespace kq {
 namespace {
 
+// The activation encodings a matmul input is quantized to, read off the type table: every vec_dot_type
+// but F32 (f32 weights read the input directly), one buffer each, with BF16 sharing F16's (same row
+// size; the buffer remembers which encoding it holds).
+struct ActivationSlots {
+  int count = 0;
+  int encoding[kTypeCount] = {};  // slot -> the encoding its buffer is sized for
+  int slotOf[kTypeCount] = {};    // activation encoding -> slot, -1 for none
+};
+constexpr ActivationSlots makeActivationSlots() {
+  ActivationSlots s;
+  for (int t = 0; t < kTypeCount; ++t) s.slotOf[t] = -1;
+  for (int t = 0; t < kTypeCount; ++t) {
+    const int act = kTypeTraits[t].vecDotType;
+    if (act < 0 || act == T_F32) continue;
+    const int key = act == T_BF16 ? T_F16 : act;
+    if (s.slotOf[key] < 0) {
+      s.slotOf[key] = s.count;
+      s.encoding[s.count++] = key;
+    }
+    s.slotOf[act] = s.slotOf[key];
+  }
+  return s;
+}
+constexpr ActivationSlots kActivationSlots = makeActivationSlots();
+static_assert(kActivationSlots.count <= kMaxActivationSlots, "more activation encodings than Model has buffers");
+
 // Query rows at or above which llama.cpp's CPU flash attention takes its tiled f32 path.
 constexpr int kFlashAttnTiledMinRows = 64;
 constexpr int kFlashAttnKvTile = 64;
@@ -169,14 +195,13 @@ Model::Model(ModelSpec spec) : spec_(std::move(spec)) {
   outRows_.assign(T, 0);
   // Activation buffers for the widest input in each encoding (f32 weights read x directly).
   const int widths[] = {D, c.attnOutDim, valueDim_, c.nFf, d.present ? c.ehProjIn : 0};
-  const int encodings[] = {T_Q8_K, T_Q8_0, T_Q8_1, T_F16};
-  for (int i = 0; i < 4; ++i) {
+  for (int i = 0; i < kActivationSlots.count; ++i) {
+    const int encoding = kActivationSlots.encoding[i];
     size_t bytes = 0;
     for (int width : widths) {
-      const TypeTraits& ti = typeTraits(encodings[i]);
-      if (width > 0 && width % ti.blockSize == 0) bytes = std::max(bytes, actRowBytes(encodings[i], width) * T);
+      const TypeTraits& ti = typeTraits(encoding);
+      if (width > 0 && width % ti.blockSize == 0) bytes = std::max(bytes, actRowBytes(encoding, width) * T);
     }
-    // bf16 activations have the size of f16 ones and share their buffer
     actBuffer_[i].assign(bytes, 0);
     scratchBytes_ += bytes;
   }
@@ -286,7 +311,8 @@ const uint8_t* Model::activations(int actType, size_t* actBytes) {
   const int64_t k = actCols_;
   *actBytes = actRowBytes(actType, k);
   if (actType == T_F32) return reinterpret_cast<const uint8_t*>(actSource_);
-  const int slot = actType == T_Q8_K ? 0 : actType == T_Q8_0 ? 1 : actType == T_Q8_1 ? 2 : 3;
+  const int slot = actType >= 0 && actType < kTypeCount ? kActivationSlots.slotOf[actType] : -1;
+  if (slot < 0) throw std::invalid_argument("activations: ggml type " + str(actType) + " is not an activation encoding");
   uint8_t* buffer = actBuffer_[slot].data();
   if (actType_[slot] != actType) {
     const float* x = actSource_;

@@ -12,6 +12,9 @@
 
 namespace kq {
 
+// Activation buffers of one model: one per activation encoding of the type table (model.cc).
+constexpr int kMaxActivationSlots = 4;
+
 // A matmul weight exactly as stored: `rows` output features of `cols` inputs, `rowBytes` per row.
 struct WeightMatrix {
   int type = -1;
@@ -212,8 +215,8 @@ class Model {
   // quantized activations of the current matmul input, one buffer per activation encoding
   const float* actSource_ = nullptr;
   int actRows_ = 0, actCols_ = 0;
-  std::vector<uint8_t> actBuffer_[4];
-  int actType_[4] = {-1, -1, -1, -1};
+  std::vector<uint8_t> actBuffer_[kMaxActivationSlots];
+  int actType_[kMaxActivationSlots] = {-1, -1, -1, -1};
 };
 
 }  // namespace kq
