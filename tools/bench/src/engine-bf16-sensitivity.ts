@@ -16,26 +16,28 @@
  * Also checks one contract matmul (layer 0 ffn_up on real activations) against a float64 product:
  * worst |y - y64| as a ratio of the analytic envelope sum_k |x_k||w_k| 2^-8.
  *
- *   pnpm --filter @keepquant/engine exec tsx bench/bf16-sensitivity.ts <fixture> [--prompts N]
+ *   pnpm --filter @keepquant/bench bench:engine-bf16-sensitivity <fixture> [--prompts N]
  */
 import path from "node:path";
 import { decodeF32, runOracle } from "@keepquant/oracle";
 import { GgmlType } from "@keepquant/gguf";
 import { LLAMA_WEIGHT_TYPES, matmulDense } from "@keepquant/quant";
-import { Engine, type ActivationTap } from "../src/index.js";
-import { TsMatmulProvider, type MatmulProvider } from "../src/model/matmul.js";
-import { quantDequantizeRow, allMatrices } from "../src/model/providers.js";
-import { decodeRow } from "../src/model/matmul.js";
-import type { PackedMatrix } from "../src/model/weights.js";
+import { Engine, type ActivationTap } from "@keepquant/engine";
+import { engineParityRunner, formatParityReport, readGoldensFile, runParityGate } from "@keepquant/engine/parity";
+import {
+  TsMatmulProvider,
+  allMatrices,
+  decodeRow,
+  quantDequantizeRow,
+  type MatmulProvider,
+  type PackedMatrix,
+} from "@keepquant/engine/spec";
 import { parityFixture } from "@keepquant/fixtures";
-import { readGoldensFile } from "../src/parity/goldens.js";
-import { engineParityRunner } from "../src/parity/engine-runner.js";
-import { formatParityReport, runParityGate } from "../src/parity/gate.js";
 
 const REPO = path.resolve(path.dirname(new URL(import.meta.url).pathname), "..", "..", "..");
 const args = process.argv.slice(2);
 const name = args.find((a) => !a.startsWith("--"));
-if (!name) throw new Error("usage: bf16-sensitivity.ts <fixture> [--prompts N]");
+if (!name) throw new Error("usage: engine-bf16-sensitivity.ts <fixture> [--prompts N]");
 const promptsIndex = args.indexOf("--prompts");
 const nPrompts = promptsIndex >= 0 ? Number(args[promptsIndex + 1]) : 16;
 const fixture = parityFixture(name);

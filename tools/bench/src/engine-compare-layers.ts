@@ -3,8 +3,8 @@
  * (cb_eval) that captures named F32 activations, runs our TypeScript forward with `Qwen35Forward.tap`, and
  * prints how many elements differ bit-wise per tensor. Debug tool, not a test.
  *
- *   pnpm exec tsx bench/compare-layers.ts <model.gguf> [ids=100,200]
- *   KEEPQUANT_COMPARE_FA=1 pnpm exec tsx bench/compare-layers.ts ...   # flash attention, f16 K/V
+ *   pnpm --filter @keepquant/bench bench:engine-compare-layers <model.gguf> [ids=100,200]
+ *   KEEPQUANT_COMPARE_FA=1 pnpm --filter @keepquant/bench bench:engine-compare-layers ...   # flash attention, f16 K/V
  *
  * Struct layouts are those of the oracle build (tools/oracle/src/llama.ts); ggml_tensor field
  * offsets (type 0, ne 16, nb 48, data 248, name 256) are ggml's with GGML_MAX_SRC = 10.
@@ -13,10 +13,10 @@ import { createRequire } from "node:module";
 import path from "node:path";
 import { GgmlType } from "@keepquant/gguf";
 import { oracleLibDir } from "@keepquant/oracle";
-import { Engine, setLibm, type ActivationTap, type Qwen35Forward } from "../src/index.js";
+import { Engine, setLibm, type ActivationTap, type Qwen35Forward } from "@keepquant/engine";
 
 const [file, idsArg = "100,200"] = process.argv.slice(2);
-if (!file) throw new Error("usage: compare-layers.ts <model.gguf> [comma-separated ids]");
+if (!file) throw new Error("usage: engine-compare-layers.ts <model.gguf> [comma-separated ids]");
 const ids = idsArg.split(",").map(Number);
 /** KEEPQUANT_COMPARE_FA=1: flash attention with an f16 cache (the defaults of both) instead of -fa off with f32 K/V. */
 const flashAttention = process.env.KEEPQUANT_COMPARE_FA === "1";

@@ -7,22 +7,17 @@
  * ("ideal": exact decode, f32 activations, f64 accumulation) and how far our bf16 numerics are,
  * then the gate for bf16, ideal and llama numerics against those in-memory goldens.
  *
- *   pnpm --filter @keepquant/engine exec tsx bench/residual-gain.ts [model=tied-4l] [gains=4,2,1] [type=Q4_K_M]
+ *   pnpm --filter @keepquant/bench bench:engine-residual-gain [model=tied-4l] [gains=4,2,1] [type=Q4_K_M]
  */
 import fs from "node:fs";
 import path from "node:path";
 import { decodeF32, runOracle } from "@keepquant/oracle";
 import { LLAMA_WEIGHT_TYPES } from "@keepquant/quant";
 import { GgmlType, synthesizeQwen35 } from "@keepquant/gguf";
-import { Engine } from "../src/index.js";
-import { TsMatmulProvider, type MatmulProvider } from "../src/model/matmul.js";
-import { quantDequantizeRow, allMatrices } from "../src/model/providers.js";
-import type { PackedMatrix } from "../src/model/weights.js";
+import { Engine } from "@keepquant/engine";
+import { engineParityRunner, formatParityReport, goldensFromOracleRun, readGoldensFile, runParityGate } from "@keepquant/engine/parity";
+import { TsMatmulProvider, allMatrices, quantDequantizeRow, type MatmulProvider, type PackedMatrix } from "@keepquant/engine/spec";
 import { parityModelSpec, fixtureTokenizerFromJson } from "@keepquant/fixtures";
-import { goldensFromOracleRun } from "../src/parity/goldens.js";
-import { runParityGate, formatParityReport } from "../src/parity/gate.js";
-import { engineParityRunner } from "../src/parity/engine-runner.js";
-import { readGoldensFile } from "../src/parity/goldens.js";
 const REPO = path.resolve(path.dirname(new URL(import.meta.url).pathname), "..", "..", "..");
 const tok = fixtureTokenizerFromJson(JSON.parse(fs.readFileSync(path.join(REPO, "goldens/tokenizer/vocab.json"), "utf8")));
 const model = process.argv[2] ?? "tied-4l";

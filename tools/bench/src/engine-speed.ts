@@ -2,15 +2,15 @@
  * Prefill and decode speed of the engine against llama.cpp's raw C API (the oracle build from npm),
  * measured in the same process run on the same GGUF files. Prints a markdown table.
  *
- *   pnpm --filter @keepquant/engine bench                      # synthetic test shape, F32 + Q8_0 + Q4_K_M
- *   KEEPQUANT_BENCH_SHAPE=0.8b pnpm --filter @keepquant/engine bench   # the real Qwen3.5-0.8B shape (Q4_K_M, Q8_0)
+ *   pnpm --filter @keepquant/bench bench:engine-speed                      # synthetic test shape, F32 + Q8_0 + Q4_K_M
+ *   KEEPQUANT_BENCH_SHAPE=0.8b pnpm --filter @keepquant/bench bench:engine-speed   # the real Qwen3.5-0.8B shape (Q4_K_M, Q8_0)
  */
 import { existsSync, mkdirSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { QWEN35_0_8B_SHAPE, QWEN35_TEST_SHAPE, writeSynthesizedQwen35 } from "@keepquant/gguf";
 import { llamaUnavailableReason, loadLlamaOracle, runOracle } from "@keepquant/oracle";
-import { Engine } from "../src/index.js";
+import { Engine } from "@keepquant/engine";
 
 const shapeName = process.env.KEEPQUANT_BENCH_SHAPE ?? "test";
 const spec = shapeName === "0.8b" ? QWEN35_0_8B_SHAPE : QWEN35_TEST_SHAPE;

@@ -3,13 +3,13 @@
  * the oracle's libggml-base.so (through koffi, pointers passed without copies), on the same packed
  * buffers, in the same process, interleaved. Reports GB/s of packed input and the TS/ggml ratio.
  *
- *   pnpm --filter @keepquant/quant bench            # all types
- *   pnpm --filter @keepquant/quant bench -- q4_K    # some types (ggml tokens or names)
+ *   pnpm --filter @keepquant/bench bench:quant-dequantize            # all types
+ *   pnpm --filter @keepquant/bench bench:quant-dequantize -- q4_K    # some types (ggml tokens or names)
  */
 import { GgmlType, GGML_TYPE_TRAITS } from "@keepquant/gguf";
 import { loadGgmlOracle, loadGgmlRowOracle, ORACLE_VERSION, oracleUnavailableReason } from "@keepquant/oracle";
-import { dequantizeTensor, DEQUANTIZE_TYPES } from "../src/index.js";
-import { F16_SCALE_FIELDS } from "../src/testing/block-layout.js";
+import { dequantizeTensor, DEQUANTIZE_TYPES } from "@keepquant/quant";
+import { F16_SCALE_FIELDS } from "@keepquant/quant/testing";
 
 const TARGET_BYTES = 8 * 1024 * 1024; // packed input per call: larger than L2, like a weight slice
 const MIN_SECONDS = 0.4;

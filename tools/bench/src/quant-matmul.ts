@@ -1,13 +1,13 @@
 /**
  * MatmulBTQuantGrouped throughput of this package's two providers (TS reference, wasm-simd) on the
  * registered encodings, dense E = 1, for a decode-like M = 1 and a prefill-like M = 16.
- * (The native providers and their ratios against ggml are benchmarked in @keepquant/tt-native.)
+ * (The native providers and their ratios against ggml are benchmarked in tt-native-matmul.ts.)
  *
- *   pnpm --filter @keepquant/quant bench
+ *   pnpm --filter @keepquant/bench bench:quant-matmul
  */
 import { GGML_TYPE_TRAITS } from "@keepquant/gguf";
-import { KEEPQUANT_ENCODINGS, referenceProvider, wasmSimdProvider, type KeepQuantProvider } from "../src/index.js";
-import { randomActivations, randomPackedWeight } from "../src/testing/index.js";
+import { KEEPQUANT_ENCODINGS, referenceProvider, wasmSimdProvider, type KeepQuantProvider } from "@keepquant/quant";
+import { randomActivations, randomPackedWeight } from "@keepquant/quant/testing";
 
 const N = 2048;
 const K = 1024;

@@ -1,5 +1,5 @@
 /**
- * Benchmark of the CPU-native arm (run: `pnpm --filter @keepquant/tt-native bench`).
+ * Benchmark of the CPU-native arm (run: `pnpm --filter @keepquant/bench bench:tt-native-matmul`).
  *
  * 1. Memory read bandwidth of this machine (all pool threads summing a 512 MiB buffer).
  * 2. matmulLlama vs ggml's own CPU mul_mat (libggml-cpu-<variant>.so from the oracle, through a
@@ -26,7 +26,7 @@ import {
   nativeDequantizeRows,
   nativeStatus,
   setNativeThreads,
-} from "../src/index.js";
+} from "@keepquant/tt-native";
 
 const json = process.argv.includes("--json");
 const quick = process.argv.includes("--quick");
