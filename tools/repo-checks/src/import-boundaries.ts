@@ -4,6 +4,9 @@
  * - A non-test file under `packages/<name>/src` (test files are `*.test.ts`) imports neither the
  *   private oracle (`@keepquant/oracle`, or anything that needs it: `@keepquant/goldens`, an
  *   `@keepquant/<name>/oracle` subpath) nor any `testing` export (`@keepquant/<name>/testing`).
+ * - No other non-test file under `packages/<name>/` (`bench/`, `scripts/`, `fuzz/`, configs; not
+ *   node_modules or build output) imports the oracle or anything that needs it either: what needs
+ *   the oracle lives under `tools/` (benchmarks: tools/bench) or in `*.test.ts` files.
  * - A file under `tools/` or `scripts/` reaches a package only through its public exports: no
  *   specifier (relative or not) that names `packages/<name>/src`.
  */
@@ -32,7 +35,7 @@ export interface BoundaryViolation extends ImportSite {
 }
 
 function* sourceFiles(folder: string): Generator<string> {
-  if (!fs.existsSync(folder)) return;
+  if (!fs.existsSync(folder) || !fs.statSync(folder).isDirectory()) return;
   for (const entry of fs.readdirSync(folder, { withFileTypes: true })) {
     if (SKIPPED_FOLDERS.has(entry.name)) continue;
     const full = path.join(folder, entry.name);
@@ -61,13 +64,26 @@ export function importSites(file: string, root: string): ImportSite[] {
 
 const isTestFile = (file: string): boolean => /\.test\.[cm]?[jt]s$/.test(file);
 
+/** What `specifier` is if it is the private oracle or needs it (`@keepquant/goldens`, an `@keepquant/<name>/oracle` subpath), or undefined. */
+function oracleKind(specifier: string): string | undefined {
+  if (specifier === "@keepquant/oracle" || specifier.startsWith("@keepquant/oracle/")) return "the private oracle";
+  if (specifier === "@keepquant/goldens" || specifier.startsWith("@keepquant/goldens/")) return "the oracle-backed goldens";
+  if (/^@keepquant\/[^/]+\/oracle(\/|$)/.test(specifier)) return "an oracle-backed export";
+  return undefined;
+}
+
 /** Why `specifier` may not be imported by product code (a non-test file under packages/<name>/src), or undefined. */
 export function productImportRule(specifier: string): string | undefined {
-  if (specifier === "@keepquant/oracle" || specifier.startsWith("@keepquant/oracle/")) return "product code imports the private oracle";
-  if (specifier === "@keepquant/goldens" || specifier.startsWith("@keepquant/goldens/"))
-    return "product code imports the oracle-backed goldens";
-  if (/^@keepquant\/[^/]+\/oracle(\/|$)/.test(specifier)) return "product code imports an oracle-backed export";
+  const oracle = oracleKind(specifier);
+  if (oracle) return `product code imports ${oracle}`;
   if (/^@keepquant\/[^/]+\/testing(\/|$)/.test(specifier)) return "product code imports a testing export";
+  return undefined;
+}
+
+/** Why `specifier` may not be imported by a non-test file under packages/<name>/ outside src (bench/, scripts/, ...), or undefined. */
+export function packageFileImportRule(specifier: string): string | undefined {
+  const oracle = oracleKind(specifier);
+  if (oracle) return `a file of a published package imports ${oracle} (move it under tools/, e.g. tools/bench, or into a *.test.ts file)`;
   return undefined;
 }
 
@@ -84,10 +100,12 @@ export function importBoundaryViolations(root: string): BoundaryViolation[] {
   const violations: BoundaryViolation[] = [];
   const packages = path.join(root, "packages");
   for (const name of fs.existsSync(packages) ? fs.readdirSync(packages) : []) {
-    for (const file of sourceFiles(path.join(packages, name, "src"))) {
+    const src = path.join(packages, name, "src");
+    for (const file of sourceFiles(path.join(packages, name))) {
       if (isTestFile(file)) continue;
+      const inSrc = file.startsWith(src + path.sep);
       for (const site of importSites(file, root)) {
-        const rule = productImportRule(site.specifier);
+        const rule = inSrc ? productImportRule(site.specifier) : packageFileImportRule(site.specifier);
         if (rule) violations.push({ ...site, rule });
       }
     }
