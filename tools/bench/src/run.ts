@@ -7,7 +7,7 @@
  * (docs/benchmarks/engine-speed.svg); `--no-write` only prints.
  *
  *   pnpm bench                                   # everything (all packages' benchmarks)
- *   pnpm --filter @keepquant/bench bench -- --repeat 5 --types Q4_K_M
+ *   pnpm --filter @keepquant/bench bench:dev -- --repeat 5 --types Q4_K_M
  */
 import { execFileSync, spawnSync } from "node:child_process";
 import fs from "node:fs";
