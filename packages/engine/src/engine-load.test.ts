@@ -65,3 +65,26 @@ describe("load refusals", () => {
     expect(error).toMatchObject({ code: "ENGINE_BAD_OPTION", field: "numerics" });
   });
 });
+
+describe("qwen35moe", () => {
+  it("loads through the plan and generates on the TypeScript forward, saying why the native step is off", async () => {
+    const bytes = synthesizeQwen35({ ...QWEN35_TEST_SHAPE, moe: { experts: 4, used: 2, ffnExp: 256, ffnShared: 256 }, seed: 3 });
+    const file = path.join(folder, "moe.gguf");
+    writeFileSync(file, bytes);
+    const engine = await Engine.load(file);
+    try {
+      const stats = engine.stats();
+      expect(stats.providers.step).toBe("ts-forward");
+      // with the native addon, the engine says once why its step does not run (and without it, why the addon is absent)
+      expect(stats.diagnostics.some((d) => /no MoE FFN yet \(qwen35moe\)|native step unavailable/.test(d))).toBe(true);
+      const weights = engine.weights;
+      expect(weights.layers.every((l) => l.moe !== undefined)).toBe(true);
+      expect(weights.layers[0]!.moe!.downExps).toMatchObject({ groups: 4, rows: 256, cols: 256 });
+      const result = await engine.generateToEnd([1, 2, 3], { maxTokens: 4, stopAtEog: false });
+      expect(result.tokens).toHaveLength(4);
+      for (const t of result.tokens) expect(t).toBeLessThan(weights.vocab);
+    } finally {
+      engine.dispose();
+    }
+  });
+});

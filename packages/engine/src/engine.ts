@@ -1,11 +1,11 @@
 import fs from "node:fs";
-import { buildLoadPlan, readGguf, type Qwen35Config } from "@keepquant/gguf";
+import { buildLoadPlan, readGguf } from "@keepquant/gguf";
 import type { EngineOptions, EngineStats, GenerationEvent, GenerationResult, GenerateParams, StopReason } from "./engine-types.js";
 import { EngineError, EngineLoadError, EngineOptionError } from "./errors.js";
 import { allocateJsStorage, PagedKvCache, type AllocateStorage, type KvType } from "./kv/paged-kv.js";
 import { GdnStatePool } from "./kv/state-pool.js";
 import { PrefixCache } from "./kv/prefix-cache.js";
-import { FLASH_ATTN_TILED_MIN_ROWS, Qwen35Forward, type DrafterEntry, type StepEntry } from "./model/forward.js";
+import { FLASH_ATTN_TILED_MIN_ROWS, Qwen35Forward, setLibm, type DrafterEntry, type StepEntry } from "./model/forward.js";
 import {
   type DrafterWork,
   type ResolvedSpeculative,
@@ -217,19 +217,6 @@ export interface EvaluateOptions {
   positions?: readonly number[];
 }
 
-/**
- * The architectures the gguf package describes but no step backend computes yet: `qwen35moe` (its MoE
- * FFN) loads, inspects and plans, and is refused here by name before any weight is read.
- */
-function refuseUncomputed(config: Qwen35Config, path?: string): void {
-  if (config.moe === undefined) return;
-  throw new EngineLoadError(
-    "ENGINE_UNSUPPORTED_ARCHITECTURE",
-    `${path ? `${path}: ` : ""}general.architecture "${config.architecture}" (${config.moe.expertCount} experts, ${config.moe.expertUsedCount} used per token) is read and planned, but the engine does not compute its MoE FFN yet; run a dense qwen35 file`,
-    { field: "general.architecture" },
-  );
-}
-
 /** The qwen35 engine: weights, paged KV cache, GDN state pool, scheduler and sampling. */
 export class Engine {
   readonly numerics: Numerics;
@@ -404,7 +391,6 @@ export class Engine {
         { field: "speculative.method" },
       );
     }
-    refuseUncomputed(plan.config, path);
     if (!plan.ok) {
       const first = plan.refused.slice(0, 5).map((r) => `${r.name}: ${r.reason}`);
       throw new EngineLoadError(
@@ -458,7 +444,6 @@ export class Engine {
     options: EngineOptions = {},
     extras: { tokenizer?: Tokenizer | undefined; diagnostics?: string[] } = {},
   ): Promise<Engine> {
-    refuseUncomputed(weights.config);
     const resolved = resolveOptions(options);
     const diagnostics = extras.diagnostics ?? [];
     const draftVocab = resolved.speculative?.draftVocab;
@@ -495,7 +480,14 @@ export class Engine {
       if (!loaded.native) diagnostics.push(`native step unavailable (${loaded.reason}); the TypeScript forward runs`);
       else if (exactFallback)
         diagnostics.push("native step off: a native kernel is not bit-exact with llama.cpp (see above); the TypeScript forward runs");
-      else native = loaded.native;
+      else if (weights.config.moe) {
+        // the specification then computes with the C library's libm, as the native step and llama.cpp do
+        const c = loaded.native.nativeLibm();
+        setLibm({ expf: c.expf, logf: c.logf, cosf: c.cosf, sinf: c.sinf, powf: c.powf });
+        diagnostics.push(
+          `native step off: it has no MoE FFN yet (${weights.config.architecture}); the TypeScript forward runs, its matmuls on the native providers and its libm the C library's`,
+        );
+      } else native = loaded.native;
     }
     return new Engine(weights, resolved, { ...selection.opProviders }, diagnostics, selection.byWeight, extras.tokenizer, native);
   }

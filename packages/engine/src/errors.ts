@@ -7,7 +7,6 @@ const ENGINE_ERROR_MARKER = Symbol.for("@keepquant/engine.error");
 export type EngineErrorCode =
   | "ENGINE_LOAD_REFUSED"
   | "ENGINE_UNSUPPORTED_TYPE"
-  | "ENGINE_UNSUPPORTED_ARCHITECTURE"
   | "ENGINE_BAD_MODEL"
   | "ENGINE_BAD_OPTION"
   | "ENGINE_BAD_REQUEST"

@@ -1,4 +1,4 @@
-import type { Qwen35Config } from "@keepquant/gguf";
+import { GgmlType, type Qwen35Config } from "@keepquant/gguf";
 import { matmulDense } from "@keepquant/quant";
 import { F16_TO_F32, f32BitsToF16Bits } from "../numerics/half.js";
 import {
@@ -18,7 +18,7 @@ import type { GdnStatePool } from "../kv/state-pool.js";
 import { layerCaches } from "./config.js";
 import { allocateForwardScratch, forwardScratchWidths, type ForwardScratch, type ForwardScratchName } from "./scratch.js";
 import { decodeRow, type DequantizeRow, type MatmulProvider, type Numerics } from "./matmul.js";
-import type { AttentionWeights, GdnWeights, ModelWeights, PackedMatrix } from "./weights.js";
+import type { AttentionWeights, GdnWeights, ModelWeights, MoeFfnWeights, PackedMatrix } from "./weights.js";
 
 const fround = Math.fround;
 
@@ -97,6 +97,129 @@ function rmsNorm(
   const mean = fround(sum / n);
   const scale = fround(1 / fround(Math.sqrt(fround(mean + eps))));
   for (let i = 0; i < n; i++) out[outOffset + i] = fround(x[xOffset + i]! * scale) * weight[i]!;
+}
+
+/** The MoE FFN's work buffers, sized for a step's token budget. */
+interface MoeScratch {
+  logits: Float32Array; // [T, E]
+  probs: Float32Array; // [T, E]
+  ids: Int32Array; // [T, k]: the selected experts, highest probability first
+  weights: Float32Array; // [T, k]
+  slotOf: Int32Array; // rows of one expert's batch -> t * k + s
+  expertId: Int32Array; // [1]
+  xRows: Float32Array; // [T, D]: one expert's input rows
+  gate: Float32Array; // [T, n_ff_exp]
+  up: Float32Array; // [T, n_ff_exp]
+  gateUp: Float32Array; // [T, 2 n_ff_exp] (merged gate/up tensors)
+  down: Float32Array; // [T, D]
+  experts: Float32Array; // [T, k, D]: each selected expert's weighted output
+  sharedGate: Float32Array; // [T, n_ff_shexp]
+  sharedUp: Float32Array; // [T, n_ff_shexp]
+  shared: Float32Array; // [T, D]
+  moeOut: Float32Array; // [T, D]: the routed experts' sum (observed by taps)
+  gateLogit: Float32Array; // [T]: the shared expert's gate before the sigmoid
+}
+
+function allocateMoeScratch(c: Qwen35Config, T: number): MoeScratch {
+  const m = c.moe!;
+  const D = c.embeddingLength;
+  const E = m.expertCount;
+  const K = m.expertUsedCount;
+  const F = m.expertFeedForwardLength;
+  const S = m.sharedFeedForwardLength;
+  return {
+    logits: new Float32Array(T * E),
+    probs: new Float32Array(T * E),
+    ids: new Int32Array(T * K),
+    weights: new Float32Array(T * K),
+    slotOf: new Int32Array(T * K),
+    expertId: new Int32Array(1),
+    xRows: new Float32Array(T * K * D),
+    gate: new Float32Array(T * K * F),
+    up: new Float32Array(T * K * F),
+    gateUp: new Float32Array(T * K * 2 * F),
+    down: new Float32Array(T * K * D),
+    experts: new Float32Array(T * K * D),
+    sharedGate: new Float32Array(T * S),
+    sharedUp: new Float32Array(T * S),
+    shared: new Float32Array(T * D),
+    moeOut: new Float32Array(T * D),
+    gateLogit: new Float32Array(T),
+  };
+}
+
+/**
+ * One output of an F32 mul_mat as llamafile's tinyBLAS computes it on AVX2 (the haswell variant):
+ * one 8-lane f32 fused multiply-add accumulator over K (lane = k % 8), then its horizontal sum
+ * ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)). K is a multiple of 8.
+ */
+function tinyBlasDotF32(w: Float32Array, wOffset: number, x: Float32Array, xOffset: number, k: number): number {
+  let l0 = 0;
+  let l1 = 0;
+  let l2 = 0;
+  let l3 = 0;
+  let l4 = 0;
+  let l5 = 0;
+  let l6 = 0;
+  let l7 = 0;
+  for (let i = 0; i < k; i += 8) {
+    l0 = fmaf(w[wOffset + i]!, x[xOffset + i]!, l0);
+    l1 = fmaf(w[wOffset + i + 1]!, x[xOffset + i + 1]!, l1);
+    l2 = fmaf(w[wOffset + i + 2]!, x[xOffset + i + 2]!, l2);
+    l3 = fmaf(w[wOffset + i + 3]!, x[xOffset + i + 3]!, l3);
+    l4 = fmaf(w[wOffset + i + 4]!, x[xOffset + i + 4]!, l4);
+    l5 = fmaf(w[wOffset + i + 5]!, x[xOffset + i + 5]!, l5);
+    l6 = fmaf(w[wOffset + i + 6]!, x[xOffset + i + 6]!, l6);
+    l7 = fmaf(w[wOffset + i + 7]!, x[xOffset + i + 7]!, l7);
+  }
+  return fround(fround(fround(l0 + l4) + fround(l2 + l6)) + fround(fround(l1 + l5) + fround(l3 + l7)));
+}
+
+/**
+ * ggml_soft_max over one row of `n` (no mask, scale 1): max, then ggml_vec_soft_max_f32's AVX2 body
+ * (full 8-lane vectors through ggml_v_expf with an f32 horizontal sum each, the tail through expf,
+ * all added in f64), then every value times (float)(1 / sum).
+ */
+function ggmlSoftMaxRow(x: Float32Array, y: Float32Array, n: number): void {
+  let max = Number.NEGATIVE_INFINITY;
+  for (let i = 0; i < n; i++) max = Math.max(max, x[i]!);
+  let sum = 0;
+  const simd = n - (n % GGML_F32_LANES);
+  for (let g = 0; g < simd; g += 8) {
+    for (let i = 0; i < 8; i++) y[g + i] = ggmlVExpf(fround(x[g + i]! - max));
+    const t0 = fround(y[g]! + y[g + 4]!);
+    const t1 = fround(y[g + 1]! + y[g + 5]!);
+    const t2 = fround(y[g + 2]! + y[g + 6]!);
+    const t3 = fround(y[g + 3]! + y[g + 7]!);
+    sum += fround(fround(t0 + t2) + fround(t1 + t3));
+  }
+  for (let i = simd; i < n; i++) {
+    y[i] = libm.expf(fround(x[i]! - max));
+    sum += y[i]!;
+  }
+  const scale = fround(1 / sum);
+  for (let i = 0; i < n; i++) y[i] = fround(y[i]! * scale);
+}
+
+/** The indices of the `k` largest values, largest first; a tie goes to the lower index. */
+function topK(values: Float32Array, k: number, out: Int32Array): void {
+  for (let s = 0; s < k; s++) {
+    let best = -1;
+    for (let i = 0; i < values.length; i++) {
+      let taken = false;
+      for (let j = 0; j < s; j++) if (out[j] === i) taken = true;
+      if (taken) continue;
+      if (best < 0 || values[i]! > values[best]!) best = i;
+    }
+    out[s] = best;
+  }
+}
+
+/** ggml_vec_swiglu_f32 in place: gate[i] = silu(gate[i]) * up[i] over one row (SIMD silu on full vectors). */
+function swigluRow(gate: Float32Array, up: Float32Array, offset: number, n: number): void {
+  const simd = n - (n % GGML_F32_LANES);
+  for (let i = 0; i < simd; i++) gate[offset + i] = fround(ggmlVSilu(gate[offset + i]!) * up[offset + i]!);
+  for (let i = simd; i < n; i++) gate[offset + i] = fround(ggmlSiluScalar(gate[offset + i]!) * up[offset + i]!);
 }
 
 /** ggml_vec_silu_f32 in place over one row. */
@@ -180,6 +303,8 @@ export class Qwen35Forward {
   private readonly gdnOut: Float32Array; // [T, value_dim]
   private readonly ffnGate: Float32Array; // [T, n_ff]
   private readonly ffnUp: Float32Array; // [T, n_ff]
+  /** The MoE FFN's work buffers (qwen35moe only). */
+  private readonly moeScratch: MoeScratch | undefined;
   private readonly headDimScratch: Float32Array; // [Dh] query as seen by the kernel
   private readonly kRowScratch: Float32Array; // [Dh] one K row decoded to f32
   private readonly qBits: Uint32Array; // bit view of q
@@ -209,6 +334,7 @@ export class Qwen35Forward {
     this.config = c;
     this.maxBatchTokens = maxBatchTokens;
     this.eps = fround(c.rmsEps);
+    this.moeScratch = c.moe ? allocateMoeScratch(c, maxBatchTokens) : undefined;
     this.cacheIndex = layerCaches(c).cacheIndex;
     const T = maxBatchTokens;
     this.scratchWidths = forwardScratchWidths(c);
@@ -337,7 +463,7 @@ export class Qwen35Forward {
       }
       for (let i = 0; i < rows * D; i++) this.hidden[i] = this.hidden[i]! + this.branch[i]!;
       for (let r = 0; r < rows; r++) rmsNorm(this.hidden, r * D, layer.postAttnNorm, this.normed, r * D, D, this.eps);
-      this.ffn(layer, rows);
+      this.ffn(layer, rows, il);
       for (let i = 0; i < rows * D; i++) this.hidden[i] = this.hidden[i]! + this.branch[i]!;
       this.observe("l_out", il, "hidden", rows);
     }
@@ -451,7 +577,7 @@ export class Qwen35Forward {
     this.attention(il, w, stepEntries, T, this.kv.numLayers - 1);
     for (let i = 0; i < T * D; i++) this.hidden[i] = this.branch[i]! + this.hidden[i]!;
     for (let r = 0; r < T; r++) rmsNorm(this.hidden, r * D, w.postAttnNorm, this.normed, r * D, D, this.eps);
-    this.ffn(w, T);
+    this.ffn(w, T, il);
     for (let i = 0; i < T * D; i++) this.hidden[i] = this.branch[i]! + this.hidden[i]!;
     this.observe("mtp_post_ffn", il, "hidden", T);
     // head norm (h_nextn) over the logit rows, then the shared head
@@ -475,7 +601,11 @@ export class Qwen35Forward {
     );
   }
 
-  private ffn(layer: AttentionWeights | GdnWeights, T: number): void {
+  private ffn(layer: AttentionWeights | GdnWeights, T: number, il: number): void {
+    if (layer.moe) {
+      this.moeFfn(layer.moe, T, il);
+      return;
+    }
     const nFf = this.config.feedForwardLength;
     this.matmul(layer.ffnGate, this.normed, T, this.ffnGate);
     this.matmul(layer.ffnUp, this.normed, T, this.ffnUp);
@@ -489,6 +619,119 @@ export class Qwen35Forward {
       for (let i = simd; i < nFf; i++) g[base + i] = ggmlSiluScalar(g[base + i]!) * u[base + i]!;
     }
     this.matmul(layer.ffnDown, g, T, this.branch);
+  }
+
+  /**
+   * The MoE FFN over `T` rows of `normed` into `branch`, as llama.cpp's build_moe_ffn (softmax gating,
+   * top-k, weights normalized to sum 1) plus the shared expert behind its sigmoid gate (qwen35moe's
+   * build_layer_ffn); docs/usage/engine.md, "qwen35moe", gives the arithmetic op by op. The routed
+   * experts go through the keep-quant contract's E = N form, one call per expert over the rows that
+   * chose it (ggml's mul_mat_id groups rows the same way; each row's arithmetic is a dense row's).
+   */
+  private moeFfn(moe: MoeFfnWeights, T: number, il: number): void {
+    const c = this.config;
+    const m = c.moe!;
+    const w = this.moeScratch!;
+    const D = c.embeddingLength;
+    const E = m.expertCount;
+    const K = m.expertUsedCount;
+    const F = m.expertFeedForwardLength;
+    const S = m.sharedFeedForwardLength;
+    const x = this.normed;
+    // 1. router logits [T, E]: an F32 weight against contiguous f32 rows runs llamafile's tinyBLAS
+    this.f32Matmul(moe.router, x, T, w.logits);
+    this.tap?.(`ffn_moe_logits-${il}`, w.logits.subarray(0, T * E), T, E);
+    // 2. per row: softmax over the experts, the top k (highest first, lower id on a tie), their
+    //    probabilities normalized to sum 1 (ggml_sum_rows in f64, one f32 division each)
+    for (let t = 0; t < T; t++) {
+      const row = w.logits.subarray(t * E, (t + 1) * E);
+      const probs = w.probs.subarray(t * E, (t + 1) * E);
+      ggmlSoftMaxRow(row, probs, E);
+      const ids = w.ids.subarray(t * K, (t + 1) * K);
+      topK(probs, K, ids);
+      let sum = 0;
+      for (let s = 0; s < K; s++) sum += probs[ids[s]!]!;
+      const total = fround(sum);
+      for (let s = 0; s < K; s++) w.weights[t * K + s] = fround(probs[ids[s]!]! / total);
+    }
+    this.tap?.(`ffn_moe_probs-${il}`, w.probs.subarray(0, T * E), T, E);
+    this.tap?.(`ffn_moe_weights_norm-${il}`, w.weights.subarray(0, T * K), T, K);
+    // 3. routed experts, expert by expert over the rows that chose it (ascending row order)
+    const gateUp = moe.gateUpExps;
+    for (let e = 0; e < E; e++) {
+      let rows = 0;
+      for (let t = 0; t < T; t++) {
+        for (let s = 0; s < K; s++) {
+          if (w.ids[t * K + s] !== e) continue;
+          w.slotOf[rows] = t * K + s;
+          w.xRows.set(x.subarray(t * D, (t + 1) * D), rows * D);
+          rows++;
+        }
+      }
+      if (rows === 0) continue;
+      const ids = w.expertId;
+      ids[0] = e;
+      const xRows = w.xRows.subarray(0, rows * D);
+      if (gateUp) {
+        // one merged [2 n_ff_exp] product per row: gate rows first, then up
+        this.expertMatmul(gateUp, xRows, rows, ids, w.gateUp.subarray(0, rows * 2 * F));
+        for (let r = 0; r < rows; r++) {
+          w.gate.set(w.gateUp.subarray(r * 2 * F, r * 2 * F + F), r * F);
+          w.up.set(w.gateUp.subarray(r * 2 * F + F, (r + 1) * 2 * F), r * F);
+        }
+      } else {
+        this.expertMatmul(moe.gateExps!, xRows, rows, ids, w.gate.subarray(0, rows * F));
+        this.expertMatmul(moe.upExps!, xRows, rows, ids, w.up.subarray(0, rows * F));
+      }
+      for (let r = 0; r < rows; r++) swigluRow(w.gate, w.up, r * F, F);
+      this.expertMatmul(moe.downExps, w.gate.subarray(0, rows * F), rows, ids, w.down.subarray(0, rows * D));
+      // ggml_mul(experts, weights): each expert output row scaled by its routing weight
+      for (let r = 0; r < rows; r++) {
+        const slot = w.slotOf[r]!;
+        const weight = w.weights[slot]!;
+        for (let i = 0; i < D; i++) w.experts[slot * D + i] = fround(w.down[r * D + i]! * weight);
+      }
+    }
+    // 4. the shared expert over every row, and its scalar gate sigmoid(ffn_gate_inp_shexp . x)
+    this.matmul(moe.sharedGateProj, x, T, w.sharedGate);
+    this.matmul(moe.sharedUp, x, T, w.sharedUp);
+    for (let t = 0; t < T; t++) swigluRow(w.sharedGate, w.sharedUp, t * S, S);
+    this.matmul(moe.sharedDown, w.sharedGate, T, w.shared);
+    this.tap?.(`ffn_shexp-${il}`, w.shared.subarray(0, T * D), T, D);
+    // 5. branch = (expert 0 + expert 1 + ... in top-k order) + shared * gate
+    // a one-row F32 mul_mat: ggml_vec_dot_f32 (its four 8-lane accumulators), not tinyBLAS (checked
+    // against llama.cpp's shared_expert_gate layer by layer)
+    for (let t = 0; t < T; t++) w.gateLogit[t] = ggmlVecDotF32(moe.sharedGate, 0, x, t * D, D);
+    this.tap?.(`shared_expert_gate-${il}`, w.gateLogit.subarray(0, T), T, 1);
+    for (let t = 0; t < T; t++) {
+      const gate = sigmoid(w.gateLogit[t]!);
+      for (let i = 0; i < D; i++) {
+        let sum = w.experts[t * K * D + i]!;
+        for (let s = 1; s < K; s++) sum = fround(sum + w.experts[(t * K + s) * D + i]!);
+        w.moeOut[t * D + i] = sum;
+        this.branch[t * D + i] = fround(sum + fround(w.shared[t * D + i]! * gate));
+      }
+    }
+    this.tap?.(`ffn_moe_out-${il}`, w.moeOut.subarray(0, T * D), T, D);
+  }
+
+  /** y [m, N] = x [m, K] . W^T for an F32 weight as ggml's CPU mul_mat computes it (tinyBLAS); other types through the provider. */
+  private f32Matmul(weight: PackedMatrix, x: Float32Array, m: number, y: Float32Array): void {
+    if (weight.type !== GgmlType.F32 || this.numerics === "exact" || weight.cols % 8 !== 0) {
+      this.matmul(weight, x, m, y);
+      return;
+    }
+    const K = weight.cols;
+    const N = weight.rows;
+    const w = new Float32Array(weight.data.buffer, weight.data.byteOffset, N * K);
+    for (let t = 0; t < m; t++) for (let n = 0; n < N; n++) y[t * N + n] = tinyBlasDotF32(w, n * K, x, t * K, K);
+  }
+
+  /** y [rows, N] = rows of x against expert `ids[0]` of a stacked expert weight: the contract's E = N arm, P = 1. */
+  private expertMatmul(weight: PackedMatrix, x: Float32Array, rows: number, ids: Int32Array, y: Float32Array): void {
+    const provider = this.providers.get(weight);
+    if (!provider) throw new Error(`no provider selected for ${weight.name}`);
+    provider.matmulBTQuantGrouped({ x, xGroups: 1, m: rows, weight, ids, p: 1, out: y });
   }
 
   private rope(x: Float32Array, offset: number): void {

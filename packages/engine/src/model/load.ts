@@ -135,17 +135,27 @@ export async function loadQwen35Weights(
   // Every weight object is bound from the description: each tensor to its field, an absent optional
   // one to its fallback (a field of the globals: output -> tokenEmbd, the drafter's head -> output).
   type Bound = Record<string, PackedMatrix | Float32Array | undefined>;
+  // A dotted field nests (`moe.router`: the MoE FFN's router in the layer's `moe` object).
   const bind = (tensors: readonly TensorDescription[], fallbacks: Bound): Bound => {
     const out: Bound = {};
+    const nested: Record<string, Bound> = {};
     for (const t of tensors) {
       const value = byName.get(t.name) ?? (t.fallback ? (out[t.fallback] ?? fallbacks[t.fallback]) : undefined);
-      if (value === undefined && !t.optional) {
+      const required = !t.optional && !(t.requiredUnless && byName.has(t.name.replace(t.slot, t.requiredUnless)));
+      if (value === undefined && required) {
         const where = t.name.replace(/\.(weight|bias)$/, "");
         throw new EngineLoadError("ENGINE_BAD_MODEL", `${where} is missing from the load plan`, { field: where });
       }
-      out[t.field] = value;
+      const dot = t.field.indexOf(".");
+      if (dot < 0) {
+        out[t.field] = value;
+        continue;
+      }
+      const group = t.field.slice(0, dot);
+      nested[group] ??= {};
+      nested[group][t.field.slice(dot + 1)] = value;
     }
-    return out;
+    return Object.assign(out, nested) as Bound;
   };
   const globals = bind(description.global, {});
   const layers = description.layers
@@ -176,10 +186,11 @@ export async function loadQwen35Weights(
   };
 }
 
-/** A matmul weight: rows = ne[1] output features of ne[0] inputs, exactly as stored. */
+/** A matmul weight: rows = ne[1] output features of ne[0] inputs (ne[2] stacked experts), exactly as stored. */
 function packed(tensor: PlannedTensor, data: Uint8Array): PackedMatrix {
   const cols = tensor.ne[0]!;
   const rows = tensor.ne.length > 1 ? tensor.ne[1]! : 1;
+  const groups = tensor.ne.length > 2 ? tensor.ne[2]! : 1;
   const rowBytes = ggmlRowBytes(tensor.type, cols);
   if (rowBytes === undefined) {
     throw new EngineLoadError(
@@ -190,7 +201,7 @@ function packed(tensor: PlannedTensor, data: Uint8Array): PackedMatrix {
       },
     );
   }
-  return { name: tensor.name, type: tensor.type, typeName: GGML_TYPE_TRAITS[tensor.type].name, groups: 1, rows, cols, rowBytes, data };
+  return { name: tensor.name, type: tensor.type, typeName: GGML_TYPE_TRAITS[tensor.type].name, groups, rows, cols, rowBytes, data };
 }
 
 /** A small tensor as f32: a view of F32 bytes, else decoded bit-exactly. */

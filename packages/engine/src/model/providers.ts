@@ -27,21 +27,37 @@ export interface ProviderSelection {
   readonly opProviders: Record<string, string>;
 }
 
-/** Every packed matrix of the model (the tied head counted once). */
+const isPackedMatrix = (value: unknown): value is PackedMatrix =>
+  typeof value === "object" &&
+  value !== null &&
+  "rowBytes" in value &&
+  "typeName" in value &&
+  (value as PackedMatrix).data instanceof Uint8Array;
+
+/** The packed matrices of a weight object, its nested ones (an MoE FFN) included, in field order. */
+function matricesOf(object: object, into: PackedMatrix[]): void {
+  for (const value of Object.values(object)) {
+    if (isPackedMatrix(value)) into.push(value);
+    else if (typeof value === "object" && value !== null && !ArrayBuffer.isView(value)) matricesOf(value, into);
+  }
+}
+
+/**
+ * Every packed matrix the forward multiplies by (each once): the layers' (as bound from the model
+ * description), the head, and the drafter's except the token tables it only gathers rows from.
+ */
 export function allMatrices(weights: ModelWeights): PackedMatrix[] {
   const list: PackedMatrix[] = [];
-  for (const layer of weights.layers) {
-    if (layer.kind === "attention") list.push(layer.q, layer.k, layer.v, layer.o);
-    else list.push(layer.qkv, layer.gate, layer.beta, layer.alpha, layer.out);
-    list.push(layer.ffnGate, layer.ffnUp, layer.ffnDown);
-  }
+  for (const layer of weights.layers) matricesOf(layer, list);
   list.push(weights.output);
   const d = weights.drafter;
   if (d) {
-    list.push(d.ehProj, d.q, d.k, d.v, d.o, d.ffnGate, d.ffnUp, d.ffnDown);
-    if (!list.includes(d.head)) list.push(d.head);
+    const { embedTokens, head, ...block } = d;
+    void embedTokens;
+    matricesOf(block, list);
+    list.push(head);
   }
-  return list;
+  return [...new Set(list)];
 }
 
 /**

@@ -10,14 +10,36 @@ export interface PackedMatrix extends PackedWeight {
   readonly name: string;
   readonly type: GgmlType;
   readonly typeName: string;
-  readonly groups: 1;
-  /** N (output features) */
+  /** E: 1 for a matrix; the stacked experts of an MoE tensor ([N, K] each, expert-major) */
+  readonly groups: number;
+  /** N (output features; per expert when groups > 1) */
   readonly rows: number;
   /** K (inputs) */
   readonly cols: number;
   readonly rowBytes: number;
   /** The packed words: a view of the memory-mapped file (or a copy read from it). */
   readonly data: Uint8Array;
+}
+
+/**
+ * The MoE FFN of a qwen35moe layer (llama.cpp's build_moe_ffn with the shared expert): a router,
+ * E stacked experts (gate and up split, or merged) and a shared expert behind a scalar gate.
+ */
+export interface MoeFfnWeights {
+  /** ffn_gate_inp [E, D] (llama.cpp keeps it F32) */
+  readonly router: PackedMatrix;
+  /** ffn_gate_exps / ffn_up_exps: groups E of [n_ff_exp, D] (absent when merged) */
+  readonly gateExps: PackedMatrix | undefined;
+  readonly upExps: PackedMatrix | undefined;
+  /** ffn_gate_up_exps: groups E of [2 n_ff_exp, D], gate rows then up rows (absent when split) */
+  readonly gateUpExps: PackedMatrix | undefined;
+  /** ffn_down_exps: groups E of [D, n_ff_exp] */
+  readonly downExps: PackedMatrix;
+  /** ffn_gate_inp_shexp [D]: the shared expert's scalar gate */
+  readonly sharedGate: Float32Array;
+  readonly sharedGateProj: PackedMatrix; // ffn_gate_shexp [n_ff_shexp, D]
+  readonly sharedUp: PackedMatrix; // ffn_up_shexp [n_ff_shexp, D]
+  readonly sharedDown: PackedMatrix; // ffn_down_shexp [D, n_ff_shexp]
 }
 
 export interface AttentionWeights {
@@ -30,9 +52,11 @@ export interface AttentionWeights {
   readonly o: PackedMatrix; // [D, H Dh]
   readonly qNorm: Float32Array; // [Dh]
   readonly kNorm: Float32Array; // [Dh]
+  /** The dense FFN (qwen35); on a qwen35moe layer these are absent and `moe` holds the FFN. */
   readonly ffnGate: PackedMatrix; // [n_ff, D]
   readonly ffnUp: PackedMatrix; // [n_ff, D]
   readonly ffnDown: PackedMatrix; // [D, n_ff]
+  readonly moe?: MoeFfnWeights;
 }
 
 export interface GdnWeights {
@@ -48,9 +72,11 @@ export interface GdnWeights {
   readonly a: Float32Array; // [Hv], -exp(A_log)
   readonly norm: Float32Array; // [Dv], raw
   readonly out: PackedMatrix; // [D, value_dim]
+  /** The dense FFN (qwen35); absent on a qwen35moe layer (see `moe`). */
   readonly ffnGate: PackedMatrix;
   readonly ffnUp: PackedMatrix;
   readonly ffnDown: PackedMatrix;
+  readonly moe?: MoeFfnWeights;
 }
 
 export type LayerWeights = AttentionWeights | GdnWeights;

@@ -117,7 +117,7 @@ export interface TensorDescription {
   /** The GGUF name. */
   name: string;
   slot: Qwen35TensorSlot;
-  /** The field of the engine's weight object it binds to (e.g. attn_q -> `q`). */
+  /** The field of the engine's weight object it binds to (e.g. attn_q -> `q`; a dotted path nests: `moe.router`). */
   field: string;
   /** ggml `ne` as named dimensions (ne[0] first: for a matrix, its columns, then its rows). */
   dims: readonly ModelDimName[];
@@ -220,15 +220,15 @@ const FFNS: Record<FfnKind, readonly Template[]> = {
   // split, or merged into one [n_embd, 2 n_ff_exp, E] tensor), and a shared expert behind a scalar gate
   moe: [
     { slot: "post_attention_norm", field: "postAttnNorm", dims: ["nEmbd"] },
-    { slot: "ffn_gate_inp", field: "router", dims: ["nEmbd", "nExpert"] },
-    { slot: "ffn_gate_exps", field: "gateExps", dims: ["nEmbd", "nFfExp", "nExpert"], requiredUnless: "ffn_gate_up_exps" },
-    { slot: "ffn_up_exps", field: "upExps", dims: ["nEmbd", "nFfExp", "nExpert"], requiredUnless: "ffn_gate_up_exps" },
-    { slot: "ffn_gate_up_exps", field: "gateUpExps", dims: ["nEmbd", "nFfExpGateUp", "nExpert"], optional: true },
-    { slot: "ffn_down_exps", field: "downExps", dims: ["nFfExp", "nEmbd", "nExpert"] },
-    { slot: "ffn_gate_inp_shexp", field: "sharedGate", dims: ["nEmbd"] },
-    { slot: "ffn_gate_shexp", field: "sharedGateProj", dims: ["nEmbd", "nFfShexp"] },
-    { slot: "ffn_up_shexp", field: "sharedUp", dims: ["nEmbd", "nFfShexp"] },
-    { slot: "ffn_down_shexp", field: "sharedDown", dims: ["nFfShexp", "nEmbd"] },
+    { slot: "ffn_gate_inp", field: "moe.router", dims: ["nEmbd", "nExpert"] },
+    { slot: "ffn_gate_exps", field: "moe.gateExps", dims: ["nEmbd", "nFfExp", "nExpert"], requiredUnless: "ffn_gate_up_exps" },
+    { slot: "ffn_up_exps", field: "moe.upExps", dims: ["nEmbd", "nFfExp", "nExpert"], requiredUnless: "ffn_gate_up_exps" },
+    { slot: "ffn_gate_up_exps", field: "moe.gateUpExps", dims: ["nEmbd", "nFfExpGateUp", "nExpert"], optional: true },
+    { slot: "ffn_down_exps", field: "moe.downExps", dims: ["nFfExp", "nEmbd", "nExpert"] },
+    { slot: "ffn_gate_inp_shexp", field: "moe.sharedGate", dims: ["nEmbd"] },
+    { slot: "ffn_gate_shexp", field: "moe.sharedGateProj", dims: ["nEmbd", "nFfShexp"] },
+    { slot: "ffn_up_shexp", field: "moe.sharedUp", dims: ["nEmbd", "nFfShexp"] },
+    { slot: "ffn_down_shexp", field: "moe.sharedDown", dims: ["nFfShexp", "nEmbd"] },
   ],
 };
 

@@ -1,0 +1,134 @@
+/**
+ * qwen35moe against llama.cpp (the oracle build, llama_model_qwen35moe, pinned to the haswell CPU
+ * variant): synthetic MoE fixtures made by our synthesizer and quantized by llama.cpp's own quantizer
+ * to Q4_K_M. Their prompt logits equal llama.cpp's bit for bit at every position; greedy decoding in
+ * one-token steps picks, at every step, the argmax of llama.cpp's batched pass over the same sequence
+ * (STRICT; llama.cpp's own one-token steps can disagree with its batched pass on these files, see
+ * docs/usage/parity.md, "qwen35moe"); MTP speculation on the MoE drafter block gives the plain greedy
+ * tokens. The MoE FFN runs in the TypeScript forward (the native step has none yet), with
+ * the expert matmuls on the native providers through the contract's E = N arm.
+ */
+import fs from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { fixtureTokenizerFromJson, parityModelSpec } from "@keepquant/fixtures";
+import { REPO_ROOT } from "@keepquant/fixtures/oracle";
+import { synthesizeQwen35, type Qwen35Spec } from "@keepquant/gguf";
+import { decodeF32, llamaUnavailableReason, runOracle } from "@keepquant/oracle";
+import * as native from "@keepquant/tt-native";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { Engine } from "../engine.js";
+import { libm, setLibm } from "../model/forward.js";
+
+function skipReason(): string | undefined {
+  const oracle = llamaUnavailableReason();
+  if (oracle) return `llama.cpp (the oracle) is unavailable: ${oracle}`;
+  if (!native.nativeAddon()) return `the native addon did not load: ${native.nativeStatus().cpu.reasons.join("; ")}`;
+  return undefined;
+}
+const reason = skipReason();
+
+/** The MoE fixtures: several expert counts, top-k 1 and > 1, tied and untied heads, with and without the MTP block. */
+const MOE_FIXTURES: { name: string; base: string; moe: NonNullable<Qwen35Spec["moe"]> }[] = [
+  { name: "tied-4l-e8k2", base: "tied-4l", moe: { experts: 8, used: 2, ffnExp: 256, ffnShared: 256 } },
+  { name: "tied-4l-e4k1", base: "tied-4l", moe: { experts: 4, used: 1, ffnExp: 256, ffnShared: 512 } },
+  { name: "untied-mtp-6l-e16k4", base: "untied-mtp-6l", moe: { experts: 16, used: 4, ffnExp: 256, ffnShared: 256 } },
+];
+
+const dir = mkdtempSync(path.join(tmpdir(), "kq-moe-oracle-"));
+const files = new Map<string, string>();
+const original = { ...libm };
+
+describe.skipIf(reason !== undefined)(`qwen35moe against llama.cpp${reason ? ` (skipped: ${reason})` : ""}`, () => {
+  beforeAll(async () => {
+    // the TypeScript forward computes with the C library's libm here, as llama.cpp does
+    const c = native.nativeLibm();
+    setLibm({ expf: c.expf, logf: c.logf, cosf: c.cosf, sinf: c.sinf, powf: c.powf });
+    const tokenizer = fixtureTokenizerFromJson(
+      JSON.parse(fs.readFileSync(path.join(REPO_ROOT, "goldens", "tokenizer", "vocab.json"), "utf8")),
+    );
+    for (const f of MOE_FIXTURES) {
+      const f32 = path.join(dir, `${f.name}-f32.gguf`);
+      const q4 = path.join(dir, `${f.name}-q4_k_m.gguf`);
+      writeFileSync(f32, synthesizeQwen35({ ...parityModelSpec(f.base, tokenizer), moe: f.moe, name: `keepquant-moe-${f.name}` }));
+      await runOracle({ kind: "quantize", input: f32, output: q4, ftype: "Q4_K_M" }, { timeoutMs: 120_000 });
+      files.set(f.name, q4);
+    }
+  });
+  afterAll(() => {
+    setLibm(original);
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  for (const f of MOE_FIXTURES) {
+    it(`${f.name} (Q4_K_M): a 40-token prompt's logits at every position, bit for bit (flash attention, f16 K/V)`, async () => {
+      const file = files.get(f.name)!;
+      const engine = await Engine.load(file, { maxBatchTokens: 64 });
+      try {
+        expect(engine.stats().providers.step).toBe("ts-forward");
+        const ids = Array.from({ length: 40 }, (_, i) => (i * 7919 + 13) % engine.weights.vocab);
+        const ours = await engine.evaluate(ids);
+        const oracle = await runOracle({ kind: "logits", model: file, sequences: [ids], flashAttention: true }, { timeoutMs: 120_000 });
+        const theirs = oracle.logits[0]!.map(decodeF32);
+        for (let p = 0; p < ids.length; p++) {
+          const a = new Uint32Array(ours[p]!.buffer, ours[p]!.byteOffset, ours[p]!.length);
+          const b = new Uint32Array(theirs[p]!.buffer, theirs[p]!.byteOffset, theirs[p]!.length);
+          const at = a.findIndex((bits, i) => bits !== b[i]);
+          if (at >= 0) expect.fail(`position ${p}, logit ${at}: ${ours[p]![at]} vs llama.cpp's ${theirs[p]![at]}`);
+        }
+      } finally {
+        engine.dispose();
+      }
+    });
+
+    it(`${f.name} (Q4_K_M): 16 greedy tokens (one-token steps) are llama.cpp's teacher-forced argmax at every step (STRICT)`, async () => {
+      const file = files.get(f.name)!;
+      // the oracle's greedy and logits jobs run without flash attention, f32 K/V: so does the engine here
+      const engine = await Engine.load(file, { flashAttention: false, kvType: "f32" });
+      try {
+        const prompt = [13, 7932, 3755, 1582, 3505, 1432, 3455].map((t) => t % engine.weights.vocab);
+        const mine = (await engine.generateToEnd(prompt, { maxTokens: 16, stopAtEog: false })).tokens;
+        expect(mine).toHaveLength(16);
+        // llama.cpp's batched pass over our own sequence: its argmax at each step is the token it would pick there
+        const sequence = [...prompt, ...mine.slice(0, -1)];
+        const oracle = await runOracle({ kind: "logits", model: file, sequences: [sequence] }, { timeoutMs: 120_000 });
+        const forced = oracle.logits[0]!.slice(prompt.length - 1).map((text) => {
+          const l = decodeF32(text);
+          let best = 0;
+          for (let i = 1; i < l.length; i++) if (l[i]! > l[best]!) best = i;
+          return best;
+        });
+        expect(mine).toEqual(forced);
+      } finally {
+        engine.dispose();
+      }
+    });
+  }
+
+  it("MTP on the MoE drafter block (untied-mtp-6l-e16k4): k = 1, 2, 4, alone and batched, the plain greedy tokens", async () => {
+    const file = files.get("untied-mtp-6l-e16k4")!;
+    const prompts = [
+      [5, 17, 230, 4000, 12],
+      [901, 33, 7],
+    ];
+    const run = async (speculative: { method: "mtp"; draftTokens: number } | undefined, batched: boolean) => {
+      const engine = await Engine.load(file, { maxSequences: 2, kvCacheTokens: 512, ...(speculative ? { speculative } : {}) });
+      try {
+        const one = (p: number[]) => engine.generateToEnd(p, { maxTokens: 12, stopAtEog: false }).then((r) => r.tokens);
+        if (batched) return await Promise.all(prompts.map(one));
+        const out: number[][] = [];
+        for (const p of prompts) out.push(await one(p));
+        return out;
+      } finally {
+        engine.dispose();
+      }
+    };
+    const plain = await run(undefined, false);
+    for (const draftTokens of [1, 2, 4]) {
+      for (const batched of [false, true]) {
+        expect(await run({ method: "mtp", draftTokens }, batched), `k = ${draftTokens}${batched ? ", batched" : ""}`).toEqual(plain);
+      }
+    }
+  });
+});
