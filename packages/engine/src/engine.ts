@@ -5,7 +5,7 @@ import { EngineError, EngineLoadError, EngineOptionError } from "./errors.js";
 import { allocateJsStorage, PagedKvCache, type AllocateStorage, type KvType } from "./kv/paged-kv.js";
 import { GdnStatePool } from "./kv/state-pool.js";
 import { PrefixCache } from "./kv/prefix-cache.js";
-import { FLASH_ATTN_TILED_MIN_ROWS, Qwen35Forward, setLibm, type DrafterEntry, type StepEntry } from "./model/forward.js";
+import { FLASH_ATTN_TILED_MIN_ROWS, Qwen35Forward, type DrafterEntry, type StepEntry } from "./model/forward.js";
 import {
   type DrafterWork,
   type ResolvedSpeculative,
@@ -39,6 +39,7 @@ import {
 } from "./sampling/index.js";
 import { StreamingDetokenizer, Tokenizer } from "./tokenizer/index.js";
 import { defaultModelPath } from "./default-model.js";
+import { cpuAvailableMemory } from "./planner/devices.js";
 
 interface ResolvedOptions {
   numerics: Numerics;
@@ -405,11 +406,13 @@ export class Engine {
     if (native) {
       try {
         const size = fs.statSync(path).size;
-        if (size <= native.MAX_MAPPED_RANGE_BYTES) bytes = mappedTensorBytes(native.mapFile(path));
+        // faulting in more than the memory available would only evict what it read: map lazily then
+        const populate = size <= cpuAvailableMemory().bytes;
+        if (size <= native.MAX_MAPPED_RANGE_BYTES) bytes = mappedTensorBytes(native.mapFile(path, { populate }));
         else {
           // Larger than one mapping holds: map whole-tensor ranges.
           const ranges = planMappedRanges(file.tensors, native.MAX_MAPPED_RANGE_BYTES);
-          bytes = rangedTensorBytes(ranges.map((r) => ({ ...r, buffer: native.mapFileRange(path, r.offset, r.length) })));
+          bytes = rangedTensorBytes(ranges.map((r) => ({ ...r, buffer: native.mapFileRange(path, r.offset, r.length, { populate }) })));
         }
       } catch (error) {
         diagnostics.push(`memory-mapping ${path} failed (${(error as Error).message}); tensors are read instead`);
@@ -480,14 +483,7 @@ export class Engine {
       if (!loaded.native) diagnostics.push(`native step unavailable (${loaded.reason}); the TypeScript forward runs`);
       else if (exactFallback)
         diagnostics.push("native step off: a native kernel is not bit-exact with llama.cpp (see above); the TypeScript forward runs");
-      else if (weights.config.moe) {
-        // the specification then computes with the C library's libm, as the native step and llama.cpp do
-        const c = loaded.native.nativeLibm();
-        setLibm({ expf: c.expf, logf: c.logf, cosf: c.cosf, sinf: c.sinf, powf: c.powf });
-        diagnostics.push(
-          `native step off: it has no MoE FFN yet (${weights.config.architecture}); the TypeScript forward runs, its matmuls on the native providers and its libm the C library's`,
-        );
-      } else native = loaded.native;
+      else native = loaded.native;
     }
     return new Engine(weights, resolved, { ...selection.opProviders }, diagnostics, selection.byWeight, extras.tokenizer, native);
   }

@@ -55,6 +55,8 @@ export interface NativeModelMatrix {
  * and its bytes. An f32 vector is an F32 matrix of `rows` x `cols` (1 x n for a 1-D tensor).
  */
 export interface NativeModelTensor extends NativeModelMatrix {
+  /** stacked matrices of `rows` x `cols` each (an MoE expert tensor; its third dim), 1 when absent */
+  groups?: number;
   slot: string;
   /** blk index; -1 for a global tensor */
   layer: number;
@@ -68,7 +70,7 @@ export interface NativeModelLayer {
   index: number;
   role: "trunk" | "mtp";
   mixer: "attention" | "gdn";
-  /** the native step computes the dense FFN; "moe" (qwen35moe) is refused by name until it does */
+  /** dense SwiGLU (qwen35) or the MoE FFN (qwen35moe: router, routed experts, shared expert) */
   ffn: "dense" | "moe";
   /** KV plane (attention) or GDN state layer (gdn), in layer order; the MTP block's KV plane follows the trunk's */
   cacheIndex: number;

@@ -33,7 +33,8 @@ function logitRows(entry: StepEntry): readonly number[] {
 function tableTensor(t: TensorDescription, value: PackedMatrix | Float32Array, dims: readonly string[] = t.dims): NativeModelTensor {
   const at = { slot: t.slot, layer: t.layer ?? -1, dims };
   if (!(value instanceof Float32Array)) {
-    return { ...at, type: value.type, rows: value.rows, cols: value.cols, rowBytes: value.rowBytes, data: value.data };
+    const groups = value.groups > 1 ? { groups: value.groups } : {};
+    return { ...at, ...groups, type: value.type, rows: value.rows, cols: value.cols, rowBytes: value.rowBytes, data: value.data };
   }
   // an f32 vector: an F32 matrix of ne[1] rows of ne[0] (1 x n for a 1-D tensor)
   const cols = t.ne[0]!;
@@ -61,9 +62,15 @@ function nativeTable(
   const d = describeQwen35(c, weights.vocab);
   const drafter = withDrafter ? weights.drafter : undefined;
   const tensors: NativeModelTensor[] = [];
+  // a dotted field is a path into the bound object (`moe.router`)
+  const fieldOf = (source: object, field: string): PackedMatrix | Float32Array | undefined =>
+    field.split(".").reduce<unknown>((o, key) => (o as Record<string, unknown> | undefined)?.[key], source) as
+      | PackedMatrix
+      | Float32Array
+      | undefined;
   const bindAll = (list: readonly TensorDescription[], source: object, dimsOf?: (t: TensorDescription) => readonly string[]) => {
     for (const t of list) {
-      const value = (source as Record<string, PackedMatrix | Float32Array | undefined>)[t.field];
+      const value = fieldOf(source, t.field);
       if (value) tensors.push(tableTensor(t, value, dimsOf?.(t)));
     }
   };

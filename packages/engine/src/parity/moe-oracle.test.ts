@@ -66,7 +66,7 @@ describe.skipIf(reason !== undefined)(`qwen35moe against llama.cpp${reason ? ` (
       const file = files.get(f.name)!;
       const engine = await Engine.load(file, { maxBatchTokens: 64 });
       try {
-        expect(engine.stats().providers.step).toBe("ts-forward");
+        expect(engine.stats().providers.step).toMatch(/^native-step-/);
         const ids = Array.from({ length: 40 }, (_, i) => (i * 7919 + 13) % engine.weights.vocab);
         const ours = await engine.evaluate(ids);
         const oracle = await runOracle({ kind: "logits", model: file, sequences: [ids], flashAttention: true }, { timeoutMs: 120_000 });
@@ -105,6 +105,43 @@ describe.skipIf(reason !== undefined)(`qwen35moe against llama.cpp${reason ? ` (
       }
     });
   }
+
+  it("the native step's MoE FFN is bit-identical to the TypeScript forward at every ISA level, 1 and 2 threads, llama and bf16 numerics", async () => {
+    const file = files.get("untied-mtp-6l-e16k4")!;
+    const ids = Array.from({ length: 33 }, (_, i) => (i * 104_729 + 7) % 4096);
+    const before = native.getNativeThreads();
+    try {
+      for (const numerics of ["llama", "bf16"] as const) {
+        for (const isa of native.availableNativeIsas()) {
+          native.setNativeIsa(isa);
+          // the same (native) matmul kernels of this level on both sides: the step is compared, not the kernels
+          const spec = await Engine.load(file, { numerics, nativeStep: false, exactKernels: false, maxBatchTokens: 64 });
+          expect(spec.stats().providers.step).toBe("ts-forward");
+          const expected = await spec.evaluate(ids);
+          spec.dispose();
+          for (const threads of [1, 2]) {
+            native.setNativeThreads(threads);
+            const engine = await Engine.load(file, { numerics, exactKernels: false, maxBatchTokens: 64 });
+            try {
+              expect(engine.stats().providers.step, `${numerics} ${isa} ${threads}`).toMatch(/^native-step-/);
+              const actual = await engine.evaluate(ids);
+              for (let p = 0; p < ids.length; p++) {
+                const a = new Uint32Array(actual[p]!.buffer, actual[p]!.byteOffset, actual[p]!.length);
+                const b = new Uint32Array(expected[p]!.buffer, expected[p]!.byteOffset, expected[p]!.length);
+                const at = a.findIndex((bits, i) => bits !== b[i]);
+                if (at >= 0) expect.fail(`${numerics} ${isa} ${threads} threads: position ${p}, logit ${at} differs`);
+              }
+            } finally {
+              engine.dispose();
+            }
+          }
+        }
+      }
+    } finally {
+      native.setNativeIsa("best");
+      native.setNativeThreads(before);
+    }
+  });
 
   it("MTP on the MoE drafter block (untied-mtp-6l-e16k4): k = 1, 2, 4, alone and batched, the plain greedy tokens", async () => {
     const file = files.get("untied-mtp-6l-e16k4")!;

@@ -22,6 +22,15 @@ struct WeightMatrix {
   int64_t rows = 0;
   int64_t cols = 0;
   size_t rowBytes = 0;
+  // stacked matrices of [rows, cols] (an MoE expert tensor: expert e's rows start at e * rows)
+  int64_t groups = 1;
+  // group g as a matrix of its own
+  WeightMatrix group(int64_t g) const {
+    WeightMatrix w = *this;
+    w.data = data + (size_t)g * (size_t)rows * rowBytes;
+    w.groups = 1;
+    return w;
+  }
 };
 
 enum class Numerics { Llama, Bf16 };
@@ -37,6 +46,8 @@ struct ModelShape {
   int64_t convStateElements = 0, ssmStateElements = 0;
   // rows of the drafter's head (the vocabulary, or a prefix of it)
   int drafterVocab = 0;
+  // the MoE FFN (qwen35moe; 0 for a dense model): experts, experts per token, expert and shared widths
+  int nExpert = 0, nExpertUsed = 0, nFfExp = 0, nFfShexp = 0;
   float eps = 0;
   // powf(rope_freq_base, -2 / n_rot), computed by the caller's libm (the specification's value)
   float ropeThetaScale = 0;
@@ -48,6 +59,11 @@ struct LayerWeights {
   const float* attnNorm = nullptr;      // [D]
   const float* postAttnNorm = nullptr;  // [D]
   WeightMatrix ffnGate, ffnUp, ffnDown;
+  // the MoE FFN instead of the dense one (qwen35moe): router [E, D] (F32), stacked experts (gate and up
+  // split, or merged [2 n_ff_exp] rows per expert), down experts, the shared expert and its gate [D]
+  bool moe = false;
+  WeightMatrix router, gateExps, upExps, gateUpExps, downExps, sharedGateProj, sharedUp, sharedDown;
+  const float* sharedGate = nullptr;
   // full attention
   WeightMatrix q, k, v, o;               // q: [2 H Dh, D] per head [q_h | gate_h]
   const float* qNorm = nullptr;          // [Dh]
@@ -145,6 +161,7 @@ struct TableLayer {
   int index = 0;
   bool mtp = false;
   bool recurrent = false;
+  bool moe = false;
   int cacheIndex = 0;
 };
 struct ModelTable {
@@ -201,6 +218,7 @@ class Model {
   void attention(const LayerWeights& L, const std::vector<StepEntry>& entries, int rows);
   void gatedDeltaNet(const LayerWeights& L, const std::vector<StepEntry>& entries, int rows);
   void ffn(const LayerWeights& L, int rows);
+  void moeFfn(const LayerWeights& L, int rows);
 
   ModelSpec spec_;
   int keyDim_ = 0, valueDim_ = 0, convDim_ = 0, headVDim_ = 0;
@@ -211,6 +229,10 @@ class Model {
   std::vector<float> hidden_, normed_, branch_, qg_, q_, kRows_, vRows_, attnOut_, mixed_, convOut_, z_, betaRows_,
       alphaRows_, gdnOut_, ffnGate_, ffnUp_, outHidden_, concat_, headInput_;
   std::vector<int32_t> logitAmongKept_;
+  // the MoE FFN's work buffers (qwen35moe)
+  std::vector<float> moeLogits_, moeProbs_, moeWeights_, moeX_, moeGate_, moeUp_, moeDown_, moeExperts_, moeShared_,
+      moeSharedUp_, moeSharedOut_;
+  std::vector<int32_t> moeIds_, moeSlot_;
   std::vector<int32_t> rowEntry_, rowPos_, outRows_, entryRow0_;
   // quantized activations of the current matmul input, one buffer per activation encoding
   const float* actSource_ = nullptr;

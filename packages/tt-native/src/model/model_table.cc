@@ -15,8 +15,8 @@ namespace {
 std::string str(int64_t v) { return std::to_string(v); }
 [[noreturn]] void fail(const std::string& message) { throw std::invalid_argument(message); }
 
-// Which layers need a slot: every layer, one token mixer's, or none (optional).
-enum class Need { Every, Attention, Gdn, Optional };
+// Which layers need a slot: every layer, one token mixer's, one FFN's, or none (optional).
+enum class Need { Every, Attention, Gdn, Dense, Moe, Optional };
 
 // A slot of one scope: a matrix (kept packed) or an f32 vector.
 template <typename S>
@@ -31,9 +31,19 @@ using L = LayerWeights;
 const Slot<L> kLayerSlots[] = {
     {"attn_norm", Need::Every, nullptr, &L::attnNorm},
     {"post_attention_norm", Need::Every, nullptr, &L::postAttnNorm},
-    {"ffn_gate", Need::Every, &L::ffnGate, nullptr},
-    {"ffn_up", Need::Every, &L::ffnUp, nullptr},
-    {"ffn_down", Need::Every, &L::ffnDown, nullptr},
+    {"ffn_gate", Need::Dense, &L::ffnGate, nullptr},
+    {"ffn_up", Need::Dense, &L::ffnUp, nullptr},
+    {"ffn_down", Need::Dense, &L::ffnDown, nullptr},
+    {"ffn_gate_inp", Need::Moe, &L::router, nullptr},
+    // split gate/up experts or the merged tensor: one of the two (checked after binding)
+    {"ffn_gate_exps", Need::Optional, &L::gateExps, nullptr},
+    {"ffn_up_exps", Need::Optional, &L::upExps, nullptr},
+    {"ffn_gate_up_exps", Need::Optional, &L::gateUpExps, nullptr},
+    {"ffn_down_exps", Need::Moe, &L::downExps, nullptr},
+    {"ffn_gate_inp_shexp", Need::Moe, nullptr, &L::sharedGate},
+    {"ffn_gate_shexp", Need::Moe, &L::sharedGateProj, nullptr},
+    {"ffn_up_shexp", Need::Moe, &L::sharedUp, nullptr},
+    {"ffn_down_shexp", Need::Moe, &L::sharedDown, nullptr},
     {"attn_q", Need::Attention, &L::q, nullptr},
     {"attn_k", Need::Attention, &L::k, nullptr},
     {"attn_v", Need::Attention, &L::v, nullptr},
@@ -98,6 +108,10 @@ const Hparam kHparams[] = {
     {"headVDim", &C::headVDim, nullptr, 0},
     {"ehProjIn", &C::ehProjIn, nullptr, 0},
     {"drafterVocab", &C::drafterVocab, nullptr, 1},
+    {"nExpert", &C::nExpert, nullptr, 0},
+    {"nExpertUsed", &C::nExpertUsed, nullptr, 0},
+    {"nFfExp", &C::nFfExp, nullptr, 0},
+    {"nFfShexp", &C::nFfShexp, nullptr, 0},
     {"convStateElements", nullptr, &C::convStateElements, 0},
     {"ssmStateElements", nullptr, &C::ssmStateElements, 0},
 };
@@ -109,8 +123,22 @@ const Slot<S>* findSlot(const Slot<S> (&slots)[N], const std::string& name) {
   return nullptr;
 }
 
-bool needed(Need need, bool recurrent) {
-  return need == Need::Every || (need == Need::Attention && !recurrent) || (need == Need::Gdn && recurrent);
+bool needed(Need need, const LayerWeights& L) {
+  switch (need) {
+    case Need::Every: return true;
+    case Need::Attention: return !L.recurrent;
+    case Need::Gdn: return L.recurrent;
+    case Need::Dense: return !L.moe;
+    case Need::Moe: return L.moe;
+    case Need::Optional: return false;
+  }
+  return false;
+}
+
+// A slot a layer may hold: what it needs, and the optional slots of its FFN (the split/merged experts).
+bool allowed(const Slot<LayerWeights>& s, const LayerWeights& L) {
+  if (s.need != Need::Optional) return needed(s.need, L);
+  return L.moe;
 }
 
 template <typename S>
@@ -134,13 +162,18 @@ class Binder {
   template <typename S>
   void bind(const Slot<S>& slot, const TableTensor& t, const std::string& where, S& target) const {
     const WeightMatrix& w = t.w;
-    if (t.dims.empty() || t.dims.size() > 2) fail(where + ": dims must name 1 or 2 dimensions");
+    if (t.dims.empty() || t.dims.size() > 3) fail(where + ": dims must name 1 to 3 dimensions");
     const int64_t cols = (int64_t)hparam(t.dims[0], where + ": ");
-    const int64_t rows = t.dims.size() == 2 ? (int64_t)hparam(t.dims[1], where + ": ") : 1;
-    if (w.cols != cols || w.rows != rows) {
-      const std::string named = t.dims.size() == 2 ? t.dims[1] + " x " + t.dims[0] : "1 x " + t.dims[0];
-      fail(where + ": [" + str(w.rows) + ", " + str(w.cols) + "], expected [" + str(rows) + ", " + str(cols) + "] (" + named + ")");
+    const int64_t rows = t.dims.size() >= 2 ? (int64_t)hparam(t.dims[1], where + ": ") : 1;
+    const int64_t groups = t.dims.size() == 3 ? (int64_t)hparam(t.dims[2], where + ": ") : 1;
+    if (w.cols != cols || w.rows != rows || w.groups != groups) {
+      const std::string named = t.dims.size() == 3   ? t.dims[2] + " x " + t.dims[1] + " x " + t.dims[0]
+                                : t.dims.size() == 2 ? t.dims[1] + " x " + t.dims[0]
+                                                     : "1 x " + t.dims[0];
+      fail(where + ": [" + (w.groups > 1 ? str(w.groups) + ", " : "") + str(w.rows) + ", " + str(w.cols) + "], expected [" +
+           (groups > 1 ? str(groups) + ", " : "") + str(rows) + ", " + str(cols) + "] (" + named + ")");
     }
+    if (slot.vector && groups != 1) fail(where + ": an f32 vector cannot be stacked");
     const TypeTraits& ti = typeTraits(w.type);
     if (ti.blockSize == 0) fail(where + ": ggml type " + str(w.type) + " is not supported by the native step");
     if (cols % ti.blockSize != 0) fail(where + ": " + str(cols) + " columns is not a whole number of blocks");
@@ -190,6 +223,7 @@ void bindModelTable(const ModelTable& table, ModelSpec& spec) {
       mtpIndex = l.index;
       spec.drafter.present = true;
       spec.drafter.block.recurrent = false;
+      spec.drafter.block.moe = l.moe;
       spec.drafter.block.cacheIndex = l.cacheIndex;
       continue;
     }
@@ -198,6 +232,7 @@ void bindModelTable(const ModelTable& table, ModelSpec& spec) {
     trunkAt[l.index] = (int)spec.layers.size();
     LayerWeights L;
     L.recurrent = l.recurrent;
+    L.moe = l.moe;
     L.cacheIndex = l.cacheIndex;
     spec.layers.push_back(L);
     c.recurrent.push_back(l.recurrent ? 1 : 0);
@@ -227,8 +262,9 @@ void bindModelTable(const ModelTable& table, ModelSpec& spec) {
     }
     const Slot<LayerWeights>* slot = findSlot(kLayerSlots, t.slot);
     if (!slot) fail(where + ": not a layer slot of the native qwen35 model");
-    if (!needed(slot->need, layer->recurrent))
-      fail(where + ": a " + (layer->recurrent ? "Gated DeltaNet" : "full-attention") + " layer has no " + t.slot);
+    if (!allowed(*slot, *layer))
+      fail(where + ": a " + (layer->recurrent ? "Gated DeltaNet" : "full-attention") + (layer->moe ? " MoE" : "") + " layer has no " +
+           t.slot);
     binder.bind(*slot, t, where, *layer);
   }
 
@@ -237,7 +273,9 @@ void bindModelTable(const ModelTable& table, ModelSpec& spec) {
     if (s.need != Need::Optional && !bound(s, spec)) fail(std::string(s.name) + ": missing from the table");
   auto checkLayer = [&](const LayerWeights& L, int index) {
     for (const Slot<LayerWeights>& s : kLayerSlots)
-      if (needed(s.need, L.recurrent) && !bound(s, L)) fail("blk." + str(index) + "." + s.name + ": missing from the table");
+      if (needed(s.need, L) && !bound(s, L)) fail("blk." + str(index) + "." + s.name + ": missing from the table");
+    if (L.moe && !(L.gateUpExps.data || (L.gateExps.data && L.upExps.data)))
+      fail("blk." + str(index) + ": an MoE layer needs ffn_gate_exps and ffn_up_exps, or ffn_gate_up_exps");
   };
   for (int il = 0; il < c.nLayer; ++il) checkLayer(spec.layers[il], il);
   if (spec.drafter.present) {

@@ -79,12 +79,14 @@ struct Reader {
     w.rows = integer(m, "rows", name, 1);
     w.cols = integer(m, "cols", name, 1);
     w.rowBytes = (size_t)integer(m, "rowBytes", name, 1);
+    w.groups = m.Get("groups").IsUndefined() ? 1 : integer(m, "groups", name, 1);
     const Napi::Value data = m.Get("data");
     if (!data.IsTypedArray()) typeError(name + ".data", "a Uint8Array");
     const Napi::TypedArray t = data.As<Napi::TypedArray>();
-    if (t.ByteLength() < w.rowBytes * (size_t)w.rows)
-      rangeError(name + ".data", "holds " + str((int64_t)t.ByteLength()) + " bytes, [" + str(w.rows) + " rows x " +
-                                     str((int64_t)w.rowBytes) + " B] needs " + str((int64_t)(w.rowBytes * w.rows)));
+    const size_t need = w.rowBytes * (size_t)w.rows * (size_t)w.groups;
+    if (t.ByteLength() < need)
+      rangeError(name + ".data", "holds " + str((int64_t)t.ByteLength()) + " bytes, [" + str(w.groups * w.rows) + " rows x " +
+                                     str((int64_t)w.rowBytes) + " B] needs " + str((int64_t)need));
     keep->push_back(Napi::Persistent(data));
     w.data = static_cast<const uint8_t*>(t.ArrayBuffer().Data()) + t.ByteOffset();
     return w;
@@ -120,8 +122,9 @@ ModelTable readTable(const Reader& r, const Napi::Object& spec) {
     const std::string role = stringField(r, o, "role", f), mixer = stringField(r, o, "mixer", f), ffn = stringField(r, o, "ffn", f);
     if (role != "trunk" && role != "mtp") r.typeError(f + ".role", "\"trunk\" or \"mtp\"");
     if (mixer != "attention" && mixer != "gdn") r.typeError(f + ".mixer", "\"attention\" or \"gdn\"");
-    if (ffn != "dense") r.typeError(f + ".ffn", "\"dense\" (the only FFN of the native step)");
+    if (ffn != "dense" && ffn != "moe") r.typeError(f + ".ffn", "\"dense\" or \"moe\"");
     l.mtp = role == "mtp";
+    l.moe = ffn == "moe";
     l.recurrent = mixer == "gdn";
     t.layers.push_back(l);
   }
