@@ -6,6 +6,7 @@
 import fs from "node:fs";
 import { defaultModelInfo, defaultModelPath } from "@keepquant/default-model";
 import type { EngineOptions } from "@keepquant/engine";
+import { assertRegularFile } from "@keepquant/gguf";
 import { CliUsageError } from "../command.js";
 
 /** The option declarations (node:util parseArgs). */
@@ -155,12 +156,22 @@ export interface ModelChoice {
   notice: string | undefined;
 }
 
+/**
+ * A model path the user named: MODEL_NOT_FOUND when nothing is there; a directory, FIFO, device or
+ * socket is gguf's GGUF_NOT_A_FILE (from a stat: nothing is opened, so a FIFO cannot block). Every
+ * command that takes a model file calls this first, so all of them give the same error line.
+ */
+export async function checkModelFile(file: string): Promise<void> {
+  if (!fs.existsSync(file)) throw Object.assign(new Error(`model file not found: ${file}`), { code: "MODEL_NOT_FOUND" });
+  await assertRegularFile(file);
+}
+
 /** Resolves `[model.gguf]`: the named file (MODEL_NOT_FOUND when absent) or the verified default model. */
 export async function chooseModel(positionals: readonly string[]): Promise<ModelChoice> {
   if (positionals.length > 1) throw new CliUsageError(`expected at most one model file, got ${positionals.length}`);
   const named = positionals[0];
   if (named !== undefined) {
-    if (!fs.existsSync(named)) throw Object.assign(new Error(`model file not found: ${named}`), { code: "MODEL_NOT_FOUND" });
+    await checkModelFile(named);
     return { file: named, isDefault: false, notice: undefined };
   }
   const info = defaultModelInfo();

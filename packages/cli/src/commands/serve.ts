@@ -1,4 +1,3 @@
-import fs from "node:fs";
 import path from "node:path";
 import { Engine, type EngineOptions, type KvType } from "@keepquant/engine";
 import { parseQwen35Config, readGguf } from "@keepquant/gguf";
@@ -6,7 +5,7 @@ import { createKeepquantServer, DEFAULT_CONTEXT_TOKENS, DEFAULT_DRAIN_TIMEOUT_MS
 import { CliUsageError, defineCommand, write, type CommandIo } from "../command.js";
 import { refuseUnlessFitsCpu } from "../residency-check.js";
 import { defaultModelInfo, defaultModelPath } from "@keepquant/default-model";
-import { resolveSpeculative } from "./engine-options.js";
+import { checkModelFile, resolveSpeculative } from "./engine-options.js";
 import { parseNumber } from "./run.js";
 
 /** Prefix-cache snapshots `serve` keeps by default (each one: KV blocks of a prompt prefix plus a GDN state copy). */
@@ -101,8 +100,7 @@ export const command = defineCommand({
       modelPath = await defaultModelPath();
     } else {
       modelPath = positionals[0]!;
-      if (!fs.existsSync(modelPath) || !fs.statSync(modelPath).isFile())
-        throw Object.assign(new Error(`model file not found: ${modelPath}`), { code: "MODEL_NOT_FOUND" });
+      await checkModelFile(modelPath);
     }
     // the context: --ctx, else the default, never above the model's own context_length
     const modelContext = parseQwen35Config(await readGguf(modelPath)).contextLength;
