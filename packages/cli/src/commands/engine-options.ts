@@ -61,14 +61,14 @@ export function resolveSpeculative(
   const spec: EngineOptions["speculative"] & { method: "mtp" } = { method: "mtp" };
   const text = values["draft-tokens"];
   if (text !== undefined) {
-    const k = /^\s*\d+\s*$/.test(text) ? Number(text) : Number.NaN;
+    const k = /^\s*-?\d+\s*$/.test(text) ? Number(text) : Number.NaN;
     if (!Number.isInteger(k) || k < 1 || k > 8)
       throw new CliUsageError(`--draft-tokens ${JSON.stringify(text)}: expected an integer in 1 .. 8`);
     spec.draftTokens = k;
   }
   const vocabText = values["draft-vocab"];
   if (vocabText !== undefined) {
-    const n = /^\s*\d+\s*$/.test(vocabText) ? Number(vocabText) : Number.NaN;
+    const n = /^\s*-?\d+\s*$/.test(vocabText) ? Number(vocabText) : Number.NaN;
     if (!Number.isSafeInteger(n) || n < 1)
       throw new CliUsageError(`--draft-vocab ${JSON.stringify(vocabText)}: expected a positive integer (at most the model's vocabulary)`);
     spec.draftVocab = n;
@@ -86,7 +86,7 @@ export interface ResolvedEngineOptions {
 }
 
 function parseInteger(name: string, text: string, min: number): number {
-  const value = /^\s*\d+\s*$/.test(text) ? Number(text) : Number.NaN;
+  const value = /^\s*-?\d+\s*$/.test(text) ? Number(text) : Number.NaN;
   if (!Number.isSafeInteger(value) || value < min)
     throw new CliUsageError(`--${name} ${JSON.stringify(text)}: expected an integer >= ${min}`);
   return value;
@@ -105,7 +105,7 @@ async function resolveThreads(values: EngineOptionValues, env: NodeJS.ProcessEnv
     if (problem) throw new CliUsageError(`${native.KEEPQUANT_NATIVE_THREADS}=${JSON.stringify(fromEnv)}: ${problem}`);
   }
   if (values.threads === undefined) return {};
-  const threads = /^\s*\d+\s*$/.test(values.threads) ? Number(values.threads) : Number.NaN;
+  const threads = /^\s*-?\d+\s*$/.test(values.threads) ? Number(values.threads) : Number.NaN;
   const problem = native.nativeThreadsProblem(threads, { force: values.force === true });
   if (problem) throw new CliUsageError(`--threads ${JSON.stringify(values.threads)}: ${problem}`);
   // Above the default cap the engine would refuse the count: the pool is sized here, once.
