@@ -359,7 +359,34 @@ export class KeepquantServer {
     res.end(file.body);
   }
 
+  /**
+   * The body as JSON. The request must say `Content-Type: application/json` (a charset, if given,
+   * utf-8): text/plain, a form, or no type at all is a 415 before the body is read, so that a
+   * browser's simple cross-origin POST (which cannot set application/json without a preflight)
+   * never reaches the model and a client's mistake is named instead of guessed around.
+   */
   private readJson(req: http.IncomingMessage): Promise<unknown> {
+    const type = req.headers["content-type"];
+    const [mediaType = "", ...params] = (type ?? "").split(";").map((part) => part.trim().toLowerCase());
+    const charset = params
+      .find((p) => p.startsWith("charset="))
+      ?.slice("charset=".length)
+      .replace(/^"|"$/g, "");
+    if (mediaType !== "application/json" || (charset !== undefined && charset !== "utf-8" && charset !== "utf8")) {
+      req.resume();
+      return Promise.reject(
+        new ApiError(
+          415,
+          "invalid_request_error",
+          type === undefined
+            ? "the request has no Content-Type: send the body as JSON with Content-Type: application/json"
+            : `Content-Type ${JSON.stringify(type)} is not supported: send the body as JSON with Content-Type: application/json`,
+          null,
+          "unsupported_media_type",
+          { Accept: "application/json" },
+        ),
+      );
+    }
     const limit = this.maxBodyBytes;
     const declared = Number(req.headers["content-length"]);
     const tooLarge = (): ApiError =>
