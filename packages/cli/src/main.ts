@@ -48,7 +48,13 @@ export function joinNegativeValues(args: readonly string[], options: CliCommand[
     }
     const next = args[i + 1];
     const name = arg.startsWith("--") && !arg.includes("=") ? arg.slice(2) : undefined;
-    if (name !== undefined && Object.hasOwn(options, name) && options[name]!.type === "string" && next !== undefined && NEGATIVE_NUMBER.test(next)) {
+    if (
+      name !== undefined &&
+      Object.hasOwn(options, name) &&
+      options[name]!.type === "string" &&
+      next !== undefined &&
+      NEGATIVE_NUMBER.test(next)
+    ) {
       out.push(`${arg}=${next}`);
       i++;
     } else {
@@ -82,7 +88,12 @@ export async function runCli(argv: string[], io: CommandIo): Promise<number> {
     }
     let parsed: { values: Record<string, unknown>; positionals: string[] };
     try {
-      parsed = parseArgs({ args: joinNegativeValues(rest, command.options), allowPositionals: true, options: command.options, strict: true });
+      parsed = parseArgs({
+        args: joinNegativeValues(rest, command.options),
+        allowPositionals: true,
+        options: command.options,
+        strict: true,
+      });
     } catch (error) {
       throw new CliUsageError(`${(error as Error).message.split("\n")[0]} (usage: keepquant ${command.usage})`);
     }

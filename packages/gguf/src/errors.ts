@@ -96,7 +96,13 @@ export class GgufIoError extends GgufError {
 }
 
 /** What a path that is not a regular file is, in the words of GgufNotAFileError's message. */
-export type NonRegularFileKind = "a directory" | "a FIFO (named pipe)" | "a character device" | "a block device" | "a socket" | "not a regular file";
+export type NonRegularFileKind =
+  | "a directory"
+  | "a FIFO (named pipe)"
+  | "a character device"
+  | "a block device"
+  | "a socket"
+  | "not a regular file";
 
 /**
  * The path names a directory, FIFO, device or socket: refused from a stat, before any open that
