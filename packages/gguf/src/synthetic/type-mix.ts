@@ -31,7 +31,8 @@ export function useMoreBits(layer: number, layers: number): boolean {
 export function qwen35Q4KMClassMix(blockCount: number, tiedHead: boolean): Qwen35TensorTypeMix {
   return (tensor) => {
     // llama.cpp never quantizes the MoE router (ffn_gate_inp)
-    if (tensor.ne.length < 2 || tensor.name.endsWith(".ssm_conv1d.weight") || tensor.name.endsWith(".ffn_gate_inp.weight")) return GgmlType.F32;
+    if (tensor.ne.length < 2 || tensor.name.endsWith(".ssm_conv1d.weight") || tensor.name.endsWith(".ffn_gate_inp.weight"))
+      return GgmlType.F32;
     if (tensor.name === "output.weight" || (tiedHead && tensor.name === "token_embd.weight")) return GgmlType.Q6_K;
     const moreBits = tensor.layer !== undefined && useMoreBits(tensor.layer, blockCount);
     if (/\.(attn_v|attn_qkv|ffn_down|ffn_down_exps|ffn_down_shexp)\.weight$/.test(tensor.name) && moreBits) return GgmlType.Q6_K;
