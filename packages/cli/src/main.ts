@@ -30,6 +30,40 @@ function commandHelp(command: CliCommand): string {
   ].join("\n");
 }
 
+/** A value that is a negative number (or -Infinity, -NaN ...): parseArgs would take it for an option. */
+const NEGATIVE_NUMBER = /^-(\d|\.\d|Infinity$|NaN$)/i;
+
+/**
+ * `--threads -1` as `--threads=-1`: node:util parseArgs refuses a string option's value that starts
+ * with a dash ("argument is ambiguous"), so a negative number never reached the option's range
+ * check. Only a value that reads as a negative number is joined; `--prompt --json` stays an error.
+ */
+export function joinNegativeValues(args: readonly string[], options: CliCommand["options"]): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i]!;
+    if (arg === "--") {
+      out.push(...args.slice(i));
+      break;
+    }
+    const next = args[i + 1];
+    const name = arg.startsWith("--") && !arg.includes("=") ? arg.slice(2) : undefined;
+    if (
+      name !== undefined &&
+      Object.hasOwn(options, name) &&
+      options[name]!.type === "string" &&
+      next !== undefined &&
+      NEGATIVE_NUMBER.test(next)
+    ) {
+      out.push(`${arg}=${next}`);
+      i++;
+    } else {
+      out.push(arg);
+    }
+  }
+  return out;
+}
+
 /** Runs the CLI with `argv` (without node and script) and returns the exit code. */
 export async function runCli(argv: string[], io: CommandIo): Promise<number> {
   const json = argv.includes("--json");
@@ -54,7 +88,12 @@ export async function runCli(argv: string[], io: CommandIo): Promise<number> {
     }
     let parsed: { values: Record<string, unknown>; positionals: string[] };
     try {
-      parsed = parseArgs({ args: rest, options: command.options, allowPositionals: true, strict: true });
+      parsed = parseArgs({
+        args: joinNegativeValues(rest, command.options),
+        allowPositionals: true,
+        options: command.options,
+        strict: true,
+      });
     } catch (error) {
       throw new CliUsageError(`${(error as Error).message.split("\n")[0]} (usage: keepquant ${command.usage})`);
     }

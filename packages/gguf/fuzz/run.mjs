@@ -3,6 +3,7 @@
 //   pnpm fuzz                    # 60 s
 //   pnpm fuzz -- --time 600      # 10 minutes
 //   pnpm fuzz -- --runs 5000     # a fixed number of inputs (the CI smoke run)
+//   pnpm fuzz -- --target file-source   # the chunked file path (FileSource, files changing size, short reads)
 //
 // Prints one line `fuzz: <cases> cases in <s> s, <corpus> corpus entries, no finding` (exit 0) or
 // the finding (exit 1; the input is saved under fuzz/.cache/findings/). Seeds are small valid GGUF
@@ -25,11 +26,15 @@ const option = (name) => {
   return value;
 };
 const runs = option("runs");
+const targetIndex = args.indexOf("--target");
+const target = targetIndex < 0 ? "reader" : args[targetIndex + 1];
+if (target !== "reader" && target !== "file-source") throw new Error(`--target ${target}: expected reader or file-source`);
+const seed = option("seed");
 const seconds = option("time") ?? (runs === undefined ? 60 : undefined);
 
 // 1. the target, bundled to CommonJS so that Jazzer instruments the reader's code
 const dist = path.join(cache, "dist");
-const bundle = spawnSync("tsup", ["fuzz/reader.fuzz.ts", "--format", "cjs", "--out-dir", dist, "--target", "node20", "--silent"], {
+const bundle = spawnSync("tsup", [`fuzz/${target}.fuzz.ts`, "--format", "cjs", "--out-dir", dist, "--target", "node20", "--silent"], {
   cwd: root,
   encoding: "utf8",
 });
@@ -37,7 +42,7 @@ if (bundle.status !== 0) throw new Error(`bundling the fuzz target failed: ${bun
 
 // 2. seeds: small valid files (metadata of every type, tensors, a qwen35 header)
 const seeds = path.join(cache, "seeds");
-const corpus = path.join(cache, "corpus");
+const corpus = path.join(cache, target === "reader" ? "corpus" : `corpus-${target}`);
 const findings = path.join(cache, "findings");
 for (const dir of [seeds, corpus, findings]) fs.mkdirSync(dir, { recursive: true });
 const gguf = await import(path.join(root, "dist", "index.js"));
@@ -71,6 +76,7 @@ const cli = path.join(path.dirname(require.resolve("@jazzer.js/core/package.json
 const libFuzzer = [
   ...(seconds === undefined ? [] : [`-max_total_time=${seconds}`]),
   ...(runs === undefined ? [] : [`-runs=${runs}`]),
+  ...(seed === undefined ? [] : [`-seed=${seed}`]),
   "-timeout=10",
   "-max_len=65536",
   "-print_final_stats=1",
@@ -79,7 +85,7 @@ const libFuzzer = [
 const started = performance.now();
 const result = spawnSync(
   process.execPath,
-  ["--require", path.join(here, "glibc-compat.cjs"), cli, path.join(dist, "reader.fuzz.cjs"), corpus, seeds, "--", ...libFuzzer],
+  ["--require", path.join(here, "glibc-compat.cjs"), cli, path.join(dist, `${target}.fuzz.cjs`), corpus, seeds, "--", ...libFuzzer],
   { cwd: root, encoding: "utf8", maxBuffer: 256 * 1024 * 1024 },
 );
 const elapsed = (performance.now() - started) / 1000;
@@ -90,4 +96,5 @@ if (result.status !== 0 || executed === undefined) {
   console.error(`fuzz: FINDING or failure (exit ${result.status}); inputs saved in ${path.relative(process.cwd(), findings)}`);
   process.exit(1);
 }
+console.log(`fuzz target: ${target}`);
 console.log(`fuzz: ${executed} cases in ${elapsed.toFixed(0)} s, ${fs.readdirSync(corpus).length} corpus entries, no finding`);

@@ -6,6 +6,7 @@ const GGUF_ERROR_MARKER = Symbol.for("@keepquant/gguf.error");
 
 export type GgufErrorCode =
   | "GGUF_IO"
+  | "GGUF_NOT_A_FILE"
   | "GGUF_TRUNCATED"
   | "GGUF_BAD_MAGIC"
   | "GGUF_UNSUPPORTED_VERSION"
@@ -91,6 +92,32 @@ export class GgufIoError extends GgufError {
   constructor(message: string, details?: GgufErrorDetails) {
     super("GGUF_IO", message, details);
     this.name = "GgufIoError";
+  }
+}
+
+/** What a path that is not a regular file is, in the words of GgufNotAFileError's message. */
+export type NonRegularFileKind =
+  | "a directory"
+  | "a FIFO (named pipe)"
+  | "a character device"
+  | "a block device"
+  | "a socket"
+  | "not a regular file";
+
+/**
+ * The path names a directory, FIFO, device or socket: refused from a stat, before any open that
+ * could block (opening a FIFO waits for a writer). `field` is the path.
+ */
+export class GgufNotAFileError extends GgufError {
+  readonly path: string;
+  readonly kind: NonRegularFileKind;
+  constructor(path: string, kind: NonRegularFileKind) {
+    super("GGUF_NOT_A_FILE", `${path} is ${kind === "not a regular file" ? "not a regular file" : `${kind}, not a regular file`}`, {
+      field: path,
+    });
+    this.name = "GgufNotAFileError";
+    this.path = path;
+    this.kind = kind;
   }
 }
 

@@ -25,4 +25,23 @@ describe("fuzzing the GGUF reader (Jazzer.js, libFuzzer)", () => {
     expect(cases).toBeGreaterThanOrEqual(3000);
     expect(result.stdout).toMatch(/no finding$/m);
   });
+
+  it.skipIf(skip !== undefined)(
+    `smoke, the chunked file path (--target file-source): 1000 inputs, fixed seed, no finding${skip ? ` (skipped: ${skip})` : ""}`,
+    () => {
+      const result = spawnSync(
+        process.execPath,
+        [path.join(root, "fuzz", "run.mjs"), "--target", "file-source", "--runs", "1000", "--seed", "1"],
+        {
+          cwd: root,
+          encoding: "utf8",
+          env: { ...process.env, PATH: `${path.join(root, "..", "..", "node_modules", ".bin")}${path.delimiter}${process.env.PATH}` },
+        },
+      );
+      expect(result.status, `${result.stdout}\n${result.stderr}`).toBe(0);
+      expect(result.stdout).toMatch(/^fuzz target: file-source$/m);
+      expect(Number(result.stdout.match(/^fuzz: (\d+) cases/m)?.[1])).toBeGreaterThanOrEqual(1000);
+      expect(result.stdout).toMatch(/no finding$/m);
+    },
+  );
 });

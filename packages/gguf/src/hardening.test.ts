@@ -1,8 +1,21 @@
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { spawnSync } from "node:child_process";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import net from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { GgmlType, GgufError, GgufLimitError, GgufValueType, gguf, readGguf, writeGguf, type GgufLimits } from "./index.js";
+import {
+  FileSource,
+  GgmlType,
+  GgufError,
+  GgufLimitError,
+  GgufValueType,
+  assertRegularFile,
+  gguf,
+  readGguf,
+  writeGguf,
+  type GgufLimits,
+} from "./index.js";
 
 const dir = mkdtempSync(join(tmpdir(), "kq-gguf-hard-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -209,6 +222,65 @@ describe("refusals: typed errors that name the field and the file offset", () =>
   it("a missing file is a typed GGUF_IO error", async () => {
     await expect(readGguf(join(dir, "does-not-exist.gguf"))).rejects.toMatchObject({ code: "GGUF_IO" });
   });
+});
+
+describe("a path that is not a regular file: GGUF_NOT_A_FILE from a stat, before any open that can block", () => {
+  // A regression (open before stat) blocks on the FIFO forever: vitest's test timeout fails it.
+  const cases: [string, () => Promise<string>, RegExp][] = [
+    [
+      "a directory",
+      async () => {
+        const p = join(dir, "a-directory.gguf");
+        mkdirSync(p, { recursive: true });
+        return p;
+      },
+      /is a directory, not a regular file$/,
+    ],
+    [
+      "a FIFO",
+      async () => {
+        const p = join(dir, "a-fifo.gguf");
+        rmSync(p, { force: true });
+        const made = spawnSync("mkfifo", [p]);
+        if (made.status !== 0) throw new Error(`mkfifo failed: ${made.stderr}`);
+        return p;
+      },
+      /is a FIFO \(named pipe\), not a regular file$/,
+    ],
+    ["a character device", async () => "/dev/null", /is a character device, not a regular file$/],
+    [
+      "a socket",
+      async () => {
+        const p = join(dir, "a-socket.gguf");
+        rmSync(p, { force: true });
+        const server = net.createServer();
+        await new Promise<void>((resolve) => server.listen(p, resolve));
+        sockets.push(server);
+        return p;
+      },
+      /is a socket, not a regular file$/,
+    ],
+  ];
+  const sockets: net.Server[] = [];
+  afterAll(async () => {
+    await Promise.all(sockets.map((s) => new Promise((resolve) => s.close(resolve))));
+  });
+
+  for (const [label, make, message] of cases) {
+    it(`${label}: readGguf(path), FileSource.open and assertRegularFile all refuse it, naming the path`, async () => {
+      const p = await make();
+      for (const attempt of [() => readGguf(p), () => FileSource.open(p), () => assertRegularFile(p)]) {
+        const error = await attempt().then(
+          () => undefined,
+          (e: unknown) => e,
+        );
+        expect(GgufError.isInstance(error)).toBe(true);
+        expect(error).toMatchObject({ code: "GGUF_NOT_A_FILE", field: p, name: "GgufNotAFileError" });
+        expect((error as Error).message).toContain(p);
+        expect((error as Error).message).toMatch(message);
+      }
+    });
+  }
 });
 
 /** xorshift32 */

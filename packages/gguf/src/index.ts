@@ -3,7 +3,7 @@ export * from "./value-type.js";
 export * from "./errors.js";
 export * from "./limits.js";
 export type * from "./types.js";
-export { BufferSource, FileSource, type GgufByteSource } from "./source.js";
+export { BufferSource, FileSource, assertRegularFile, type GgufByteSource } from "./source.js";
 export { readGguf, readTensorBytes, GGUF_MAGIC, GGUF_DEFAULT_ALIGNMENT, type ReadGgufOptions } from "./reader.js";
 export {
   writeGguf,

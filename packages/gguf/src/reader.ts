@@ -1,4 +1,4 @@
-import { GgufFormatError, GgufLimitError, GgufTensorError, where, type GgufErrorCode } from "./errors.js";
+import { GgufFormatError, GgufIoError, GgufLimitError, GgufTensorError, where, type GgufErrorCode } from "./errors.js";
 import { GGML_TYPE_TRAITS, ggmlTypeName, isGgmlType, type GgmlType } from "./ggml-type.js";
 import { GGUF_LIMITS, type GgufLimits } from "./limits.js";
 import { toByteSource, type GgufByteSource } from "./source.js";
@@ -74,7 +74,10 @@ class Cursor {
     const tail = this.buf.subarray(this.pos);
     const want = Math.min(Math.max(n - tail.length, this.chunk), this.remaining - tail.length);
     this.chunk = Math.min(this.chunk * 2, MAX_CHUNK);
-    const fresh = await this.source.read(this.base + this.buf.length, want);
+    const at = this.base + this.buf.length;
+    const fresh = await this.source.read(at, want);
+    // a source that returns fewer bytes than asked (or changed under the reader) is an I/O error, never a read past the buffer
+    if (fresh.length !== want) throw shortRead(this.source, at, want, fresh.length, field);
     const next = Buffer.allocUnsafe(tail.length + fresh.length);
     next.set(tail, 0);
     next.set(fresh, tail.length);
@@ -311,6 +314,13 @@ async function readKv(c: Cursor, limits: GgufLimits, index: number): Promise<Ggu
   return { key, type, value: await readScalar(c, type, key, limits), offset };
 }
 
+function shortRead(source: GgufByteSource, offset: number, asked: number, got: number, field: string): GgufIoError {
+  return new GgufIoError(
+    `short read from ${source.description}: ${asked} bytes asked at offset ${offset}, ${got} returned (did the file change while it was read?)${where({ offset, field })}`,
+    { offset, field },
+  );
+}
+
 function tensorError(code: GgufErrorCode, message: string, offset: number, field: string): GgufTensorError {
   return new GgufTensorError(code, `${message}${where({ offset, field })}`, { offset, field });
 }
@@ -542,7 +552,9 @@ export async function readTensorBytes(source: string | Uint8Array | GgufByteSour
         tensor.name,
       );
     }
-    return await bytes.read(tensor.offset, tensor.byteLength);
+    const data = await bytes.read(tensor.offset, tensor.byteLength);
+    if (data.length !== tensor.byteLength) throw shortRead(bytes, tensor.offset, tensor.byteLength, data.length, tensor.name);
+    return data;
   } finally {
     if (owned) await bytes.close();
   }

@@ -1,5 +1,35 @@
-import { open, type FileHandle } from "node:fs/promises";
-import { GgufIoError } from "./errors.js";
+import { constants, type Stats } from "node:fs";
+import { open, stat, type FileHandle } from "node:fs/promises";
+import { GgufError, GgufIoError, GgufNotAFileError, type NonRegularFileKind } from "./errors.js";
+
+/** What a stat says a non-regular file is (undefined for a regular file). */
+export function nonRegularKind(stats: Stats): NonRegularFileKind | undefined {
+  if (stats.isFile()) return undefined;
+  if (stats.isDirectory()) return "a directory";
+  if (stats.isFIFO()) return "a FIFO (named pipe)";
+  if (stats.isCharacterDevice()) return "a character device";
+  if (stats.isBlockDevice()) return "a block device";
+  if (stats.isSocket()) return "a socket";
+  return "not a regular file";
+}
+
+/**
+ * Checks that `path` is a regular file from a stat (follows symlinks), without opening it: a
+ * directory, FIFO, device or socket is a GgufNotAFileError (GGUF_NOT_A_FILE), a path that cannot
+ * be stat'ed a GgufIoError (GGUF_IO). Opening a FIFO would block until a writer appears.
+ */
+export async function assertRegularFile(path: string): Promise<Stats> {
+  let stats: Stats;
+  try {
+    stats = await stat(path);
+  } catch (error) {
+    const reason = (error as NodeJS.ErrnoException).code ?? String(error);
+    throw new GgufIoError(`cannot open ${path}: ${reason}`, { cause: error, field: path });
+  }
+  const kind = nonRegularKind(stats);
+  if (kind !== undefined) throw new GgufNotAFileError(path, kind);
+  return stats;
+}
 
 /**
  * Random-access bytes: a file read with positioned reads, or a buffer. The reader only ever asks
@@ -39,22 +69,30 @@ export class FileSource implements GgufByteSource {
     private readonly handle: FileHandle,
   ) {}
 
+  /**
+   * Stats `path` first (a directory, FIFO, device or socket is GGUF_NOT_A_FILE before anything is
+   * opened), then opens it non-blocking (a FIFO swapped in after the stat cannot block the open)
+   * and checks the opened handle again.
+   */
   static async open(path: string): Promise<FileSource> {
+    await assertRegularFile(path);
     let handle: FileHandle;
     try {
-      handle = await open(path, "r");
+      // O_NONBLOCK has no effect on regular files; on a FIFO it makes open() return at once
+      handle = await open(path, constants.O_RDONLY | (constants.O_NONBLOCK ?? 0));
     } catch (error) {
       const reason = (error as NodeJS.ErrnoException).code ?? String(error);
-      throw new GgufIoError(`cannot open ${path}: ${reason}`, { cause: error });
+      throw new GgufIoError(`cannot open ${path}: ${reason}`, { cause: error, field: path });
     }
     try {
-      const stat = await handle.stat();
-      if (!stat.isFile()) throw new GgufIoError(`${path} is not a regular file`);
-      return new FileSource(path, stat.size, handle);
+      const opened = await handle.stat();
+      const kind = nonRegularKind(opened);
+      if (kind !== undefined) throw new GgufNotAFileError(path, kind);
+      return new FileSource(path, opened.size, handle);
     } catch (error) {
       await handle.close();
-      if (error instanceof GgufIoError) throw error;
-      throw new GgufIoError(`cannot stat ${path}: ${String(error)}`, { cause: error });
+      if (GgufError.isInstance(error)) throw error;
+      throw new GgufIoError(`cannot stat ${path}: ${String(error)}`, { cause: error, field: path });
     }
   }
 

@@ -6,6 +6,7 @@ export {
   DEFAULT_MAX_QUEUE,
   DEFAULT_MAX_BODY_BYTES,
   DEFAULT_DRAIN_TIMEOUT_MS,
+  MAX_DRAIN_TIMEOUT_MS,
 } from "./server.js";
 export { ApiError, type ApiErrorType } from "./errors.js";
 export { ServerMetrics, type FinishLabel } from "./metrics.js";

@@ -98,6 +98,7 @@ describe("load: 32 concurrent streams, a quarter disconnecting, some sharing pre
     // and the server still answers
     const after = await fetch(`${serving.url}/v1/completions`, {
       method: "POST",
+      headers: { "Content-Type": "application/json" },
       body: JSON.stringify({ prompt: "still there?", max_tokens: 3, temperature: 0 }),
     });
     expect(after.status).toBe(200);

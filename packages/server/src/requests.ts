@@ -1,6 +1,9 @@
 /**
  * Request bodies of /v1/chat/completions and /v1/completions: every field checked once here, with
- * a 400 naming the field. Unknown fields are ignored (clients send `user`, `store`, `metadata` ...).
+ * a 400 naming the field. No field is ignored silently: each one the server accepts is honoured,
+ * refused when it asks for what the server cannot do, or in DOCUMENTED_IGNORED (no effect on the
+ * output: `model`, `user`, `metadata`, ...); any other field is a 400 `unknown_parameter` naming it,
+ * as OpenAI's API answers an unrecognized argument.
  */
 import type { ChatMessage, ChatToolCall } from "@keepquant/engine";
 import { invalidRequest } from "./errors.js";
@@ -11,6 +14,67 @@ export const MAX_STOP_LENGTH = 256;
 /** OpenAI's top_logprobs limit (chat) and the legacy `logprobs` limit (completions). */
 export const MAX_CHAT_TOP_LOGPROBS = 20;
 export const MAX_COMPLETION_LOGPROBS = 5;
+/**
+ * Deepest nesting of a JSON value the chat template renders (tool `parameters`, tool call
+ * `arguments`): the template's renderer recurses per level, so a deeper value would exhaust the stack.
+ */
+export const MAX_JSON_DEPTH = 64;
+
+/** Fields accepted by both endpoints that have no effect on the output, and why (docs/usage/server.md lists them). */
+export const DOCUMENTED_IGNORED: Readonly<Record<string, string>> = {
+  model: "one model is served: any name is accepted and responses carry the served model's id (as llama.cpp's server)",
+  user: "an end-user id for the caller's abuse monitoring; nothing is logged or stored",
+};
+/** Chat-only fields with no effect on the output. */
+const CHAT_DOCUMENTED_IGNORED: Readonly<Record<string, string>> = {
+  metadata: "tags for stored completions; nothing is stored",
+};
+
+/** Sampling and length fields parsed by parseSampling, honoured by both endpoints. */
+const SAMPLING_FIELDS = [
+  "n",
+  "max_tokens",
+  "max_completion_tokens",
+  "stream",
+  "stream_options",
+  "temperature",
+  "top_p",
+  "top_k",
+  "min_p",
+  "repetition_penalty",
+  "presence_penalty",
+  "frequency_penalty",
+  "seed",
+  "stop",
+  "ignore_eos",
+  "logit_bias",
+] as const;
+/** Every field /v1/chat/completions accepts (honoured, refused by value, or documented as ignored). */
+export const CHAT_FIELDS: ReadonlySet<string> = new Set([
+  ...SAMPLING_FIELDS,
+  ...Object.keys(DOCUMENTED_IGNORED),
+  ...Object.keys(CHAT_DOCUMENTED_IGNORED),
+  "messages",
+  "logprobs",
+  "top_logprobs",
+  "tools",
+  "tool_choice",
+  "parallel_tool_calls",
+  "response_format",
+  "chat_template_kwargs",
+  "store",
+]);
+/** Every field /v1/completions accepts. */
+export const COMPLETION_FIELDS: ReadonlySet<string> = new Set([
+  ...SAMPLING_FIELDS,
+  ...Object.keys(DOCUMENTED_IGNORED),
+  "prompt",
+  "logprobs",
+  "suffix",
+  "best_of",
+  "echo",
+  "parse_special",
+]);
 
 /** Sampling and length fields shared by both endpoints (OpenAI names, plus llama.cpp/vLLM extensions). */
 export interface SamplingFields {
@@ -66,14 +130,49 @@ function typeName(value: unknown): string {
   return typeof value;
 }
 
-function optionalNumber(body: Body, field: string, check: (n: number) => boolean, rule: string): number | undefined {
+/** `rule` names a finite range ("in [0, 2]"): JSON's 1e309 parses to Infinity and gets the same message. */
+function optionalNumber(body: Body, field: string, check: (n: number) => boolean, rule: string, param = field): number | undefined {
   const value = body[field];
   if (value === undefined || value === null) return undefined;
-  if (typeof value !== "number" || !Number.isFinite(value)) {
-    throw invalidRequest(field, `${field} must be a number, got ${typeName(value)}`, "invalid_type");
-  }
-  if (!check(value)) throw invalidRequest(field, `${field} must be ${rule}, got ${value}`);
+  if (typeof value !== "number") throw invalidRequest(param, `${param} must be a number, got ${typeName(value)}`, "invalid_type");
+  if (!Number.isFinite(value) || !check(value)) throw invalidRequest(param, `${param} must be ${rule}, got ${value}`);
   return value;
+}
+
+/** Refuses a field of `body` outside `known`, naming it (`where` is the path of `body`, "" at the top). */
+function refuseUnknown(body: Body, known: ReadonlySet<string>, where: string): void {
+  for (const key of Object.keys(body)) {
+    if (known.has(key)) continue;
+    const param = where === "" ? key : `${where}.${key}`;
+    throw invalidRequest(
+      param,
+      `unrecognized request field ${JSON.stringify(param)} (not one this server honours, refuses by value or documents as ignored)`,
+      "unknown_parameter",
+    );
+  }
+}
+
+/**
+ * Refuses a JSON value nested deeper than MAX_JSON_DEPTH (objects and arrays), checked without
+ * recursion so that the check itself cannot exhaust the stack.
+ */
+function refuseDeep(value: unknown, param: string): void {
+  const stack: [unknown, number][] = [[value, 1]];
+  while (stack.length > 0) {
+    const [item, depth] = stack.pop()!;
+    if (typeof item !== "object" || item === null) continue;
+    if (depth > MAX_JSON_DEPTH) {
+      throw invalidRequest(param, `${param} is nested more than ${MAX_JSON_DEPTH} levels deep (at most ${MAX_JSON_DEPTH})`, "too_deep");
+    }
+    for (const child of Object.values(item)) if (typeof child === "object" && child !== null) stack.push([child, depth + 1]);
+  }
+}
+
+/** A field that is accepted only with the value that means "what the server does anyway". */
+function onlyDefault(body: Body, field: string, accepted: unknown, why: string): void {
+  const value = body[field];
+  if (value === undefined || value === null || value === accepted) return;
+  throw invalidRequest(field, `${field} ${JSON.stringify(value)} is not supported: ${why}`, "unsupported_value");
 }
 
 function optionalBoolean(body: Body, field: string): boolean | undefined {
@@ -91,6 +190,8 @@ function optionalString(body: Body, field: string): string | undefined {
 }
 
 const isInt = (n: number): boolean => Number.isSafeInteger(n);
+const INT_RANGE = "an integer in [-(2^53 - 1), 2^53 - 1]";
+const MAX_TOKENS_RULE = "an integer in [1, 2^53 - 1]";
 
 function parseStop(body: Body): string[] {
   const value = body["stop"];
@@ -107,16 +208,28 @@ function parseStop(body: Body): string[] {
   return list as string[];
 }
 
+function parseLogitBias(body: Body): void {
+  const value = body["logit_bias"];
+  if (value === undefined || value === null) return;
+  if (!isObject(value)) throw invalidRequest("logit_bias", `logit_bias must be an object, got ${typeName(value)}`, "invalid_type");
+  // an empty map biases nothing: what the server does; any bias would be ignored, so it is refused
+  if (Object.keys(value).length > 0)
+    throw invalidRequest("logit_bias", "logit_bias is not supported (the sampler has no per-token bias); remove it", "unsupported_value");
+}
+
 function parseSampling(body: Body, logprobs: number | undefined): SamplingFields {
-  const n = optionalNumber(body, "n", isInt, "an integer");
+  const n = optionalNumber(body, "n", isInt, INT_RANGE);
   if (n !== undefined && n !== 1) throw invalidRequest("n", `n must be 1 (one choice per request), got ${n}`);
-  const maxCompletion = optionalNumber(body, "max_completion_tokens", (v) => isInt(v) && v >= 1, "an integer >= 1");
-  const maxTokens = maxCompletion ?? optionalNumber(body, "max_tokens", (v) => isInt(v) && v >= 1, "an integer >= 1");
+  const maxCompletion = optionalNumber(body, "max_completion_tokens", (v) => isInt(v) && v >= 1, MAX_TOKENS_RULE);
+  const maxTokens = maxCompletion ?? optionalNumber(body, "max_tokens", (v) => isInt(v) && v >= 1, MAX_TOKENS_RULE);
+  parseLogitBias(body);
+  optionalString(body, "user"); // documented as ignored (DOCUMENTED_IGNORED), but it must be a string
   const streamOptions = body["stream_options"];
   let includeUsage = false;
   if (streamOptions !== undefined && streamOptions !== null) {
     if (!isObject(streamOptions))
       throw invalidRequest("stream_options", `stream_options must be an object, got ${typeName(streamOptions)}`, "invalid_type");
+    refuseUnknown(streamOptions, new Set(["include_usage"]), "stream_options");
     includeUsage = optionalBoolean(streamOptions, "include_usage") ?? false;
   }
   const stream = optionalBoolean(body, "stream") ?? false;
@@ -127,12 +240,12 @@ function parseSampling(body: Body, logprobs: number | undefined): SamplingFields
     maxTokens,
     temperature: optionalNumber(body, "temperature", (v) => v >= 0 && v <= 2, "in [0, 2]") ?? 1,
     topP: optionalNumber(body, "top_p", (v) => v > 0 && v <= 1, "in (0, 1]") ?? 1,
-    topK: optionalNumber(body, "top_k", (v) => isInt(v) && v >= 0, "an integer >= 0 (0 = off)") ?? 0,
+    topK: optionalNumber(body, "top_k", (v) => isInt(v) && v >= 0, "an integer in [0, 2^53 - 1] (0 = off)") ?? 0,
     minP: optionalNumber(body, "min_p", (v) => v >= 0 && v <= 1, "in [0, 1]") ?? 0,
-    repeatPenalty: optionalNumber(body, "repetition_penalty", (v) => v > 0, "> 0") ?? 1,
+    repeatPenalty: optionalNumber(body, "repetition_penalty", (v) => v > 0, "a finite number > 0") ?? 1,
     presencePenalty: optionalNumber(body, "presence_penalty", (v) => v >= -2 && v <= 2, "in [-2, 2]") ?? 0,
     frequencyPenalty: optionalNumber(body, "frequency_penalty", (v) => v >= -2 && v <= 2, "in [-2, 2]") ?? 0,
-    seed: optionalNumber(body, "seed", (v) => isInt(v), "an integer"),
+    seed: optionalNumber(body, "seed", (v) => isInt(v), INT_RANGE),
     stop: parseStop(body),
     stream,
     includeUsage,
@@ -141,6 +254,7 @@ function parseSampling(body: Body, logprobs: number | undefined): SamplingFields
   };
 }
 
+/** A message's content: a string or text parts. `null`/absent only where the caller allows it (an assistant's tool calls). */
 function parseContent(value: unknown, param: string): string {
   if (typeof value === "string") return value;
   if (value === null || value === undefined) return "";
@@ -156,6 +270,7 @@ function parseContent(value: unknown, param: string): string {
         "unsupported_value",
       );
     }
+    refuseUnknown(part, CONTENT_PART_FIELDS, `${param}[${i}]`);
     if (typeof part["text"] !== "string")
       throw invalidRequest(`${param}[${i}].text`, `${param}[${i}].text must be a string`, "invalid_type");
     texts.push(part["text"]);
@@ -164,6 +279,18 @@ function parseContent(value: unknown, param: string): string {
 }
 
 const ROLES = new Set(["system", "developer", "user", "assistant", "tool"]);
+const CONTENT_PART_FIELDS: ReadonlySet<string> = new Set(["type", "text"]);
+/** Fields of a message; which role may carry which is checked in parseMessages. */
+const MESSAGE_FIELDS: ReadonlySet<string> = new Set(["role", "content", "name", "tool_calls", "tool_call_id", "reasoning_content"]);
+/**
+ * Fields of an assistant message as OpenAI returns it (a client may send the message back whole):
+ * accepted when empty (null, or [] for annotations), which is what they mean for a text answer.
+ */
+const EMPTY_ONLY_MESSAGE_FIELDS: ReadonlySet<string> = new Set(["refusal", "audio", "function_call", "annotations"]);
+const TOOL_CALL_FIELDS: ReadonlySet<string> = new Set(["id", "type", "function"]);
+const TOOL_CALL_FUNCTION_FIELDS: ReadonlySet<string> = new Set(["name", "arguments"]);
+const TOOL_FIELDS: ReadonlySet<string> = new Set(["type", "function"]);
+const TOOL_FUNCTION_FIELDS: ReadonlySet<string> = new Set(["name", "description", "parameters", "strict"]);
 
 function parseToolCalls(value: unknown, param: string): ChatToolCall[] {
   if (!Array.isArray(value)) throw invalidRequest(param, `${param} must be an array`, "invalid_type");
@@ -171,7 +298,13 @@ function parseToolCalls(value: unknown, param: string): ChatToolCall[] {
     const at = `${param}[${j}]`;
     if (!isObject(call) || !isObject(call["function"]))
       throw invalidRequest(at, `${at} must be {type: "function", id, function: {name, arguments}}`, "invalid_type");
+    refuseUnknown(call, TOOL_CALL_FIELDS, at);
+    if (call["type"] !== undefined && call["type"] !== "function")
+      throw invalidRequest(`${at}.type`, `${at}.type must be "function", got ${JSON.stringify(call["type"])}`, "unsupported_value");
+    if (call["id"] !== undefined && call["id"] !== null && typeof call["id"] !== "string")
+      throw invalidRequest(`${at}.id`, `${at}.id must be a string, got ${typeName(call["id"])}`, "invalid_type");
     const fn = call["function"];
+    refuseUnknown(fn, TOOL_CALL_FUNCTION_FIELDS, `${at}.function`);
     if (typeof fn["name"] !== "string" || fn["name"] === "")
       throw invalidRequest(`${at}.function.name`, `${at}.function.name must be a non-empty string`, "invalid_type");
     let args: unknown = fn["arguments"] ?? {};
@@ -182,6 +315,7 @@ function parseToolCalls(value: unknown, param: string): ChatToolCall[] {
         throw invalidRequest(`${at}.function.arguments`, `${at}.function.arguments is not valid JSON`);
       }
     }
+    refuseDeep(args, `${at}.function.arguments`);
     return {
       type: "function" as const,
       ...(typeof call["id"] === "string" ? { id: call["id"] } : {}),
@@ -204,26 +338,59 @@ function parseMessages(value: unknown): ChatMessage[] {
         `${param}.role must be one of system, developer, user, assistant, tool; got ${JSON.stringify(role)}`,
       );
     }
+    for (const key of Object.keys(message)) {
+      if (MESSAGE_FIELDS.has(key)) continue;
+      const field = message[key];
+      const empty = field === null || (Array.isArray(field) && field.length === 0);
+      if (EMPTY_ONLY_MESSAGE_FIELDS.has(key) && empty) continue;
+      if (EMPTY_ONLY_MESSAGE_FIELDS.has(key))
+        throw invalidRequest(`${param}.${key}`, `${param}.${key} is not supported (only null)`, "unsupported_value");
+      refuseUnknown({ [key]: field }, MESSAGE_FIELDS, param);
+    }
+    // role-specific fields on another role would be dropped: refused instead
+    const onlyFor = (field: string, allowed: string): void => {
+      if (message[field] !== undefined && message[field] !== null && role !== allowed)
+        throw invalidRequest(`${param}.${field}`, `${param}.${field} is only allowed on role ${allowed}, not ${role}`, "unsupported_value");
+    };
+    onlyFor("tool_calls", "assistant");
+    onlyFor("reasoning_content", "assistant");
+    onlyFor("tool_call_id", "tool");
+    const hasCalls = role === "assistant" && Array.isArray(message["tool_calls"]) && message["tool_calls"].length > 0;
+    // content may be null or absent only on an assistant message that calls tools (as OpenAI)
+    if ((message["content"] === undefined || message["content"] === null) && !hasCalls) {
+      throw invalidRequest(
+        `${param}.content`,
+        `${param}.content is required for role ${role}${role === "assistant" ? " (unless the message has tool_calls)" : ""}, got ${typeName(message["content"])}`,
+        role === "assistant" || message["content"] === undefined ? "invalid_value" : "invalid_type",
+      );
+    }
     const content = parseContent(message["content"], `${param}.content`);
     const out: ChatMessage = { role: role === "developer" ? "system" : role, content };
     if (role === "assistant" && message["tool_calls"] !== undefined && message["tool_calls"] !== null) {
       out.tool_calls = parseToolCalls(message["tool_calls"], `${param}.tool_calls`);
       for (const call of out.tool_calls) if (call.id) callNames.set(call.id, call.function.name);
     }
-    if (role === "assistant" && typeof message["reasoning_content"] === "string") out.reasoning_content = message["reasoning_content"];
+    if (role === "assistant" && message["reasoning_content"] !== undefined && message["reasoning_content"] !== null) {
+      if (typeof message["reasoning_content"] !== "string")
+        throw invalidRequest(`${param}.reasoning_content`, `${param}.reasoning_content must be a string`, "invalid_type");
+      out.reasoning_content = message["reasoning_content"];
+    }
     if (role === "tool") {
       const id = message["tool_call_id"];
-      if (id !== undefined && typeof id !== "string")
-        throw invalidRequest(`${param}.tool_call_id`, `${param}.tool_call_id must be a string`, "invalid_type");
-      if (id !== undefined) {
-        out.tool_call_id = id;
-        const name = callNames.get(id);
-        if (name) out.name = name;
+      if (typeof id !== "string" || id === "") {
+        throw invalidRequest(
+          `${param}.tool_call_id`,
+          `${param}.tool_call_id is required for role tool (the id of the assistant's tool call it answers), got ${typeName(id)}`,
+          id === undefined || id === null || id === "" ? "invalid_value" : "invalid_type",
+        );
       }
+      out.tool_call_id = id;
+      const name = callNames.get(id);
+      if (name) out.name = name;
     }
-    if (typeof message["name"] === "string") out.name = message["name"];
-    if (role !== "assistant" && role !== "tool" && message["content"] === undefined) {
-      throw invalidRequest(`${param}.content`, `${param}.content is required for role ${role}`);
+    if (message["name"] !== undefined && message["name"] !== null) {
+      if (typeof message["name"] !== "string") throw invalidRequest(`${param}.name`, `${param}.name must be a string`, "invalid_type");
+      out.name = message["name"];
     }
     return out;
   });
@@ -238,7 +405,9 @@ function parseTools(body: Body): ToolDefinition[] | undefined {
     if (!isObject(tool) || tool["type"] !== "function" || !isObject(tool["function"])) {
       throw invalidRequest(param, `${param} must be {type: "function", function: {name, description?, parameters?}}`, "invalid_type");
     }
+    refuseUnknown(tool, TOOL_FIELDS, param);
     const fn = tool["function"];
+    refuseUnknown(fn, TOOL_FUNCTION_FIELDS, `${param}.function`);
     if (typeof fn["name"] !== "string" || !/^[A-Za-z0-9_.-]{1,64}$/.test(fn["name"])) {
       throw invalidRequest(`${param}.function.name`, `${param}.function.name must be 1-64 characters of a-z, A-Z, 0-9, _ . -`);
     }
@@ -248,6 +417,14 @@ function parseTools(body: Body): ToolDefinition[] | undefined {
     if (fn["parameters"] !== undefined && !isObject(fn["parameters"])) {
       throw invalidRequest(`${param}.function.parameters`, `${param}.function.parameters must be a JSON Schema object`, "invalid_type");
     }
+    if (fn["strict"] !== undefined && fn["strict"] !== null && fn["strict"] !== false) {
+      throw invalidRequest(
+        `${param}.function.strict`,
+        `${param}.function.strict ${JSON.stringify(fn["strict"])} is not supported: arguments that follow the schema exactly need constrained decoding`,
+        "unsupported_value",
+      );
+    }
+    if (fn["parameters"] !== undefined) refuseDeep(fn["parameters"], `${param}.function.parameters`);
     const definition: ToolDefinition = { type: "function", function: { name: fn["name"] } };
     if (typeof fn["description"] === "string") definition.function.description = fn["description"];
     if (fn["parameters"] !== undefined) definition.function.parameters = fn["parameters"];
@@ -277,6 +454,7 @@ function requireObject(body: unknown): Body {
 
 export function parseChatRequest(raw: unknown): ChatRequest {
   const body = requireObject(raw);
+  refuseUnknown(body, CHAT_FIELDS, "");
   const messages = parseMessages(body["messages"]);
   const logprobsOn = optionalBoolean(body, "logprobs") ?? false;
   const top = optionalNumber(
@@ -288,6 +466,12 @@ export function parseChatRequest(raw: unknown): ChatRequest {
   if (top !== undefined && !logprobsOn) throw invalidRequest("top_logprobs", "top_logprobs needs logprobs: true");
   const tools = parseTools(body);
   const toolChoice = parseToolChoice(body, tools);
+  // every call the model writes is returned: at most one would need constrained decoding
+  onlyDefault(body, "parallel_tool_calls", true, "the model may write several tool calls and all are returned");
+  onlyDefault(body, "store", false, "keepquant stores no completions");
+  const metadata = body["metadata"];
+  if (metadata !== undefined && metadata !== null && !isObject(metadata))
+    throw invalidRequest("metadata", `metadata must be an object, got ${typeName(metadata)}`, "invalid_type");
   const responseFormat = body["response_format"];
   if (responseFormat !== undefined && responseFormat !== null) {
     if (!isObject(responseFormat) || responseFormat["type"] !== "text") {
@@ -297,11 +481,13 @@ export function parseChatRequest(raw: unknown): ChatRequest {
         "unsupported_value",
       );
     }
+    refuseUnknown(responseFormat, new Set(["type"]), "response_format");
   }
   let enableThinking: boolean | undefined;
   const kwargs = body["chat_template_kwargs"];
   if (kwargs !== undefined && kwargs !== null) {
     if (!isObject(kwargs)) throw invalidRequest("chat_template_kwargs", "chat_template_kwargs must be an object", "invalid_type");
+    refuseUnknown(kwargs, new Set(["enable_thinking"]), "chat_template_kwargs");
     enableThinking = optionalBoolean(kwargs, "enable_thinking");
   }
   return {
@@ -316,6 +502,7 @@ export function parseChatRequest(raw: unknown): ChatRequest {
 
 export function parseCompletionRequest(raw: unknown, vocabSize: number): CompletionRequest {
   const body = requireObject(raw);
+  refuseUnknown(body, COMPLETION_FIELDS, "");
   let prompt = body["prompt"];
   if (Array.isArray(prompt) && prompt.length === 1 && (typeof prompt[0] === "string" || Array.isArray(prompt[0]))) prompt = prompt[0];
   if (typeof prompt !== "string") {
@@ -339,7 +526,7 @@ export function parseCompletionRequest(raw: unknown, vocabSize: number): Complet
   );
   if (optionalString(body, "suffix") !== undefined)
     throw invalidRequest("suffix", "suffix (fill-in-the-middle) is not supported", "unsupported_value");
-  const bestOf = optionalNumber(body, "best_of", isInt, "an integer");
+  const bestOf = optionalNumber(body, "best_of", isInt, INT_RANGE);
   if (bestOf !== undefined && bestOf !== 1) throw invalidRequest("best_of", `best_of must be 1, got ${bestOf}`);
   const sampling = parseSampling(body, logprobs);
   return {

@@ -247,6 +247,48 @@ describe("errors surface as the client's typed errors", () => {
     expect((await client.models.list()).data).toHaveLength(1);
   });
 
+  it("415 for a body that is not sent as application/json (text/plain, a form, no Content-Type)", async () => {
+    const body = JSON.stringify({ prompt: "hi", max_tokens: 1 });
+    const auth = { Authorization: `Bearer ${API_KEY}` };
+    for (const type of ["text/plain;charset=UTF-8", "application/x-www-form-urlencoded", "application/json; charset=latin1", undefined]) {
+      for (const route of ["/v1/completions", "/v1/chat/completions"]) {
+        const headers = new Headers(auth);
+        if (type !== undefined) headers.set("Content-Type", type);
+        // a Blob body without a type: fetch sends no Content-Type at all
+        const response = await fetch(`${serving.url}${route}`, {
+          method: "POST",
+          headers,
+          body: type === undefined ? new Blob([body]) : body,
+        });
+        expect(response.status, `${route} ${type}`).toBe(415);
+        const error = ((await response.json()) as { error: { type: string; code: string; message: string } }).error;
+        expect(error).toMatchObject({ type: "invalid_request_error", code: "unsupported_media_type" });
+        expect(error.message).toMatch(/application\/json/);
+      }
+    }
+    const ok = await fetch(`${serving.url}/v1/completions`, {
+      method: "POST",
+      headers: { ...auth, "Content-Type": "Application/JSON; charset=utf-8" },
+      body,
+    });
+    expect(ok.status).toBe(200);
+  });
+
+  it("tool parameters nested 10,000 deep: a 400 naming the field and the depth limit, not the template's stack overflow", async () => {
+    // written as text: JSON.stringify of a 20,000-deep object would itself exhaust the client's stack
+    const parameters = `${'{"type":"object","properties":{"p":'.repeat(10_000)}{"type":"string"}${"}}".repeat(10_000)}`;
+    const response = await fetch(`${serving.url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { Authorization: `Bearer ${API_KEY}`, "Content-Type": "application/json" },
+      body: `{"messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function","function":{"name":"f","parameters":${parameters}}}]}`,
+    });
+    expect(response.status).toBe(400);
+    const error = ((await response.json()) as { error: { param: string; code: string; message: string } }).error;
+    expect(error).toMatchObject({ param: "tools[0].function.parameters", code: "too_deep" });
+    expect(error.message).toMatch(/nested more than 64 levels deep/);
+    expect(error.message).not.toMatch(/call stack/);
+  });
+
   it("429 with Retry-After when the queue is full; 503 while loading", async () => {
     let release!: (e: Engine) => void;
     const loading = new Promise<Engine>((resolve) => (release = resolve));
@@ -269,7 +311,11 @@ describe("errors surface as the client's typed errors", () => {
       const stream = await first;
       const iterator = stream[Symbol.asyncIterator]();
       await iterator.next();
-      const busy = await fetch(`${url}/v1/completions`, { method: "POST", body: JSON.stringify({ prompt: "hi", max_tokens: 1 }) });
+      const busy = await fetch(`${url}/v1/completions`, {
+        method: "POST",
+        headers: { "Content-Type": "application/json" },
+        body: JSON.stringify({ prompt: "hi", max_tokens: 1 }),
+      });
       expect(busy.status).toBe(429);
       expect(busy.headers.get("retry-after")).toBe("1");
       expect(((await busy.json()) as { error: { type: string; code: string } }).error).toMatchObject({
@@ -480,6 +526,7 @@ describe("serving behaviour", () => {
       let done = false;
       const generation = fetch(`${local.url}/v1/completions`, {
         method: "POST",
+        headers: { "Content-Type": "application/json" },
         body: JSON.stringify({ prompt, max_tokens: 1, temperature: 0 }),
       }).then(async (r) => {
         done = true;

@@ -46,7 +46,7 @@ export interface KeepquantServerOptions {
   webui?: boolean;
   /** Folder of the web page's files (default: the package's `webui/`). */
   webuiDir?: string;
-  /** How long close() waits for in-flight requests before aborting them (default 10 s). */
+  /** How long close() waits for in-flight requests before aborting them (default 10 s; at most MAX_DRAIN_TIMEOUT_MS, Node's timer maximum). */
   drainTimeoutMs?: number;
 }
 
@@ -54,6 +54,11 @@ export const DEFAULT_CONTEXT_TOKENS = 4096;
 export const DEFAULT_MAX_QUEUE = 64;
 export const DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024;
 export const DEFAULT_DRAIN_TIMEOUT_MS = 10_000;
+/**
+ * The longest drain: Node's timer maximum, 2^31 - 1 ms (about 24.8 days). A longer setTimeout
+ * delay is not honoured: Node warns (TimeoutOverflowWarning) and fires after 1 ms.
+ */
+export const MAX_DRAIN_TIMEOUT_MS = 2 ** 31 - 1;
 const SYSTEM_FINGERPRINT = "keepquant";
 
 type Handler = (req: http.IncomingMessage, res: http.ServerResponse) => Promise<void>;
@@ -64,6 +69,14 @@ interface Route {
   /** needs the API key when one is set */
   auth: boolean;
   run: Handler;
+}
+
+/** A timer duration in ms: finite, in [0, MAX_DRAIN_TIMEOUT_MS]; RangeError naming the option and the range otherwise. */
+function duration(value: number | undefined, name: string, fallback: number): number {
+  if (value === undefined) return fallback;
+  if (typeof value !== "number" || !Number.isFinite(value) || value < 0 || value > MAX_DRAIN_TIMEOUT_MS)
+    throw new RangeError(`${name} must be a number of ms in [0, ${MAX_DRAIN_TIMEOUT_MS}] (Node's timer maximum), got ${value}`);
+  return value;
 }
 
 function positive(value: number | undefined, name: string, fallback: number): number {
@@ -135,7 +148,7 @@ export class KeepquantServer {
     this.contextTokens = positive(options.contextTokens, "contextTokens", DEFAULT_CONTEXT_TOKENS);
     this.maxQueue = options.maxQueue === 0 ? 0 : positive(options.maxQueue, "maxQueue", DEFAULT_MAX_QUEUE);
     this.maxBodyBytes = positive(options.maxBodyBytes, "maxBodyBytes", DEFAULT_MAX_BODY_BYTES);
-    this.drainTimeoutMs = options.drainTimeoutMs ?? DEFAULT_DRAIN_TIMEOUT_MS;
+    this.drainTimeoutMs = duration(options.drainTimeoutMs, "drainTimeoutMs", DEFAULT_DRAIN_TIMEOUT_MS);
     this.metrics = new ServerMetrics(() => this.engine?.stats());
     this.webui = options.webui === false ? undefined : loadWebUi(options.webuiDir);
     Promise.resolve(options.engine).then(
@@ -205,6 +218,7 @@ export class KeepquantServer {
    * every connection. The engine is the caller's to dispose.
    */
   async close(timeoutMs = this.drainTimeoutMs): Promise<void> {
+    timeoutMs = duration(timeoutMs, "close(timeoutMs)", this.drainTimeoutMs);
     this.draining = true;
     const server = this.httpServer;
     const closed = server ? new Promise<void>((resolve) => server.close(() => resolve())) : Promise.resolve();
@@ -345,7 +359,34 @@ export class KeepquantServer {
     res.end(file.body);
   }
 
+  /**
+   * The body as JSON. The request must say `Content-Type: application/json` (a charset, if given,
+   * utf-8): text/plain, a form, or no type at all is a 415 before the body is read, so that a
+   * browser's simple cross-origin POST (which cannot set application/json without a preflight)
+   * never reaches the model and a client's mistake is named instead of guessed around.
+   */
   private readJson(req: http.IncomingMessage): Promise<unknown> {
+    const type = req.headers["content-type"];
+    const [mediaType = "", ...params] = (type ?? "").split(";").map((part) => part.trim().toLowerCase());
+    const charset = params
+      .find((p) => p.startsWith("charset="))
+      ?.slice("charset=".length)
+      .replace(/^"|"$/g, "");
+    if (mediaType !== "application/json" || (charset !== undefined && charset !== "utf-8" && charset !== "utf8")) {
+      req.resume();
+      return Promise.reject(
+        new ApiError(
+          415,
+          "invalid_request_error",
+          type === undefined
+            ? "the request has no Content-Type: send the body as JSON with Content-Type: application/json"
+            : `Content-Type ${JSON.stringify(type)} is not supported: send the body as JSON with Content-Type: application/json`,
+          null,
+          "unsupported_media_type",
+          { Accept: "application/json" },
+        ),
+      );
+    }
     const limit = this.maxBodyBytes;
     const declared = Number(req.headers["content-length"]);
     const tooLarge = (): ApiError =>

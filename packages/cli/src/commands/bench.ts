@@ -1,8 +1,7 @@
-import fs from "node:fs";
 import { runBenchmark, type BenchmarkProgress, type BenchmarkResult } from "@keepquant/engine/bench";
 import { CliUsageError, defineCommand, toJson, write, type CommandIo } from "../command.js";
 import { defaultModelInfo, defaultModelPath } from "@keepquant/default-model";
-import { resolveSpeculative } from "./engine-options.js";
+import { checkModelFile, resolveSpeculative } from "./engine-options.js";
 import { parseNumber } from "./run.js";
 
 function parseSeqs(text: string | undefined): number[] {
@@ -109,7 +108,7 @@ export const command = defineCommand({
       model = await defaultModelPath();
     } else {
       model = positionals[0]!;
-      if (!fs.existsSync(model)) throw Object.assign(new Error(`model file not found: ${model}`), { code: "MODEL_NOT_FOUND" });
+      await checkModelFile(model);
     }
 
     let lastLine = 0;

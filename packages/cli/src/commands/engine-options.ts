@@ -6,6 +6,7 @@
 import fs from "node:fs";
 import { defaultModelInfo, defaultModelPath } from "@keepquant/default-model";
 import type { EngineOptions } from "@keepquant/engine";
+import { assertRegularFile } from "@keepquant/gguf";
 import { CliUsageError } from "../command.js";
 
 /** The option declarations (node:util parseArgs). */
@@ -60,14 +61,14 @@ export function resolveSpeculative(
   const spec: EngineOptions["speculative"] & { method: "mtp" } = { method: "mtp" };
   const text = values["draft-tokens"];
   if (text !== undefined) {
-    const k = /^\s*\d+\s*$/.test(text) ? Number(text) : Number.NaN;
+    const k = /^\s*-?\d+\s*$/.test(text) ? Number(text) : Number.NaN;
     if (!Number.isInteger(k) || k < 1 || k > 8)
       throw new CliUsageError(`--draft-tokens ${JSON.stringify(text)}: expected an integer in 1 .. 8`);
     spec.draftTokens = k;
   }
   const vocabText = values["draft-vocab"];
   if (vocabText !== undefined) {
-    const n = /^\s*\d+\s*$/.test(vocabText) ? Number(vocabText) : Number.NaN;
+    const n = /^\s*-?\d+\s*$/.test(vocabText) ? Number(vocabText) : Number.NaN;
     if (!Number.isSafeInteger(n) || n < 1)
       throw new CliUsageError(`--draft-vocab ${JSON.stringify(vocabText)}: expected a positive integer (at most the model's vocabulary)`);
     spec.draftVocab = n;
@@ -85,7 +86,7 @@ export interface ResolvedEngineOptions {
 }
 
 function parseInteger(name: string, text: string, min: number): number {
-  const value = /^\s*\d+\s*$/.test(text) ? Number(text) : Number.NaN;
+  const value = /^\s*-?\d+\s*$/.test(text) ? Number(text) : Number.NaN;
   if (!Number.isSafeInteger(value) || value < min)
     throw new CliUsageError(`--${name} ${JSON.stringify(text)}: expected an integer >= ${min}`);
   return value;
@@ -104,7 +105,7 @@ async function resolveThreads(values: EngineOptionValues, env: NodeJS.ProcessEnv
     if (problem) throw new CliUsageError(`${native.KEEPQUANT_NATIVE_THREADS}=${JSON.stringify(fromEnv)}: ${problem}`);
   }
   if (values.threads === undefined) return {};
-  const threads = /^\s*\d+\s*$/.test(values.threads) ? Number(values.threads) : Number.NaN;
+  const threads = /^\s*-?\d+\s*$/.test(values.threads) ? Number(values.threads) : Number.NaN;
   const problem = native.nativeThreadsProblem(threads, { force: values.force === true });
   if (problem) throw new CliUsageError(`--threads ${JSON.stringify(values.threads)}: ${problem}`);
   // Above the default cap the engine would refuse the count: the pool is sized here, once.
@@ -155,12 +156,22 @@ export interface ModelChoice {
   notice: string | undefined;
 }
 
+/**
+ * A model path the user named: MODEL_NOT_FOUND when nothing is there; a directory, FIFO, device or
+ * socket is gguf's GGUF_NOT_A_FILE (from a stat: nothing is opened, so a FIFO cannot block). Every
+ * command that takes a model file calls this first, so all of them give the same error line.
+ */
+export async function checkModelFile(file: string): Promise<void> {
+  if (!fs.existsSync(file)) throw Object.assign(new Error(`model file not found: ${file}`), { code: "MODEL_NOT_FOUND" });
+  await assertRegularFile(file);
+}
+
 /** Resolves `[model.gguf]`: the named file (MODEL_NOT_FOUND when absent) or the verified default model. */
 export async function chooseModel(positionals: readonly string[]): Promise<ModelChoice> {
   if (positionals.length > 1) throw new CliUsageError(`expected at most one model file, got ${positionals.length}`);
   const named = positionals[0];
   if (named !== undefined) {
-    if (!fs.existsSync(named)) throw Object.assign(new Error(`model file not found: ${named}`), { code: "MODEL_NOT_FOUND" });
+    await checkModelFile(named);
     return { file: named, isDefault: false, notice: undefined };
   }
   const info = defaultModelInfo();

@@ -1,4 +1,3 @@
-import fs from "node:fs";
 import {
   DEVICE_NAMES,
   RESIDENCY_POLICIES,
@@ -13,6 +12,7 @@ import {
 import { readGguf } from "@keepquant/gguf";
 import { CliUsageError, defineCommand, toJson, write, type CommandIo } from "../command.js";
 import { defaultModelInfo, defaultModelPath } from "@keepquant/default-model";
+import { checkModelFile } from "./engine-options.js";
 import { parseNumber } from "./run.js";
 
 /** Exit code when the model does not fit (0: fits, 1: bad file or bad arguments). */
@@ -221,7 +221,7 @@ export const command = defineCommand({
       modelPath = await defaultModelPath();
     } else {
       modelPath = positionals[0]!;
-      if (!fs.existsSync(modelPath)) throw Object.assign(new Error(`model file not found: ${modelPath}`), { code: "MODEL_NOT_FOUND" });
+      await checkModelFile(modelPath);
     }
     const header = await readGguf(modelPath);
     const target = resolveDevice(device, memoryBytes === undefined ? {} : { memoryBytes });

@@ -59,7 +59,7 @@ describe("keepquant serve", () => {
       // a stream in flight when SIGTERM arrives still gets its whole answer
       const response = await fetch(`${server.url}/v1/completions`, {
         method: "POST",
-        headers: auth,
+        headers: { ...auth, "Content-Type": "application/json" },
         body: JSON.stringify({
           prompt: "Once upon a time",
           max_tokens: 96,
@@ -103,6 +103,7 @@ describe("keepquant serve", () => {
       const complete = async (): Promise<string> => {
         const response = await fetch(`${server.url}/v1/completions`, {
           method: "POST",
+          headers: { "Content-Type": "application/json" },
           body: JSON.stringify({ prompt, max_tokens: 16, temperature: 0 }),
         });
         expect(response.status).toBe(200);

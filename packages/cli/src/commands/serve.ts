@@ -1,12 +1,17 @@
-import fs from "node:fs";
 import path from "node:path";
 import { Engine, type EngineOptions, type KvType } from "@keepquant/engine";
 import { parseQwen35Config, readGguf } from "@keepquant/gguf";
-import { createKeepquantServer, DEFAULT_CONTEXT_TOKENS, DEFAULT_DRAIN_TIMEOUT_MS, DEFAULT_MAX_QUEUE } from "@keepquant/server";
+import {
+  createKeepquantServer,
+  DEFAULT_CONTEXT_TOKENS,
+  DEFAULT_DRAIN_TIMEOUT_MS,
+  DEFAULT_MAX_QUEUE,
+  MAX_DRAIN_TIMEOUT_MS,
+} from "@keepquant/server";
 import { CliUsageError, defineCommand, write, type CommandIo } from "../command.js";
 import { refuseUnlessFitsCpu } from "../residency-check.js";
 import { defaultModelInfo, defaultModelPath } from "@keepquant/default-model";
-import { resolveSpeculative } from "./engine-options.js";
+import { checkModelFile, resolveSpeculative } from "./engine-options.js";
 import { parseNumber } from "./run.js";
 
 /** Prefix-cache snapshots `serve` keeps by default (each one: KV blocks of a prompt prefix plus a GDN state copy). */
@@ -35,7 +40,7 @@ export const command = defineCommand({
     "--draft-vocab N        cheaper drafter: its head scores token ids 0 .. N-1 only (default: the whole vocabulary)",
     "--no-webui             do not serve the web chat page on /",
     "--model-name NAME      model id in /v1/models (default: the file name)",
-    `--drain-timeout S      seconds SIGINT/SIGTERM wait for in-flight requests (default ${DEFAULT_DRAIN_TIMEOUT_MS / 1000})`,
+    `--drain-timeout S      seconds SIGINT/SIGTERM wait for in-flight requests: 0 .. ${MAX_DRAIN_TIMEOUT_MS / 1000} (default ${DEFAULT_DRAIN_TIMEOUT_MS / 1000})`,
     "--force                serve even when the planner says the model does not fit in available memory",
     "without model.gguf: the embedded default model (@keepquant/default-model)",
   ],
@@ -85,8 +90,14 @@ export const command = defineCommand({
       ? 0
       : (parseNumber("prefix-cache", values["prefix-cache"], (n) => Number.isInteger(n) && n >= 0, "an integer >= 0") ??
         DEFAULT_PREFIX_CACHE_SNAPSHOTS);
+    // Node's timers hold at most 2^31 - 1 ms: a longer drain would fire after 1 ms (TimeoutOverflowWarning)
     const drainSeconds =
-      parseNumber("drain-timeout", values["drain-timeout"], (n) => n >= 0, "a number of seconds >= 0") ?? DEFAULT_DRAIN_TIMEOUT_MS / 1000;
+      parseNumber(
+        "drain-timeout",
+        values["drain-timeout"],
+        (n) => n >= 0 && Math.round(n * 1000) <= MAX_DRAIN_TIMEOUT_MS,
+        `a number of seconds in [0, ${MAX_DRAIN_TIMEOUT_MS / 1000}] (Node's timer maximum, 2^31 - 1 ms)`,
+      ) ?? DEFAULT_DRAIN_TIMEOUT_MS / 1000;
     const apiKey = values["api-key"] ?? (io.env.KEEPQUANT_API_KEY || undefined);
 
     const isDefault = positionals.length === 0;
@@ -101,8 +112,7 @@ export const command = defineCommand({
       modelPath = await defaultModelPath();
     } else {
       modelPath = positionals[0]!;
-      if (!fs.existsSync(modelPath) || !fs.statSync(modelPath).isFile())
-        throw Object.assign(new Error(`model file not found: ${modelPath}`), { code: "MODEL_NOT_FOUND" });
+      await checkModelFile(modelPath);
     }
     // the context: --ctx, else the default, never above the model's own context_length
     const modelContext = parseQwen35Config(await readGguf(modelPath)).contextLength;
@@ -134,7 +144,7 @@ export const command = defineCommand({
       contextTokens: ctx,
       maxQueue,
       webui: values["no-webui"] !== true,
-      drainTimeoutMs: drainSeconds * 1000,
+      drainTimeoutMs: Math.round(drainSeconds * 1000),
     });
     const address = await server.listen(port, host);
     const shown = address.family === "IPv6" ? `[${address.address}]` : address.address;

@@ -57,7 +57,7 @@ Napi::Value MapFileRange(const Napi::CallbackInfo& info) {
   const bool populate = info.Length() > 3 && info[3].ToBoolean().Value();
   if (length == 0 || (double)length > kMaxRangeBytes)
     throw Napi::RangeError::New(env, "mapFileRange: length " + std::to_string(length) + " is not in [1, 4294967296]");
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);  // a FIFO must not block the open
   if (fd < 0) throw Napi::Error::New(env, "mapFileRange: cannot open " + path + ": " + std::strerror(errno));
   struct stat st;
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {

@@ -427,7 +427,7 @@ Napi::Value MapFile(const Napi::CallbackInfo& info) {
   if (info.Length() < 1 || !info[0].IsString()) throw Napi::TypeError::New(env, "mapFile(path): path must be a string");
   const std::string path = info[0].As<Napi::String>().Utf8Value();
   const bool populate = info.Length() > 1 && info[1].ToBoolean().Value();
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);  // a FIFO must not block the open
   if (fd < 0) throw Napi::Error::New(env, "mapFile: cannot open " + path + ": " + std::strerror(errno));
   struct stat st;
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size <= 0) {
