@@ -2,8 +2,19 @@ import { constants, type Stats } from "node:fs";
 import { open, stat, type FileHandle } from "node:fs/promises";
 import { GgufError, GgufIoError, GgufNotAFileError, type NonRegularFileKind } from "./errors.js";
 
+/** The part of a stat result the file-type check reads (structural: the package's types need no @types/node). */
+export interface FileKindStats {
+  size: number;
+  isFile(): boolean;
+  isDirectory(): boolean;
+  isFIFO(): boolean;
+  isCharacterDevice(): boolean;
+  isBlockDevice(): boolean;
+  isSocket(): boolean;
+}
+
 /** What a stat says a non-regular file is (undefined for a regular file). */
-export function nonRegularKind(stats: Stats): NonRegularFileKind | undefined {
+export function nonRegularKind(stats: FileKindStats): NonRegularFileKind | undefined {
   if (stats.isFile()) return undefined;
   if (stats.isDirectory()) return "a directory";
   if (stats.isFIFO()) return "a FIFO (named pipe)";
@@ -18,7 +29,7 @@ export function nonRegularKind(stats: Stats): NonRegularFileKind | undefined {
  * directory, FIFO, device or socket is a GgufNotAFileError (GGUF_NOT_A_FILE), a path that cannot
  * be stat'ed a GgufIoError (GGUF_IO). Opening a FIFO would block until a writer appears.
  */
-export async function assertRegularFile(path: string): Promise<Stats> {
+export async function assertRegularFile(path: string): Promise<FileKindStats> {
   let stats: Stats;
   try {
     stats = await stat(path);

@@ -609,16 +609,9 @@ export class Qwen35Forward {
     const nFf = this.config.feedForwardLength;
     this.matmul(layer.ffnGate, this.normed, T, this.ffnGate);
     this.matmul(layer.ffnUp, this.normed, T, this.ffnUp);
-    const g = this.ffnGate;
-    const u = this.ffnUp;
     // ggml_vec_swiglu_f32 per row: SIMD silu (ggml_v_expf) on full vectors, scalar expf on the tail
-    const simd = nFf - (nFf % GGML_F32_LANES);
-    for (let r = 0; r < T; r++) {
-      const base = r * nFf;
-      for (let i = 0; i < simd; i++) g[base + i] = ggmlVSilu(g[base + i]!) * u[base + i]!;
-      for (let i = simd; i < nFf; i++) g[base + i] = ggmlSiluScalar(g[base + i]!) * u[base + i]!;
-    }
-    this.matmul(layer.ffnDown, g, T, this.branch);
+    for (let r = 0; r < T; r++) swigluRow(this.ffnGate, this.ffnUp, r * nFf, nFf);
+    this.matmul(layer.ffnDown, this.ffnGate, T, this.branch);
   }
 
   /**
