@@ -8,13 +8,12 @@
  *
  *   pnpm --filter @keepquant/bench bench:moe-shape     # generate / verify, print the path
  */
-import { createHash } from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { QWEN35_35B_A3B_SHAPE, writeSynthesizedQwen35, type Qwen35Spec } from "@keepquant/gguf";
 import { runOracle } from "@keepquant/oracle";
-import { REPO_ROOT } from "./real-shape.js";
+import { REPO_ROOT, sha256 } from "./real-shape.js";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const CACHE = path.join(REPO_ROOT, ".cache", "moe-shape");
@@ -22,22 +21,6 @@ const PINS = path.join(here, "..", "moe-shape.json");
 
 /** The benchmark's shape: the 35B-A3B per-layer shapes, 4 trunk layers, no MTP block. */
 export const MOE_BENCH_SHAPE: Qwen35Spec = { ...QWEN35_35B_A3B_SHAPE, layers: 4, mtp: false, name: "synthetic-qwen35moe-35b-a3b-4l" };
-
-function sha256(file: string): string {
-  const hash = createHash("sha256");
-  const fd = fs.openSync(file, "r");
-  const buffer = Buffer.allocUnsafe(16 * 2 ** 20);
-  try {
-    for (;;) {
-      const n = fs.readSync(fd, buffer, 0, buffer.length, null);
-      if (n === 0) break;
-      hash.update(buffer.subarray(0, n));
-    }
-  } finally {
-    fs.closeSync(fd);
-  }
-  return hash.digest("hex");
-}
 
 /** The Q4_K_M file's path, generated when missing; `log` gets one line per slow step. */
 export async function ensureMoeShape(log: (line: string) => void = () => {}): Promise<string> {

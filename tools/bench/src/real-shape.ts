@@ -34,7 +34,8 @@ interface Pins {
   files: Partial<Record<RealShapeType, { file: string; bytes: number; sha256: string }>>;
 }
 
-function sha256(file: string): string {
+/** sha256 of a file, read in 16 MiB pieces. */
+export function sha256(file: string): string {
   const hash = createHash("sha256");
   const fd = fs.openSync(file, "r");
   const buffer = Buffer.allocUnsafe(16 * 2 ** 20);
