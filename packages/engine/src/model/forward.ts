@@ -107,7 +107,7 @@ interface MoeScratch {
   weights: Float32Array; // [T, k]
   slotOf: Int32Array; // rows of one expert's batch -> t * k + s
   expertId: Int32Array; // [1]
-  xRows: Float32Array; // [T, D]: one expert's input rows
+  xRows: Float32Array; // [T, D]: one expert's input rows (an expert takes each row at most once)
   gate: Float32Array; // [T, n_ff_exp]
   up: Float32Array; // [T, n_ff_exp]
   gateUp: Float32Array; // [T, 2 n_ff_exp] (merged gate/up tensors)
@@ -132,13 +132,13 @@ function allocateMoeScratch(c: Qwen35Config, T: number): MoeScratch {
     probs: new Float32Array(T * E),
     ids: new Int32Array(T * K),
     weights: new Float32Array(T * K),
-    slotOf: new Int32Array(T * K),
+    slotOf: new Int32Array(T),
     expertId: new Int32Array(1),
-    xRows: new Float32Array(T * K * D),
-    gate: new Float32Array(T * K * F),
-    up: new Float32Array(T * K * F),
-    gateUp: new Float32Array(T * K * 2 * F),
-    down: new Float32Array(T * K * D),
+    xRows: new Float32Array(T * D),
+    gate: new Float32Array(T * F),
+    up: new Float32Array(T * F),
+    gateUp: new Float32Array(T * 2 * F),
+    down: new Float32Array(T * D),
     experts: new Float32Array(T * K * D),
     sharedGate: new Float32Array(T * S),
     sharedUp: new Float32Array(T * S),

@@ -6,7 +6,7 @@
  * The native model borrows everything: the weights (views of the memory-mapped GGUF file), the KV
  * and GDN state planes of the engine's pools (natively allocated), and owns only its scratch.
  */
-import { describeQwen35, type TensorDescription } from "@keepquant/gguf";
+import { describeQwen35, type ModelDescription, type TensorDescription } from "@keepquant/gguf";
 import type { PagedKvCache } from "../kv/paged-kv.js";
 import type { GdnStatePool } from "../kv/state-pool.js";
 import { keptRows, type DrafterEntry, type StepEntry } from "./forward.js";
@@ -57,9 +57,9 @@ function nativeTable(
   weights: ModelWeights,
   withDrafter: boolean,
   libm: TtNative["nativeLibm"] extends () => infer L ? L : never,
+  d: ModelDescription,
 ): Pick<NativeModelSpec, "architecture" | "hparams" | "layers" | "tensors"> {
   const c = weights.config;
-  const d = describeQwen35(c, weights.vocab);
   const drafter = withDrafter ? weights.drafter : undefined;
   const tensors: NativeModelTensor[] = [];
   // a dotted field is a path into the bound object (`moe.router`)
@@ -103,9 +103,10 @@ export function nativeModelSpec(
   options: NativeStepOptions,
 ): NativeModelSpec {
   // the drafter runs when its weights are bound and the cache has its KV plane after the trunk's
-  const withDrafter = weights.drafter !== undefined && kv.numLayers === describeQwen35(weights.config, 0).attentionLayers + 1;
+  const description = describeQwen35(weights.config, weights.vocab);
+  const withDrafter = weights.drafter !== undefined && kv.numLayers === description.attentionLayers + 1;
   return {
-    ...nativeTable(weights, withDrafter, native.nativeLibm()),
+    ...nativeTable(weights, withDrafter, native.nativeLibm(), description),
     numerics: options.numerics,
     flashAttention: options.flashAttention,
     maxBatchTokens: options.maxBatchTokens,
