@@ -2,3 +2,4 @@ export * from "./templates.js";
 export * from "./render.js";
 export * from "./window.js";
 export * from "./encode.js";
+export * from "./tool-format.js";
