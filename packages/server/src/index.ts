@@ -13,3 +13,11 @@ export { ServerMetrics, type FinishLabel } from "./metrics.js";
 export { OutputParser, parseToolCallBody, type ParsedOutput } from "./output-parser.js";
 export { parseChatRequest, parseCompletionRequest, type ChatRequest, type CompletionRequest, type ToolDefinition } from "./requests.js";
 export { defaultWebUiDir, loadWebUi, type StaticFile } from "./webui.js";
+export {
+  MAX_PLANNED_SEQUENCES,
+  DEFAULT_MEMORY_BUDGET_SHARE,
+  planCapacity,
+  parseByteSize,
+  type Capacity,
+  type CapacityInput,
+} from "./capacity.js";

@@ -14,7 +14,7 @@ import {
   type Engine,
   type EngineStats,
   EngineError,
-  encodeChat,
+  type encodeChat,
   encodeChatAsync,
   type GenerateParams,
   type GenerationResult,
@@ -23,6 +23,7 @@ import {
   type Tokenizer,
 } from "@keepquant/engine";
 import { drainReason, RequestTracker, refuseByteLength, shuttingDown, type TrackedRequest } from "./admission.js";
+import type { Capacity } from "./capacity.js";
 import { ApiError, invalidRequest } from "./errors.js";
 import { type FinishLabel, ServerMetrics } from "./metrics.js";
 import { OutputParser, type ParsedOutput } from "./output-parser.js";
@@ -50,6 +51,8 @@ export interface KeepquantServerOptions {
   webuiDir?: string;
   /** How long close() waits for in-flight requests before aborting them (default 10 s; at most MAX_DRAIN_TIMEOUT_MS, Node's timer maximum). */
   drainTimeoutMs?: number;
+  /** The sizes `planCapacity` chose (shown as /metrics gauges). */
+  capacity?: Capacity;
 }
 
 export const DEFAULT_CONTEXT_TOKENS = 4096;
@@ -151,7 +154,7 @@ export class KeepquantServer {
     this.maxQueue = options.maxQueue === 0 ? 0 : positive(options.maxQueue, "maxQueue", DEFAULT_MAX_QUEUE);
     this.maxBodyBytes = positive(options.maxBodyBytes, "maxBodyBytes", DEFAULT_MAX_BODY_BYTES);
     this.drainTimeoutMs = duration(options.drainTimeoutMs, "drainTimeoutMs", DEFAULT_DRAIN_TIMEOUT_MS);
-    this.metrics = new ServerMetrics(() => this.engine?.stats());
+    this.metrics = new ServerMetrics(() => this.engine?.stats(), options.capacity);
     this.webui = options.webui === false ? undefined : loadWebUi(options.webuiDir);
     Promise.resolve(options.engine).then(
       (engine) => {
@@ -598,7 +601,13 @@ export class KeepquantServer {
    */
   private endCutStream(res: http.ServerResponse, controller: AbortController, finishChunk: () => string): void {
     if (!drainReason(controller.signal) || !res.headersSent || res.writableEnded) return;
-    const error = new ApiError(503, "unavailable_error", "the server is shutting down: the answer was cut at the drain timeout", null, "shutting_down");
+    const error = new ApiError(
+      503,
+      "unavailable_error",
+      "the server is shutting down: the answer was cut at the drain timeout",
+      null,
+      "shutting_down",
+    );
     res.write(`data: ${JSON.stringify(error.toJSON())}\n\n`);
     res.write(finishChunk());
     res.end("data: [DONE]\n\n");
@@ -640,7 +649,9 @@ export class KeepquantServer {
       throw invalidRequest("messages", `the chat template failed: ${(error as Error).message}`, "template_error");
     }
     const maxTokens = this.fitContext(encoded.ids.length, request.maxTokens, "messages");
-    const head = await this.tokenizing(sharedHeadLength(tokenizer, request.messages, useTools ? request.tools : undefined, encoded.ids, signal));
+    const head = await this.tokenizing(
+      sharedHeadLength(tokenizer, request.messages, useTools ? request.tools : undefined, encoded.ids, signal),
+    );
     this.admit(engine);
     await this.track(res, async (controller, tracked) => {
       const id = newId("chatcmpl-");
@@ -712,7 +723,11 @@ export class KeepquantServer {
         },
       );
       if (result.stopReason === "abort") {
-        this.endCutStream(res, controller, () => `data: ${JSON.stringify({ ...base, choices: [{ index: 0, delta: {}, logprobs: null, finish_reason: "abort" }] })}\n\n`);
+        this.endCutStream(
+          res,
+          controller,
+          () => `data: ${JSON.stringify({ ...base, choices: [{ index: 0, delta: {}, logprobs: null, finish_reason: "abort" }] })}\n\n`,
+        );
         return;
       }
       open();
@@ -752,7 +767,9 @@ export class KeepquantServer {
       const tokenizer = engine.tokenizer;
       if (!tokenizer) throw invalidRequest("prompt", "this model has no usable tokenizer: send the prompt as token ids");
       refuseByteLength(tokenizer, request.prompt, this.contextTokens, "prompt");
-      ids = await this.tokenizing(tokenizer.encodeAsync(request.prompt, { parseSpecial: request.parseSpecial, signal: this.requestSignal(res) }));
+      ids = await this.tokenizing(
+        tokenizer.encodeAsync(request.prompt, { parseSpecial: request.parseSpecial, signal: this.requestSignal(res) }),
+      );
       if (ids.length === 0) throw invalidRequest("prompt", "prompt has no tokens");
     } else {
       ids = request.prompt;
@@ -812,7 +829,11 @@ export class KeepquantServer {
         },
       );
       if (result.stopReason === "abort") {
-        this.endCutStream(res, controller, () => `data: ${JSON.stringify({ ...base, choices: [{ index: 0, text: "", logprobs: null, finish_reason: "abort" }] })}\n\n`);
+        this.endCutStream(
+          res,
+          controller,
+          () => `data: ${JSON.stringify({ ...base, choices: [{ index: 0, text: "", logprobs: null, finish_reason: "abort" }] })}\n\n`,
+        );
         return;
       }
       open();

@@ -152,7 +152,7 @@ const isSpaceClass = (v: number): boolean => v === 0x20 || (v >= 0x09 && v <= 0x
 const isNewline = (v: number): boolean => v === 0x0a || v === 0x0d;
 
 /** The run a word's match is scanning (its end is where the run stops). */
-const enum Run {
+enum Run {
   None,
   /** [\p{L}\p{M}]+ */
   Word,

@@ -597,20 +597,20 @@ export class Tokenizer {
           next.push(fragment);
           continue;
         }
-        meter.steps += fragment.length;
-        if (!fragment.includes(tokenText)) {
-          next.push(fragment);
-        } else {
+        let start = 0;
+        for (;;) {
+          const at = yield* findInSlices(fragment, tokenText, start, meter);
+          if (at < 0) break;
+          if (at > start) next.push(fragment.slice(start, at));
+          next.push(id);
+          start = at + tokenText.length;
+          if (meter.steps >= meter.sliceEnd) yield;
+        }
+        if (start === 0) next.push(fragment);
+        else {
           changed = true;
-          let start = 0;
-          for (let at = fragment.indexOf(tokenText); at >= 0; at = fragment.indexOf(tokenText, start)) {
-            if (at > start) next.push(fragment.slice(start, at));
-            next.push(id);
-            start = at + tokenText.length;
-          }
           if (start < fragment.length) next.push(fragment.slice(start));
         }
-        if (meter.steps >= meter.sliceEnd) yield;
       }
       if (changed) fragments = next;
     }
@@ -642,6 +642,22 @@ export class Tokenizer {
       if (meter.steps >= meter.sliceEnd) yield;
     }
   }
+}
+
+/** UTF-16 units one search for a special-token text covers at a time in an encode's slices. */
+const FIND_WINDOW = 1 << 16;
+
+/** text.indexOf(needle, from), a window at a time (each window's units are steps). */
+function* findInSlices(text: string, needle: string, from: number, meter: WorkMeter): Generator<void, number, void> {
+  for (let start = from; start < text.length; start += FIND_WINDOW) {
+    const end = Math.min(text.length, start + FIND_WINDOW + needle.length - 1);
+    const at = text.slice(start, end).indexOf(needle);
+    // the units the search went through: up to the match, or the whole window
+    meter.steps += at >= 0 ? at + needle.length : end - start;
+    if (at >= 0) return start + at;
+    if (meter.steps >= meter.sliceEnd) yield;
+  }
+  return -1;
 }
 
 /** UTF-16 units `toWellFormed` takes at a time in an encode's slices. */
