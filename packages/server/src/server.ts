@@ -25,6 +25,7 @@ import {
 import { drainReason, RequestTracker, refuseByteLength, shuttingDown, type TrackedRequest } from "./admission.js";
 import type { Capacity } from "./capacity.js";
 import { ApiError, invalidRequest } from "./errors.js";
+import { JsonParser, parseJsonBody } from "./json-worker.js";
 import { type FinishLabel, ServerMetrics } from "./metrics.js";
 import { OutputParser, type ParsedOutput } from "./output-parser.js";
 import { type ChatRequest, type CompletionRequest, parseChatRequest, parseCompletionRequest, type SamplingFields } from "./requests.js";
@@ -141,6 +142,7 @@ export class KeepquantServer {
   private readonly routes = new Map<string, Route>();
   private readonly created = Math.floor(Date.now() / 1000);
   private readonly tracker = new RequestTracker();
+  private readonly jsonParser = new JsonParser();
   /** Aborted when the drain begins: stops prompts still being tokenized. */
   private readonly drainController = new AbortController();
   private draining = false;
@@ -241,6 +243,7 @@ export class KeepquantServer {
     await this.tracker.idle();
     server?.closeAllConnections();
     await closed;
+    await this.jsonParser.close();
   }
 
   /** Aborted when the client goes away or the drain begins (for work before the engine: tokenizing). */
@@ -442,12 +445,10 @@ export class KeepquantServer {
       });
       req.on("end", () => {
         if (failed) return;
-        const text = Buffer.concat(chunks).toString("utf8");
-        try {
-          resolve(JSON.parse(text));
-        } catch (error) {
-          reject(invalidRequest(null, `the request body is not valid JSON: ${(error as Error).message}`, "invalid_json"));
-        }
+        // large bodies are parsed on a worker thread (json-worker.ts)
+        parseJsonBody(this.jsonParser, Buffer.concat(chunks)).then(resolve, (error: unknown) =>
+          reject(invalidRequest(null, `the request body is not valid JSON: ${(error as Error).message}`, "invalid_json")),
+        );
       });
     });
   }
