@@ -4,6 +4,7 @@
  * with an ending: a 503 for one not started, an error event + finish_reason + [DONE] for a cut stream.
  */
 import { mkdtempSync, rmSync } from "node:fs";
+import http from "node:http";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { Engine, type Tokenizer } from "@keepquant/engine";
@@ -42,6 +43,31 @@ function post(url: string, route: string, body: unknown, signal?: AbortSignal): 
     body: JSON.stringify(body),
     ...(signal ? { signal } : {}),
   });
+}
+
+/** A POST over node:http: `written` resolves once the whole body is handed to the socket, `answer` with the response. */
+function sendWhole(
+  url: string,
+  route: string,
+  body: unknown,
+): { written: Promise<void>; answer: Promise<{ status: number; body: string }> } {
+  const payload = Buffer.from(JSON.stringify(body));
+  let written!: () => void;
+  const writtenPromise = new Promise<void>((resolve) => (written = resolve));
+  const answer = new Promise<{ status: number; body: string }>((resolve, reject) => {
+    const request = http.request(
+      `${url}${route}`,
+      { method: "POST", headers: { "Content-Type": "application/json", "Content-Length": payload.length } },
+      (response) => {
+        const chunks: Buffer[] = [];
+        response.on("data", (chunk: Buffer) => chunks.push(chunk));
+        response.on("end", () => resolve({ status: response.statusCode ?? 0, body: Buffer.concat(chunks).toString("utf8") }));
+      },
+    );
+    request.on("error", reject);
+    request.end(payload, () => written());
+  });
+  return { written: writtenPromise, answer };
 }
 
 /** The `data:` payloads of an SSE response, as they arrive; `onEvent` sees each one. */
@@ -102,6 +128,23 @@ describe("huge prompts", () => {
         chunks++;
         if (refused) chunksAfterRefusals++;
       });
+      // /health asked once the whole 8 MiB body is written answers before the big request does
+      const order: string[] = [];
+      const big = sendWhole(serving.url, "/v1/chat/completions", { messages: [{ role: "user", content: " ".repeat(8 * MiB) }] });
+      await big.written;
+      const health = fetch(`${serving.url}/health`).then((response) => {
+        order.push("health");
+        return response.status;
+      });
+      const bigAnswer = big.answer.then((answer) => {
+        order.push("big");
+        return answer;
+      });
+      expect(await health).toBe(200);
+      const spaces = await bigAnswer;
+      expect(order).toEqual(["health", "big"]);
+      expect(spaces.status).toBe(400);
+      expect(JSON.parse(spaces.body)).toMatchObject({ error: { code: "context_length_exceeded", param: "messages" } });
       const [chat, completion] = await Promise.all([
         post(serving.url, "/v1/chat/completions", { messages: [{ role: "user", content: " ".repeat(8 * MiB) }] }),
         post(serving.url, "/v1/completions", { prompt: mixedText(8 * MiB) }),
