@@ -17,7 +17,7 @@ import { refuseUnlessFitsCpu } from "../residency-check.js";
 import { defaultModelInfo, defaultModelPath } from "@keepquant/default-model";
 import { checkModelFile, resolveSpeculative } from "./engine-options.js";
 import { parseNumber } from "./run.js";
-import { parseThreadCount } from "./threads.js";
+import { applyThreadCount, parseThreadCount } from "./threads.js";
 
 /** Prefix-cache snapshots `serve` keeps by default (each one: KV blocks of a prompt prefix plus a GDN state copy). */
 export const DEFAULT_PREFIX_CACHE_SNAPSHOTS = 8;
@@ -38,7 +38,7 @@ export const command = defineCommand({
     "--kv-tokens N          KV cache tokens shared by the sequences (default: --ctx per sequence)",
     `--max-queue N          requests waiting beyond those before 429 (default ${DEFAULT_MAX_QUEUE})`,
     "--numerics MODE        llama (default) or bf16",
-    "--threads N            threads for the native provider: 1 .. 4x the hardware threads (--force: up to 1024)",
+    "--threads N            threads for the native provider: 1 .. 4x the logical cores (--force: up to 1024)",
     "--kv-type T            KV cache type f16 (default) or f32 (llama.cpp's -ctk/-ctv)",
     "--flash-attn on|off    attention numerics of llama.cpp's -fa (default on)",
     `--prefix-cache N       prefix-cache snapshots (default ${DEFAULT_PREFIX_CACHE_SNAPSHOTS}); --no-prefix-cache turns it off`,
@@ -85,7 +85,8 @@ export const command = defineCommand({
     if (kvType !== "f16" && kvType !== "f32") throw new CliUsageError(`--kv-type ${JSON.stringify(kvType)}: expected f16 or f32`);
     const flashAttn = values["flash-attn"] ?? "on";
     if (flashAttn !== "on" && flashAttn !== "off") throw new CliUsageError(`--flash-attn ${JSON.stringify(flashAttn)}: expected on or off`);
-    const threads = parseThreadCount(values.threads, values.force === true);
+    const threadCount = await parseThreadCount(values.threads, values.force === true);
+    const threads = threadCount.threads;
     const explicitSeqs = parseNumber(
       "max-seqs",
       values["max-seqs"],
@@ -186,6 +187,7 @@ export const command = defineCommand({
     };
     // the planner first (header only): a model that cannot fit is refused before the port opens
     await refuseUnlessFitsCpu(modelPath, options, { force: values.force === true, io });
+    await applyThreadCount(threadCount);
     const loading = Engine.load(modelPath, options);
     loading.catch(() => undefined);
     const server = createKeepquantServer({

@@ -1,18 +1,32 @@
-import os from "node:os";
-import { parseNumber } from "./run.js";
-
-/** The most --threads without --force (per hardware thread), and with it. */
-const THREADS_PER_HARDWARE_THREAD = 4;
-const MAX_THREADS = 1024;
-
 /**
- * Parses --threads: an integer in [1, 4x this machine's hardware threads] (1024 at most), or up to
- * 1024 with `force`; a usage error naming the range otherwise. `serve` and `bench` share it.
+ * --threads of `serve` and `bench`, checked against the native pool's policy (tt-native's
+ * nativeThreadsProblem: 1 .. 4x the logical cores, up to its hard limit with `force`), so a bad count
+ * is a usage error naming the range instead of a native arm that does not load.
  */
-export function parseThreadCount(text: string | undefined, force = false, hardwareThreads = os.availableParallelism()): number | undefined {
-  const most = force ? MAX_THREADS : Math.min(MAX_THREADS, THREADS_PER_HARDWARE_THREAD * hardwareThreads);
-  const reason = force
-    ? "with --force"
-    : `${THREADS_PER_HARDWARE_THREAD}x this machine's ${hardwareThreads} hardware threads; --force allows up to ${MAX_THREADS}`;
-  return parseNumber("threads", text, (n) => Number.isInteger(n) && n >= 1 && n <= most, `an integer in [1, ${most}] (${reason})`);
+import { CliUsageError } from "../command.js";
+
+type TtNative = typeof import("@keepquant/tt-native");
+
+export interface ThreadCount {
+  /** For the engine's `threads` option (within the default policy). */
+  threads?: number;
+  /** Above the default policy, allowed by `force`: the caller sizes the pool with `applyThreadCount`. */
+  forced?: number;
+}
+
+/** Parses --threads; `force` allows up to the pool's hard limit (1024). */
+export async function parseThreadCount(text: string | undefined, force = false): Promise<ThreadCount> {
+  if (text === undefined) return {};
+  const native = (await import("@keepquant/tt-native")) as TtNative;
+  const value = /^\s*-?\d+\s*$/.test(text) ? Number(text) : Number.NaN;
+  const problem = native.nativeThreadsProblem(value, { force });
+  if (problem) throw new CliUsageError(`--threads ${JSON.stringify(text)}: ${problem}`);
+  return native.nativeThreadsProblem(value) === undefined ? { threads: value } : { forced: value };
+}
+
+/** Sizes the native pool for a forced count (a no-op when the native arm did not load). */
+export async function applyThreadCount(count: ThreadCount): Promise<void> {
+  if (count.forced === undefined) return;
+  const native = (await import("@keepquant/tt-native")) as TtNative;
+  if (native.nativeAddon()) native.setNativeThreads(count.forced, { force: true });
 }
