@@ -7,7 +7,8 @@
  *
  * llama.cpp does not run this pattern on the text itself: it "collapses" every code point >= 128
  * into one byte naming its class (letter, number, mark, punctuation, symbol, whitespace, other)
- * and runs an ASCII version of the pattern on that string. We do the same, which reproduces its
+ * and runs an ASCII version of the pattern on that string. We do the same (`preTokenizeByPattern`
+ * literally; `preTokenize`, a linear scanner, classifies each code point as it goes), which reproduces its
  * whitespace set (White_Space, so U+0085 is whitespace and U+FEFF is not, unlike JS `\s`) and its
  * handling of classes the pattern does not name. Code point classes come from the JS engine's
  * Unicode tables (`\p{...}` with the `u` flag); llama.cpp has its own tables, so code points
