@@ -249,6 +249,15 @@ export class BpeModel {
     this.beginWord(word).run(out);
   }
 
+  /** Appends a word's ids when they are cached (true), without building an encoding. */
+  appendCached(word: string, out: number[]): boolean {
+    if (word.length > CACHE_MAX_WORD_LENGTH) return false;
+    const cached = this.cache.get(word);
+    if (!cached) return false;
+    for (let i = 0; i < cached.length; i++) out.push(cached[i]!);
+    return true;
+  }
+
   /** Starts encoding one word; the caller runs it (in slices, if it likes). Cached words take one step. */
   beginWord(word: string): WordEncoding {
     const cacheable = word.length <= CACHE_MAX_WORD_LENGTH;

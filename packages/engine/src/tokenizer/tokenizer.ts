@@ -630,8 +630,14 @@ export class Tokenizer {
         yield;
         continue;
       }
-      const word = bpe.beginWord(text.slice(start, end));
+      const piece = text.slice(start, end);
       start = end;
+      if (bpe.appendCached(piece, output)) {
+        meter.steps++;
+        if (meter.steps >= meter.sliceEnd) yield;
+        continue;
+      }
+      const word = bpe.beginWord(piece);
       for (;;) {
         const done = word.steps;
         const finished = word.run(output, Math.max(1, meter.sliceEnd - meter.steps));
