@@ -12,3 +12,11 @@ export { ApiError, type ApiErrorType } from "./errors.js";
 export { ServerMetrics, type FinishLabel } from "./metrics.js";
 export { parseChatRequest, parseCompletionRequest, type ChatRequest, type CompletionRequest, type ToolDefinition } from "./requests.js";
 export { defaultWebUiDir, loadWebUi, type StaticFile } from "./webui.js";
+export {
+  MAX_PLANNED_SEQUENCES,
+  DEFAULT_MEMORY_BUDGET_SHARE,
+  planCapacity,
+  parseByteSize,
+  type Capacity,
+  type CapacityInput,
+} from "./capacity.js";

@@ -6,6 +6,7 @@
  */
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client";
 import type { EngineStats } from "@keepquant/engine";
+import type { Capacity } from "./capacity.js";
 
 export const TTFT_BUCKETS = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80];
 export const ITL_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5];
@@ -98,8 +99,25 @@ export class ServerMetrics {
   readonly itl: Histogram;
   readonly e2e: Histogram;
 
-  constructor(stats: () => EngineStats | undefined) {
+  /** `capacity`: what serve sized from the planner and the memory budget (its gauges read 0 without one). */
+  constructor(stats: () => EngineStats | undefined, capacity?: Capacity) {
     const registers = [this.registry];
+    for (const [name, help, value] of [
+      [
+        "keepquant_capacity_max_sequences",
+        "Sequences the engine runs at once, as sized at start (planner and memory budget, or --max-seqs).",
+        capacity?.maxSequences,
+      ],
+      ["keepquant_capacity_kv_cache_tokens", "Tokens the KV cache holds, as sized at start (or --kv-tokens).", capacity?.kvCacheTokens],
+      [
+        "keepquant_capacity_memory_budget_bytes",
+        "The memory budget the sizes were planned for (--memory-budget).",
+        capacity?.memoryBudgetBytes,
+      ],
+      ["keepquant_capacity_planned_bytes", "What the residency planner counts for the chosen sizes.", capacity?.plannedBytes],
+    ] as const) {
+      new Gauge({ name, help, registers }).set(value ?? 0);
+    }
     collectDefaultMetrics({ register: this.registry });
     // engine state, read when scraped
     for (const [kind, name, help, read] of ENGINE_METRICS) {

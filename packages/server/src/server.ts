@@ -14,7 +14,8 @@ import {
   type Engine,
   type EngineStats,
   EngineError,
-  encodeChat,
+  type encodeChat,
+  encodeChatAsync,
   type GenerateParams,
   type GenerationResult,
   OutputParser,
@@ -24,7 +25,10 @@ import {
   type Tokenizer,
   toolCallFormatOf,
 } from "@keepquant/engine";
+import { drainReason, RequestTracker, refuseByteLength, shuttingDown, type TrackedRequest } from "./admission.js";
+import type { Capacity } from "./capacity.js";
 import { ApiError, invalidRequest } from "./errors.js";
+import { JsonParser, parseJsonBody } from "./json-worker.js";
 import { type FinishLabel, ServerMetrics } from "./metrics.js";
 import { type ChatRequest, type CompletionRequest, parseChatRequest, parseCompletionRequest, type SamplingFields } from "./requests.js";
 import { detokenizeRoute, tokenizeRoute } from "./tokenize-endpoint.js";
@@ -52,6 +56,8 @@ export interface KeepquantServerOptions {
   webuiDir?: string;
   /** How long close() waits for in-flight requests before aborting them (default 10 s; at most MAX_DRAIN_TIMEOUT_MS, Node's timer maximum). */
   drainTimeoutMs?: number;
+  /** The sizes `planCapacity` chose (shown as /metrics gauges). */
+  capacity?: Capacity;
 }
 
 export const DEFAULT_CONTEXT_TOKENS = 4096;
@@ -139,9 +145,10 @@ export class KeepquantServer {
   private readonly webui: Map<string, StaticFile> | undefined;
   private readonly routes = new Map<string, Route>();
   private readonly created = Math.floor(Date.now() / 1000);
-  private active = 0;
-  private readonly controllers = new Set<AbortController>();
-  private idleWaiters: (() => void)[] = [];
+  private readonly tracker = new RequestTracker();
+  private readonly jsonParser = new JsonParser();
+  /** Aborted when the drain begins: stops prompts still being tokenized. */
+  private readonly drainController = new AbortController();
   private draining = false;
   private httpServer: http.Server | undefined;
 
@@ -153,10 +160,12 @@ export class KeepquantServer {
     this.maxQueue = options.maxQueue === 0 ? 0 : positive(options.maxQueue, "maxQueue", DEFAULT_MAX_QUEUE);
     this.maxBodyBytes = positive(options.maxBodyBytes, "maxBodyBytes", DEFAULT_MAX_BODY_BYTES);
     this.drainTimeoutMs = duration(options.drainTimeoutMs, "drainTimeoutMs", DEFAULT_DRAIN_TIMEOUT_MS);
-    this.metrics = new ServerMetrics(() => this.engine?.stats());
+    this.metrics = new ServerMetrics(() => this.engine?.stats(), options.capacity);
     this.webui = options.webui === false ? undefined : loadWebUi(options.webuiDir);
     Promise.resolve(options.engine).then(
       (engine) => {
+        // the tokenizer's merge tables and byte bound, built now (while /health says loading) rather than on the first request
+        void engine.tokenizer?.maxTokenBytes;
         this.engine = engine;
       },
       (error: unknown) => {
@@ -205,7 +214,7 @@ export class KeepquantServer {
 
   /** Generation requests in flight (running or waiting in the engine). */
   get inFlight(): number {
-    return this.active;
+    return this.tracker.size;
   }
 
   /** Starts a node:http server on host:port (port 0 = any free port). */
@@ -224,28 +233,47 @@ export class KeepquantServer {
   }
 
   /**
-   * Drains: stops accepting connections, answers 503 to new requests, waits up to `timeoutMs` for
-   * in-flight requests, aborts the rest (their blocks and slots return to the pools), then closes
-   * every connection. The engine is the caller's to dispose.
+   * Drains: stops accepting connections, answers 503 to new requests and to every request the engine
+   * has not started yet (nothing of their answer was sent), waits up to `timeoutMs` for the started
+   * ones, then ends the rest (a stream: an error event, `finish_reason: "abort"`, `[DONE]`; their
+   * blocks and slots return to the pools) and closes every connection. The engine is the caller's to
+   * dispose.
    */
   async close(timeoutMs = this.drainTimeoutMs): Promise<void> {
     timeoutMs = duration(timeoutMs, "close(timeoutMs)", this.drainTimeoutMs);
     this.draining = true;
+    this.drainController.abort("drain-not-started");
     const server = this.httpServer;
     const closed = server ? new Promise<void>((resolve) => server.close(() => resolve())) : Promise.resolve();
     server?.closeIdleConnections();
+    this.tracker.abortNotStarted();
     let timer: NodeJS.Timeout | undefined;
-    await Promise.race([this.idle(), new Promise<void>((resolve) => (timer = setTimeout(resolve, timeoutMs)))]);
+    await Promise.race([this.tracker.idle(), new Promise<void>((resolve) => (timer = setTimeout(resolve, timeoutMs)))]);
     clearTimeout(timer);
-    for (const controller of this.controllers) controller.abort();
-    await this.idle();
+    this.tracker.abortAll();
+    await this.tracker.idle();
     server?.closeAllConnections();
     await closed;
+    await this.jsonParser.close();
   }
 
-  private idle(): Promise<void> {
-    if (this.active === 0) return Promise.resolve();
-    return new Promise((resolve) => this.idleWaiters.push(resolve));
+  /** Aborted when the client goes away or the drain begins (for work before the engine: tokenizing). */
+  private requestSignal(res: http.ServerResponse): AbortSignal {
+    const gone = new AbortController();
+    res.once("close", () => {
+      if (!res.writableFinished) gone.abort("client-gone");
+    });
+    return AbortSignal.any([gone.signal, this.drainController.signal]);
+  }
+
+  /** Runs the tokenization of a prompt; a drain that stops it is a 503. */
+  private async tokenizing<T>(work: Promise<T>): Promise<T> {
+    try {
+      return await work;
+    } catch (error) {
+      if (error === "drain-not-started") throw shuttingDown();
+      throw error;
+    }
   }
 
   private async handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
@@ -428,12 +456,10 @@ export class KeepquantServer {
       });
       req.on("end", () => {
         if (failed) return;
-        const text = Buffer.concat(chunks).toString("utf8");
-        try {
-          resolve(JSON.parse(text));
-        } catch (error) {
-          reject(invalidRequest(null, `the request body is not valid JSON: ${(error as Error).message}`, "invalid_json"));
-        }
+        // large bodies are parsed on a worker thread (json-worker.ts)
+        parseJsonBody(this.jsonParser, Buffer.concat(chunks)).then(resolve, (error: unknown) =>
+          reject(invalidRequest(null, `the request body is not valid JSON: ${(error as Error).message}`, "invalid_json")),
+        );
       });
     });
   }
@@ -461,11 +487,11 @@ export class KeepquantServer {
   private admit(engine: Engine): void {
     const slots = engine.stats().states.slotsTotal;
     const limit = slots + this.maxQueue;
-    if (this.active >= limit) {
+    if (this.tracker.size >= limit) {
       throw new ApiError(
         429,
         "rate_limit_error",
-        `the server is at capacity (${this.active} requests in flight: ${slots} running at most, ${this.maxQueue} queued); retry later`,
+        `the server is at capacity (${this.tracker.size} requests in flight: ${slots} running at most, ${this.maxQueue} queued); retry later`,
         null,
         "queue_full",
         { "Retry-After": "1" },
@@ -552,11 +578,15 @@ export class KeepquantServer {
     };
   }
 
-  /** Tracks a generation request for admission and drain; aborts it when the client goes away. */
-  private async track<T>(res: http.ServerResponse, body: (controller: AbortController) => Promise<T>): Promise<T> {
+  /**
+   * Tracks a generation request for admission and drain; aborts it when the client goes away. It
+   * leaves the tracker once its response is flushed, so the drain never closes a connection under an
+   * answer's last bytes.
+   */
+  private async track<T>(res: http.ServerResponse, body: (controller: AbortController, request: TrackedRequest) => Promise<T>): Promise<T> {
+    if (this.draining) throw shuttingDown();
     const controller = new AbortController();
-    this.active++;
-    this.controllers.add(controller);
+    const request = this.tracker.add(controller);
     const onClose = (): void => {
       if (!res.writableFinished) controller.abort();
     };
@@ -564,17 +594,35 @@ export class KeepquantServer {
     // the client may have gone while the body was read or the prompt tokenized
     if (res.destroyed || res.socket?.destroyed === true) controller.abort();
     try {
-      return await body(controller);
+      return await body(controller, request);
+    } catch (error) {
+      // the error answer goes out before the request leaves the tracker (the drain waits for it)
+      this.sendError(res, error);
+      throw error;
     } finally {
       res.off("close", onClose);
-      this.controllers.delete(controller);
-      this.active--;
-      if (this.active === 0) {
-        const waiters = this.idleWaiters;
-        this.idleWaiters = [];
-        for (const wake of waiters) wake();
-      }
+      if (!res.writableEnded && drainReason(controller.signal) && !res.headersSent) this.sendError(res, shuttingDown());
+      await flushed(res);
+      this.tracker.remove(request);
     }
+  }
+
+  /**
+   * What a request aborted by the drain sends: nothing yet (the caller's 503 follows), or for a started
+   * stream its ending: an error event, the finish chunk (`finish_reason: "abort"`) and `[DONE]`.
+   */
+  private endCutStream(res: http.ServerResponse, controller: AbortController, finishChunk: () => string): void {
+    if (!drainReason(controller.signal) || !res.headersSent || res.writableEnded) return;
+    const error = new ApiError(
+      503,
+      "unavailable_error",
+      "the server is shutting down: the answer was cut at the drain timeout",
+      null,
+      "shutting_down",
+    );
+    res.write(`data: ${JSON.stringify(error.toJSON())}\n\n`);
+    res.write(finishChunk());
+    res.end("data: [DONE]\n\n");
   }
 
   private startStream(res: http.ServerResponse): void {
@@ -606,20 +654,31 @@ export class KeepquantServer {
     const tokenizer = engine.tokenizer;
     if (!tokenizer) throw invalidRequest("messages", "this model has no usable tokenizer: use /v1/completions with token ids");
     const useTools = request.tools !== undefined && request.tools.length > 0 && request.toolChoice === "auto";
+    const signal = this.requestSignal(res);
     let encoded: ReturnType<typeof encodeChat>;
     try {
-      encoded = encodeChat(tokenizer, request.messages, {
-        ...(useTools ? { tools: request.tools } : {}),
-        ...(request.enableThinking === undefined ? {} : { enableThinking: request.enableThinking }),
-        variables: request.templateKwargs,
-      });
+      encoded = await this.tokenizing(
+        encodeChatAsync(
+          tokenizer,
+          request.messages,
+          {
+            ...(useTools ? { tools: request.tools } : {}),
+            ...(request.enableThinking === undefined ? {} : { enableThinking: request.enableThinking }),
+            variables: request.templateKwargs,
+          },
+          { signal, beforeEncode: (text) => refuseByteLength(tokenizer, text, this.contextTokens, "messages") },
+        ),
+      );
     } catch (error) {
+      if (ApiError.isInstance(error) || signal.aborted) throw error;
       throw invalidRequest("messages", `the chat template failed: ${(error as Error).message}`, "template_error");
     }
     const maxTokens = this.fitContext(encoded.ids.length, request.maxTokens, "messages");
-    const head = sharedHeadLength(tokenizer, request.messages, useTools ? request.tools : undefined, request.templateKwargs, encoded.ids);
+    const head = await this.tokenizing(
+      sharedHeadLength(tokenizer, request.messages, useTools ? request.tools : undefined, request.templateKwargs, encoded.ids, signal),
+    );
     this.admit(engine);
-    await this.track(res, async (controller) => {
+    await this.track(res, async (controller, tracked) => {
       const id = newId("chatcmpl-");
       const created = Math.floor(Date.now() / 1000);
       const parser = new OutputParser({
@@ -649,10 +708,15 @@ export class KeepquantServer {
         }
         if (request.stream && pendingLogprobs) send({}, pendingLogprobs, null);
       };
-      if (request.stream) {
+      // a stream's headers and first chunk wait for the engine's first token: a request still queued
+      // when the server stops gets a 503 instead (see admission.ts)
+      const open = (): void => {
+        if (tracked.started || controller.signal.aborted) return;
+        tracked.started = true;
+        if (!request.stream) return;
         this.startStream(res);
         send({ role: "assistant", content: "" }, undefined, null);
-      }
+      };
       const result = await this.run(
         engine,
         "chat",
@@ -660,6 +724,7 @@ export class KeepquantServer {
         { ...this.engineParams(request, maxTokens, controller.signal), ...(head > 0 ? { prefixCachePoints: [head] } : {}) },
         arrival,
         (text, token, logprob, top) => {
+          open();
           let entries: unknown[] | undefined;
           if (logprob !== undefined && token >= 0) {
             const entry = {
@@ -672,7 +737,15 @@ export class KeepquantServer {
           apply(parser.push(text), entries);
         },
       );
-      if (result.stopReason === "abort") return;
+      if (result.stopReason === "abort") {
+        this.endCutStream(
+          res,
+          controller,
+          () => `data: ${JSON.stringify({ ...base, choices: [{ index: 0, delta: {}, logprobs: null, finish_reason: "abort" }] })}\n\n`,
+        );
+        return;
+      }
+      open();
       apply(parser.flush(), undefined);
       const finish = finishReason(result.stopReason, parser.toolCallCount);
       this.countFinish("chat", finish);
@@ -705,8 +778,12 @@ export class KeepquantServer {
     const request: CompletionRequest = parseCompletionRequest(await this.readJson(req), engine.weights.vocab);
     let ids: number[];
     if (typeof request.prompt === "string") {
-      if (!engine.tokenizer) throw invalidRequest("prompt", "this model has no usable tokenizer: send the prompt as token ids");
-      ids = engine.tokenize(request.prompt, request.parseSpecial);
+      const tokenizer = engine.tokenizer;
+      if (!tokenizer) throw invalidRequest("prompt", "this model has no usable tokenizer: send the prompt as token ids");
+      refuseByteLength(tokenizer, request.prompt, this.contextTokens, "prompt");
+      ids = await this.tokenizing(
+        tokenizer.encodeAsync(request.prompt, { parseSpecial: request.parseSpecial, signal: this.requestSignal(res) }),
+      );
       if (ids.length === 0) throw invalidRequest("prompt", "prompt has no tokens");
     } else {
       ids = request.prompt;
@@ -715,7 +792,7 @@ export class KeepquantServer {
       throw invalidRequest("echo", "echo with logprobs is not supported", "unsupported_value");
     const maxTokens = this.fitContext(ids.length, request.maxTokens, "prompt");
     this.admit(engine);
-    await this.track(res, async (controller) => {
+    await this.track(res, async (controller, tracked) => {
       const id = newId("cmpl-");
       const created = Math.floor(Date.now() / 1000);
       const base = { id, object: "text_completion", created, model: this.modelName, system_fingerprint: SYSTEM_FINGERPRINT };
@@ -734,10 +811,14 @@ export class KeepquantServer {
           `data: ${JSON.stringify({ ...base, choices: [{ index: 0, text: chunkText, logprobs, finish_reason: finish }], ...usageField, ...extra })}\n\n`,
         );
       };
-      if (request.stream) {
+      // as in chat: the stream opens with the engine's first token
+      const open = (): void => {
+        if (tracked.started || controller.signal.aborted) return;
+        tracked.started = true;
+        if (!request.stream) return;
         this.startStream(res);
         if (echo) send(echo, null, null);
-      }
+      };
       const result = await this.run(
         engine,
         "completions",
@@ -745,6 +826,7 @@ export class KeepquantServer {
         this.engineParams(request, maxTokens, controller.signal),
         arrival,
         (delta, token, logprob, top) => {
+          open();
           let logprobs: unknown = null;
           if (logprob !== undefined && token >= 0) {
             const tokenText = this.tokenEntry(engine, token, logprob).token;
@@ -760,7 +842,15 @@ export class KeepquantServer {
           if (request.stream && (delta !== "" || logprobs !== null)) send(delta, logprobs, null);
         },
       );
-      if (result.stopReason === "abort") return;
+      if (result.stopReason === "abort") {
+        this.endCutStream(
+          res,
+          controller,
+          () => `data: ${JSON.stringify({ ...base, choices: [{ index: 0, text: "", logprobs: null, finish_reason: "abort" }] })}\n\n`,
+        );
+        return;
+      }
+      open();
       const finish = finishReason(result.stopReason, 0);
       this.countFinish("completions", finish);
       if (request.stream) {
@@ -789,26 +879,40 @@ export class KeepquantServer {
  * exactly them, else 0: the prefix cache also snapshots there, so other conversations with the same
  * system prompt skip recomputing it.
  */
-function sharedHeadLength(
+/** Resolves once an ended response is flushed (or its connection closed); at once for one never ended. */
+function flushed(res: http.ServerResponse): Promise<void> {
+  if (res.writableFinished || res.destroyed || !res.writableEnded) return Promise.resolve();
+  return new Promise((resolve) => {
+    res.once("finish", resolve);
+    res.once("close", resolve);
+  });
+}
+
+async function sharedHeadLength(
   tokenizer: Tokenizer,
   messages: readonly ChatMessage[],
   tools: readonly unknown[] | undefined,
   variables: Record<string, unknown>,
   ids: readonly number[],
-): number {
+  signal: AbortSignal,
+): Promise<number> {
   let count = 0;
   while (count < messages.length && messages[count]!.role === "system") count++;
   if (count === 0 || count === messages.length) return 0;
   try {
-    const head = encodeChat(tokenizer, messages.slice(0, count), {
-      addGenerationPrompt: false,
-      variables,
-      ...(tools ? { tools } : {}),
-    }).ids;
+    const head = (
+      await encodeChatAsync(
+        tokenizer,
+        messages.slice(0, count),
+        { addGenerationPrompt: false, variables, ...(tools ? { tools } : {}) },
+        { signal },
+      )
+    ).ids;
     if (head.length === 0 || head.length >= ids.length) return 0;
     for (let i = 0; i < head.length; i++) if (head[i] !== ids[i]) return 0;
     return head.length;
-  } catch {
+  } catch (error) {
+    if (signal.aborted) throw error;
     return 0;
   }
 }

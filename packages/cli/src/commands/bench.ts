@@ -3,6 +3,7 @@ import { CliUsageError, defineCommand, toJson, write, type CommandIo } from "../
 import { defaultModelInfo, defaultModelPath } from "@keepquant/default-model";
 import { checkModelFile, resolveSpeculative } from "./engine-options.js";
 import { parseNumber } from "./run.js";
+import { parseThreadCount } from "./threads.js";
 
 function parseSeqs(text: string | undefined): number[] {
   if (text === undefined) return [1];
@@ -66,7 +67,7 @@ export const command = defineCommand({
   help: [
     "--prompt N            prompt tokens per prefill (default 128)",
     "--gen N               generated tokens per decode run (default 64)",
-    "--threads N           threads of the native thread pool (default: all cores)",
+    "--threads N           threads of the native thread pool: 1 .. 4x the logical cores (default: all cores)",
     "--seqs LIST           also measure aggregate decode for that many concurrent sequences, e.g. 1,4,8",
     "--repeat R            repetitions of each measurement; medians are printed (default 3)",
     "--numerics MODE       llama (default) or bf16",
@@ -94,7 +95,7 @@ export const command = defineCommand({
       parseNumber("prompt", values.prompt, (n) => Number.isInteger(n) && n >= 1 && n <= 65_536, "an integer in [1, 65536]") ?? 128;
     const genTokens = parseNumber("gen", values.gen, (n) => Number.isInteger(n) && n >= 2 && n <= 65_536, "an integer in [2, 65536]") ?? 64;
     const repeat = parseNumber("repeat", values.repeat, (n) => Number.isInteger(n) && n >= 1 && n <= 100, "an integer in [1, 100]") ?? 3;
-    const threads = parseNumber("threads", values.threads, (n) => Number.isInteger(n) && n >= 1, "an integer >= 1");
+    const { threads } = await parseThreadCount(values.threads);
     const seqs = parseSeqs(values.seqs);
     const numerics = values.numerics ?? "llama";
     if (numerics !== "llama" && numerics !== "bf16")

@@ -35,8 +35,6 @@ describe("range checks of numeric flags", () => {
     [["serve", "--drain-timeout", "-1"], `error: USAGE: --drain-timeout "-1": ${DRAIN_RANGE}`],
     [["run", "--prompt", "hi", "--max-tokens", "-5"], 'error: USAGE: --max-tokens "-5": expected an integer >= 1'],
     [["chat", "--max-tokens", "-5"], 'error: USAGE: --max-tokens "-5": expected an integer >= 1'],
-    [["serve", "--threads", "-1"], 'error: USAGE: --threads "-1": expected an integer >= 1'],
-    [["bench", "--threads", "-1"], 'error: USAGE: --threads "-1": expected an integer >= 1'],
     [["run", "--prompt", "hi", "--temperature", "-0.5"], 'error: USAGE: --temperature "-0.5": expected a number >= 0'],
     [["plan", "--ctx", "-3"], 'error: USAGE: --ctx "-3": expected an integer >= 1'],
     [["serve", "--port", "-1"], 'error: USAGE: --port "-1": expected an integer in [0, 65535]'],
@@ -48,12 +46,14 @@ describe("range checks of numeric flags", () => {
     });
   }
 
-  it("run --threads -1 prints the thread range and the value, not the parser's 'ambiguous'", () => {
-    const r = run("run", "--prompt", "hi", "--threads", "-1");
-    expect(r.code).toBe(2);
-    expect(r.stderr).toMatch(/^error: USAGE: --threads "-1": expected an integer in \[1, \d+\] .*, got -1\n$/);
-    expect(r.stderr).not.toMatch(/ambiguous/);
-  });
+  for (const args of [["run", "--prompt", "hi"], ["serve"], ["bench"]]) {
+    it(`${args[0]} --threads -1 prints the thread range and the value, not the parser's 'ambiguous'`, () => {
+      const r = run(...args, "--threads", "-1");
+      expect(r.code).toBe(2);
+      expect(r.stderr).toMatch(/^error: USAGE: --threads "-1": expected an integer in \[1, \d+\] .*, got -1\n$/);
+      expect(r.stderr).not.toMatch(/ambiguous/);
+    });
+  }
 
   it("a value that is an option name stays the parser's error", () => {
     const r = run("run", "--prompt", "--json");

@@ -1,37 +1,44 @@
 import path from "node:path";
-import { Engine, type EngineOptions, type KvType } from "@keepquant/engine";
+import { cpuAvailableMemory, Engine, type EngineOptions, formatGiB, type KvType } from "@keepquant/engine";
 import { parseQwen35Config, readGguf } from "@keepquant/gguf";
 import {
   createKeepquantServer,
   DEFAULT_CONTEXT_TOKENS,
   DEFAULT_DRAIN_TIMEOUT_MS,
   DEFAULT_MAX_QUEUE,
+  DEFAULT_MEMORY_BUDGET_SHARE,
   MAX_DRAIN_TIMEOUT_MS,
+  MAX_PLANNED_SEQUENCES,
+  parseByteSize,
+  planCapacity,
 } from "@keepquant/server";
 import { CliUsageError, defineCommand, write, type CommandIo } from "../command.js";
 import { refuseUnlessFitsCpu } from "../residency-check.js";
 import { defaultModelInfo, defaultModelPath } from "@keepquant/default-model";
 import { checkModelFile, resolveSpeculative } from "./engine-options.js";
 import { parseNumber } from "./run.js";
+import { applyThreadCount, parseThreadCount } from "./threads.js";
 
 /** Prefix-cache snapshots `serve` keeps by default (each one: KV blocks of a prompt prefix plus a GDN state copy). */
 export const DEFAULT_PREFIX_CACHE_SNAPSHOTS = 8;
-const DEFAULT_MAX_SEQS = 4;
-
+/** The environment variable of --memory-budget (the flag wins). */
+export const KEEPQUANT_MEMORY_BUDGET = "KEEPQUANT_MEMORY_BUDGET";
 export const command = defineCommand({
   name: "serve",
   summary: "serve a qwen35 GGUF model over an OpenAI-compatible HTTP API, with metrics and a web chat page",
   usage:
-    "serve [model.gguf] [--host 127.0.0.1] [--port 8080] [--api-key K] [--ctx N] [--max-seqs N] [--max-queue N] [--numerics llama|bf16] [--threads N] [--kv-type f16|f32] [--flash-attn on|off] [--no-prefix-cache] [--speculative mtp [--draft-tokens K] [--draft-vocab N]] [--no-webui] [--force]",
+    "serve [model.gguf] [--host 127.0.0.1] [--port 8080] [--api-key K] [--ctx N] [--memory-budget SIZE] [--max-seqs N] [--kv-tokens N] [--max-queue N] [--numerics llama|bf16] [--threads N] [--kv-type f16|f32] [--flash-attn on|off] [--no-prefix-cache] [--speculative mtp [--draft-tokens K] [--draft-vocab N]] [--no-webui] [--force]",
   help: [
     "--host H               address to listen on (default 127.0.0.1, loopback only)",
     "--port P               port (default 8080; 0 = any free port)",
     "--api-key K            require Authorization: Bearer K (or KEEPQUANT_API_KEY); /health and the web page stay open",
     `--ctx N                most tokens per request, prompt + answer (default ${DEFAULT_CONTEXT_TOKENS}, at most the model's context_length)`,
-    `--max-seqs N           sequences computed at once (GDN state slots; default ${DEFAULT_MAX_SEQS})`,
+    `--memory-budget SIZE   memory the engine may use, e.g. 4GiB (or ${KEEPQUANT_MEMORY_BUDGET}; default ${DEFAULT_MEMORY_BUDGET_SHARE * 100}% of the available memory): sizes --max-seqs and --kv-tokens`,
+    `--max-seqs N           sequences computed at once, 1 .. 256 (default: the most the budget holds, at most ${MAX_PLANNED_SEQUENCES})`,
+    "--kv-tokens N          KV cache tokens shared by the sequences (default: --ctx per sequence)",
     `--max-queue N          requests waiting beyond those before 429 (default ${DEFAULT_MAX_QUEUE})`,
     "--numerics MODE        llama (default) or bf16",
-    "--threads N            threads for the native provider",
+    "--threads N            threads for the native provider: 1 .. 4x the logical cores (--force: up to 1024)",
     "--kv-type T            KV cache type f16 (default) or f32 (llama.cpp's -ctk/-ctv)",
     "--flash-attn on|off    attention numerics of llama.cpp's -fa (default on)",
     `--prefix-cache N       prefix-cache snapshots (default ${DEFAULT_PREFIX_CACHE_SNAPSHOTS}); --no-prefix-cache turns it off`,
@@ -41,7 +48,7 @@ export const command = defineCommand({
     "--no-webui             do not serve the web chat page on /",
     "--model-name NAME      model id in /v1/models (default: the file name)",
     `--drain-timeout S      seconds SIGINT/SIGTERM wait for in-flight requests: 0 .. ${MAX_DRAIN_TIMEOUT_MS / 1000} (default ${DEFAULT_DRAIN_TIMEOUT_MS / 1000})`,
-    "--force                serve even when the planner says the model does not fit in available memory",
+    "--force                serve even when the planner says the model does not fit in available memory (and allow --threads up to 1024)",
     "without model.gguf: the embedded default model (@keepquant/default-model)",
   ],
   options: {
@@ -50,6 +57,8 @@ export const command = defineCommand({
     "api-key": { type: "string" },
     ctx: { type: "string" },
     "max-seqs": { type: "string" },
+    "kv-tokens": { type: "string" },
+    "memory-budget": { type: "string" },
     "max-queue": { type: "string" },
     numerics: { type: "string" },
     threads: { type: "string" },
@@ -76,10 +85,22 @@ export const command = defineCommand({
     if (kvType !== "f16" && kvType !== "f32") throw new CliUsageError(`--kv-type ${JSON.stringify(kvType)}: expected f16 or f32`);
     const flashAttn = values["flash-attn"] ?? "on";
     if (flashAttn !== "on" && flashAttn !== "off") throw new CliUsageError(`--flash-attn ${JSON.stringify(flashAttn)}: expected on or off`);
-    const threads = parseNumber("threads", values.threads, (n) => Number.isInteger(n) && n >= 1, "an integer >= 1");
-    const maxSeqs =
-      parseNumber("max-seqs", values["max-seqs"], (n) => Number.isInteger(n) && n >= 1 && n <= 256, "an integer in [1, 256]") ??
-      DEFAULT_MAX_SEQS;
+    const threadCount = await parseThreadCount(values.threads, values.force === true);
+    const threads = threadCount.threads;
+    const explicitSeqs = parseNumber(
+      "max-seqs",
+      values["max-seqs"],
+      (n) => Number.isInteger(n) && n >= 1 && n <= 256,
+      "an integer in [1, 256]",
+    );
+    const explicitKvTokens = parseNumber("kv-tokens", values["kv-tokens"], (n) => Number.isSafeInteger(n) && n >= 16, "an integer >= 16");
+    const budgetText = values["memory-budget"] ?? (io.env[KEEPQUANT_MEMORY_BUDGET] || undefined);
+    const budgetName = values["memory-budget"] !== undefined ? "--memory-budget" : KEEPQUANT_MEMORY_BUDGET;
+    const givenBudget = budgetText === undefined ? undefined : parseByteSize(budgetText);
+    if (budgetText !== undefined && givenBudget === undefined)
+      throw new CliUsageError(
+        `${budgetName} ${JSON.stringify(budgetText)}: expected a size in bytes, e.g. 4GiB, 512MiB, 2GB or 1073741824`,
+      );
     const maxQueue =
       parseNumber("max-queue", values["max-queue"], (n) => Number.isInteger(n) && n >= 0, "an integer >= 0") ?? DEFAULT_MAX_QUEUE;
     const requestedCtx = parseNumber("ctx", values.ctx, (n) => Number.isInteger(n) && n >= 16, "an integer >= 16");
@@ -115,25 +136,58 @@ export const command = defineCommand({
       await checkModelFile(modelPath);
     }
     // the context: --ctx, else the default, never above the model's own context_length
-    const modelContext = parseQwen35Config(await readGguf(modelPath)).contextLength;
+    const header = await readGguf(modelPath);
+    const modelContext = parseQwen35Config(header).contextLength;
     if (requestedCtx !== undefined && requestedCtx > modelContext) {
       throw new CliUsageError(`--ctx ${requestedCtx}: the model's context_length is ${modelContext}`);
     }
     const ctx = requestedCtx ?? Math.min(DEFAULT_CONTEXT_TOKENS, modelContext);
     const modelName = values["model-name"] ?? (isDefault ? defaultModelId() : path.basename(modelPath).replace(/\.gguf$/i, ""));
 
+    if (explicitKvTokens !== undefined && explicitKvTokens < ctx)
+      throw new CliUsageError(`--kv-tokens ${explicitKvTokens}: at least the context (--ctx ${ctx}), or one request could not fit`);
+    // concurrency and KV cache from the planner and the budget; explicit --max-seqs / --kv-tokens win
+    const available = givenBudget === undefined ? cpuAvailableMemory() : undefined;
+    const budget = givenBudget ?? Math.max(1, Math.floor(available!.bytes * DEFAULT_MEMORY_BUDGET_SHARE));
+    const memoryOptions: Omit<EngineOptions, "maxSequences" | "kvCacheTokens"> = {
+      numerics: numerics as "llama" | "bf16",
+      kvType,
+      flashAttention: flashAttn === "on",
+      prefixCacheSnapshots: snapshots,
+      ...(speculative ? { speculative } : {}),
+    };
+    const capacity = planCapacity({
+      file: header,
+      contextTokens: ctx,
+      memoryBudgetBytes: budget,
+      engine: memoryOptions,
+      ...(explicitSeqs === undefined ? {} : { maxSequences: explicitSeqs }),
+      ...(explicitKvTokens === undefined ? {} : { kvCacheTokens: explicitKvTokens }),
+    });
+    const maxSeqs = capacity.maxSequences;
+    const why =
+      capacity.limitedBy === "explicit"
+        ? "--max-seqs"
+        : capacity.limitedBy === "cap"
+          ? `the cap of ${MAX_PLANNED_SEQUENCES}`
+          : "what the budget holds";
+    write(
+      io.stderr,
+      `keepquant serve: capacity: ${maxSeqs} sequences (${why}), KV cache ${capacity.kvCacheTokens} tokens${explicitKvTokens === undefined ? "" : " (--kv-tokens)"}, planned ${formatGiB(capacity.plannedBytes)} of a ${formatGiB(budget)} budget (${givenBudget === undefined ? `${DEFAULT_MEMORY_BUDGET_SHARE * 100}% of ${formatGiB(available!.bytes)} available` : budgetName})${capacity.fits ? "" : ": over the budget"}`,
+    );
     const options: EngineOptions = {
       numerics,
       kvType,
       flashAttention: flashAttn === "on",
       maxSequences: maxSeqs,
-      kvCacheTokens: ctx * maxSeqs,
+      kvCacheTokens: capacity.kvCacheTokens,
       prefixCacheSnapshots: snapshots,
       ...(threads === undefined ? {} : { threads }),
       ...(speculative === undefined ? {} : { speculative }),
     };
     // the planner first (header only): a model that cannot fit is refused before the port opens
     await refuseUnlessFitsCpu(modelPath, options, { force: values.force === true, io });
+    await applyThreadCount(threadCount);
     const loading = Engine.load(modelPath, options);
     loading.catch(() => undefined);
     const server = createKeepquantServer({
@@ -145,6 +199,7 @@ export const command = defineCommand({
       maxQueue,
       webui: values["no-webui"] !== true,
       drainTimeoutMs: Math.round(drainSeconds * 1000),
+      capacity,
     });
     const address = await server.listen(port, host);
     const shown = address.family === "IPv6" ? `[${address.address}]` : address.address;

@@ -16,7 +16,7 @@
  * "<|im_start|>" becomes the control token.
  */
 import { randomBytes } from "node:crypto";
-import type { Tokenizer } from "../tokenizer/tokenizer.js";
+import type { EncodeAsyncOptions, Tokenizer } from "../tokenizer/tokenizer.js";
 import { type ChatMessage, type RenderChatOptions, renderChatFor } from "./render.js";
 
 export type EncodeChatOptions = Omit<RenderChatOptions, "bosToken" | "eosToken">;
@@ -54,6 +54,35 @@ function containsText(value: unknown, needle: string): boolean {
  * the template's text can yield special tokens (see the module comment).
  */
 export function encodeChat(tokenizer: Tokenizer, messages: readonly ChatMessage[], options: EncodeChatOptions = {}): EncodedChat {
+  const { rendered, text, restore } = renderForEncoding(tokenizer, messages, options);
+  return { ids: tokenizer.encode(rendered, { parseSpecial: true, mapPlainText: restore }), text };
+}
+
+/** Options of `encodeChatAsync`'s tokenization (slices, abort) and a check of the prompt text before it. */
+export interface EncodeChatAsyncOptions extends Pick<EncodeAsyncOptions, "sliceSteps" | "signal" | "onSlice"> {
+  /** Called with the prompt text (`EncodedChat.text`) before it is tokenized; a throw stops the encode. */
+  beforeEncode?: (text: string) => void;
+}
+
+/** `encodeChat` with the tokenization in slices (`Tokenizer.encodeAsync`): the same ids. */
+export async function encodeChatAsync(
+  tokenizer: Tokenizer,
+  messages: readonly ChatMessage[],
+  options: EncodeChatOptions = {},
+  encodeOptions: EncodeChatAsyncOptions = {},
+): Promise<EncodedChat> {
+  const { rendered, text, restore } = renderForEncoding(tokenizer, messages, options);
+  encodeOptions.beforeEncode?.(text);
+  const { beforeEncode: _, ...slices } = encodeOptions;
+  return { ids: await tokenizer.encodeAsync(rendered, { ...slices, parseSpecial: true, mapPlainText: restore }), text };
+}
+
+/** The rendered prompt with sentinels for caller-supplied special texts, the prompt text, and the sentinels' undoing. */
+function renderForEncoding(
+  tokenizer: Tokenizer,
+  messages: readonly ChatMessage[],
+  options: EncodeChatOptions,
+): { rendered: string; text: string; restore: (text: string) => string } {
   const specials = tokenizer.parseSpecialTexts;
   const inputs = [messages, options.tools, options.variables];
   let nonce: string;
@@ -76,8 +105,7 @@ export function encodeChat(tokenizer: Tokenizer, messages: readonly ChatMessage[
   const rendered = renderChatFor(tokenizer, safeMessages, safeOptions);
   const sentinelPattern = new RegExp(`${nonce}X\\d+Z`, "g");
   const restore = (text: string): string => text.replace(sentinelPattern, (match) => textOf.get(match) ?? match);
-  const ids = tokenizer.encode(rendered, { parseSpecial: true, mapPlainText: restore });
-  return { ids, text: restore(rendered) };
+  return { rendered, text: restore(rendered), restore };
 }
 
 function escapeRegExp(text: string): string {

@@ -32,58 +32,49 @@ export function toByteLevel(word: string): string {
   return out;
 }
 
-/** Bigram candidate in the merge queue. */
-interface Bigram {
-  left: number;
-  right: number;
-  rank: number;
-  /** What the two symbols were when queued (text or token id); a stale entry no longer matches. */
-  leftKey: string | number;
-  rightKey: string | number;
-}
+/**
+ * The merge queue: a binary min-heap of candidates, each one number `rank * n + left` (n = the word's
+ * symbols), so the order is (rank, left) and a candidate costs 8 bytes. Candidates are not removed when
+ * a merge changes their symbols; a popped candidate is checked instead (see BpeMerge.run).
+ */
+class CandidateHeap {
+  private keys = new Float64Array(64);
+  size = 0;
 
-/** Binary min-heap on (rank, left). */
-class BigramHeap {
-  private readonly items: Bigram[] = [];
-
-  get size(): number {
-    return this.items.length;
-  }
-
-  private static less(a: Bigram, b: Bigram): boolean {
-    return a.rank < b.rank || (a.rank === b.rank && a.left < b.left);
-  }
-
-  push(item: Bigram): void {
-    const items = this.items;
-    items.push(item);
-    let i = items.length - 1;
+  push(key: number): void {
+    if (this.size === this.keys.length) {
+      const grown = new Float64Array(this.keys.length * 2);
+      grown.set(this.keys);
+      this.keys = grown;
+    }
+    const keys = this.keys;
+    let i = this.size++;
     while (i > 0) {
       const parent = (i - 1) >> 1;
-      if (!BigramHeap.less(items[i]!, items[parent]!)) break;
-      [items[i], items[parent]] = [items[parent]!, items[i]!];
+      const above = keys[parent]!;
+      if (above <= key) break;
+      keys[i] = above;
       i = parent;
     }
+    keys[i] = key;
   }
 
-  pop(): Bigram | undefined {
-    const items = this.items;
-    const top = items[0];
-    const last = items.pop();
-    if (items.length > 0 && last !== undefined) {
-      items[0] = last;
-      let i = 0;
-      for (;;) {
-        const l = 2 * i + 1;
-        const r = l + 1;
-        let m = i;
-        if (l < items.length && BigramHeap.less(items[l]!, items[m]!)) m = l;
-        if (r < items.length && BigramHeap.less(items[r]!, items[m]!)) m = r;
-        if (m === i) break;
-        [items[i], items[m]] = [items[m]!, items[i]!];
-        i = m;
-      }
+  pop(): number {
+    const keys = this.keys;
+    const top = keys[0]!;
+    const last = --this.size;
+    if (last === 0) return top;
+    const key = keys[last]!;
+    let i = 0;
+    for (;;) {
+      let child = 2 * i + 1;
+      if (child >= last) break;
+      if (child + 1 < last && keys[child + 1]! < keys[child]!) child++;
+      if (keys[child]! >= key) break;
+      keys[i] = keys[child]!;
+      i = child;
     }
+    keys[i] = key;
     return top;
   }
 }
@@ -140,42 +131,85 @@ function buildIdTables(tokenToId: ReadonlyMap<string, number>, merges: readonly 
 
 /**
  * The BPE merge loop over n symbols in a linked list: the adjacent pair of lowest rank (the leftmost on
- * ties) merges first, until no adjacent pair has a rank. `keyOf(i)` is symbol i's current key (a token id
- * or a text; a symbol merged away gets one no queued pair has), `rankOf(left, right)` the rank of merging
- * two adjacent symbols or undefined, `merge(left, right, rank)` folds right into left. Returns `next`: the
- * symbols left are 0, next[0], next[next[0]], ... until -1.
+ * ties) merges first, until no adjacent pair has a rank. `rankOf(left, right)` is the rank of merging two
+ * adjacent symbols or undefined, `merge(left, right, rank)` folds right into left.
+ *
+ * Every adjacent pair with a rank has a candidate in the queue; a popped candidate (rank, left) is taken
+ * only when `left` still has a right neighbour and their rank is still `rank` (else it is stale). A taken
+ * candidate is then the current pair of lowest (rank, left), which is what llama.cpp's queue merges.
+ *
+ * Resumable: `run(budget)` does at most about `budget` steps (a step is one candidate queued or taken off
+ * the queue) and says whether it finished. A word of n symbols takes at most n - 1 merges and 3n - 3
+ * candidates: O(n log n) work and 8 bytes a candidate whatever the word. When done, the symbols left are
+ * 0, next[0], next[next[0]], ... until -1.
  */
-function mergeBpe(
-  n: number,
-  keyOf: (i: number) => string | number,
-  rankOf: (left: number, right: number) => number | undefined,
-  merge: (left: number, right: number, rank: number) => void,
-): Int32Array {
-  const next = new Int32Array(n);
-  const prev = new Int32Array(n);
-  for (let i = 0; i < n; i++) {
-    prev[i] = i - 1;
-    next[i] = i + 1 < n ? i + 1 : -1;
+export class BpeMerge {
+  readonly next: Int32Array;
+  private readonly prev: Int32Array;
+  private readonly heap = new CandidateHeap();
+  /** Steps done so far. */
+  steps = 0;
+  /** The next adjacent pair (queued - 1, queued) to queue at the start. */
+  private queued = 1;
+
+  constructor(
+    private readonly n: number,
+    private readonly rankOf: (left: number, right: number) => number | undefined,
+    private readonly merge: (left: number, right: number, rank: number) => void,
+  ) {
+    this.next = new Int32Array(n);
+    this.prev = new Int32Array(n);
+    for (let i = 0; i < n; i++) {
+      this.prev[i] = i - 1;
+      this.next[i] = i + 1 < n ? i + 1 : -1;
+    }
   }
-  const heap = new BigramHeap();
-  const tryAdd = (left: number, right: number): void => {
+
+  private tryAdd(left: number, right: number): void {
+    this.steps++;
     if (left < 0 || right < 0) return;
-    const rank = rankOf(left, right);
+    const rank = this.rankOf(left, right);
     if (rank === undefined) return;
-    heap.push({ left, right, rank, leftKey: keyOf(left), rightKey: keyOf(right) });
-  };
-  for (let i = 1; i < n; i++) tryAdd(i - 1, i);
-  while (heap.size > 0) {
-    const bigram = heap.pop()!;
-    if (keyOf(bigram.left) !== bigram.leftKey || keyOf(bigram.right) !== bigram.rightKey) continue; // stale
-    merge(bigram.left, bigram.right, bigram.rank);
-    const after = next[bigram.right]!;
-    next[bigram.left] = after;
-    if (after >= 0) prev[after] = bigram.left;
-    tryAdd(prev[bigram.left]!, bigram.left);
-    tryAdd(bigram.left, after);
+    this.heap.push(rank * this.n + left);
   }
-  return next;
+
+  /** Runs until done (true) or until `budget` more steps are done (false). */
+  run(budget = Number.POSITIVE_INFINITY): boolean {
+    const stop = this.steps + budget;
+    while (this.queued < this.n) {
+      if (this.steps >= stop) return false;
+      this.tryAdd(this.queued - 1, this.queued);
+      this.queued++;
+    }
+    const { heap, next, prev, n } = this;
+    while (heap.size > 0) {
+      if (this.steps >= stop) return false;
+      this.steps++;
+      const key = heap.pop();
+      const left = key % n;
+      const rank = (key - left) / n;
+      const right = next[left]!;
+      // stale: `left` was merged away (next -1) or its pair with its right neighbour has another rank now
+      if (right < 0 || this.rankOf(left, right) !== rank) continue;
+      this.merge(left, right, rank);
+      const after = next[right]!;
+      next[left] = after;
+      if (after >= 0) prev[after] = left;
+      next[right] = -1; // merged away: no right neighbour, so its candidates are stale
+      this.tryAdd(prev[left]!, left);
+      this.tryAdd(left, after);
+    }
+    return true;
+  }
+}
+
+/**
+ * A word being encoded: `run(out, budget)` merges, then appends the word's ids to `out`, doing at most
+ * about `budget` steps a call; it returns true once every id is appended.
+ */
+export interface WordEncoding {
+  readonly steps: number;
+  run(out: number[], budget?: number): boolean;
 }
 
 export class BpeModel {
@@ -212,57 +246,96 @@ export class BpeModel {
 
   /** Token ids of one pre-tokenizer word (plain text), appended to `out`. */
   encodeWord(word: string, out: number[]): void {
-    if (word.length <= CACHE_MAX_WORD_LENGTH) {
-      const cached = this.cache.get(word);
-      if (cached) {
-        for (const id of cached) out.push(id);
-        return;
-      }
-    }
-    const ids = this.idTables ? this.bpeIds(this.idTables, word) : this.bpeTexts(toByteLevel(word));
-    if (word.length <= CACHE_MAX_WORD_LENGTH) {
-      if (this.cache.size >= CACHE_MAX_ENTRIES) this.cache.clear();
-      this.cache.set(word, ids);
-    }
-    for (const id of ids) out.push(id);
+    this.beginWord(word).run(out);
   }
 
-  private bpeIds(tables: IdTables, word: string): number[] {
+  /** Appends a word's ids when they are cached (true), without building an encoding. */
+  appendCached(word: string, out: number[]): boolean {
+    if (word.length > CACHE_MAX_WORD_LENGTH) return false;
+    const cached = this.cache.get(word);
+    if (!cached) return false;
+    for (let i = 0; i < cached.length; i++) out.push(cached[i]!);
+    return true;
+  }
+
+  /** Starts encoding one word; the caller runs it (in slices, if it likes). Cached words take one step. */
+  beginWord(word: string): WordEncoding {
+    const cacheable = word.length <= CACHE_MAX_WORD_LENGTH;
+    if (cacheable) {
+      const cached = this.cache.get(word);
+      if (cached) return cachedWord(cached);
+    }
+    const build = this.idTables ? this.bpeIds(this.idTables, word) : this.bpeTexts(toByteLevel(word));
+    const { merge } = build;
+    let emitted = 0; // steps spent appending ids
+    let from = -1; // out.length when appending began
+    return {
+      get steps() {
+        return merge.steps + emitted;
+      },
+      run: (out, budget = Number.POSITIVE_INFINITY) => {
+        if (!merge.run(budget)) return false;
+        if (from < 0) from = out.length;
+        const done = build.emit(out, budget);
+        emitted = out.length - from + (done ? 1 : 0);
+        if (done && cacheable) {
+          if (this.cache.size >= CACHE_MAX_ENTRIES) this.cache.clear();
+          this.cache.set(word, out.slice(from));
+        }
+        return done;
+      },
+    };
+  }
+
+  private bpeIds(tables: IdTables, word: string): { merge: BpeMerge; emit: (out: number[], budget: number) => boolean } {
     const bytes = utf8Encoder.encode(word);
     const n = bytes.length;
     const symbols = new Int32Array(n); // token id, -1 once merged away
     for (let i = 0; i < n; i++) symbols[i] = tables.byteIds[bytes[i]!]!;
     const { pairRank, mergeResult, vocabSize } = tables;
-    const next = mergeBpe(
+    const merge = new BpeMerge(
       n,
-      (i) => symbols[i]!,
       (left, right) => pairRank.get(symbols[left]! * vocabSize + symbols[right]!),
       (left, right, rank) => {
         symbols[left] = mergeResult[rank]!;
         symbols[right] = -1;
       },
     );
-    const ids: number[] = [];
-    for (let i = 0; i >= 0 && i < n; i = next[i]!) ids.push(symbols[i]!);
-    return ids;
+    let cursor = n > 0 ? 0 : -1;
+    const emit = (out: number[], budget: number): boolean => {
+      const next = merge.next;
+      for (let count = 0; cursor >= 0 && count < budget; count++, cursor = next[cursor]!) out.push(symbols[cursor]!);
+      return cursor < 0;
+    };
+    return { merge, emit };
   }
 
-  private bpeTexts(word: string): number[] {
+  private bpeTexts(word: string): { merge: BpeMerge; emit: (out: number[], budget: number) => boolean } {
     const ranks = this.mergeRanks!;
     // Symbols: one per character (code point) of the byte-level word.
     const texts: string[] = [];
     for (const ch of word) texts.push(ch);
     const n = texts.length;
-    const next = mergeBpe(
+    const merge = new BpeMerge(
       n,
-      (i) => texts[i]!,
       (left, right) => ranks.get(`${texts[left]!} ${texts[right]!}`),
       (left, right) => {
         texts[left] = texts[left]! + texts[right]!; // "" once merged away
         texts[right] = "";
       },
     );
+    // short of budget or not, the fallback per byte makes this one pass (the text path serves test vocabularies)
+    return {
+      merge,
+      emit: (out) => {
+        for (const id of this.textIds(texts, merge.next)) out.push(id);
+        return true;
+      },
+    };
+  }
 
+  private textIds(texts: readonly string[], next: Int32Array): number[] {
+    const n = texts.length;
     const ids: number[] = [];
     for (let i = 0; i >= 0 && i < n; i = next[i]!) {
       const text = texts[i]!;
@@ -284,4 +357,14 @@ export class BpeModel {
     }
     return ids;
   }
+}
+
+function cachedWord(ids: readonly number[]): WordEncoding {
+  return {
+    steps: 1,
+    run: (out) => {
+      for (const id of ids) out.push(id);
+      return true;
+    },
+  };
 }

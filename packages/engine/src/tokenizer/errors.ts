@@ -17,6 +17,8 @@ export type TokenizerErrorCode =
   | "TOKENIZER_DUPLICATE_TOKEN"
   /** A token id outside [0, vocabSize). */
   | "TOKENIZER_BAD_TOKEN_ID"
+  /** An option of an encode call is out of range (sliceSteps). */
+  | "TOKENIZER_BAD_OPTION"
   /** A sampling parameter is out of range. */
   | "SAMPLING_BAD_PARAM"
   /** A chat template failed to parse or render. */

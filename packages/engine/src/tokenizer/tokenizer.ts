@@ -5,7 +5,7 @@
 import { byteOfCodePoint } from "./byte-unicode.js";
 import { BpeModel } from "./bpe.js";
 import { TokenizerError } from "./errors.js";
-import { type PreTokenizerName, SUPPORTED_PRE_TOKENIZERS, preTokenize, toWellFormed } from "./pre-tokenize.js";
+import { type PreTokenizerName, PreTokenizerScanner, SUPPORTED_PRE_TOKENIZERS, toWellFormed } from "./pre-tokenize.js";
 import {
   type GgufMetadataSource,
   type SpecialTokenIds,
@@ -27,6 +27,31 @@ export interface EncodeOptions {
    * text). `encodeChat` uses it to turn the sentinels standing for user text back into that text.
    */
   mapPlainText?: (fragment: string) => string;
+}
+
+export interface EncodeAsyncOptions extends EncodeOptions {
+  /**
+   * Steps of work between two yields to the event loop (default TOKENIZER_SLICE_STEPS). A step is one
+   * code point classified by the pre-tokenizer, one BPE merge candidate queued or taken, or one
+   * character scanned for special tokens.
+   */
+  sliceSteps?: number;
+  /** Stops the encode between two slices: the promise rejects with the signal's reason. */
+  signal?: AbortSignal;
+  /** Called with the steps done so far after each slice (progress, and tests that count the work). */
+  onSlice?: (steps: number) => void;
+}
+
+/**
+ * Work per slice of `encodeAsync` (about a few milliseconds of the slowest step kind): between two
+ * slices the event loop runs, so a long prompt never stalls other requests.
+ */
+export const TOKENIZER_SLICE_STEPS = 1 << 16;
+
+/** The work counter of one encode: stages add their steps; a stage yields once its slice is used up. */
+interface WorkMeter {
+  steps: number;
+  sliceEnd: number;
 }
 
 export interface DecodeOptions {
@@ -152,6 +177,8 @@ export class Tokenizer {
   private tokenToIdMap: Map<string, number> | undefined;
   private bpeModel: BpeModel | undefined;
   private readonly pieceCache = new Map<number, Uint8Array>();
+  /** null until computed (undefined is a value: no bound). */
+  private maxTokenBytesValue: number | undefined | null = null;
 
   private constructor(vocab: TokenizerVocab) {
     if (vocab.model !== "gpt2") {
@@ -366,20 +393,77 @@ export class Tokenizer {
 
   /** Text -> token ids, as llama_tokenize(text, addSpecial, parseSpecial). */
   encode(text: string, options: EncodeOptions = {}): number[] {
+    const job = this.encodeJob(text, options, { steps: 0, sliceEnd: Number.POSITIVE_INFINITY });
+    for (;;) {
+      const step = job.next();
+      if (step.done) return step.value;
+    }
+  }
+
+  /**
+   * The same ids as `encode`, computed in slices of bounded work (`sliceSteps`) with the event loop
+   * turning between them: the work is linear in the text (O(n log n) for one long word), and no
+   * slice holds the thread for more than a few milliseconds whatever the text.
+   */
+  async encodeAsync(text: string, options: EncodeAsyncOptions = {}): Promise<number[]> {
+    const slice = options.sliceSteps ?? TOKENIZER_SLICE_STEPS;
+    if (!Number.isSafeInteger(slice) || slice < 1) {
+      throw new TokenizerError("TOKENIZER_BAD_OPTION", `sliceSteps must be a positive integer, got ${slice}`, { field: "sliceSteps" });
+    }
+    const meter: WorkMeter = { steps: 0, sliceEnd: slice };
+    const job = this.encodeJob(text, options, meter);
+    for (;;) {
+      options.signal?.throwIfAborted();
+      const step = job.next();
+      if (step.done) return step.value;
+      options.onSlice?.(meter.steps);
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      meter.sliceEnd = meter.steps + slice;
+    }
+  }
+
+  /**
+   * The most bytes of input one token can stand for, when that bounds the token count: every byte of
+   * plain text lands in exactly one token when the vocabulary is closed (every byte symbol and merge
+   * result a token), and a special token stands for its own text. Then a text of B UTF-8 bytes
+   * (lone surrogates count as U+FFFD's 3) has at least ceil(B / maxTokenBytes) tokens, special
+   * parsing or not. Undefined for a vocabulary that is not closed: there BPE drops bytes it cannot
+   * spell, so no byte count bounds the tokens.
+   */
+  get maxTokenBytes(): number | undefined {
+    if (this.maxTokenBytesValue === null) {
+      let most: number | undefined;
+      if (this.bpe().usesIdMerges) {
+        most = 1;
+        const special = TokenAttr.CONTROL | TokenAttr.USER_DEFINED | TokenAttr.UNKNOWN;
+        for (let id = 0; id < this.vocabSize; id++) {
+          const text = this.vocab.tokens[id]!;
+          // byte-level text: one character per byte; special tokens: their UTF-8 text
+          const bytes = this.attrs[id]! & special ? utf8Length(text) : text.length;
+          if (bytes > most) most = bytes;
+        }
+      }
+      this.maxTokenBytesValue = most;
+    }
+    return this.maxTokenBytesValue;
+  }
+
+  private *encodeJob(text: string, options: EncodeOptions, meter: WorkMeter): Generator<void, number[], void> {
     const addSpecial = options.addSpecial ?? true;
     const parseSpecial = options.parseSpecial ?? false;
     const output: number[] = [];
     if (addSpecial && this.addBos && this.specials.bos !== undefined) output.push(this.specials.bos);
-    const wellFormed = toWellFormed(text);
+    const wellFormed = yield* wellFormedInSlices(text, meter);
     if (wellFormed.length > 0) {
       const map = options.mapPlainText;
-      for (const fragment of this.partition(wellFormed, parseSpecial)) {
+      for (const fragment of yield* this.partition(wellFormed, parseSpecial, meter)) {
         if (typeof fragment === "number") output.push(fragment);
-        else if (!map) this.encodeRaw(fragment, output);
+        else if (!map) yield* this.encodeRaw(fragment, output, meter);
         else {
-          for (const piece of this.partition(toWellFormed(map(fragment)), false)) {
+          const mapped = yield* wellFormedInSlices(map(fragment), meter);
+          for (const piece of yield* this.partition(mapped, false, meter)) {
             if (typeof piece === "number") output.push(piece);
-            else this.encodeRaw(piece, output);
+            else yield* this.encodeRaw(piece, output, meter);
           }
         }
       }
@@ -499,7 +583,7 @@ export class Tokenizer {
    * Splits text into raw fragments and special-token ids. Like llama.cpp, each special token in
    * cache order (longest first) splits every remaining raw fragment at its occurrences.
    */
-  private partition(text: string, parseSpecial: boolean): (string | number)[] {
+  private *partition(text: string, parseSpecial: boolean, meter: WorkMeter): Generator<void, (string | number)[], void> {
     let fragments: (string | number)[] = [text];
     for (const id of this.specialCache) {
       const attr = this.attrs[id]!;
@@ -509,30 +593,99 @@ export class Tokenizer {
       let changed = false;
       const next: (string | number)[] = [];
       for (const fragment of fragments) {
-        if (typeof fragment === "number" || !fragment.includes(tokenText)) {
+        if (typeof fragment === "number") {
           next.push(fragment);
           continue;
         }
-        changed = true;
         let start = 0;
-        for (let at = fragment.indexOf(tokenText); at >= 0; at = fragment.indexOf(tokenText, start)) {
+        for (;;) {
+          const at = yield* findInSlices(fragment, tokenText, start, meter);
+          if (at < 0) break;
           if (at > start) next.push(fragment.slice(start, at));
           next.push(id);
           start = at + tokenText.length;
+          if (meter.steps >= meter.sliceEnd) yield;
         }
-        if (start < fragment.length) next.push(fragment.slice(start));
+        if (start === 0) next.push(fragment);
+        else {
+          changed = true;
+          if (start < fragment.length) next.push(fragment.slice(start));
+        }
       }
       if (changed) fragments = next;
     }
     return fragments;
   }
 
-  private encodeRaw(text: string, output: number[]): void {
+  private *encodeRaw(text: string, output: number[], meter: WorkMeter): Generator<void, void, void> {
     const bpe = this.bpe();
-    for (const word of preTokenize(text, this.pre)) {
-      bpe.encodeWord(word, output);
+    const scanner = new PreTokenizerScanner(text, this.pre);
+    let start = 0;
+    for (;;) {
+      const before = scanner.steps;
+      const end = scanner.next(Math.max(1, meter.sliceEnd - meter.steps));
+      meter.steps += scanner.steps - before;
+      if (end === -1) return;
+      if (end === -2) {
+        yield;
+        continue;
+      }
+      const piece = text.slice(start, end);
+      start = end;
+      if (bpe.appendCached(piece, output)) {
+        meter.steps++;
+        if (meter.steps >= meter.sliceEnd) yield;
+        continue;
+      }
+      const word = bpe.beginWord(piece);
+      for (;;) {
+        const done = word.steps;
+        const finished = word.run(output, Math.max(1, meter.sliceEnd - meter.steps));
+        meter.steps += word.steps - done;
+        if (finished) break;
+        yield;
+      }
+      if (meter.steps >= meter.sliceEnd) yield;
     }
   }
+}
+
+/** UTF-16 units one search for a special-token text covers at a time in an encode's slices. */
+const FIND_WINDOW = 1 << 16;
+
+/** text.indexOf(needle, from), a window at a time (each window's units are steps). */
+function* findInSlices(text: string, needle: string, from: number, meter: WorkMeter): Generator<void, number, void> {
+  for (let start = from; start < text.length; start += FIND_WINDOW) {
+    const end = Math.min(text.length, start + FIND_WINDOW + needle.length - 1);
+    const at = text.slice(start, end).indexOf(needle);
+    // the units the search went through: up to the match, or the whole window
+    meter.steps += at >= 0 ? at + needle.length : end - start;
+    if (at >= 0) return start + at;
+    if (meter.steps >= meter.sliceEnd) yield;
+  }
+  return -1;
+}
+
+/** UTF-16 units `toWellFormed` takes at a time in an encode's slices. */
+const WELL_FORMED_CHUNK = 1 << 16;
+
+/** toWellFormed(text), a chunk at a time (never cutting a surrogate pair), counting each unit a step. */
+function* wellFormedInSlices(text: string, meter: WorkMeter): Generator<void, string, void> {
+  if (text.length <= WELL_FORMED_CHUNK) {
+    meter.steps += text.length;
+    return toWellFormed(text);
+  }
+  let out = "";
+  for (let from = 0; from < text.length; ) {
+    let to = Math.min(text.length, from + WELL_FORMED_CHUNK);
+    const last = text.charCodeAt(to - 1);
+    if (to < text.length && last >= 0xd800 && last <= 0xdbff) to++;
+    out += toWellFormed(text.slice(from, to));
+    meter.steps += to - from;
+    from = to;
+    if (meter.steps >= meter.sliceEnd) yield;
+  }
+  return out;
 }
 
 /** text -> lowest id, for the given texts only. */
