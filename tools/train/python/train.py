@@ -57,13 +57,30 @@ def losses(model, window):
     return trunk, mtp
 
 
-def learning_rate(step):
+# The cosine runs over `cosineSteps` (default: `steps`). With `decayFrom`, the learning rate follows the
+# cosine up to that step, then falls linearly to the floor at `steps` (a run cut short on a loaded machine
+# keeps its first `decayFrom` steps bit for bit).
+COSINE_STEPS = int(T.get("cosineSteps", STEPS))
+DECAY_FROM = int(T["decayFrom"]) if "decayFrom" in T else None
+if DECAY_FROM is not None and not (T["warmupSteps"] <= DECAY_FROM < STEPS <= COSINE_STEPS):
+    sys.exit(f"recipe.json training: need warmupSteps <= decayFrom < steps <= cosineSteps, got {DECAY_FROM}, {STEPS}, {COSINE_STEPS}")
+
+
+def cosine_rate(step):
     peak, warm = T["learningRate"], T["warmupSteps"]
     if step < warm:
         return peak * (step + 1) / warm
-    progress = (step - warm) / max(1, STEPS - warm)
+    progress = (step - warm) / max(1, COSINE_STEPS - warm)
     floor = peak * T["minLearningRateFraction"]
     return floor + 0.5 * (peak - floor) * (1 + math.cos(math.pi * progress))
+
+
+def learning_rate(step):
+    if DECAY_FROM is None or step < DECAY_FROM:
+        return cosine_rate(step)
+    floor = T["learningRate"] * T["minLearningRateFraction"]
+    start = cosine_rate(DECAY_FROM)
+    return start + (floor - start) * (step - DECAY_FROM) / max(1, STEPS - 1 - DECAY_FROM)
 
 
 def evaluate(model):

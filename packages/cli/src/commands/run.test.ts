@@ -166,7 +166,7 @@ describe("keepquant run", () => {
     // larger than the model's vocabulary: the engine refuses it by name
     const tooWide = run(...args, "--speculative", "mtp", "--draft-vocab", "999999");
     expect(tooWide.code).not.toBe(0);
-    expect(tooWide.stderr).toMatch(/draftVocab 999999 is larger than the vocabulary \(4096 tokens\)/);
+    expect(tooWide.stderr).toMatch(/draftVocab 999999 is larger than the vocabulary \(8192 tokens\)/); // the default model's vocabulary
   });
 
   it("--threads: a count above 4x the logical cores is a usage error naming the range, unless --force", () => {

@@ -64,6 +64,7 @@ describe("keepquant serve", () => {
           prompt: "Once upon a time",
           max_tokens: 96,
           temperature: 0,
+          ignore_eos: true, // 96 tokens whatever the model's text: the default model's greedy fortune ends sooner
           stream: true,
           stream_options: { include_usage: true },
         }),
