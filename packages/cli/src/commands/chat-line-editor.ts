@@ -480,7 +480,7 @@ export class TerminalLineInput {
   private readonly onResize = (): void => {
     if (this.waiting) this.redraw();
   };
-  private readonly utf8 = new TextDecoderStream8();
+  private readonly utf8 = new Utf8Chunks();
   /** Called on Ctrl-C while no message is being edited. */
   onInterrupt: () => void = () => {};
   /** Called when a paste or the text grows beyond MAX_EDIT_CHARACTERS (the text is kept as it was). */
@@ -615,7 +615,7 @@ export class TerminalLineInput {
 }
 
 /** A UTF-8 decoder for byte chunks that keeps a character split across two reads. */
-class TextDecoderStream8 {
+class Utf8Chunks {
   private readonly decoder = new TextDecoder("utf-8");
   write(bytes: Uint8Array): string {
     return this.decoder.decode(bytes, { stream: true });

@@ -1,8 +1,11 @@
 /**
  * `keepquant chat` on a real terminal: the CLI runs under a pseudo-terminal made by util-linux
- * `script` (on every Debian: package bsdutils, essential; no native module to build, so it works on a
- * fresh clone), and the tests type into it. Every wait is for a marker in the output, with a timeout
- * that only ends a hung session; nothing is timed.
+ * `script -qfec CMD /dev/null`, and the tests type into it. Why `script` and not node-pty: node-pty
+ * 1.1.0 ships prebuilt binaries for macOS and Windows only, so on Linux its install runs node-gyp (a
+ * compiler, Python, and Node's headers downloaded from nodejs.org: not there offline); `script` is in
+ * bsdutils, an essential package on every Debian, so it works on a fresh clone under .ci/run with
+ * nothing to build. Every wait is for a marker in the output, with a timeout that only ends a hung
+ * session; nothing is timed.
  */
 import { type ChildProcessWithoutNullStreams, spawn, spawnSync } from "node:child_process";
 import { existsSync } from "node:fs";
