@@ -247,9 +247,9 @@ describe("TerminalLineInput", () => {
     expect(terminal.written().slice(before.length)).toContain("> two");
     terminal.type("\r");
     expect(await second).toEqual({ kind: "line", text: "two" });
-    // a whole line typed ahead is submitted by the next read at once; what follows it waits for the one after
-    terminal.type("three\r");
-    terminal.type("four");
+    // a whole line typed ahead is submitted by the next read at once; what follows it waits for the one
+    // after, even in the same read (typed ahead, an Enter is an Enter)
+    terminal.type("three\rfour");
     expect(await line.read()).toEqual({ kind: "line", text: "three" });
     const fourth = line.read();
     terminal.type("\r");

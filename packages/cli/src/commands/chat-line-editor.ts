@@ -471,8 +471,11 @@ export type LineInputResult = { kind: "line"; text: string } | { kind: "eof" } |
 export class TerminalLineInput {
   private readonly decoder = new KeyDecoder();
   private readonly editor = new LineEditor();
-  /** Keys read between two `read()`s, per read (a read's boundary matters to Enter, see `apply`). */
-  private readonly held: EditKey[][] = [];
+  /**
+   * Keys not applied yet, per read (a read's boundary matters to Enter, see LineEditor.apply), and
+   * whether they were typed ahead (read while no message was edited, or after a submit in one read).
+   */
+  private readonly held: { keys: EditKey[]; typedAhead: boolean }[] = [];
   private waiting: ((result: LineInputResult) => void) | undefined;
   private cursorRow = 0;
   private closed = false;
@@ -527,7 +530,7 @@ export class TerminalLineInput {
   private receive(chunk: string): void {
     const keys = this.decoder.feed(chunk);
     if (keys.length === 0) return;
-    this.held.push(keys);
+    this.held.push({ keys, typedAhead: this.waiting === undefined });
     this.drain();
   }
 
@@ -540,20 +543,21 @@ export class TerminalLineInput {
     if (!this.waiting) {
       let interrupted = false;
       for (let i = 0; i < this.held.length; i++) {
-        const kept = this.held[i]!.filter((key) => key.kind !== "interrupt");
-        if (kept.length !== this.held[i]!.length) interrupted = true;
-        this.held[i] = kept;
+        const held = this.held[i]!;
+        const kept = held.keys.filter((key) => key.kind !== "interrupt");
+        if (kept.length !== held.keys.length) interrupted = true;
+        held.keys = kept;
       }
       if (interrupted) this.onInterrupt();
       return;
     }
     while (this.waiting !== undefined && this.held.length > 0) {
-      const keys = this.held.shift()!;
-      const rest = this.apply(keys);
+      const { keys, typedAhead } = this.held.shift()!;
+      const rest = this.apply(keys, !typedAhead);
       if (rest.length > 0) {
         // keys typed after a submitted line, in the same read: the next read's type-ahead. Looked at
         // once the caller has acted on the line (a Ctrl-C among them then stops its answer).
-        this.held.unshift(rest);
+        this.held.unshift({ keys: rest, typedAhead: true });
         setImmediate(() => this.drain());
         return;
       }
@@ -561,11 +565,16 @@ export class TerminalLineInput {
     if (this.waiting !== undefined) this.redraw();
   }
 
-  /** Applies the keys of one read up to a submit; returns the keys after it. */
-  private apply(keys: EditKey[]): EditKey[] {
+  /**
+   * Applies the keys of one read up to a submit; returns the keys after it. `pasteGuess`: an Enter
+   * followed by more text in the read is a pasted newline (a terminal without bracketed paste). Only
+   * for keys read while editing: keys typed ahead pile up in one read while the event loop is busy,
+   * and there an Enter is an Enter.
+   */
+  private apply(keys: EditKey[], pasteGuess: boolean): EditKey[] {
     for (let i = 0; i < keys.length; i++) {
       const key = keys[i]!;
-      const moreInput = keys.slice(i + 1).some((next) => next.kind === "text" || next.kind === "paste");
+      const moreInput = pasteGuess && keys.slice(i + 1).some((next) => next.kind === "text" || next.kind === "paste");
       const outcome = this.editor.apply(key, moreInput);
       if (!outcome) continue;
       if (outcome.kind === "too-long") {
