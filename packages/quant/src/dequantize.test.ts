@@ -12,6 +12,7 @@ import {
   KeepQuantError,
 } from "./index.js";
 import { firstBitDifference, randomBytes } from "./test-support.js";
+import { FP16_TO_FP32_BITS } from "./fp.js";
 
 const ORACLE_SKIP_REASON = oracleUnavailableReason();
 import { F16_SCALE_FIELDS } from "./testing/block-layout.js";
@@ -181,6 +182,47 @@ describe("dequantizeRow: bit-exact against ggml's dequantize_row_<type>", () => 
     const y6 = dequantizeRow(GgmlType.Q6_K, q6, new Float32Array(256));
     expect(y6.every((v) => Object.is(v, -0))).toBe(true);
   });
+});
+
+describe("Q4_1 / Q5_1: which NaN x * d + m returns (as ggml on x86, on every Node)", () => {
+  // d at bytes 0-1, m at bytes 2-3 in both formats; the quants are 0x5a (Q5_1's qh too). 20,000
+  // copies of the block: enough iterations for V8 to optimize the kernel, whose add is where the
+  // operand order can change
+  const COPIES = 20_000;
+  const block = (type: GgmlType, d: number, m: number): Uint8Array => {
+    const { typeSize } = GGML_TYPE_TRAITS[type];
+    const bytes = new Uint8Array(typeSize * COPIES).fill(0x5a);
+    for (let i = 0; i < COPIES; i++) bytes.set([d & 0xff, d >> 8, m & 0xff, m >> 8], i * typeSize);
+    return bytes;
+  };
+  const decoders = (type: GgmlType): [string, (src: Uint8Array) => Uint32Array][] => [
+    ["dequantizeRow", (src) => new Uint32Array(dequantizeRow(type, src, new Float32Array(32 * COPIES)).buffer)],
+    [
+      "scalar",
+      (src) => {
+        const out = new Float32Array(32 * COPIES);
+        SCALAR_DEQUANTIZE_KERNELS[type]!(src, 0, out, 0, COPIES);
+        return new Uint32Array(out.buffer);
+      },
+    ],
+  ];
+  for (const type of [GgmlType.Q4_1, GgmlType.Q5_1]) {
+    const name = GGML_TYPE_TRAITS[type].name;
+    for (const [decoder, decode] of decoders(type)) {
+      it(`${name} (${decoder}): d NaN and m NaN give d's payload; a finite d and m NaN give m's`, () => {
+        const dNan = 0x7d55;
+        const mNan = 0xfe01;
+        expect([...new Set(decode(block(type, dNan, mNan)))]).toEqual([FP16_TO_FP32_BITS[dNan]]);
+        expect([...new Set(decode(block(type, 0x3800, mNan)))]).toEqual([FP16_TO_FP32_BITS[mNan]]);
+        expect([...new Set(decode(block(type, dNan, 0x3c00)))]).toEqual([FP16_TO_FP32_BITS[dNan]]);
+        // d = +inf, m = NaN: a non-zero quant gives inf + NaN = m's NaN
+        expect([...new Set(decode(block(type, 0x7c00, mNan)))]).toEqual([FP16_TO_FP32_BITS[mNan]]);
+        // d = +inf, m = -inf: inf - inf is the hardware's default NaN, not an infinity
+        const infMinusInf = decode(block(type, 0x7c00, 0xfc00));
+        expect(new Float32Array(infMinusInf.buffer).every(Number.isNaN)).toBe(true);
+      });
+    }
+  }
 });
 
 describe("dequantize argument contract", () => {

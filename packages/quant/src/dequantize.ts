@@ -72,11 +72,36 @@ function dequantizeQ4_0(src: Uint8Array, so: number, dst: Float32Array, y: numbe
   }
 }
 
+/**
+ * `x * d + m` as ggml's compiled code computes it when the product or m is a NaN: the product's NaN
+ * when it is one (x86 returns the first NaN operand and ggml's add has the product first; measured
+ * against the oracle: with both d and m NaN, d's payload comes out), else m's. A JS `+` has no
+ * operand order to rely on: V8 may swap the operands of a commutative add, and whether it does
+ * changed between Node 20 and Node 24, so the choice is made here explicitly. Only blocks whose d
+ * or m is not finite (f16 exponent all ones) take this path: otherwise no NaN can arise.
+ */
+function productFirst(product: number, m: number): number {
+  return Number.isNaN(product) ? product : m + product;
+}
+
+/** Whether the f16 at `src[offset]` is an infinity or a NaN. */
+function f16NotFinite(src: Uint8Array, offset: number): boolean {
+  return (src[offset + 1]! & 0x7c) === 0x7c;
+}
+
 /** Q4_1: 20 B = f16 d, f16 m + 16 B nibbles; 5 bits per weight; y = q * d + m */
 function dequantizeQ4_1(src: Uint8Array, so: number, dst: Float32Array, y: number, nb: number): void {
   for (let i = 0; i < nb; i++, so += 20, y += 32) {
     const d = F16[src[so]! | (src[so + 1]! << 8)]!;
     const m = F16[src[so + 2]! | (src[so + 3]! << 8)]!;
+    if (f16NotFinite(src, so) || f16NotFinite(src, so + 2)) {
+      for (let j = 0; j < 16; j++) {
+        const q = src[so + 4 + j]!;
+        dst[y + j] = productFirst(fround((q & 0x0f) * d), m);
+        dst[y + j + 16] = productFirst(fround((q >> 4) * d), m);
+      }
+      continue;
+    }
     for (let j = 0; j < 16; j++) {
       const q = src[so + 4 + j]!;
       dst[y + j] = m + fround((q & 0x0f) * d);
@@ -106,10 +131,19 @@ function dequantizeQ5_1(src: Uint8Array, so: number, dst: Float32Array, y: numbe
     const d = F16[src[so]! | (src[so + 1]! << 8)]!;
     const m = F16[src[so + 2]! | (src[so + 3]! << 8)]!;
     const qh = src[so + 4]! | (src[so + 5]! << 8) | (src[so + 6]! << 16) | (src[so + 7]! << 24);
+    if (f16NotFinite(src, so) || f16NotFinite(src, so + 2)) {
+      // a NaN can arise: the product's NaN first, as Q4_1
+      for (let j = 0; j < 16; j++) {
+        const q = src[so + 8 + j]!;
+        const h0 = ((qh >>> j) << 4) & 0x10;
+        const h1 = (qh >>> (j + 12)) & 0x10;
+        dst[y + j] = productFirst(fround(((q & 0x0f) | h0) * d), m);
+        dst[y + j + 16] = productFirst(fround(((q >> 4) | h1) * d), m);
+      }
+      continue;
+    }
     for (let j = 0; j < 16; j++) {
       const q = src[so + 8 + j]!;
-      // operand order matters only when both d and m are NaN: x86 returns the first NaN operand,
-      // and ggml's compiled code has m first (Q4_1 likewise)
       const h0 = ((qh >>> j) << 4) & 0x10;
       const h1 = (qh >>> (j + 12)) & 0x10;
       dst[y + j] = m + fround(((q & 0x0f) | h0) * d);

@@ -10,6 +10,7 @@ import {
   llamaTensorOrder,
   planLlamaQuantization,
   quantizeGgufModel,
+  quantizeTensor,
   type LlamaFileType,
 } from "./index.js";
 
@@ -90,6 +91,26 @@ describe("planLlamaQuantization (llama.cpp's llama_tensor_get_type rules)", () =
     });
     await expect(quantizeGgufModel(file, "Q4_K_M")).rejects.toThrow(QuantArgumentError);
     await expect(quantizeGgufModel(file, "Q4_K_M")).rejects.toThrow(/blk\.0\.ffn_up\.weight.*Q8_0/);
+  });
+
+  it("a small tensor read from a file (inside Node's Buffer pool) is quantized from its own bytes only", async () => {
+    // 32 x 4 F32 = 512 bytes: a positioned read of that size lands in Buffer.allocUnsafe's shared pool
+    // (8 KiB up to Node 22, 64 KiB from Node 24), whose other bytes must not be read as the tensor's
+    const values = Float32Array.from({ length: 128 }, (_, i) => Math.sin(i) * (1 + (i % 7)));
+    const file = writeGguf({
+      metadata: [gguf.str("general.architecture", "qwen35"), gguf.u32("qwen35.block_count", 1)],
+      tensors: [{ name: "blk.0.ffn_up.weight", type: GgmlType.F32, ne: [32, 4], data: new Uint8Array(values.buffer) }],
+    });
+    const input = path.join(dir, "small-f32.gguf");
+    fs.writeFileSync(input, file);
+    const fromFile = await quantizeGgufModel(input, "Q8_0");
+    const fromBytes = await quantizeGgufModel(file, "Q8_0");
+    expect(Buffer.from(fromFile.bytes).equals(Buffer.from(fromBytes.bytes))).toBe(true);
+    const header = await readGguf(fromFile.bytes);
+    const tensor = header.tensors[0]!;
+    expect(tensor.type).toBe(GgmlType.Q8_0);
+    const written = fromFile.bytes.subarray(tensor.offset, tensor.offset + tensor.byteLength);
+    expect(Buffer.from(written).equals(Buffer.from(quantizeTensor(GgmlType.Q8_0, values)))).toBe(true);
   });
 
   it("refuses a file without <arch>.block_count", async () => {

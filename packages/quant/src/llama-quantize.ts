@@ -150,9 +150,19 @@ export function planLlamaQuantization(
   });
 }
 
+/**
+ * An exact-size copy of `bytes`, aligned for any typed-array view. Not `bytes.slice().buffer`: a
+ * Node Buffer's slice is a view, and its `.buffer` is the whole allocation pool a small read came
+ * from (Buffer.poolSize: 8 KiB up to Node 22, 64 KiB from Node 24, so a tensor of up to 32 KiB
+ * comes back inside a larger pool and would be read with the pool's other bytes).
+ */
+function ownedCopy(bytes: Uint8Array): ArrayBuffer {
+  return new Uint8Array(bytes).buffer;
+}
+
 function toF32(type: GgmlType, bytes: Uint8Array, name: string): Float32Array {
-  if (type === GgmlType.F32) return new Float32Array(bytes.slice().buffer);
-  const halves = new Uint16Array(bytes.slice().buffer);
+  if (type === GgmlType.F32) return new Float32Array(ownedCopy(bytes));
+  const halves = new Uint16Array(ownedCopy(bytes));
   if (type === GgmlType.F16) return Float32Array.from(halves, fp16ToFp32);
   if (type === GgmlType.BF16) return Float32Array.from(halves, bf16ToFp32);
   throw new QuantArgumentError(

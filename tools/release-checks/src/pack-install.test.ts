@@ -4,7 +4,7 @@
  * script against @keepquant/engine, the packed `keepquant` binary, every README example, a type
  * check of the .d.ts files as a user compiles them, and the engine without the default model.
  */
-import { spawnSync, type SpawnSyncReturns } from "node:child_process";
+import { type ChildProcess, spawn, spawnSync, type SpawnSyncReturns } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -35,13 +35,20 @@ function publishedPackages(): PublishedPackage[] {
     .map(({ dir, manifest }) => ({ name: manifest.name, version: manifest.version, dir }));
 }
 
+/**
+ * npm 11 turns on Node's module compile cache (Node >= 22), in the temp folder by default, which this
+ * package's run must leave empty; turbo does not pass a NODE_DISABLE_COMPILE_CACHE set outside on to
+ * the tests, so every npm and pnpm this test starts gets it here.
+ */
+const NO_COMPILE_CACHE = { NODE_DISABLE_COMPILE_CACHE: "1" };
+
 /** The environment of a user's shell: none of the variables pnpm sets for the scripts it runs. */
 function userEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
   for (const [key, value] of Object.entries(process.env)) {
     if (!/^(npm_|pnpm_|PNPM_|KEEPQUANT_|VITEST|TURBO_)/i.test(key)) env[key] = value;
   }
-  return { ...env, CI: "1", ...extra };
+  return { ...env, CI: "1", ...NO_COMPILE_CACHE, ...extra };
 }
 
 function run(command: string, args: string[], cwd: string, env: NodeJS.ProcessEnv = userEnv()): SpawnSyncReturns<string> {
@@ -60,22 +67,62 @@ const app = path.join(scratch, "app");
 const installed = (name: string) => path.join(app, "node_modules", ...name.split("/"));
 let installOutput = "";
 
-beforeAll(() => {
+/**
+ * A registry for the @keepquant scope that has nothing (404 for every request), in a child process
+ * (the test's spawnSync calls block this one). npm looks up the packument of every `^0.1.0` edge
+ * between the tarballs even though a tarball of that name is installed at the root; against the real
+ * registry those unpublished names cost a request each, and where TLS to the registry fails (the npm
+ * binary of Node 22/24 trusts only its bundled CA list, and turbo does not pass NODE_EXTRA_CA_CERTS
+ * on) npm retried each with back-off for more than 10 minutes. A 404 is final: no retry, no network.
+ */
+let emptyRegistry: ChildProcess | undefined;
+async function startEmptyRegistry(): Promise<string> {
+  const source = `
+    const server = require("node:http").createServer((req, res) => {
+      res.writeHead(404, { "content-type": "application/json" });
+      res.end(JSON.stringify({ error: "not found" }));
+    });
+    server.listen(0, "127.0.0.1", () => console.log(server.address().port));
+    process.stdin.on("end", () => process.exit(0));
+    process.stdin.resume();`;
+  const child = spawn(process.execPath, ["-e", source], { stdio: ["pipe", "pipe", "inherit"] });
+  emptyRegistry = child;
+  const port = await new Promise<string>((resolve, reject) => {
+    child.stdout!.once("data", (data: Buffer) => resolve(data.toString().trim()));
+    child.once("exit", (code) => reject(new Error(`the empty registry exited (${code}) before listening`)));
+  });
+  return `http://127.0.0.1:${port}/`;
+}
+
+beforeAll(async () => {
+  const scopeRegistry = await startEmptyRegistry();
   fs.mkdirSync(tarballs);
   fs.mkdirSync(app);
   for (const pkg of packages)
-    ok(run("pnpm", ["pack", "--pack-destination", tarballs], pkg.dir, { ...process.env }), `pnpm pack in ${pkg.dir}`);
+    ok(run("pnpm", ["pack", "--pack-destination", tarballs], pkg.dir, { ...process.env, ...NO_COMPILE_CACHE }), `pnpm pack in ${pkg.dir}`);
   fs.writeFileSync(path.join(app, "package.json"), JSON.stringify({ name: "keepquant-user", private: true, type: "module" }));
   const files = fs.readdirSync(tarballs).map((file) => path.join(tarballs, file));
   const install = run(
     "npm",
-    ["install", "--no-audit", "--no-fund", "--no-package-lock", "--prefer-offline", "--foreground-scripts", ...files],
+    [
+      "install",
+      "--no-audit",
+      "--no-fund",
+      "--no-package-lock",
+      "--prefer-offline",
+      "--foreground-scripts",
+      `--@keepquant:registry=${scopeRegistry}`,
+      ...files,
+    ],
     app,
   );
   installOutput = ok(install, "npm install of the tarballs") + install.stderr;
 });
 
-afterAll(() => fs.rmSync(scratch, { recursive: true, force: true }));
+afterAll(() => {
+  emptyRegistry?.stdin?.end();
+  fs.rmSync(scratch, { recursive: true, force: true });
+});
 
 /** A PATH with no cmake and no compiler on it. */
 function emptyBin(): string {
@@ -95,7 +142,34 @@ function node(source: string, env?: NodeJS.ProcessEnv): SpawnSyncReturns<string>
   }
 }
 
+/** Whether `version` (e.g. "v22.23.5") satisfies a range of caret terms joined by "||" ("^20.19.0 || ^22.12.0"). */
+function satisfiesCarets(version: string, range: string): boolean {
+  const [major, minor, patch] = version.replace(/^v/, "").split(".").map(Number) as [number, number, number];
+  return range.split("||").some((term) => {
+    const match = /^\^(\d+)\.(\d+)\.(\d+)$/.exec(term.trim());
+    if (!match) throw new Error(`engines range term "${term.trim()}" is not ^MAJOR.MINOR.PATCH`);
+    const [want, wantMinor, wantPatch] = [Number(match[1]), Number(match[2]), Number(match[3])];
+    return major === want && (minor > wantMinor || (minor === wantMinor && patch >= wantPatch));
+  });
+}
+
 describe("the packed packages, installed with npm outside the workspace", () => {
+  it("every package says which Node versions are supported (the ones CI tests), and this Node is one", () => {
+    const root = JSON.parse(fs.readFileSync(path.join(repoRoot, "package.json"), "utf8")) as { engines: { node: string } };
+    // .ci/run's loop: the suite under each of these majors (20 is the default Node of the first run)
+    const ci = fs.readFileSync(path.join(repoRoot, ".ci", "run"), "utf8");
+    const rerun = /^for v in ([\d ]+); do$/m.exec(ci)?.[1]?.trim().split(/\s+/) ?? [];
+    const majors = root.engines.node.split("||").map((term) => /\^(\d+)\./.exec(term)?.[1]);
+    expect(majors).toEqual(["20", ...rerun]);
+    for (const pkg of packages) {
+      const manifest = JSON.parse(fs.readFileSync(path.join(installed(pkg.name), "package.json"), "utf8")) as {
+        engines?: { node?: string };
+      };
+      expect(manifest.engines?.node, pkg.name).toBe(root.engines.node);
+    }
+    expect(satisfiesCarets(process.version, root.engines.node), `${process.version} in ${root.engines.node}`).toBe(true);
+  });
+
   it("every tarball carries README.md, LICENSE, its entry points and no workspace: ranges", () => {
     expect(packages.map((p) => p.name).sort()).toEqual([
       "@keepquant/cli",
@@ -269,7 +343,7 @@ describe("the packed packages, installed with npm outside the workspace", () => 
 
 describe("publishing", () => {
   it("pnpm publish -r --dry-run publishes every package", () => {
-    const result = run("pnpm", ["publish", "-r", "--dry-run", "--no-git-checks"], repoRoot, { ...process.env });
+    const result = run("pnpm", ["publish", "-r", "--dry-run", "--no-git-checks"], repoRoot, { ...process.env, ...NO_COMPILE_CACHE });
     const output = ok(result, "pnpm publish -r --dry-run") + result.stderr;
     for (const pkg of packages) expect(output, pkg.name).toContain(`${pkg.name}@${pkg.version}`);
   });

@@ -1,7 +1,8 @@
-import readline from "node:readline";
 import { encodeChat, Engine, fitConversation, type ChatMessage, type GenerateParams } from "@keepquant/engine";
 import { defineCommand, write, type CommandIo } from "../command.js";
 import { refuseUnlessFitsCpu } from "../residency-check.js";
+import { chatInputIsTerminal, openChatInput } from "./chat-input.js";
+import { MAX_EDIT_CHARACTERS } from "./chat-line-editor.js";
 import { applyForcedThreads, chooseModel, resolveEngineOptions } from "./engine-options.js";
 import { GENERATION_OPTIONS, GENERATION_OPTIONS_HELP, parseNumber, parseSampling } from "./run.js";
 
@@ -12,16 +13,21 @@ export const command = defineCommand({
   name: "chat",
   summary: "chat with a qwen35 GGUF model through its chat template (default: the embedded default model)",
   usage:
-    "chat [model.gguf] [--system TEXT] [--max-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S] [--ignore-eog] [--threads N] [--numerics llama|bf16] [--ctx N] [--kv-type f16|f32] [--flash-attn on|off] [--speculative mtp [--draft-tokens K] [--draft-vocab N]] [--force]",
+    "chat [model.gguf] [--system TEXT] [--stats] [--max-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S] [--ignore-eog] [--threads N] [--numerics llama|bf16] [--ctx N] [--kv-type f16|f32] [--flash-attn on|off] [--speculative mtp [--draft-tokens K] [--draft-vocab N]] [--force]",
   help: [
     "--system TEXT         system message of the conversation",
     "--max-tokens N        tokens per answer (default 256)",
     ...GENERATION_OPTIONS_HELP,
-    "reads one user message per line from stdin; /exit or end of input stops; Ctrl-C stops an answer (exits 130 when idle)",
+    "--stats               after each answer, one line on stderr: the message's characters and lines, the prompt's and the answer's tokens",
+    "on a terminal: a line editor (arrows, Home/End, Ctrl-A/E/K/U/W, history with up/down); a paste is one message, newlines",
+    "included (Alt-Enter adds one by hand); keys typed during an answer wait for the next prompt; Ctrl-C stops an answer,",
+    "clears the line, or exits (130) on an empty line; Ctrl-D on an empty line exits",
+    "from a pipe: one user message per line; /exit or end of input stops; Ctrl-C stops an answer (exits 130 when idle)",
     "a conversation longer than the context drops its oldest turns (the system message stays)",
   ],
   options: {
     system: { type: "string" },
+    stats: { type: "boolean" },
     ...GENERATION_OPTIONS,
   },
   async run(values, positionals, io: CommandIo): Promise<number> {
@@ -47,24 +53,27 @@ export const command = defineCommand({
     const budget = Math.max(1, context - Math.min(maxTokens, Math.floor(context / 2)));
     let toldDropping = false;
     let current: AbortController | undefined;
-    const onSigint = (): void => {
-      if (current) current.abort();
-      else process.exit(130);
-    };
-    process.on("SIGINT", onSigint);
-    const lines = readline.createInterface({ input: process.stdin, terminal: false });
+    const input = openChatInput(process.stdin, io.stdout);
+    const terminal = chatInputIsTerminal(process.stdin, io.stdout);
+    input.onInterrupt = () => current?.abort();
+    input.onTooLong = (characters) =>
+      write(
+        io.stderr,
+        `error: CHAT_MESSAGE_TOO_LONG: this message has ${characters} characters, more than the line editor holds (${MAX_EDIT_CHARACTERS}): not inserted`,
+      );
+    // piped input on a terminal's output keeps the plain prompt; the line editor draws its own
     const prompt = (): void => {
-      if (io.interactive) io.stdout.write("> ");
+      if (io.interactive && !terminal) io.stdout.write("> ");
     };
     try {
-      prompt();
-      for await (const line of lines) {
-        const text = line.trim();
+      for (;;) {
+        prompt();
+        const next = await input.read();
+        if (next.kind === "interrupt") return 130;
+        if (next.kind === "eof") break;
+        const text = next.text.trim();
         if (EXIT_COMMANDS.has(text)) break;
-        if (text === "") {
-          prompt();
-          continue;
-        }
+        if (text === "") continue;
         messages.push({ role: "user", content: text });
         // the whole conversation, or its most recent turns: first leaving room for an answer, then any room at all
         const window = fitConversation(messages, encodeConversation, budget) ?? fitConversation(messages, encodeConversation, context - 1);
@@ -75,7 +84,6 @@ export const command = defineCommand({
             io.stderr,
             `error: CHAT_MESSAGE_TOO_LONG: this message makes a prompt of ${length} tokens, longer than the context (${context} tokens): not sent`,
           );
-          prompt();
           continue;
         }
         if (window.dropped > 0 && !toldDropping) {
@@ -90,19 +98,29 @@ export const command = defineCommand({
         current = new AbortController();
         const params: GenerateParams = { maxTokens, ...sampling, signal: current.signal };
         let answer = "";
+        let answerTokens = 0;
         for await (const event of engine.generate(ids, params)) {
+          // (raw mode keeps the terminal's output processing: "\n" still starts a new line)
           if (event.type === "token") io.stdout.write(event.text);
-          else answer = event.result.text;
+          else {
+            answer = event.result.text;
+            answerTokens = event.result.tokens.length;
+          }
         }
+        const aborted = current.signal.aborted;
         current = undefined;
         io.stdout.write("\n");
+        if (values.stats === true) {
+          write(
+            io.stderr,
+            `stats: message ${Array.from(text).length} characters, ${text.split("\n").length} lines; prompt ${ids.length} tokens; answer ${answerTokens} tokens${aborted ? " (stopped)" : ""}`,
+          );
+        }
         messages.push({ role: "assistant", content: answer });
-        prompt();
       }
       return 0;
     } finally {
-      process.removeListener("SIGINT", onSigint);
-      lines.close();
+      input.close();
       engine.dispose();
     }
   },
