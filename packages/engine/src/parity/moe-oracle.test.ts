@@ -5,8 +5,9 @@
  * one-token steps picks, at every step, the argmax of llama.cpp's batched pass over the same sequence
  * (STRICT; llama.cpp's own one-token steps can disagree with its batched pass on these files, see
  * docs/usage/parity.md, "qwen35moe"); MTP speculation on the MoE drafter block gives the plain greedy
- * tokens. The MoE FFN runs in the TypeScript forward (the native step has none yet), with
- * the expert matmuls on the native providers through the contract's E = N arm.
+ * tokens; a fixture whose router scores tie (equal router rows) checks ggml_argsort's order of equal
+ * values. The engine runs the native step's MoE FFN; the TypeScript forward is checked against it and,
+ * on the tie fixture, against llama.cpp.
  */
 import fs from "node:fs";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -14,7 +15,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { fixtureTokenizerFromJson, parityModelSpec } from "@keepquant/fixtures";
 import { REPO_ROOT } from "@keepquant/fixtures/oracle";
-import { synthesizeQwen35, type Qwen35Spec } from "@keepquant/gguf";
+import { GgmlType, readGguf, synthesizeQwen35, type Qwen35Spec } from "@keepquant/gguf";
 import { decodeF32, llamaUnavailableReason, runOracle } from "@keepquant/oracle";
 import * as native from "@keepquant/tt-native";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -30,11 +31,27 @@ function skipReason(): string | undefined {
 const reason = skipReason();
 
 /** The MoE fixtures: several expert counts, top-k 1 and > 1, tied and untied heads, with and without the MTP block. */
-const MOE_FIXTURES: { name: string; base: string; moe: NonNullable<Qwen35Spec["moe"]> }[] = [
+const MOE_FIXTURES: { name: string; base: string; moe: NonNullable<Qwen35Spec["moe"]>; routerTies?: number }[] = [
   { name: "tied-4l-e8k2", base: "tied-4l", moe: { experts: 8, used: 2, ffnExp: 256, ffnShared: 256 } },
   { name: "tied-4l-e4k1", base: "tied-4l", moe: { experts: 4, used: 1, ffnExp: 256, ffnShared: 512 } },
   { name: "untied-mtp-6l-e16k4", base: "untied-mtp-6l", moe: { experts: 16, used: 4, ffnExp: 256, ffnShared: 256 } },
+  // router rows equal in groups of 3 (experts 3j, 3j + 1, 3j + 2): every token's scores tie inside the
+  // top 4 and across its boundary, and with 32 > 16 experts ggml's std::sort is an introsort, whose
+  // order of equal values is not the lower index first
+  { name: "tied-4l-e32k4-ties", base: "tied-4l", moe: { experts: 32, used: 4, ffnExp: 256, ffnShared: 256 }, routerTies: 3 },
 ];
+
+/** Copies router row 3j to rows 3j + 1 .. 3j + group - 1 of every layer (an F32 file's ffn_gate_inp). */
+async function tieRouterRows(bytes: Uint8Array, group: number): Promise<void> {
+  const file = await readGguf(bytes);
+  for (const t of file.tensors) {
+    if (!t.name.endsWith(".ffn_gate_inp.weight")) continue;
+    expect(t.type).toBe(GgmlType.F32);
+    const [cols, rows] = t.ne as [number, number];
+    const view = new Float32Array(bytes.buffer, bytes.byteOffset + t.offset, cols * rows);
+    for (let r = 0; r < rows; r++) if (r % group !== 0) view.copyWithin(r * cols, (r - (r % group)) * cols, (r - (r % group) + 1) * cols);
+  }
+}
 
 const dir = mkdtempSync(path.join(tmpdir(), "kq-moe-oracle-"));
 const files = new Map<string, string>();
@@ -51,7 +68,9 @@ describe.skipIf(reason !== undefined)(`qwen35moe against llama.cpp${reason ? ` (
     for (const f of MOE_FIXTURES) {
       const f32 = path.join(dir, `${f.name}-f32.gguf`);
       const q4 = path.join(dir, `${f.name}-q4_k_m.gguf`);
-      writeFileSync(f32, synthesizeQwen35({ ...parityModelSpec(f.base, tokenizer), moe: f.moe, name: `keepquant-moe-${f.name}` }));
+      const bytes = synthesizeQwen35({ ...parityModelSpec(f.base, tokenizer), moe: f.moe, name: `keepquant-moe-${f.name}` });
+      if (f.routerTies) await tieRouterRows(bytes, f.routerTies);
+      writeFileSync(f32, bytes);
       await runOracle({ kind: "quantize", input: f32, output: q4, ftype: "Q4_K_M" }, { timeoutMs: 120_000 });
       files.set(f.name, q4);
     }
@@ -105,6 +124,26 @@ describe.skipIf(reason !== undefined)(`qwen35moe against llama.cpp${reason ? ` (
       }
     });
   }
+
+  it("tied router scores (tied-4l-e32k4-ties): the TypeScript forward's top-k order is ggml_argsort's, its logits llama.cpp's bit for bit", async () => {
+    const file = files.get("tied-4l-e32k4-ties")!;
+    const engine = await Engine.load(file, { nativeStep: false, maxBatchTokens: 64 });
+    try {
+      expect(engine.stats().providers.step).toBe("ts-forward");
+      const ids = Array.from({ length: 24 }, (_, i) => (i * 7919 + 13) % engine.weights.vocab);
+      const ours = await engine.evaluate(ids);
+      const oracle = await runOracle({ kind: "logits", model: file, sequences: [ids], flashAttention: true }, { timeoutMs: 120_000 });
+      const theirs = oracle.logits[0]!.map(decodeF32);
+      for (let p = 0; p < ids.length; p++) {
+        const a = new Uint32Array(ours[p]!.buffer, ours[p]!.byteOffset, ours[p]!.length);
+        const b = new Uint32Array(theirs[p]!.buffer, theirs[p]!.byteOffset, theirs[p]!.length);
+        const at = a.findIndex((bits, i) => bits !== b[i]);
+        if (at >= 0) expect.fail(`position ${p}, logit ${at}: ${ours[p]![at]} vs llama.cpp's ${theirs[p]![at]}`);
+      }
+    } finally {
+      engine.dispose();
+    }
+  });
 
   it("the native step's MoE FFN is bit-identical to the TypeScript forward at every ISA level, 1 and 2 threads, llama and bf16 numerics", async () => {
     const file = files.get("untied-mtp-6l-e16k4")!;
