@@ -15,7 +15,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { fixtureTokenizerFromJson, parityModelSpec } from "@keepquant/fixtures";
 import { REPO_ROOT } from "@keepquant/fixtures/oracle";
-import { GgmlType, readGguf, synthesizeQwen35, type Qwen35Spec } from "@keepquant/gguf";
+import { GgmlType, readGguf, synthesizeQwen35, writeGguf, type Qwen35Spec } from "@keepquant/gguf";
 import { decodeF32, llamaUnavailableReason, runOracle } from "@keepquant/oracle";
 import * as native from "@keepquant/tt-native";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -55,6 +55,32 @@ async function tieRouterRows(bytes: Uint8Array, group: number): Promise<void> {
 
 const dir = mkdtempSync(path.join(tmpdir(), "kq-moe-oracle-"));
 const files = new Map<string, string>();
+
+/** The split file's bytes with each layer's ffn_gate_exps and ffn_up_exps merged into ffn_gate_up_exps: per expert, its gate rows then its up rows. */
+async function mergeGateUp(bytes: Uint8Array): Promise<Uint8Array> {
+  const file = await readGguf(bytes);
+  const data = (t: (typeof file.tensors)[number]) => bytes.subarray(t.offset, t.offset + t.byteLength);
+  const byName = new Map(file.tensors.map((t) => [t.name, t]));
+  const tensors: { name: string; type: GgmlType; ne: number[]; data: Uint8Array }[] = [];
+  for (const t of file.tensors) {
+    if (t.name.endsWith(".ffn_up_exps.weight")) continue;
+    if (t.name.endsWith(".ffn_gate_exps.weight")) expect(byName.get(t.name.replace("ffn_gate_exps", "ffn_up_exps"))!.type).toBe(t.type);
+    if (!t.name.endsWith(".ffn_gate_exps.weight")) {
+      tensors.push({ name: t.name, type: t.type, ne: t.ne, data: data(t) });
+      continue;
+    }
+    const up = byName.get(t.name.replace("ffn_gate_exps", "ffn_up_exps"))!;
+    const [cols, rows, experts] = t.ne as [number, number, number];
+    const expertBytes = t.byteLength / experts;
+    const merged = new Uint8Array(2 * t.byteLength);
+    for (let e = 0; e < experts; e++) {
+      merged.set(data(t).subarray(e * expertBytes, (e + 1) * expertBytes), 2 * e * expertBytes);
+      merged.set(data(up).subarray(e * expertBytes, (e + 1) * expertBytes), (2 * e + 1) * expertBytes);
+    }
+    tensors.push({ name: t.name.replace("ffn_gate_exps", "ffn_gate_up_exps"), type: t.type, ne: [cols, 2 * rows, experts], data: merged });
+  }
+  return writeGguf({ metadata: [...file.metadata.values()], tensors });
+}
 const original = { ...libm };
 
 describe.skipIf(reason !== undefined)(`qwen35moe against llama.cpp${reason ? ` (skipped: ${reason})` : ""}`, () => {
@@ -142,6 +168,37 @@ describe.skipIf(reason !== undefined)(`qwen35moe against llama.cpp${reason ? ` (
       }
     } finally {
       engine.dispose();
+    }
+  });
+
+  it("a merged ffn_gate_up_exps file (per expert: gate rows, then up rows) is read as llama.cpp reads it: its Q4_K_M logits are the split file's, bit for bit, on llama.cpp, the native step and the TypeScript forward", async () => {
+    const split = files.get("tied-4l-e8k2")!;
+    const merged = path.join(dir, "tied-4l-e8k2-merged-q4_k_m.gguf");
+    const bytes = new Uint8Array(fs.readFileSync(split));
+    writeFileSync(merged, await mergeGateUp(bytes));
+    expect((await readGguf(merged)).tensors.some((t) => t.name === "blk.0.ffn_gate_up_exps.weight")).toBe(true);
+    const ids = Array.from({ length: 12 }, (_, i) => (i * 7919 + 13) % 4096);
+    const logits = async (model: string) =>
+      (await runOracle({ kind: "logits", model, sequences: [ids], flashAttention: true }, { timeoutMs: 120_000 })).logits[0]!.map(
+        decodeF32,
+      );
+    const reference = await logits(split);
+    const same = (label: string, a: Float32Array[], b: Float32Array[]) => {
+      for (let p = 0; p < ids.length; p++) {
+        const x = new Uint32Array(a[p]!.buffer, a[p]!.byteOffset, a[p]!.length);
+        const y = new Uint32Array(b[p]!.buffer, b[p]!.byteOffset, b[p]!.length);
+        const at = x.findIndex((bits, i) => bits !== y[i]);
+        if (at >= 0) expect.fail(`${label}: position ${p}, logit ${at}: ${a[p]![at]} vs ${b[p]![at]}`);
+      }
+    };
+    same("llama.cpp merged vs split", await logits(merged), reference);
+    for (const nativeStep of [true, false]) {
+      const engine = await Engine.load(merged, { nativeStep, maxBatchTokens: 64 });
+      try {
+        same(`keepquant (${engine.stats().providers.step}) merged vs llama.cpp`, await engine.evaluate(ids), reference);
+      } finally {
+        engine.dispose();
+      }
     }
   });
 
