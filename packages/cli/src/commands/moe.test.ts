@@ -6,14 +6,14 @@
  */
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import os, { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { readGoldensFile } from "@keepquant/engine/parity";
 import { parityFixture } from "@keepquant/fixtures";
 import { FIXTURE_CACHE_DIR, parityFixtureFile } from "@keepquant/fixtures/oracle";
-import { readGguf } from "@keepquant/gguf";
+import { QWEN35_397B_A17B_SHAPE, qwen35Q4KMClassMix, readGguf, writeQwen35HeaderOnly } from "@keepquant/gguf";
 import { llamaUnavailableReason } from "@keepquant/oracle";
 
 const bin = fileURLToPath(new URL("../../dist/keepquant.js", import.meta.url));
@@ -172,3 +172,28 @@ describe.skipIf(reason !== undefined)(`keepquant on a qwen35moe file${reason ? `
     });
   });
 });
+
+const bigMachine = os.totalmem() > 200e9;
+describe.skipIf(bigMachine)(
+  `a qwen35moe file that does not fit (the 397B-A17B preset, header-only Q4_K_M-class)${bigMachine ? " (skipped: this machine has the memory for it)" : ""}`,
+  () => {
+    it("run, chat and serve refuse it before loading, with the planner's verdict and what would make it fit (exit 1)", async () => {
+      const file = path.join(cache, "qwen35moe-397b-a17b-header-only.gguf");
+      await writeQwen35HeaderOnly(file, QWEN35_397B_A17B_SHAPE, { types: qwen35Q4KMClassMix(QWEN35_397B_A17B_SHAPE.layers + 1, false) });
+      try {
+        for (const args of [
+          ["run", file, "--prompt", "hi", "--max-tokens", "2"],
+          ["chat", file, "--max-tokens", "2"],
+          ["serve", file, "--port", "0"],
+        ]) {
+          const r = cli("hi\n", ...args);
+          expect(r.code, `${args[0]}: ${r.stderr}`).toBe(1);
+          expect(r.stderr).toMatch(/PLAN_DOES_NOT_FIT: .* does not fit: needs \d+\.\d\d GiB/);
+          expect(r.stderr).toMatch(/Would fit with: /);
+        }
+      } finally {
+        rmSync(file, { force: true });
+      }
+    });
+  },
+);
