@@ -24,6 +24,8 @@ import { checkCpuLoad, cpuAvailableMemory, formatGiB } from "@keepquant/engine";
 import { comparePrompt, PARITY_GOLDENS_FORMAT, summarize, type ParityGoldens, type ParityPromptResult } from "@keepquant/engine/parity";
 import { ORACLE_PACKAGE, ORACLE_VERSION } from "@keepquant/oracle";
 import type { GateWorkerOptions, GateWorkerResult } from "../../gate27b/src/worker.js";
+import { writeQwen35HeaderOnly } from "@keepquant/gguf";
+import { quantizedQwen35Layout } from "../../gate27b/src/quantized-qwen35.js";
 import { ensureGate35b, GATE_35B_SPEC, gate35bDir, gate35bFile, gate35bFileSize, REPO_ROOT } from "./fixture.js";
 
 /** Free disk the gate asks for before generating the file: the file (~21.7 GB) plus ~3.3 GB of slack. */
@@ -98,9 +100,29 @@ function summarizeEngine(result: GateWorkerResult): EngineSummary {
   };
 }
 
-// 1. The file: generate it when missing (only with the disk for it).
+// 0. Memory first, from the header alone: the planner's verdict on a header-only (sparse) file of the same
+//    layout, so a machine that cannot hold the model is told so before ~21.7 GB are written.
 const gateStarted = Date.now();
 const file = gate35bFile();
+const engineOptions = { kvCacheTokens: GATE_CONTEXT, maxSequences: 1, kvType: "f16", flashAttention: true } as const;
+const memory = cpuAvailableMemory();
+if (!fs.existsSync(file)) {
+  fs.mkdirSync(gate35bDir(), { recursive: true });
+  const headerOnly = path.join(gate35bDir(), `header-only-${process.pid}.gguf`);
+  let early: Awaited<ReturnType<typeof checkCpuLoad>>;
+  try {
+    const layout = quantizedQwen35Layout(GATE_35B_SPEC);
+    const types = new Map(layout.tensors.map((t) => [t.tensor.name, t.type]));
+    await writeQwen35HeaderOnly(headerOnly, GATE_35B_SPEC, { types: (t) => types.get(t.name)! });
+    early = await checkCpuLoad(headerOnly, engineOptions, { memory });
+  } finally {
+    fs.rmSync(headerOnly, { force: true });
+  }
+  log(`plan (from the header): ${early.plan.verdict}`);
+  if (!early.plan.fits) skip(`the planner says it does not fit (checked before generating the file): ${early.plan.verdict}`);
+}
+
+// 1. The file: generate it when missing (only with the disk for it).
 if (!fs.existsSync(file)) {
   const dir = gate35bDir();
   fs.mkdirSync(dir, { recursive: true });
@@ -117,9 +139,7 @@ const generationStarted = Date.now();
 const model = await ensureGate35b({ log: (line) => log(line) });
 const generationS = (Date.now() - generationStarted) / 1000;
 
-// 2. Memory: the planner's verdict for this engine configuration on this machine.
-const engineOptions = { kvCacheTokens: GATE_CONTEXT, maxSequences: 1, kvType: "f16", flashAttention: true } as const;
-const memory = cpuAvailableMemory();
+// 2. Memory: the planner's verdict for this engine configuration on this machine (on the real file).
 const check = await checkCpuLoad(model, engineOptions, { memory });
 log(`plan: ${check.plan.verdict}`);
 if (!check.plan.fits) skip(`the planner says it does not fit: ${check.explanation}`);
