@@ -100,3 +100,19 @@ describe("the 122B-A10B and 397B-A17B presets (header-only Q4_K_M-class files): 
     });
   }
 });
+
+describe("qwen35moe on a TT device: the E = N arm in the trace region", () => {
+  it("a decode step's programs count each routed-expert matmul once per selected expert, and the MoE FFN's own programs", async () => {
+    const one = path.join(dir, "qwen35moe-35b-a3b-top1.gguf");
+    await writeQwen35HeaderOnly(one, { ...QWEN35_35B_A3B_SHAPE, moe: { ...QWEN35_35B_A3B_SHAPE.moe!, used: 1 } }, {
+      types: qwen35Q4KMClassMix(41, false),
+    });
+    const top8 = planWith({ device: ttDevice("tt-p150"), contextLength: 4096 }).traceRegion;
+    const top1 = planResidency(await readGguf(one), { env: {}, device: ttDevice("tt-p150"), contextLength: 4096 }).traceRegion;
+    expect(top8.policy).toBe("dynamic");
+    // 40 layers x (3 expert matmuls (gate, up, down; each 512 x 2048 expert matrix one chunk) + 1 SwiGLU) x 7 more experts
+    expect(top8.programs - top1.programs).toBe(40 * (3 + 1) * 7);
+    expect(top8.bytes).toBeGreaterThan(top1.bytes);
+    rmSync(one);
+  });
+});
