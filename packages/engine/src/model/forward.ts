@@ -650,8 +650,13 @@ export class Qwen35Forward {
     const F = m.expertFeedForwardLength;
     const S = m.sharedFeedForwardLength;
     const x = this.normed;
-    // 1. router logits [T, E]: an F32 weight against contiguous f32 rows runs llamafile's tinyBLAS
-    this.f32Matmul(moe.router, x, T, w.logits);
+    // 1. router logits [T, E]: an F32 weight against contiguous f32 rows runs llamafile's tinyBLAS, but
+    //    only from 2 rows on (llamafile_sgemm returns false for n < 2): a one-row step (a single decode
+    //    token) takes ggml's vec_dot path, ggml_vec_dot_f32 per expert
+    if (T === 1 && moe.router.type === GgmlType.F32 && this.numerics !== "exact") {
+      const router = new Float32Array(moe.router.data.buffer, moe.router.data.byteOffset, E * D);
+      for (let e = 0; e < E; e++) w.logits[e] = ggmlVecDotF32(router, e * D, x, 0, D);
+    } else this.f32Matmul(moe.router, x, T, w.logits);
     this.tap?.(`ffn_moe_logits-${il}`, w.logits.subarray(0, T * E), T, E);
     // 2. per row: softmax over the experts, the top k (ggml_argsort's order: see topK), their
     //    probabilities normalized to sum 1 (ggml_sum_rows in f64, one f32 division each)

@@ -151,6 +151,28 @@ describe.skipIf(reason !== undefined)(`qwen35moe against llama.cpp${reason ? ` (
     });
   }
 
+  it("16 greedy tokens equal llama.cpp's own greedy run (its one-token steps, repacking off) on every MoE fixture, 3 prompts each", async () => {
+    // llama.cpp's one-row steps score the F32 router with ggml_vec_dot_f32 (llamafile_sgemm declines n < 2),
+    // so do ours: without that, the 16-expert fixture's steps follow llama.cpp's batched pass instead
+    for (const name of MOE_FIXTURES.map((f) => f.name)) {
+      const file = files.get(name)!;
+      const prompts = [[13, 3836, 3755, 1582, 3505, 1432, 3455], [5, 99, 1234], [42]];
+      const oracle = await runOracle(
+        { kind: "greedy", model: file, prompts, nTokens: 16, kvType: "f32", repack: false, threads: 1 },
+        { timeoutMs: 120_000 },
+      );
+      const engine = await Engine.load(file, { flashAttention: false, kvType: "f32" });
+      try {
+        for (const [p, prompt] of prompts.entries()) {
+          const mine = (await engine.generateToEnd(prompt, { maxTokens: 16, stopAtEog: false })).tokens;
+          expect(mine, `${name} prompt ${p}`).toEqual(oracle.tokens[p]);
+        }
+      } finally {
+        engine.dispose();
+      }
+    }
+  });
+
   it("tied router scores (tied-4l-e32k4-ties): the TypeScript forward's top-k order is ggml_argsort's, its logits llama.cpp's bit for bit", async () => {
     const file = files.get("tied-4l-e32k4-ties")!;
     const engine = await Engine.load(file, { nativeStep: false, maxBatchTokens: 64 });

@@ -121,10 +121,14 @@ void Model::moeFfn(const LayerWeights& L, int rows) {
   const ForwardOps& ops = forwardOps();
   const int D = c.nEmbd, E = c.nExpert, K = c.nExpertUsed;
   const float* x = normed_.data();
-  // 1. router logits (an F32 weight: tinyBLAS, over rows x blocks of experts; any other type through
-  // the matmul providers)
+  // 1. router logits (an F32 weight: tinyBLAS from 2 rows on, over rows x blocks of experts; one row
+  // (llamafile_sgemm declines n < 2): ggml_vec_dot_f32 per expert; any other type through the matmul
+  // providers)
   float* logits = moeLogits_.data();
-  if (L.router.type == T_F32 && D % 8 == 0) {
+  if (L.router.type == T_F32 && rows == 1) {
+    const float* w = reinterpret_cast<const float*>(L.router.data);
+    moeParallel(E, 32, [&](int e) { logits[e] = ops.vecDotF32(w + (size_t)e * D, x, D); });
+  } else if (L.router.type == T_F32 && D % 8 == 0) {
     const float* w = reinterpret_cast<const float*>(L.router.data);
     const MoeOps& moe = moeOps();
     constexpr int kBlock = 32;
