@@ -104,9 +104,13 @@ describe("the 122B-A10B and 397B-A17B presets (header-only Q4_K_M-class files): 
 describe("qwen35moe on a TT device: the E = N arm in the trace region", () => {
   it("a decode step's programs count each routed-expert matmul once per selected expert, and the MoE FFN's own programs", async () => {
     const one = path.join(dir, "qwen35moe-35b-a3b-top1.gguf");
-    await writeQwen35HeaderOnly(one, { ...QWEN35_35B_A3B_SHAPE, moe: { ...QWEN35_35B_A3B_SHAPE.moe!, used: 1 } }, {
-      types: qwen35Q4KMClassMix(41, false),
-    });
+    await writeQwen35HeaderOnly(
+      one,
+      { ...QWEN35_35B_A3B_SHAPE, moe: { ...QWEN35_35B_A3B_SHAPE.moe!, used: 1 } },
+      {
+        types: qwen35Q4KMClassMix(41, false),
+      },
+    );
     const top8 = planWith({ device: ttDevice("tt-p150"), contextLength: 4096 }).traceRegion;
     const top1 = planResidency(await readGguf(one), { env: {}, device: ttDevice("tt-p150"), contextLength: 4096 }).traceRegion;
     expect(top8.policy).toBe("dynamic");
