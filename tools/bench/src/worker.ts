@@ -6,6 +6,7 @@
  *   tsx src/worker.ts <keepquant|node-llama-cpp|llama.cpp|"llama.cpp haswell"|bandwidth> <file.gguf> '<options json>'
  */
 import { performance } from "node:perf_hooks";
+import { activeBytesPerToken } from "./active-bytes.js";
 
 export interface WorkerOptions {
   threads: number;
@@ -28,8 +29,10 @@ export interface WorkerResult {
   /** Aggregate decode tokens/s with `seqs` concurrent sequences (when measured). */
   aggregateTokensPerSecond?: number;
   peakRssBytes: number;
-  /** Weight bytes read per decoded token (keepquant) / bandwidth (bandwidth worker). */
+  /** Weight bytes resident (keepquant) / bandwidth (bandwidth worker). */
   weightBytesPerToken?: number;
+  /** Weight bytes one decoded token actually reads (keepquant; active-bytes.ts: routed experts counted k of E). */
+  activeBytesPerToken?: number;
   bandwidthBytesPerSecond?: number;
   detail: string;
 }
@@ -89,6 +92,7 @@ async function keepquant(file: string, o: WorkerOptions): Promise<WorkerResult> 
     ...rates(start, times, o.prompt),
     peakRssBytes: 0,
     weightBytesPerToken: engine.stats().residentBytes.packed,
+    activeBytesPerToken: (await activeBytesPerToken(file)).perToken,
     detail: `${engine.stats().providers.step}`,
   };
   if (o.seqs > 1) {

@@ -12,7 +12,7 @@
  * returns those F32 weights, so a test can hand them to llama.cpp's quantizer and compare bytes.
  *
  * Scales (ORACLE.md, calm models): std 1/sqrt(fan_in); residual output projections (attn_output,
- * ssm_out, ffn_down) further times RESIDUAL_GAIN / sqrt(2 n_layer); token embedding and head std
+ * ssm_out, ffn_down, and a qwen35moe file's ffn_down_exps / ffn_down_shexp) further times RESIDUAL_GAIN / sqrt(2 n_layer); token embedding and head std
  * 3/sqrt(D) (logit std about 3); norms 1 +- 0.05; ssm_a = -(1..16); ssm_dt.bias = softplus^-1(dt)
  * with dt log-uniform in [1e-3, 1e-1]; ssm_conv1d std 1/sqrt(kernel).
  *
@@ -102,7 +102,7 @@ function initFor(tensor: Qwen35ExpectedTensor, config: Qwen35Config, type: GgmlT
   let std = 1 / Math.sqrt(fanIn);
   if (name === "output.weight") std = 3 / Math.sqrt(config.embeddingLength);
   else if (name === "token_embd.weight") std = spec.embeddingStd ?? 3 / Math.sqrt(config.embeddingLength);
-  else if (/(attn_output|ssm_out|ffn_down|nextn\.eh_proj)\.weight$/.test(name)) {
+  else if (/(attn_output|ssm_out|ffn_down|ffn_down_exps|ffn_down_shexp|nextn\.eh_proj)\.weight$/.test(name)) {
     std *= (spec.residualGain ?? RESIDUAL_GAIN) / Math.sqrt(2 * config.nLayer);
   }
   // Round the scale to f32 so the pool key is stable text.

@@ -5,6 +5,7 @@
  * progress through a callback and returns numbers; the CLI prints.
  */
 import fs from "node:fs";
+import { readGguf } from "@keepquant/gguf";
 import { Engine } from "../engine.js";
 import type { EngineOptions, SpeculativeStats } from "../engine-types.js";
 import { EngineOptionError } from "../errors.js";
@@ -159,7 +160,7 @@ export async function runBenchmark(options: BenchmarkOptions): Promise<Benchmark
       done++;
       progress("bandwidth", bandwidth ? `${(bandwidth.bytesPerSecond / 1e9).toFixed(1)} GB/s` : "unavailable");
     }
-    const weightBytesPerToken = stats.residentBytes.packed;
+    const weightBytesPerToken = await bytesReadPerToken(options.model, stats.residentBytes.packed, engine.weights.config);
     const speculative = engine.stats().speculative;
     return {
       model: {
@@ -224,4 +225,19 @@ async function measureBandwidth(): Promise<BenchmarkResult["bandwidth"]> {
   } catch {
     return undefined;
   }
+}
+
+/**
+ * Weight bytes one decoded token reads: the resident weights, except that a qwen35moe token reads
+ * `expert_used_count` of `expert_count` experts of each routed-expert tensor (`*_exps`).
+ */
+async function bytesReadPerToken(
+  file: string,
+  resident: number,
+  config: { moe?: { expertCount: number; expertUsedCount: number } },
+): Promise<number> {
+  const moe = config.moe;
+  if (!moe) return resident;
+  const experts = (await readGguf(file)).tensors.filter((t) => /_exps\.weight$/.test(t.name)).reduce((a, t) => a + t.byteLength, 0);
+  return resident - experts * (1 - moe.expertUsedCount / moe.expertCount);
 }

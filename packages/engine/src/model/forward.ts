@@ -13,6 +13,7 @@ import {
   setScalarExpf,
 } from "../numerics/ggml-expf.js";
 import { fmaf } from "../numerics/fma.js";
+import { ggmlArgsortDesc } from "../numerics/ggml-argsort.js";
 import type { PagedKvCache } from "../kv/paged-kv.js";
 import type { GdnStatePool } from "../kv/state-pool.js";
 import { layerCaches } from "./config.js";
@@ -104,6 +105,7 @@ interface MoeScratch {
   logits: Float32Array; // [T, E]
   probs: Float32Array; // [T, E]
   ids: Int32Array; // [T, k]: the selected experts, highest probability first
+  order: Int32Array; // [E]: ggml_argsort's order of one row (ties only)
   weights: Float32Array; // [T, k]
   slotOf: Int32Array; // rows of one expert's batch -> t * k + s
   expertId: Int32Array; // [1]
@@ -131,6 +133,7 @@ function allocateMoeScratch(c: Qwen35Config, T: number): MoeScratch {
     logits: new Float32Array(T * E),
     probs: new Float32Array(T * E),
     ids: new Int32Array(T * K),
+    order: new Int32Array(E),
     weights: new Float32Array(T * K),
     slotOf: new Int32Array(T),
     expertId: new Int32Array(1),
@@ -201,11 +204,18 @@ function ggmlSoftMaxRow(x: Float32Array, y: Float32Array, n: number): void {
   for (let i = 0; i < n; i++) y[i] = fround(y[i]! * scale);
 }
 
-/** The indices of the `k` largest values, largest first; a tie goes to the lower index. */
-function topK(values: Float32Array, k: number, out: Int32Array): void {
+/**
+ * ggml_argsort_top_k's first `k` of `values`: the indices in ggml_argsort's descending order
+ * (numerics/ggml-argsort.ts). Without a tie that touches the selection (a selected value equal to any
+ * other, or a NaN) that order is the unique descending one, found by selection; otherwise the row is
+ * sorted as ggml sorts it (`order`: scratch of values.length indices), where equal values need not
+ * come out lower index first.
+ */
+function topK(values: Float32Array, k: number, out: Int32Array, order: Int32Array): void {
+  const n = values.length;
   for (let s = 0; s < k; s++) {
     let best = -1;
-    for (let i = 0; i < values.length; i++) {
+    for (let i = 0; i < n; i++) {
       let taken = false;
       for (let j = 0; j < s; j++) if (out[j] === i) taken = true;
       if (taken) continue;
@@ -213,6 +223,15 @@ function topK(values: Float32Array, k: number, out: Int32Array): void {
     }
     out[s] = best;
   }
+  let tie = false;
+  for (let s = 0; s < k && !tie; s++) {
+    const value = values[out[s]!]!;
+    if (Number.isNaN(value)) tie = true;
+    for (let i = 0; i < n && !tie; i++) tie = i !== out[s] && (values[i] === value || Number.isNaN(values[i]!));
+  }
+  if (!tie) return;
+  ggmlArgsortDesc(values, order, n);
+  for (let s = 0; s < k; s++) out[s] = order[s]!;
 }
 
 /** ggml_vec_swiglu_f32 in place: gate[i] = silu(gate[i]) * up[i] over one row (SIMD silu on full vectors). */
@@ -631,17 +650,22 @@ export class Qwen35Forward {
     const F = m.expertFeedForwardLength;
     const S = m.sharedFeedForwardLength;
     const x = this.normed;
-    // 1. router logits [T, E]: an F32 weight against contiguous f32 rows runs llamafile's tinyBLAS
-    this.f32Matmul(moe.router, x, T, w.logits);
+    // 1. router logits [T, E]: an F32 weight against contiguous f32 rows runs llamafile's tinyBLAS, but
+    //    only from 2 rows on (llamafile_sgemm returns false for n < 2): a one-row step (a single decode
+    //    token) takes ggml's vec_dot path, ggml_vec_dot_f32 per expert
+    if (T === 1 && moe.router.type === GgmlType.F32 && this.numerics !== "exact") {
+      const router = new Float32Array(moe.router.data.buffer, moe.router.data.byteOffset, E * D);
+      for (let e = 0; e < E; e++) w.logits[e] = ggmlVecDotF32(router, e * D, x, 0, D);
+    } else this.f32Matmul(moe.router, x, T, w.logits);
     this.tap?.(`ffn_moe_logits-${il}`, w.logits.subarray(0, T * E), T, E);
-    // 2. per row: softmax over the experts, the top k (highest first, lower id on a tie), their
+    // 2. per row: softmax over the experts, the top k (ggml_argsort's order: see topK), their
     //    probabilities normalized to sum 1 (ggml_sum_rows in f64, one f32 division each)
     for (let t = 0; t < T; t++) {
       const row = w.logits.subarray(t * E, (t + 1) * E);
       const probs = w.probs.subarray(t * E, (t + 1) * E);
       ggmlSoftMaxRow(row, probs, E);
       const ids = w.ids.subarray(t * K, (t + 1) * K);
-      topK(probs, K, ids);
+      topK(probs, K, ids, w.order);
       let sum = 0;
       for (let s = 0; s < K; s++) sum += probs[ids[s]!]!;
       const total = fround(sum);

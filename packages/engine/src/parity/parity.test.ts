@@ -10,7 +10,7 @@ import { describe, expect, it } from "vitest";
 import { llamaUnavailableReason, runOracle } from "@keepquant/oracle";
 import { Engine } from "../engine.js";
 import { PARITY_ENGINE_OPTIONS, engineParityRunner } from "./engine-runner.js";
-import { ensureFixture, fixtureTokenizerFromJson, parityFixture, type FixtureQuantizer } from "@keepquant/fixtures";
+import { ensureFixture, fixtureTokenizerFromJson, PARITY_MODELS, parityFixture, type FixtureQuantizer } from "@keepquant/fixtures";
 import { describeParityFailures, formatParityReport, runParityGate, type ParityNumerics, type ParityReport } from "./gate.js";
 import { readGoldensFile } from "./goldens.js";
 import { readParityManifest } from "./manifest.js";
@@ -67,6 +67,22 @@ async function teacherForcedOn(name: string, numerics: ParityNumerics, provider:
   }
 }
 
+/** The prompts' logits at their last position, each prompt evaluated alone (llama.cpp's prefill), as goldens' top-K ids. */
+async function prefillOn(name: string, goldens: ReturnType<typeof readGoldensFile>): Promise<{ topLogits: Float32Array[] }[]> {
+  const engine = await Engine.load(await fixtureFile(name), { ...PARITY_ENGINE_OPTIONS, numerics: "llama" });
+  try {
+    const out: { topLogits: Float32Array[] }[] = [];
+    for (const golden of goldens.prompts) {
+      const rows = await engine.evaluate(golden.ids);
+      const last = rows[rows.length - 1]!;
+      out.push({ topLogits: [Float32Array.from(golden.topIds[0]!, (id) => last[id]!)] });
+    }
+    return out;
+  } finally {
+    engine.dispose();
+  }
+}
+
 /**
  * Weight types where bf16 numerics must pass the gate's own requirement (0 forward-divergent).
  * On Q4_K_M the requirement is out of reach for any arithmetic that is not llama.cpp's (exact
@@ -98,10 +114,14 @@ describe("parity gate vs llama.cpp goldens", () => {
     // several query rows (KQ through tinyBLAS when Q is one contiguous row); our rows keep one order
     // whatever the batch, so those logits may differ in the last bits (docs/usage/parity.md).
     // F32 weights: llama.cpp's F32 matmul sums in another order.
+    // A MoE file's F32 router is tinyBLAS from 2 rows on and ggml_vec_dot_f32 for one row (llamafile_sgemm
+    // declines n < 2): its prefill logits depend on the rows of the step, so they are computed here with
+    // the prompt alone, as llama.cpp's prefill was (a 1-token prompt is a one-row step).
+    const moe = PARITY_MODELS[entry.model]?.moe !== undefined;
     if (entry.weightType.toUpperCase() !== "F32") {
       it.skipIf(reason !== undefined)(`${entry.name}: llama numerics give llama.cpp's prefill logits (top-64) bit for bit`, async () => {
         const goldens = readGoldensFile(path.join(GOLDENS_DIR, `${entry.name}.json`));
-        const ours = await teacherForcedOn(entry.name, "llama");
+        const ours = moe ? await prefillOn(entry.name, goldens) : await teacherForcedOn(entry.name, "llama");
         goldens.prompts.forEach((golden, p) => {
           const theirs = golden.topLogits[0]!;
           const mine = ours[p]!.topLogits[0]!;
@@ -113,7 +133,10 @@ describe("parity gate vs llama.cpp goldens", () => {
         });
       });
     }
-    if (BF16_GATE_WEIGHT_TYPES.has(entry.weightType.toUpperCase())) {
+    // qwen35moe: bf16 numerics round the router's input like every other matmul input, and a discrete
+    // top-k amplifies that into other experts at near ties (moe-4l-e8k2: 5 F32 and 8 Q8_0 prompts
+    // forward-divergent, measured 2 December 2026), so MoE files take the measurement branch below
+    if (!moe && BF16_GATE_WEIGHT_TYPES.has(entry.weightType.toUpperCase())) {
       it.skipIf(reason !== undefined)(`${entry.name}: bf16 numerics have 0 forward-divergent prompts`, async () => {
         const report = await gate(entry.name, "bf16");
         expect(report.forwardDivergent, describeParityFailures(report)).toBe(0);
@@ -121,7 +144,9 @@ describe("parity gate vs llama.cpp goldens", () => {
       continue;
     }
     it.skipIf(reason !== undefined)(
-      `${entry.name}: bf16 logits are closer to exact arithmetic than llama.cpp's (median and max over steps of max |dlogit| on the top-64), and bf16 kernels match the TypeScript contract reference`,
+      entry.weightType.toUpperCase() === "F32"
+        ? `${entry.name}: bf16 logits measured against exact arithmetic and llama.cpp's (reported), and bf16 kernels match the TypeScript contract reference`
+        : `${entry.name}: bf16 logits are closer to exact arithmetic than llama.cpp's (median and max over steps of max |dlogit| on the top-64), and bf16 kernels match the TypeScript contract reference`,
       async () => {
         // the gate itself, reported (its 0 forward-divergent requirement is not asserted on this weight type)
         const report = await gate(entry.name, "bf16", "measurement");
@@ -137,8 +162,12 @@ describe("parity gate vs llama.cpp goldens", () => {
         console.log(
           `${entry.name}: |bf16 - exact| ${fmt(ours)} nats; |llama.cpp - exact| ${fmt(llama)} nats (${goldens.prompts.length * goldens.nTokens} steps)`,
         );
-        expect(ours.median, `median: bf16 ${ours.median} vs llama.cpp ${llama.median}`).toBeLessThan(llama.median);
-        expect(ours.max, `max: bf16 ${ours.max} vs llama.cpp ${llama.max}`).toBeLessThan(llama.max);
+        // (an F32 MoE file: llama.cpp's F32 arithmetic is within ~1e-5 nats of exact, which no bf16 rounding
+        // can beat; there only the kernel check below is asserted)
+        if (entry.weightType.toUpperCase() !== "F32") {
+          expect(ours.median, `median: bf16 ${ours.median} vs llama.cpp ${llama.median}`).toBeLessThan(llama.median);
+          expect(ours.max, `max: bf16 ${ours.max} vs llama.cpp ${llama.max}`).toBeLessThan(llama.max);
+        }
         // the engine's bf16 kernels (native when built) against the TypeScript reference of the same
         // contract (f64 accumulation): only accumulation order may differ, far below the rounding's effect
         const reference = await teacherForcedOn(entry.name, "bf16", "ts");

@@ -374,8 +374,14 @@ function compute(facts: ModelFacts, settings: ResolvedPlanSettings, device: Plan
         chunkPlane = { tensor: t.name, rows: n, cols: k, chunkRows: chunks.rows, chunks: chunks.chunks, bytes: chunks.planeBytes };
       }
     }
-    if (computesPacked && device.kind === "tt" && !isKeepQuantEncoding(t.type))
+    // An F32 matrix (qwen35moe's router, ffn_gate_inp) is not packed words: nothing is decoded, the TT arm
+    // runs it as a plain f32 matmul (kept f32, so the routing is the specification's), so it is not outside
+    // the contract; only packed encodings the contract does not register are.
+    if (computesPacked && device.kind === "tt" && t.type !== GgmlType.F32 && !isKeepQuantEncoding(t.type))
       outsideContract.set(typeName, (outsideContract.get(typeName) ?? 0) + 1);
+    // A stacked expert tensor (qwen35moe's *_exps) runs through the contract's E = N arm once per selected
+    // expert: a decode step issues expert_used_count of its matmuls (each chunked as one expert's matrix).
+    if (config.moe && t.ne.length === 3 && t.name.endsWith("_exps.weight")) programs *= config.moe.expertUsedCount;
     if (use.mtp) mtpMatmulPrograms += programs;
     else matmulPrograms += programs;
   }
@@ -419,6 +425,11 @@ function compute(facts: ModelFacts, settings: ResolvedPlanSettings, device: Plan
     attentionLayers * DECODE_STEP_PROGRAMS.attention.length +
     facts.summary.gdnLayers * DECODE_STEP_PROGRAMS.gdn.length +
     matmulPrograms +
+    // qwen35moe: per MoE FFN the router's softmax, top-k, weight normalization, the selected experts' SwiGLUs
+    // beyond the layer's one, the shared expert's gate sigmoid and the weighted sum
+    (config.moe
+      ? (facts.summary.attentionLayers + facts.summary.gdnLayers) * (DECODE_STEP_PROGRAMS.moe.length + config.moe.expertUsedCount)
+      : 0) +
     // the drafter: its attention block, enorm + hnorm + concat + shared head norm, its matmuls, argmax
     (mtpUsed ? DECODE_STEP_PROGRAMS.attention.length + 5 + mtpMatmulPrograms : 0);
   const trace = planTraceRegion(device, stepPrograms, env);

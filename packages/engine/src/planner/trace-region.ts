@@ -17,8 +17,10 @@ export const TRACE_BYTES_PER_PROGRAM = 24 * 1024;
  * The non-matmul programs of one decode step of the captured graph, in model order (qwen35.md);
  * matmuls are counted apart, one program per chunk of the chunk policy.
  */
-export const DECODE_STEP_PROGRAMS: Readonly<Record<"step" | "attention" | "gdn", readonly string[]>> = Object.freeze({
+export const DECODE_STEP_PROGRAMS: Readonly<Record<"step" | "attention" | "gdn" | "moe", readonly string[]>> = Object.freeze({
   step: ["embedding_gather", "output_norm", "argmax"],
+  // added per layer of a qwen35moe file (its FFN), besides one SwiGLU per selected expert
+  moe: ["router_softmax", "top_k", "weights_normalize", "shared_gate_sigmoid", "expert_weighted_sum"],
   attention: [
     "attn_norm",
     "q_gate_split",

@@ -128,6 +128,48 @@ export const QWEN35_35B_A3B_SHAPE: Qwen35Spec = Object.freeze({
   name: "synthetic-qwen35-35b-a3b",
 }) as Qwen35Spec;
 
+/**
+ * Qwen3.5-397B-A17B (`qwen35moe`), a planning preset (header-only files: what fits where). Verified from a
+ * public training recipe (THUDM/slime, scripts/models/qwen3.5-397B-A17B.sh): 60 layers, hidden 4096, 32
+ * query / 2 KV heads of 256, rotary on 0.25 of the head (64 dims), rope base 1e7, 512 experts of width
+ * 1024 with 10 used, a 1024-wide gated shared expert, vocabulary 248,320, untied head. NOT verified (no
+ * public source found by this work's search tools): the Gated DeltaNet widths (taken as the 35B-A3B's:
+ * Hk 16, Hv 64 of 128, i.e. Hv doubled with the hidden size), the attention interval (4, as every
+ * Qwen3.5) and the MTP block (assumed present).
+ */
+export const QWEN35_397B_A17B_SHAPE: Qwen35Spec = Object.freeze({
+  ...QWEN35_35B_A3B_SHAPE,
+  hidden: 4096,
+  layers: 60,
+  ffn: 1024,
+  heads: 32,
+  headsKv: 2,
+  ssmGroups: 16,
+  ssmHeads: 64,
+  moe: { experts: 512, used: 10, ffnExp: 1024, ffnShared: 1024 },
+  name: "synthetic-qwen35moe-397b-a17b",
+}) as Qwen35Spec;
+
+/**
+ * Qwen3.5-122B-A10B (`qwen35moe`), a planning preset. **Not verified**: no public config of this
+ * checkpoint was found by this work's search tools (only its name, in Transformers' qwen3_5_moe docs).
+ * Assumed, from the family's pattern between 35B-A3B and 397B-A17B: 48 layers, hidden 3072, 32 query /
+ * 2 KV heads of 256, GDN Hk 16 / Hv 48 of 128, 256 experts of width 1024 with 8 used, a 1024-wide shared
+ * expert, vocabulary 248,320, untied head, an MTP block (about 122e9 weights with these numbers).
+ */
+export const QWEN35_122B_A10B_SHAPE: Qwen35Spec = Object.freeze({
+  ...QWEN35_35B_A3B_SHAPE,
+  hidden: 3072,
+  layers: 48,
+  ffn: 1024,
+  heads: 32,
+  headsKv: 2,
+  ssmGroups: 16,
+  ssmHeads: 48,
+  moe: { experts: 256, used: 8, ffnExp: 1024, ffnShared: 1024 },
+  name: "synthetic-qwen35moe-122b-a10b",
+}) as Qwen35Spec;
+
 /** A small test model: hidden 256, 4 layers (attention at 3), Hk 2 < Hv 4, vocab 512 (~5 MB F32). */
 export const QWEN35_TEST_SHAPE: Qwen35Spec = Object.freeze({
   vocab: 512,

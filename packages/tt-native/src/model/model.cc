@@ -179,15 +179,33 @@ Model::Model(ModelSpec spec) : spec_(std::move(spec)) {
     alloc(moeProbs_, T * E);
     alloc(moeWeights_, T * K);
     alloc(moeX_, T * D);
-    alloc(moeGate_, T * 2 * F);
-    alloc(moeUp_, T * F);
+    // every (row, expert) pair of a step at once: gate|up [2 F] and down [D] per pair
+    alloc(moeGate_, T * K * 2 * F);
+    alloc(moeUp_, T * K * F);
     alloc(moeDown_, T * D);
     alloc(moeExperts_, T * K * D);
     alloc(moeShared_, T * S);
     alloc(moeSharedUp_, T * S);
     alloc(moeSharedOut_, T * D);
     moeIds_.assign(T * K, 0);
-    moeSlot_.assign(T, 0);
+    moeCount_.assign(E, 0);
+    moeFirst_.assign(E + 1, 0);
+    moePairRow_.assign(T * K, 0);
+    moeSlotPair_.assign(T * K, 0);
+    moeJobs_.reserve(2 * E + 4);
+    size_t xBytes = 0, hBytes = 0, sBytes = 0;
+    auto widest = [&](const LayerWeights& L) {
+      if (!L.moe) return;
+      xBytes = std::max(xBytes, moeActRowBytes(L, 0));
+      hBytes = std::max(hBytes, moeActRowBytes(L, 1));
+      sBytes = std::max(sBytes, moeActRowBytes(L, 2));
+    };
+    for (const LayerWeights& L : spec_.layers) widest(L);
+    if (d.present) widest(d.block);
+    moeActX_.assign(T * K * xBytes, 0);
+    moeActH_.assign(T * K * hBytes, 0);
+    moeActShared_.assign(T * sBytes, 0);
+    scratchBytes_ += moeActX_.size() + moeActH_.size() + moeActShared_.size();
   }
   if (d.present) alloc(concat_, T * c.ehProjIn);
   alloc(headInput_, T * D);
@@ -529,145 +547,7 @@ void Model::ffn(const LayerWeights& L, int rows) {
   matmul(L.ffnDown, branch_.data());
 }
 
-// ---------------------------------------------------------------------------------------------
-// The MoE FFN (qwen35moe), the TypeScript specification's moeFfn op for op: llama.cpp's build_moe_ffn
-// (tinyBLAS router, soft_max, top-k, weights normalized to sum 1, experts grouped by expert as
-// mul_mat_id, each row a dense row's arithmetic) and the shared expert behind its sigmoid gate.
-
-namespace {
-
-// One output of an F32 mul_mat as llamafile's tinyBLAS computes it (AVX2): one 8-lane fused
-// multiply-add accumulator over k (k a multiple of 8), then ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)).
-float tinyBlasDotF32(const float* w, const float* x, int k) {
-  float l[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  for (int i = 0; i < k; i += 8)
-    for (int j = 0; j < 8; ++j) l[j] = fmaf(w[i + j], x[i + j], l[j]);
-  return ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
-}
-
-// ggml_soft_max over one row (no mask, scale 1): max; 8-lane vectors through ggml_v_expf with an f32
-// horizontal sum each and the tail through expf, all summed in f64; then every value times (float)(1/sum).
-void softMaxRow(const ForwardOps& ops, const float* x, float* y, int n) {
-  float max = -INFINITY;
-  for (int i = 0; i < n; ++i) max = std::max(max, x[i]);
-  double sum = 0;
-  const int simd = n - n % 8;
-  for (int g = 0; g < simd; g += 8) {
-    for (int i = 0; i < 8; ++i) y[g + i] = ops.vexpf(x[g + i] - max);
-    const float t0 = y[g] + y[g + 4], t1 = y[g + 1] + y[g + 5], t2 = y[g + 2] + y[g + 6], t3 = y[g + 3] + y[g + 7];
-    sum += (double)((t0 + t2) + (t1 + t3));
-  }
-  for (int i = simd; i < n; ++i) {
-    y[i] = expf(x[i] - max);
-    sum += (double)y[i];
-  }
-  const float scale = (float)(1.0 / sum);
-  for (int i = 0; i < n; ++i) y[i] = y[i] * scale;
-}
-
-// The indices of the k largest values, largest first; a tie goes to the lower index.
-void topK(const float* v, int n, int k, int32_t* out) {
-  for (int s = 0; s < k; ++s) {
-    int best = -1;
-    for (int i = 0; i < n; ++i) {
-      bool taken = false;
-      for (int j = 0; j < s; ++j) taken = taken || out[j] == i;
-      if (!taken && (best < 0 || v[i] > v[best])) best = i;
-    }
-    out[s] = best;
-  }
-}
-
-}  // namespace
-
-void Model::moeFfn(const LayerWeights& L, int rows) {
-  const ModelShape& c = spec_.shape;
-  const ForwardOps& ops = forwardOps();
-  const int D = c.nEmbd, E = c.nExpert, K = c.nExpertUsed, F = c.nFfExp, S = c.nFfShexp;
-  const float* x = normed_.data();
-  // 1. router logits (an F32 weight: tinyBLAS; any other type through the matmul providers)
-  float* logits = moeLogits_.data();
-  if (L.router.type == T_F32 && D % 8 == 0) {
-    const float* w = reinterpret_cast<const float*>(L.router.data);
-    parallelRange(rows, 4, [&](int t) {
-      for (int e = 0; e < E; ++e) logits[(size_t)t * E + e] = tinyBlasDotF32(w + (size_t)e * D, x + (size_t)t * D, D);
-    });
-  } else {
-    prepareInput(x, rows, D);
-    matmul(L.router, logits);
-  }
-  // 2. softmax, top-k, weights normalized (f64 sum, one f32 division each)
-  float* probs = moeProbs_.data();
-  int32_t* ids = moeIds_.data();
-  float* weights = moeWeights_.data();
-  for (int t = 0; t < rows; ++t) {
-    softMaxRow(ops, logits + (size_t)t * E, probs + (size_t)t * E, E);
-    topK(probs + (size_t)t * E, E, K, ids + (size_t)t * K);
-    double sum = 0;
-    for (int s = 0; s < K; ++s) sum += (double)probs[(size_t)t * E + ids[(size_t)t * K + s]];
-    const float total = (float)sum;
-    for (int s = 0; s < K; ++s) weights[(size_t)t * K + s] = probs[(size_t)t * E + ids[(size_t)t * K + s]] / total;
-  }
-  // 3. routed experts, expert by expert over the rows that chose it (ascending row order)
-  float* experts = moeExperts_.data();
-  for (int e = 0; e < E; ++e) {
-    int n = 0;
-    for (int t = 0; t < rows; ++t)
-      for (int s = 0; s < K; ++s) {
-        if (ids[(size_t)t * K + s] != e) continue;
-        moeSlot_[n] = t * K + s;
-        std::memcpy(moeX_.data() + (size_t)n * D, x + (size_t)t * D, sizeof(float) * D);
-        ++n;
-      }
-    if (n == 0) continue;
-    float* gate = moeGate_.data();
-    float* up = moeUp_.data();
-    prepareInput(moeX_.data(), n, D);
-    if (L.gateUpExps.data) {
-      // merged: per row [2 n_ff_exp], gate rows first, then up
-      const WeightMatrix gu = L.gateUpExps.group(e);
-      matmul(gu, gate);
-      // in ascending rows: row r's halves move down to [r F) and [r F) of `up`, below what later rows read
-      for (int r = 0; r < n; ++r) {
-        std::memcpy(up + (size_t)r * F, gate + (size_t)r * 2 * F + F, sizeof(float) * F);
-        std::memmove(gate + (size_t)r * F, gate + (size_t)r * 2 * F, sizeof(float) * F);
-      }
-    } else {
-      const WeightMatrix g = L.gateExps.group(e), u = L.upExps.group(e);
-      const MatmulOut outs[] = {{&g, gate}, {&u, up}};
-      matmulMany(outs, 2);
-    }
-    parallelRange(n, 4, [&](int r) { ops.swigluRow(gate + (size_t)r * F, up + (size_t)r * F, F); });
-    prepareInput(gate, n, F);
-    const WeightMatrix down = L.downExps.group(e);
-    matmul(down, moeDown_.data());
-    for (int r = 0; r < n; ++r) {
-      const int slot = moeSlot_[r];
-      const float w = weights[slot];
-      const float* y = moeDown_.data() + (size_t)r * D;
-      float* out = experts + (size_t)slot * D;
-      for (int i = 0; i < D; ++i) out[i] = y[i] * w;
-    }
-  }
-  // 4. the shared expert over every row
-  prepareInput(x, rows, D);
-  const MatmulOut shared[] = {{&L.sharedGateProj, moeShared_.data()}, {&L.sharedUp, moeSharedUp_.data()}};
-  matmulMany(shared, 2);
-  parallelRange(rows, 4, [&](int r) { ops.swigluRow(moeShared_.data() + (size_t)r * S, moeSharedUp_.data() + (size_t)r * S, S); });
-  prepareInput(moeShared_.data(), rows, S);
-  matmul(L.sharedDown, moeSharedOut_.data());
-  // 5. branch = (expert 0 + expert 1 + ... in top-k order) + shared * sigmoid(ggml_vec_dot_f32(shared gate, x))
-  float* branch = branch_.data();
-  parallelRange(rows, 1, [&](int t) {
-    const float gate = sigmoid(ops.vecDotF32(L.sharedGate, x + (size_t)t * D, D));
-    const float* sh = moeSharedOut_.data() + (size_t)t * D;
-    for (int i = 0; i < D; ++i) {
-      float sum = experts[(size_t)t * K * D + i];
-      for (int s = 1; s < K; ++s) sum = sum + experts[((size_t)t * K + s) * D + i];
-      branch[(size_t)t * D + i] = sum + sh[i] * gate;
-    }
-  });
-}
+// The MoE FFN (qwen35moe): model/moe.cc.
 
 // ---------------------------------------------------------------------------------------------
 // Full attention (qwen35.md section 6)

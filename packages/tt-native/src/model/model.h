@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "cpu/matmul.h"
+
 namespace kq {
 
 // Activation buffers of one model: one per activation encoding of the type table (model.cc).
@@ -218,7 +220,13 @@ class Model {
   void attention(const LayerWeights& L, const std::vector<StepEntry>& entries, int rows);
   void gatedDeltaNet(const LayerWeights& L, const std::vector<StepEntry>& entries, int rows);
   void ffn(const LayerWeights& L, int rows);
+  // the MoE FFN (model/moe.cc): router, top-k and combine; the routed and shared experts grouped by
+  // expert in three dispatches (llama numerics) or expert by expert (bf16 numerics)
   void moeFfn(const LayerWeights& L, int rows);
+  void moeExpertsGrouped(const LayerWeights& L, int rows);
+  void moeExpertsPerExpert(const LayerWeights& L, int rows);
+  // bytes of one quantized input row of a layer's experts: 0 gate/up (width D), 1 down (n_ff_exp), 2 shared down
+  size_t moeActRowBytes(const LayerWeights& L, int which) const;
 
   ModelSpec spec_;
   int keyDim_ = 0, valueDim_ = 0, convDim_ = 0, headVDim_ = 0;
@@ -232,7 +240,12 @@ class Model {
   // the MoE FFN's work buffers (qwen35moe)
   std::vector<float> moeLogits_, moeProbs_, moeWeights_, moeX_, moeGate_, moeUp_, moeDown_, moeExperts_, moeShared_,
       moeSharedUp_, moeSharedOut_;
-  std::vector<int32_t> moeIds_, moeSlot_;
+  std::vector<int32_t> moeIds_;
+  // per expert: pairs chosen, first pair; per pair (row, expert) in expert order: its row; per slot t K + s: its pair
+  std::vector<int32_t> moeCount_, moeFirst_, moePairRow_, moeSlotPair_;
+  // quantized inputs of the grouped matmuls: gathered expert rows, down rows, shared-expert down rows
+  std::vector<uint8_t> moeActX_, moeActH_, moeActShared_;
+  std::vector<LlamaRowsJob> moeJobs_;
   std::vector<int32_t> rowEntry_, rowPos_, outRows_, entryRow0_;
   // quantized activations of the current matmul input, one buffer per activation encoding
   const float* actSource_ = nullptr;

@@ -1,0 +1,87 @@
+#include "cpu/moe_matmul.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "core/threadpool.h"
+#include "cpu/dispatch.h"
+#include "cpu/kernels.h"
+
+namespace kq {
+namespace {
+
+// Rows per task (matmul.cc's split): enough tasks to balance the threads, few enough to amortize
+// scheduling; a block kernel prepares its activation tile once per task, so it gets bigger tasks.
+int64_t groupedRowsPerTask(int64_t n, int64_t m, bool blockKernel) {
+  const int64_t target = (int64_t)threadCount() * 8;
+  const int64_t cap = m > 1 && !blockKernel ? 16 : 64;
+  return std::max<int64_t>(1, std::min((n + target - 1) / target, cap));
+}
+
+// Weight rows [r0, r1) of one job with the kernel matmul.cc's row loop picks for the job's shape
+// (decode: several weight rows per call; prefill: the block kernel per activation tile of 32, else
+// the multi-row or single dot). Each y[mi, r] is one kernel call's result whatever the task split.
+void groupedRowBlock(const LlamaRowsJob& job, int64_t r0, int64_t r1) {
+  const CpuTypeTraits& kt = kernels().type[job.type];
+  const size_t wBytes = rowBytes(job.type, job.k);
+  const int64_t m = job.m, n = job.n;
+  if (m == 1 && kt.vec_dot_rows) {
+    const int step = kt.weight_rows;
+    for (int64_t r = r0; r < r1; r += step) {
+      const int rows = (int)std::min<int64_t>(step, r1 - r);
+      kt.vec_dot_rows((int)job.k, job.w + (size_t)r * wBytes, wBytes, rows, job.act, job.y + r);
+    }
+    return;
+  }
+  const int64_t mTile = 32;
+  if (kt.vec_dot_block) {
+    for (int64_t m0 = 0; m0 < m; m0 += mTile) {
+      const int64_t m1 = std::min(m, m0 + mTile);
+      kt.vec_dot_block((int)job.k, job.w + (size_t)r0 * wBytes, wBytes, (int)(r1 - r0), job.act + (size_t)m0 * job.actBytes,
+                       job.actBytes, (int)(m1 - m0), job.y + (size_t)m0 * n + r0, (size_t)n);
+    }
+    return;
+  }
+  for (int64_t m0 = 0; m0 < m; m0 += mTile) {
+    const int64_t m1 = std::min(m, m0 + mTile);
+    for (int64_t r = r0; r < r1; ++r) {
+      const uint8_t* wr = job.w + (size_t)r * wBytes;
+      if (kt.vec_dot_multi) {
+        for (int64_t mi = m0; mi < m1; mi += kt.multi_rows) {
+          const int rows = (int)std::min<int64_t>(kt.multi_rows, m1 - mi);
+          kt.vec_dot_multi((int)job.k, wr, job.act + (size_t)mi * job.actBytes, job.actBytes, rows, job.y + (size_t)mi * n + r,
+                           (size_t)n);
+        }
+      } else {
+        for (int64_t mi = m0; mi < m1; ++mi) job.y[(size_t)mi * n + r] = kt.vec_dot((int)job.k, wr, job.act + (size_t)mi * job.actBytes);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void matmulGrouped(const LlamaRowsJob* jobs, int count) {
+  if (count <= 0) return;
+  // task t of job j: first[j] <= t < first[j + 1]; grows once per thread, then reused
+  thread_local std::vector<int64_t> rpt;
+  thread_local std::vector<int> first;
+  rpt.resize((size_t)count);
+  first.resize((size_t)count + 1);
+  first[0] = 0;
+  for (int j = 0; j < count; ++j) {
+    const bool block = jobs[j].m > 1 && kernels().type[jobs[j].type].vec_dot_block != nullptr;
+    rpt[j] = groupedRowsPerTask(jobs[j].n, jobs[j].m, block);
+    first[j + 1] = first[j] + (int)((jobs[j].n + rpt[j] - 1) / rpt[j]);
+  }
+  const int64_t* perTask = rpt.data();
+  const int* starts = first.data();
+  parallelFor(starts[count], [&](int t) {
+    // the job owning task t (binary search over the prefix of task counts)
+    const int j = (int)(std::upper_bound(starts, starts + count + 1, t) - starts) - 1;
+    const int64_t r0 = (int64_t)(t - starts[j]) * perTask[j];
+    groupedRowBlock(jobs[j], r0, std::min(jobs[j].n, r0 + perTask[j]));
+  });
+}
+
+}  // namespace kq
