@@ -11,6 +11,7 @@ import http from "node:http";
 import type { AddressInfo } from "node:net";
 import {
   type ChatMessage,
+  ConstraintError,
   type Engine,
   type EngineStats,
   EngineError,
@@ -20,7 +21,9 @@ import {
   type StopReason,
   type TokenLogprob,
   type Tokenizer,
+  toolCallFormatOf,
 } from "@keepquant/engine";
+import { chatConstraint, constraintError, constraintParam } from "./constraint.js";
 import { ApiError, invalidRequest } from "./errors.js";
 import { type FinishLabel, ServerMetrics } from "./metrics.js";
 import { OutputParser, type ParsedOutput } from "./output-parser.js";
@@ -497,6 +500,7 @@ export class KeepquantServer {
       stream = engine.generate(ids, params);
     } catch (error) {
       if (EngineError.isInstance(error)) throw invalidRequest(error.field ?? null, error.message);
+      if (ConstraintError.isInstance(error)) throw constraintError(error, error.field ?? null);
       throw error;
     }
     let last = 0;
@@ -582,7 +586,7 @@ export class KeepquantServer {
     const request: ChatRequest = parseChatRequest(await this.readJson(req));
     const tokenizer = engine.tokenizer;
     if (!tokenizer) throw invalidRequest("messages", "this model has no usable tokenizer: use /v1/completions with token ids");
-    const useTools = request.tools !== undefined && request.tools.length > 0 && request.toolChoice === "auto";
+    const useTools = request.tools !== undefined && request.tools.length > 0 && request.toolChoice !== "none";
     let encoded: ReturnType<typeof encodeChat>;
     try {
       encoded = encodeChat(tokenizer, request.messages, {
@@ -594,11 +598,24 @@ export class KeepquantServer {
     }
     const maxTokens = this.fitContext(encoded.ids.length, request.maxTokens, "messages");
     const head = sharedHeadLength(tokenizer, request.messages, useTools ? request.tools : undefined, encoded.ids);
+    // structured output: the constraint (compiled now, so that a refused schema is a 400) and the thinking budget
+    const thinking = /<think>\s*$/.test(encoded.text);
+    const constraint = chatConstraint(request, toolCallFormatOf(tokenizer.chatTemplate));
+    if (constraint) {
+      await engine.prepareConstraint(constraint).catch((error: unknown) => {
+        throw ConstraintError.isInstance(error) ? constraintError(error, constraintParam(error.field, request)) : error;
+      });
+    }
+    const guided: Partial<GenerateParams> = {
+      ...(constraint ? { constraint } : {}),
+      ...(thinking && (constraint || request.thinkingBudget !== undefined) ? { reasoning: true } : {}),
+      ...(thinking && request.thinkingBudget !== undefined ? { thinkingBudget: request.thinkingBudget } : {}),
+    };
     this.admit(engine);
     await this.track(res, async (controller) => {
       const id = newId("chatcmpl-");
       const created = Math.floor(Date.now() / 1000);
-      const parser = new OutputParser({ reasoning: /<think>\s*$/.test(encoded.text), tools: useTools });
+      const parser = new OutputParser({ reasoning: thinking, tools: useTools });
       const base = { id, object: "chat.completion.chunk", created, model: this.modelName, system_fingerprint: SYSTEM_FINGERPRINT };
       const usageField = request.stream && request.includeUsage ? { usage: null } : {};
       let content = "";
@@ -643,7 +660,7 @@ export class KeepquantServer {
         engine,
         "chat",
         encoded.ids,
-        { ...this.engineParams(request, maxTokens, controller.signal), ...(head > 0 ? { prefixCachePoints: [head] } : {}) },
+        { ...this.engineParams(request, maxTokens, controller.signal), ...(head > 0 ? { prefixCachePoints: [head] } : {}), ...guided },
         arrival,
         (text, token, logprob, top) => {
           let entries: unknown[] | undefined;
