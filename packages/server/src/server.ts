@@ -51,6 +51,8 @@ export interface KeepquantServerOptions {
   webuiDir?: string;
   /** How long close() waits for in-flight requests before aborting them (default 10 s; at most MAX_DRAIN_TIMEOUT_MS, Node's timer maximum). */
   drainTimeoutMs?: number;
+  /** Thinking budget of chat requests that send no `thinking_budget` (default: none, the model thinks until it closes </think>). */
+  thinkingBudget?: number;
 }
 
 export const DEFAULT_CONTEXT_TOKENS = 4096;
@@ -133,6 +135,7 @@ export class KeepquantServer {
   private readonly apiKey: Buffer | undefined;
   readonly contextTokens: number;
   private readonly maxQueue: number;
+  private readonly thinkingBudget: number | undefined;
   private readonly maxBodyBytes: number;
   private readonly drainTimeoutMs: number;
   private readonly webui: Map<string, StaticFile> | undefined;
@@ -150,6 +153,7 @@ export class KeepquantServer {
     this.apiKey = options.apiKey ? Buffer.from(options.apiKey) : undefined;
     this.contextTokens = positive(options.contextTokens, "contextTokens", DEFAULT_CONTEXT_TOKENS);
     this.maxQueue = options.maxQueue === 0 ? 0 : positive(options.maxQueue, "maxQueue", DEFAULT_MAX_QUEUE);
+    this.thinkingBudget = options.thinkingBudget === undefined || options.thinkingBudget === 0 ? options.thinkingBudget : positive(options.thinkingBudget, "thinkingBudget", 0);
     this.maxBodyBytes = positive(options.maxBodyBytes, "maxBodyBytes", DEFAULT_MAX_BODY_BYTES);
     this.drainTimeoutMs = duration(options.drainTimeoutMs, "drainTimeoutMs", DEFAULT_DRAIN_TIMEOUT_MS);
     this.metrics = new ServerMetrics(() => this.engine?.stats());
@@ -606,10 +610,11 @@ export class KeepquantServer {
         throw ConstraintError.isInstance(error) ? constraintError(error, constraintParam(error.field, request)) : error;
       });
     }
+    const thinkingBudget = request.thinkingBudget ?? this.thinkingBudget;
     const guided: Partial<GenerateParams> = {
       ...(constraint ? { constraint } : {}),
-      ...(thinking && (constraint || request.thinkingBudget !== undefined) ? { reasoning: true } : {}),
-      ...(thinking && request.thinkingBudget !== undefined ? { thinkingBudget: request.thinkingBudget } : {}),
+      ...(thinking && (constraint || thinkingBudget !== undefined) ? { reasoning: true } : {}),
+      ...(thinking && thinkingBudget !== undefined ? { thinkingBudget } : {}),
     };
     this.admit(engine);
     await this.track(res, async (controller) => {
