@@ -14,7 +14,13 @@ export type {
 } from "./engine-types.js";
 export { MAX_DRAFT_TOKENS } from "./engine-types.js";
 export { EngineError, EngineLoadError, EngineOptionError, EngineAbortError, type EngineErrorCode } from "./errors.js";
-export { ConstraintError, type ConstraintErrorCode, type ConstraintErrorDetails, ENFORCED_FORMATS } from "./constrain/index.js";
+export {
+  checkJsonSchema,
+  ConstraintError,
+  type ConstraintErrorCode,
+  type ConstraintErrorDetails,
+  ENFORCED_FORMATS,
+} from "./constrain/index.js";
 export type { AllocateStorage, KvType, PagedKvCache } from "./kv/paged-kv.js";
 export type { RefCountedPool } from "./kv/block-pool.js";
 export type { DequantizeRow, Numerics, MatmulProvider } from "./model/matmul.js";
