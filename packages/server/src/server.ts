@@ -153,7 +153,10 @@ export class KeepquantServer {
     this.apiKey = options.apiKey ? Buffer.from(options.apiKey) : undefined;
     this.contextTokens = positive(options.contextTokens, "contextTokens", DEFAULT_CONTEXT_TOKENS);
     this.maxQueue = options.maxQueue === 0 ? 0 : positive(options.maxQueue, "maxQueue", DEFAULT_MAX_QUEUE);
-    this.thinkingBudget = options.thinkingBudget === undefined || options.thinkingBudget === 0 ? options.thinkingBudget : positive(options.thinkingBudget, "thinkingBudget", 0);
+    this.thinkingBudget =
+      options.thinkingBudget === undefined || options.thinkingBudget === 0
+        ? options.thinkingBudget
+        : positive(options.thinkingBudget, "thinkingBudget", 0);
     this.maxBodyBytes = positive(options.maxBodyBytes, "maxBodyBytes", DEFAULT_MAX_BODY_BYTES);
     this.drainTimeoutMs = duration(options.drainTimeoutMs, "drainTimeoutMs", DEFAULT_DRAIN_TIMEOUT_MS);
     this.metrics = new ServerMetrics(() => this.engine?.stats());
