@@ -227,6 +227,10 @@ export function applyRule(rule: PositionRule, row: Float32Array, eogIds: Readonl
         if (word === -1) continue;
         const base = w * 32;
         const end = Math.min(32, n - base);
+        if (word === 0) {
+          out.fill(Number.NEGATIVE_INFINITY, base, base + end);
+          continue;
+        }
         for (let b = 0; b < end; b++) if (((word >>> b) & 1) === 0) out[base + b] = Number.NEGATIVE_INFINITY;
       }
       return out;

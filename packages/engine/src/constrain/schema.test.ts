@@ -133,3 +133,24 @@ describe("planGuide", () => {
     expect(caught(() => planGuide({ reasoning: true, thinkingBudget: 1.5 })).field).toBe("thinkingBudget");
   });
 });
+
+describe("applyRule", () => {
+  it("masks exactly the tokens whose bit is clear, in rows shorter than the mask too", async () => {
+    const { applyRule } = await import("./guide.js");
+    const row = Float32Array.from({ length: 70 }, (_, i) => i);
+    const bits = new Int32Array(3);
+    bits[0] = -1; // 0..31 allowed
+    bits[1] = 0; // 32..63 refused
+    bits[2] = 0b101; // 64 and 66 allowed
+    const out = applyRule({ kind: "mask", bits }, row, new Set());
+    const allowed = [...out].flatMap((v, i) => (v === Number.NEGATIVE_INFINITY ? [] : [i]));
+    expect(allowed).toEqual([...Array.from({ length: 32 }, (_, i) => i), 64, 66]);
+    expect(row[40]).toBe(40); // the input is not modified
+    expect([...applyRule({ kind: "mask", bits }, row.subarray(0, 10), new Set())]).toEqual([...row.subarray(0, 10)]);
+    const forced = applyRule({ kind: "forced", token: 5 }, row, new Set());
+    expect([...forced].flatMap((v, i) => (v === Number.NEGATIVE_INFINITY ? [] : [i]))).toEqual([5]);
+    const noEog = applyRule({ kind: "no_eog" }, row, new Set([3, 69]));
+    expect([noEog[3], noEog[69], noEog[4]]).toEqual([Number.NEGATIVE_INFINITY, Number.NEGATIVE_INFINITY, 4]);
+    expect(applyRule({ kind: "free" }, row, new Set())).toBe(row);
+  });
+});
