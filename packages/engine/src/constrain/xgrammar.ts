@@ -79,6 +79,11 @@ export function takePrinted(): string[] {
 
 let loading: Promise<XgModule> | undefined;
 
+/** Whether this process has started loading the grammar engine (tests: an unconstrained engine never does). */
+export function grammarEngineRequested(): boolean {
+  return loading !== undefined;
+}
+
 /** Loads and initializes xgrammar once per process. */
 export function loadXgrammar(): Promise<XgModule> {
   loading ??= (async () => {
