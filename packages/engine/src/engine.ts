@@ -537,6 +537,7 @@ export class Engine {
     void parseSpecial;
     // constraint, reasoning and thinkingBudget: checked here (ConstraintError), compiled before the request is scheduled
     const guidePlan = planGuide({ constraint, reasoning, thinkingBudget });
+    if (guidePlan) this.guided.checkTokenizer(guidePlan);
     if (logprobs !== undefined && (!Number.isInteger(logprobs) || logprobs < 0 || logprobs > MAX_TOP_LOGPROBS)) {
       throw new EngineOptionError(
         "ENGINE_BAD_REQUEST",

@@ -74,6 +74,16 @@ export class GuidedDecoding {
     return { tokenizer: this.tokenizer, compiler: this.compiler };
   }
 
+  /** Throws now (not from the stream) when `plan` needs a tokenizer this model lacks. */
+  checkTokenizer(plan: GuidePlan): void {
+    if (plan.source) this.need();
+    else if (!this.tokenizer) {
+      throw new ConstraintError("CONSTRAINT_NO_TOKENIZER", "a thinking budget needs the model's tokenizer (to write </think>)", {
+        field: "thinkingBudget",
+      });
+    }
+  }
+
   /** The token ids of `</think>` (one added token in Qwen3 / Qwen3.5 vocabularies). */
   private thinkEnd(tokenizer: Tokenizer): number[] {
     this.thinkEndIds ??= tokenizer.encode(THINK_END, { parseSpecial: true });
