@@ -11,7 +11,7 @@ import path from "node:path";
 import { Engine } from "@keepquant/engine";
 import OpenAI, { type BadRequestError } from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { defaultModelFile, startTestServer, type TestServer, TEST_ENGINE_OPTIONS } from "./test-support.js";
+import { defaultModelFile, SCRIPT, scriptedToolEngine, startTestServer, type TestServer, TEST_ENGINE_OPTIONS } from "./test-support.js";
 
 const cacheDir = mkdtempSync(path.join(tmpdir(), "kq-structured-"));
 let engine: Engine;
@@ -256,5 +256,62 @@ describe("bad structured-output requests are 400s naming the parameter", () => {
       );
     expect(error).toBeInstanceOf(OpenAI.BadRequestError);
     expect((error as BadRequestError).param).toBe("response_format.json_schema.schema");
+  });
+});
+
+describe("with a model that reasons, then calls (the scripted tool model)", () => {
+  let scripted: TestServer;
+  let scriptedClient: OpenAI;
+  const weather = {
+    type: "function" as const,
+    function: {
+      name: "get_weather",
+      parameters: { type: "object", properties: { city: { enum: ["Oslo", "Bergen"] } }, required: ["city"] },
+    },
+  };
+  beforeAll(async () => {
+    scripted = await startTestServer(await scriptedToolEngine(TEST_ENGINE_OPTIONS), { modelName: "scripted" });
+    scriptedClient = new OpenAI({ baseURL: `${scripted.url}/v1`, apiKey: "none", maxRetries: 0 });
+  });
+  afterAll(async () => {
+    await scripted?.close();
+    scripted?.engine.dispose();
+  });
+
+  it("the reasoning the model writes up to its own </think> is free; the call after it is constrained", async () => {
+    const completion = (await scriptedClient.chat.completions.create({
+      model: "scripted",
+      messages: [{ role: "user", content: "What is the weather in Oslo?" }],
+      tools: [weather],
+      tool_choice: { type: "function", function: { name: "get_weather" } },
+      temperature: 0,
+      max_tokens: 100,
+    })) as OpenAI.ChatCompletion & { choices: { message: { reasoning_content?: string } }[] };
+    const choice = completion.choices[0]!;
+    expect(choice.message.reasoning_content).toBe(SCRIPT.reasoning);
+    expect(choice.finish_reason).toBe("tool_calls");
+    const call = choice.message.tool_calls![0] as OpenAI.ChatCompletionMessageFunctionToolCall;
+    expect(call.function.name).toBe("get_weather");
+    expect(["Oslo", "Bergen"]).toContain((JSON.parse(call.function.arguments) as { city?: unknown }).city);
+  });
+
+  it("json_object after the reasoning: the model's tool call is replaced by a JSON object", async () => {
+    const completion = await scriptedClient.chat.completions.create({
+      model: "scripted",
+      messages: [{ role: "user", content: "What is the weather in Oslo?" }],
+      response_format: { type: "json_object" },
+      temperature: 0,
+      max_tokens: 100,
+    });
+    const choice = completion.choices[0]!;
+    expect((choice.message as { reasoning_content?: string }).reasoning_content).toBe(SCRIPT.reasoning);
+    if (choice.finish_reason === "stop") {
+      const value = JSON.parse(choice.message.content!.trim()) as unknown;
+      expect(typeof value === "object" && value !== null && !Array.isArray(value)).toBe(true);
+    } else {
+      expect(choice.finish_reason).toBe("length");
+      expect(choice.message.content!.trim().startsWith("{")).toBe(true);
+    }
+    expect(choice.message.tool_calls).toBeUndefined();
   });
 });
