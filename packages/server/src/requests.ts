@@ -8,6 +8,7 @@
 import type { ChatMessage, ChatToolCall } from "@keepquant/engine";
 import { checkSchemaParam, parseResponseFormat, type ResponseFormat } from "./constraint.js";
 import { invalidRequest } from "./errors.js";
+import { parseTemplateKwargs } from "./template-kwargs.js";
 
 /** OpenAI's `stop` limit is 4; llama.cpp and vLLM take more. */
 export const MAX_STOP_STRINGS = 16;
@@ -118,6 +119,8 @@ export interface ChatRequest extends SamplingFields {
   enableThinking: boolean | undefined;
   /** most reasoning tokens before the server closes the reasoning with </think> (thinking_budget) */
   thinkingBudget: number | undefined;
+  /** chat_template_kwargs: every key reaches the template as a variable (template-kwargs.ts) */
+  templateKwargs: Record<string, unknown>;
 }
 
 export interface CompletionRequest extends SamplingFields {
@@ -513,13 +516,7 @@ export function parseChatRequest(raw: unknown): ChatRequest {
     );
   }
   const thinkingBudget = parseThinkingBudget(body);
-  let enableThinking: boolean | undefined;
-  const kwargs = body["chat_template_kwargs"];
-  if (kwargs !== undefined && kwargs !== null) {
-    if (!isObject(kwargs)) throw invalidRequest("chat_template_kwargs", "chat_template_kwargs must be an object", "invalid_type");
-    refuseUnknown(kwargs, new Set(["enable_thinking"]), "chat_template_kwargs");
-    enableThinking = optionalBoolean(kwargs, "enable_thinking");
-  }
+  const { variables: templateKwargs, enableThinking } = parseTemplateKwargs(body["chat_template_kwargs"]);
   return {
     ...parseSampling(body, logprobsOn ? (top ?? 0) : undefined),
     model: optionalString(body, "model"),
@@ -529,6 +526,7 @@ export function parseChatRequest(raw: unknown): ChatRequest {
     responseFormat,
     enableThinking,
     thinkingBudget,
+    templateKwargs,
   };
 }
 
