@@ -140,9 +140,9 @@ describe("no field is ignored silently", () => {
     expect(chatRefusal({ store: true })).toMatchObject({ param: "store", code: "unsupported_value" });
     expect(chatRefusal({ parallel_tool_calls: false })).toMatchObject({ param: "parallel_tool_calls", code: "unsupported_value" });
     expect(chatRefusal({ n: 2 })).toMatchObject({ param: "n" });
-    expect(chatRefusal({ tools: [{ type: "function", function: { name: "f", strict: true } }] })).toMatchObject({
+    expect(chatRefusal({ tools: [{ type: "function", function: { name: "f", strict: "yes" } }] })).toMatchObject({
       param: "tools[0].function.strict",
-      code: "unsupported_value",
+      code: "invalid_type",
     });
     expect(chatRefusal({ response_format: { type: "text", json_schema: {} } })).toMatchObject({ param: "response_format.json_schema" });
     expect(() => parseChatRequest({ messages: user, store: false, parallel_tool_calls: true, n: 1 })).not.toThrow();

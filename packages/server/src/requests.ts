@@ -6,6 +6,7 @@
  * as OpenAI's API answers an unrecognized argument.
  */
 import type { ChatMessage, ChatToolCall } from "@keepquant/engine";
+import { checkSchemaParam, parseResponseFormat, type ResponseFormat } from "./constraint.js";
 import { invalidRequest } from "./errors.js";
 import { parseTemplateKwargs } from "./template-kwargs.js";
 
@@ -64,6 +65,8 @@ export const CHAT_FIELDS: ReadonlySet<string> = new Set([
   "response_format",
   "chat_template_kwargs",
   "store",
+  "thinking_budget",
+  "thinking_token_budget",
 ]);
 /** Every field /v1/completions accepts. */
 export const COMPLETION_FIELDS: ReadonlySet<string> = new Set([
@@ -99,16 +102,23 @@ export interface SamplingFields {
 
 export interface ToolDefinition {
   type: "function";
-  function: { name: string; description?: string; parameters?: unknown };
+  /** `strict: true`: under tool_choice "auto", calls of this tool are constrained to its parameters schema */
+  function: { name: string; description?: string; parameters?: unknown; strict?: boolean };
 }
+
+/** tool_choice: "auto" (tools rendered, calls parsed), "none" (neither), "required" (one or more calls), or one named tool. */
+export type ToolChoice = "auto" | "none" | "required" | { name: string };
 
 export interface ChatRequest extends SamplingFields {
   model: string | undefined;
   messages: ChatMessage[];
   tools: ToolDefinition[] | undefined;
-  /** "auto" (tools rendered, calls parsed) or "none" (neither) */
-  toolChoice: "auto" | "none";
+  toolChoice: ToolChoice;
+  /** response_format: free text, one JSON object, or JSON for a schema (constrained decoding) */
+  responseFormat: ResponseFormat;
   enableThinking: boolean | undefined;
+  /** most reasoning tokens before the server closes the reasoning with </think> (thinking_budget) */
+  thinkingBudget: number | undefined;
   /** chat_template_kwargs: every key reaches the template as a variable (template-kwargs.ts) */
   templateKwargs: Record<string, unknown>;
 }
@@ -420,34 +430,54 @@ function parseTools(body: Body): ToolDefinition[] | undefined {
     if (fn["parameters"] !== undefined && !isObject(fn["parameters"])) {
       throw invalidRequest(`${param}.function.parameters`, `${param}.function.parameters must be a JSON Schema object`, "invalid_type");
     }
-    if (fn["strict"] !== undefined && fn["strict"] !== null && fn["strict"] !== false) {
-      throw invalidRequest(
-        `${param}.function.strict`,
-        `${param}.function.strict ${JSON.stringify(fn["strict"])} is not supported: arguments that follow the schema exactly need constrained decoding`,
-        "unsupported_value",
-      );
+    if (fn["strict"] !== undefined && fn["strict"] !== null && typeof fn["strict"] !== "boolean") {
+      throw invalidRequest(`${param}.function.strict`, `${param}.function.strict must be a boolean`, "invalid_type");
     }
     if (fn["parameters"] !== undefined) refuseDeep(fn["parameters"], `${param}.function.parameters`);
+    // a strict tool's arguments are constrained to its schema: a keyword that cannot be enforced is refused
+    if (fn["strict"] === true && fn["parameters"] !== undefined) checkSchemaParam(fn["parameters"], `${param}.function.parameters`);
     const definition: ToolDefinition = { type: "function", function: { name: fn["name"] } };
     if (typeof fn["description"] === "string") definition.function.description = fn["description"];
     if (fn["parameters"] !== undefined) definition.function.parameters = fn["parameters"];
+    if (fn["strict"] === true) definition.function.strict = true;
     return definition;
   });
 }
 
-function parseToolChoice(body: Body, tools: ToolDefinition[] | undefined): "auto" | "none" {
+function parseToolChoice(body: Body, tools: ToolDefinition[] | undefined): ToolChoice {
   const value = body["tool_choice"];
   if (value === undefined || value === null || value === "auto") return "auto";
   if (value === "none") return "none";
-  if (value === "required" || isObject(value)) {
+  let choice: ToolChoice;
+  if (value === "required") choice = "required";
+  else if (isObject(value)) {
+    const fn = value["function"];
+    if (value["type"] !== "function" || !isObject(fn) || typeof fn["name"] !== "string") {
+      throw invalidRequest(
+        "tool_choice",
+        'tool_choice must be "auto", "none", "required" or {"type": "function", "function": {"name": ...}}',
+      );
+    }
+    refuseUnknown(value, new Set(["type", "function"]), "tool_choice");
+    refuseUnknown(fn, new Set(["name"]), "tool_choice.function");
+    choice = { name: fn["name"] };
+  } else {
+    throw invalidRequest("tool_choice", `tool_choice must be "auto", "none", "required" or a named function, got ${JSON.stringify(value)}`);
+  }
+  // a forced call is constrained to a listed tool and its arguments to the tool's schema
+  if (!tools || tools.length === 0) throw invalidRequest("tool_choice", `tool_choice ${JSON.stringify(value)} needs tools`);
+  if (typeof choice === "object" && !tools.some((t) => t.function.name === (choice as { name: string }).name)) {
     throw invalidRequest(
-      "tool_choice",
-      `tool_choice ${JSON.stringify(value)} is not supported: forcing a call needs constrained decoding; use "auto" or "none"`,
-      "unsupported_value",
+      "tool_choice.function.name",
+      `tool_choice names the function ${JSON.stringify(choice.name)}, which is not among the tools (${tools.map((t) => t.function.name).join(", ")})`,
+      "unknown_tool",
     );
   }
-  void tools;
-  throw invalidRequest("tool_choice", `tool_choice must be "auto" or "none", got ${JSON.stringify(value)}`);
+  tools.forEach((tool, i) => {
+    const forced = choice === "required" || (typeof choice === "object" && choice.name === tool.function.name);
+    if (forced && tool.function.parameters !== undefined) checkSchemaParam(tool.function.parameters, `tools[${i}].function.parameters`);
+  });
+  return choice;
 }
 
 function requireObject(body: unknown): Body {
@@ -469,23 +499,23 @@ export function parseChatRequest(raw: unknown): ChatRequest {
   if (top !== undefined && !logprobsOn) throw invalidRequest("top_logprobs", "top_logprobs needs logprobs: true");
   const tools = parseTools(body);
   const toolChoice = parseToolChoice(body, tools);
-  // every call the model writes is returned: at most one would need constrained decoding
+  // every call the model writes is returned (a named tool_choice constrains the output to one call)
   onlyDefault(body, "parallel_tool_calls", true, "the model may write several tool calls and all are returned");
   onlyDefault(body, "store", false, "keepquant stores no completions");
   const metadata = body["metadata"];
   if (metadata !== undefined && metadata !== null && !isObject(metadata))
     throw invalidRequest("metadata", `metadata must be an object, got ${typeName(metadata)}`, "invalid_type");
-  const responseFormat = body["response_format"];
-  if (responseFormat !== undefined && responseFormat !== null) {
-    if (!isObject(responseFormat) || responseFormat["type"] !== "text") {
-      throw invalidRequest(
-        "response_format",
-        'response_format other than {"type": "text"} is not supported (no constrained decoding)',
-        "unsupported_value",
-      );
-    }
-    refuseUnknown(responseFormat, new Set(["type"]), "response_format");
+  const responseFormat = parseResponseFormat(body["response_format"]);
+  const callsPossible = tools !== undefined && tools.length > 0 && toolChoice !== "none";
+  if (responseFormat.type !== "text" && callsPossible) {
+    // one constraint per output: JSON content and tool calls would be two
+    throw invalidRequest(
+      "response_format",
+      `response_format ${responseFormat.type} with tools needs tool_choice "none" (the output is either constrained JSON content or tool calls)`,
+      "unsupported_value",
+    );
   }
+  const thinkingBudget = parseThinkingBudget(body);
   const { variables: templateKwargs, enableThinking } = parseTemplateKwargs(body["chat_template_kwargs"]);
   return {
     ...parseSampling(body, logprobsOn ? (top ?? 0) : undefined),
@@ -493,9 +523,22 @@ export function parseChatRequest(raw: unknown): ChatRequest {
     messages,
     tools,
     toolChoice,
+    responseFormat,
     enableThinking,
+    thinkingBudget,
     templateKwargs,
   };
+}
+
+/** `thinking_budget` (vLLM's name `thinking_token_budget` is accepted too): an integer >= 0. */
+function parseThinkingBudget(body: Body): number | undefined {
+  const rule = "an integer in [0, 2^53 - 1]";
+  const budget = optionalNumber(body, "thinking_budget", (v) => isInt(v) && v >= 0, rule);
+  const alias = optionalNumber(body, "thinking_token_budget", (v) => isInt(v) && v >= 0, rule);
+  if (budget !== undefined && alias !== undefined && budget !== alias) {
+    throw invalidRequest("thinking_token_budget", "thinking_budget and thinking_token_budget disagree: send one of them");
+  }
+  return budget ?? alias;
 }
 
 export function parseCompletionRequest(raw: unknown, vocabSize: number): CompletionRequest {

@@ -11,6 +11,7 @@ import http from "node:http";
 import type { AddressInfo } from "node:net";
 import {
   type ChatMessage,
+  ConstraintError,
   type Engine,
   type EngineStats,
   EngineError,
@@ -27,6 +28,7 @@ import {
 } from "@keepquant/engine";
 import { drainReason, RequestTracker, refuseByteLength, shuttingDown, type TrackedRequest } from "./admission.js";
 import type { Capacity } from "./capacity.js";
+import { chatConstraint, constraintError, constraintParam } from "./constraint.js";
 import { ApiError, invalidRequest } from "./errors.js";
 import { JsonParser, parseJsonBody } from "./json-worker.js";
 import { type FinishLabel, ServerMetrics } from "./metrics.js";
@@ -58,6 +60,8 @@ export interface KeepquantServerOptions {
   drainTimeoutMs?: number;
   /** The sizes `planCapacity` chose (shown as /metrics gauges). */
   capacity?: Capacity;
+  /** Thinking budget of chat requests that send no `thinking_budget` (default: none, the model thinks until it closes </think>). */
+  thinkingBudget?: number;
 }
 
 export const DEFAULT_CONTEXT_TOKENS = 4096;
@@ -140,6 +144,7 @@ export class KeepquantServer {
   private readonly apiKey: Buffer | undefined;
   readonly contextTokens: number;
   private readonly maxQueue: number;
+  private readonly thinkingBudget: number | undefined;
   private readonly maxBodyBytes: number;
   private readonly drainTimeoutMs: number;
   private readonly webui: Map<string, StaticFile> | undefined;
@@ -158,6 +163,10 @@ export class KeepquantServer {
     this.apiKey = options.apiKey ? Buffer.from(options.apiKey) : undefined;
     this.contextTokens = positive(options.contextTokens, "contextTokens", DEFAULT_CONTEXT_TOKENS);
     this.maxQueue = options.maxQueue === 0 ? 0 : positive(options.maxQueue, "maxQueue", DEFAULT_MAX_QUEUE);
+    this.thinkingBudget =
+      options.thinkingBudget === undefined || options.thinkingBudget === 0
+        ? options.thinkingBudget
+        : positive(options.thinkingBudget, "thinkingBudget", 0);
     this.maxBodyBytes = positive(options.maxBodyBytes, "maxBodyBytes", DEFAULT_MAX_BODY_BYTES);
     this.drainTimeoutMs = duration(options.drainTimeoutMs, "drainTimeoutMs", DEFAULT_DRAIN_TIMEOUT_MS);
     this.metrics = new ServerMetrics(() => this.engine?.stats(), options.capacity);
@@ -534,6 +543,7 @@ export class KeepquantServer {
       stream = engine.generate(ids, params);
     } catch (error) {
       if (EngineError.isInstance(error)) throw invalidRequest(error.field ?? null, error.message);
+      if (ConstraintError.isInstance(error)) throw constraintError(error, error.field ?? null);
       throw error;
     }
     let last = 0;
@@ -653,7 +663,7 @@ export class KeepquantServer {
     const request: ChatRequest = parseChatRequest(await this.readJson(req));
     const tokenizer = engine.tokenizer;
     if (!tokenizer) throw invalidRequest("messages", "this model has no usable tokenizer: use /v1/completions with token ids");
-    const useTools = request.tools !== undefined && request.tools.length > 0 && request.toolChoice === "auto";
+    const useTools = request.tools !== undefined && request.tools.length > 0 && request.toolChoice !== "none";
     const signal = this.requestSignal(res);
     let encoded: ReturnType<typeof encodeChat>;
     try {
@@ -677,12 +687,26 @@ export class KeepquantServer {
     const head = await this.tokenizing(
       sharedHeadLength(tokenizer, request.messages, useTools ? request.tools : undefined, request.templateKwargs, encoded.ids, signal),
     );
+    // structured output: the constraint (compiled now, so that a refused schema is a 400) and the thinking budget
+    const thinking = /<think>\s*$/.test(encoded.text);
+    const constraint = chatConstraint(request, toolCallFormatOf(tokenizer.chatTemplate));
+    if (constraint) {
+      await engine.prepareConstraint(constraint).catch((error: unknown) => {
+        throw ConstraintError.isInstance(error) ? constraintError(error, constraintParam(error.field, request)) : error;
+      });
+    }
+    const thinkingBudget = request.thinkingBudget ?? this.thinkingBudget;
+    const guided: Partial<GenerateParams> = {
+      ...(constraint ? { constraint } : {}),
+      ...(thinking && (constraint || thinkingBudget !== undefined) ? { reasoning: true } : {}),
+      ...(thinking && thinkingBudget !== undefined ? { thinkingBudget } : {}),
+    };
     this.admit(engine);
     await this.track(res, async (controller, tracked) => {
       const id = newId("chatcmpl-");
       const created = Math.floor(Date.now() / 1000);
       const parser = new OutputParser({
-        reasoning: /<think>\s*$/.test(encoded.text),
+        reasoning: thinking,
         tools: useTools ? request.tools! : false,
         format: toolCallFormatOf(tokenizer.chatTemplate),
       });
@@ -721,7 +745,7 @@ export class KeepquantServer {
         engine,
         "chat",
         encoded.ids,
-        { ...this.engineParams(request, maxTokens, controller.signal), ...(head > 0 ? { prefixCachePoints: [head] } : {}) },
+        { ...this.engineParams(request, maxTokens, controller.signal), ...(head > 0 ? { prefixCachePoints: [head] } : {}), ...guided },
         arrival,
         (text, token, logprob, top) => {
           open();

@@ -4,7 +4,7 @@ import { refuseUnlessFitsCpu } from "../residency-check.js";
 import { chatInputIsTerminal, openChatInput } from "./chat-input.js";
 import { MAX_EDIT_CHARACTERS } from "./chat-line-editor.js";
 import { applyForcedThreads, chooseModel, resolveEngineOptions } from "./engine-options.js";
-import { GENERATION_OPTIONS, GENERATION_OPTIONS_HELP, parseNumber, parseSampling } from "./run.js";
+import { GENERATION_OPTIONS, GENERATION_OPTIONS_HELP, parseNumber, parseSampling, parseThinkingBudget } from "./run.js";
 
 /** Lines that end the session. */
 const EXIT_COMMANDS = new Set(["/exit", "/quit"]);
@@ -13,7 +13,7 @@ export const command = defineCommand({
   name: "chat",
   summary: "chat with a qwen35 GGUF model through its chat template (default: the embedded default model)",
   usage:
-    "chat [model.gguf] [--system TEXT] [--stats] [--max-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S] [--ignore-eog] [--threads N] [--numerics llama|bf16] [--ctx N] [--kv-type f16|f32] [--flash-attn on|off] [--speculative mtp [--draft-tokens K] [--draft-vocab N]] [--force]",
+    "chat [model.gguf] [--system TEXT] [--stats] [--max-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S] [--ignore-eog] [--thinking-budget N] [--threads N] [--numerics llama|bf16] [--ctx N] [--kv-type f16|f32] [--flash-attn on|off] [--speculative mtp [--draft-tokens K] [--draft-vocab N]] [--force]",
   help: [
     "--system TEXT         system message of the conversation",
     "--max-tokens N        tokens per answer (default 256)",
@@ -33,6 +33,7 @@ export const command = defineCommand({
   async run(values, positionals, io: CommandIo): Promise<number> {
     const maxTokens = parseNumber("max-tokens", values["max-tokens"], (n) => Number.isInteger(n) && n >= 1, "an integer >= 1") ?? 256;
     const sampling = parseSampling(values);
+    const thinkingBudget = parseThinkingBudget(values["thinking-budget"]);
     const engineOptions = await resolveEngineOptions(values, io.env);
     const model = await chooseModel(positionals);
     const modelPath = model.file;
@@ -96,7 +97,14 @@ export const command = defineCommand({
         messages = window.messages;
         const ids = window.ids;
         current = new AbortController();
-        const params: GenerateParams = { maxTokens, ...sampling, signal: current.signal };
+        // the template opened a reasoning block: the budget closes it
+        const thinking = thinkingBudget !== undefined && /<think>\s*$/.test(tokenizer.decode(ids.slice(-4), { special: true }));
+        const params: GenerateParams = {
+          maxTokens,
+          ...sampling,
+          signal: current.signal,
+          ...(thinking ? { reasoning: true, thinkingBudget } : {}),
+        };
         let answer = "";
         let answerTokens = 0;
         for await (const event of engine.generate(ids, params)) {

@@ -1,5 +1,6 @@
+import fs from "node:fs";
 import path from "node:path";
-import { Engine, type GenerateParams, type GenerationResult } from "@keepquant/engine";
+import { checkJsonSchema, ConstraintError, Engine, type GenerateParams, type GenerationResult } from "@keepquant/engine";
 import { defaultModelInfo } from "@keepquant/default-model";
 import { CliUsageError, defineCommand, toJson, write, type CommandIo } from "../command.js";
 import { refuseUnlessFitsCpu } from "../residency-check.js";
@@ -51,6 +52,7 @@ export const GENERATION_OPTIONS = {
   "top-p": { type: "string" },
   seed: { type: "string" },
   "ignore-eog": { type: "boolean" },
+  "thinking-budget": { type: "string" },
   ...ENGINE_OPTIONS,
 } as const;
 
@@ -61,6 +63,7 @@ export const GENERATION_OPTIONS_HELP: readonly string[] = [
   "--top-p P             nucleus sampling threshold in (0, 1] (default: off)",
   "--seed S              sampling seed (default 0)",
   "--ignore-eog          keep generating after an end-of-generation token",
+  "--thinking-budget N   most reasoning tokens before </think> is written (the prompt ends inside <think>)",
   ...ENGINE_OPTIONS_HELP,
 ];
 
@@ -85,16 +88,56 @@ export function parseSampling(values: {
   };
 }
 
+/** `--thinking-budget N` (an integer >= 0), or undefined. */
+export function parseThinkingBudget(text: string | undefined): number | undefined {
+  return parseNumber("thinking-budget", text, (n) => Number.isInteger(n) && n >= 0, "an integer >= 0");
+}
+
+/** Longest --json-schema file read (bytes). */
+export const MAX_JSON_SCHEMA_FILE_BYTES = 1 << 20;
+
+/** Reads and checks a --json-schema file: a usage error naming the file for anything that is not an enforceable JSON Schema. */
+export function readJsonSchemaFile(file: string): Record<string, unknown> {
+  let text: string;
+  try {
+    const size = fs.statSync(file).size;
+    if (size > MAX_JSON_SCHEMA_FILE_BYTES) {
+      throw new CliUsageError(`--json-schema ${file}: ${size} bytes, larger than ${MAX_JSON_SCHEMA_FILE_BYTES}`);
+    }
+    text = fs.readFileSync(file, "utf8");
+  } catch (error) {
+    if (error instanceof CliUsageError) throw error;
+    throw new CliUsageError(`--json-schema ${file}: cannot read the file (${(error as Error).message})`);
+  }
+  let schema: unknown;
+  try {
+    schema = JSON.parse(text);
+  } catch (error) {
+    throw new CliUsageError(`--json-schema ${file}: not JSON (${(error as Error).message})`);
+  }
+  if (typeof schema !== "object" || schema === null || Array.isArray(schema)) {
+    throw new CliUsageError(`--json-schema ${file}: a JSON Schema is a JSON object`);
+  }
+  try {
+    checkJsonSchema(schema, file);
+  } catch (error) {
+    if (ConstraintError.isInstance(error)) throw new CliUsageError(`--json-schema ${error.message}`);
+    throw error;
+  }
+  return schema as Record<string, unknown>;
+}
+
 export const command = defineCommand({
   name: "run",
   summary: "generate text with a qwen35 GGUF model (default: the embedded default model)",
   usage:
-    "run [model.gguf] (--prompt TEXT [--parse-special] | --prompt-ids 1,2,3) [--max-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S] [--ignore-eog] [--threads N] [--numerics llama|bf16] [--ctx N] [--kv-type f16|f32] [--flash-attn on|off] [--speculative mtp [--draft-tokens K] [--draft-vocab N]] [--force] [--json]",
+    "run [model.gguf] (--prompt TEXT [--parse-special] | --prompt-ids 1,2,3) [--json-schema FILE] [--thinking-budget N] [--max-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S] [--ignore-eog] [--threads N] [--numerics llama|bf16] [--ctx N] [--kv-type f16|f32] [--flash-attn on|off] [--speculative mtp [--draft-tokens K] [--draft-vocab N]] [--force] [--json]",
   help: [
     '--prompt TEXT         prompt text, tokenized as plain text ("<|im_start|>" stays text)',
     "--parse-special       turn special-token texts in --prompt into their tokens (trusted prompts)",
     "--prompt-ids IDS      prompt as comma-separated token ids",
-    "--max-tokens N        tokens to generate (default 64)",
+    "--json-schema FILE    constrain the output to one JSON document valid for the JSON Schema in FILE",
+    "--max-tokens N        tokens to generate (default 64; 1024 with --json-schema)",
     ...GENERATION_OPTIONS_HELP,
     "--json                print one JSON document instead of streaming text",
     "without model.gguf: the embedded default model (@keepquant/default-model: a small qwen35 trained on English fortunes)",
@@ -104,6 +147,7 @@ export const command = defineCommand({
     prompt: { type: "string" },
     "prompt-ids": { type: "string" },
     "parse-special": { type: "boolean" },
+    "json-schema": { type: "string" },
     ...GENERATION_OPTIONS,
     json: { type: "boolean" },
   },
@@ -111,8 +155,11 @@ export const command = defineCommand({
     const hasText = values.prompt !== undefined;
     const hasIds = values["prompt-ids"] !== undefined;
     if (hasText === hasIds) throw new CliUsageError("give exactly one of --prompt TEXT or --prompt-ids 1,2,3");
-    const maxTokens = parseNumber("max-tokens", values["max-tokens"], (n) => Number.isInteger(n) && n >= 1, "an integer >= 1") ?? 64;
+    const schema = values["json-schema"] === undefined ? undefined : readJsonSchemaFile(values["json-schema"]);
+    const maxTokens =
+      parseNumber("max-tokens", values["max-tokens"], (n) => Number.isInteger(n) && n >= 1, "an integer >= 1") ?? (schema ? 1024 : 64);
     const sampling = parseSampling(values);
+    const thinkingBudget = parseThinkingBudget(values["thinking-budget"]);
     const engineOptions = await resolveEngineOptions(values, io.env);
     const numerics = engineOptions.options.numerics;
     const promptIds = hasIds ? parsePromptIds(values["prompt-ids"]!) : undefined;
@@ -145,7 +192,14 @@ export const command = defineCommand({
         controller.abort();
       };
       process.once("SIGINT", onSigint);
-      const params: GenerateParams = { maxTokens, ...sampling, signal: controller.signal };
+      const params: GenerateParams = {
+        maxTokens,
+        ...sampling,
+        signal: controller.signal,
+        ...(schema ? { constraint: { type: "json_schema", schema } } : {}),
+        // a thinking budget means the prompt ends inside <think>: the constraint starts after </think>
+        ...(thinkingBudget === undefined ? {} : { reasoning: true, thinkingBudget }),
+      };
       let result: GenerationResult | undefined;
       try {
         for await (const event of engine.generate(prompt, params)) {
@@ -196,7 +250,16 @@ export const command = defineCommand({
             "]",
         );
       }
-      return interrupted ? EXIT_INTERRUPTED : 0;
+      if (interrupted) return EXIT_INTERRUPTED;
+      if (schema && result.stopReason !== "eog") {
+        // never an unfinished document presented as valid
+        write(
+          io.stderr,
+          `error: JSON_SCHEMA_INCOMPLETE: the JSON document did not finish within --max-tokens ${maxTokens} (stop: ${result.stopReason})`,
+        );
+        return 1;
+      }
+      return 0;
     } finally {
       engine.dispose();
     }

@@ -16,7 +16,7 @@ import { CliUsageError, defineCommand, write, type CommandIo } from "../command.
 import { refuseUnlessFitsCpu } from "../residency-check.js";
 import { defaultModelInfo, defaultModelPath } from "@keepquant/default-model";
 import { checkModelFile, resolveSpeculative } from "./engine-options.js";
-import { parseNumber } from "./run.js";
+import { parseNumber, parseThinkingBudget } from "./run.js";
 import { applyThreadCount, parseThreadCount } from "./threads.js";
 
 /** Prefix-cache snapshots `serve` keeps by default (each one: KV blocks of a prompt prefix plus a GDN state copy). */
@@ -27,7 +27,7 @@ export const command = defineCommand({
   name: "serve",
   summary: "serve a qwen35 GGUF model over an OpenAI-compatible HTTP API, with metrics and a web chat page",
   usage:
-    "serve [model.gguf] [--host 127.0.0.1] [--port 8080] [--api-key K] [--ctx N] [--memory-budget SIZE] [--max-seqs N] [--kv-tokens N] [--max-queue N] [--numerics llama|bf16] [--threads N] [--kv-type f16|f32] [--flash-attn on|off] [--no-prefix-cache] [--speculative mtp [--draft-tokens K] [--draft-vocab N]] [--no-webui] [--force]",
+    "serve [model.gguf] [--host 127.0.0.1] [--port 8080] [--api-key K] [--ctx N] [--memory-budget SIZE] [--max-seqs N] [--kv-tokens N] [--max-queue N] [--numerics llama|bf16] [--threads N] [--kv-type f16|f32] [--flash-attn on|off] [--no-prefix-cache] [--speculative mtp [--draft-tokens K] [--draft-vocab N]] [--thinking-budget N] [--no-webui] [--force]",
   help: [
     "--host H               address to listen on (default 127.0.0.1, loopback only)",
     "--port P               port (default 8080; 0 = any free port)",
@@ -45,6 +45,7 @@ export const command = defineCommand({
     "--speculative mtp      speculative decoding with the model's MTP drafter block (greedy output unchanged)",
     "--draft-tokens K       tokens drafted per step with --speculative: 1 .. 8 (default 3)",
     "--draft-vocab N        cheaper drafter: its head scores token ids 0 .. N-1 only (default: the whole vocabulary)",
+    "--thinking-budget N    default thinking budget of chat requests that send no thinking_budget (reasoning tokens before </think>)",
     "--no-webui             do not serve the web chat page on /",
     "--model-name NAME      model id in /v1/models (default: the file name)",
     `--drain-timeout S      seconds SIGINT/SIGTERM wait for in-flight requests: 0 .. ${MAX_DRAIN_TIMEOUT_MS / 1000} (default ${DEFAULT_DRAIN_TIMEOUT_MS / 1000})`,
@@ -72,6 +73,7 @@ export const command = defineCommand({
     "draft-vocab": { type: "string" },
     "model-name": { type: "string" },
     "drain-timeout": { type: "string" },
+    "thinking-budget": { type: "string" },
     force: { type: "boolean" },
   },
   async run(values, positionals, io: CommandIo): Promise<number> {
@@ -112,6 +114,7 @@ export const command = defineCommand({
       : (parseNumber("prefix-cache", values["prefix-cache"], (n) => Number.isInteger(n) && n >= 0, "an integer >= 0") ??
         DEFAULT_PREFIX_CACHE_SNAPSHOTS);
     // Node's timers hold at most 2^31 - 1 ms: a longer drain would fire after 1 ms (TimeoutOverflowWarning)
+    const thinkingBudget = parseThinkingBudget(values["thinking-budget"]);
     const drainSeconds =
       parseNumber(
         "drain-timeout",
@@ -200,6 +203,7 @@ export const command = defineCommand({
       webui: values["no-webui"] !== true,
       drainTimeoutMs: Math.round(drainSeconds * 1000),
       capacity,
+      ...(thinkingBudget === undefined ? {} : { thinkingBudget }),
     });
     const address = await server.listen(port, host);
     const shown = address.family === "IPv6" ? `[${address.address}]` : address.address;
