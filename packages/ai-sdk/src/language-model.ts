@@ -1,0 +1,347 @@
+/**
+ * A keepquant model as the AI SDK's LanguageModelV3 (the specification of `ai`@6, @ai-sdk/provider@3): the
+ * prompt is rendered by the model's chat template and encoded in process, the engine generates (its
+ * scheduler batches concurrent calls), and the output is split into reasoning, text and tool calls by the
+ * same parser the OpenAI-compatible server uses. No port, no HTTP.
+ */
+import { randomUUID } from "node:crypto";
+import type {
+  LanguageModelV3,
+  LanguageModelV3CallOptions,
+  LanguageModelV3Content,
+  LanguageModelV3FinishReason,
+  LanguageModelV3GenerateResult,
+  LanguageModelV3StreamPart,
+  LanguageModelV3StreamResult,
+  LanguageModelV3Usage,
+  SharedV3ProviderMetadata,
+  SharedV3Warning,
+} from "@ai-sdk/provider";
+import { UnsupportedFunctionalityError } from "@ai-sdk/provider";
+import { type Engine, encodeChat, type GenerateParams, type GenerationResult, type StopReason, type Tokenizer } from "@keepquant/engine";
+import { OutputParser, type ParsedOutput } from "@keepquant/server";
+import { convertPrompt } from "./convert-prompt.js";
+import type { EngineRegistry } from "./engines.js";
+import { abortError, callError } from "./errors.js";
+import { type KeepquantCallOptions, type KeepquantModelSettings, PROVIDER_NAME, parseCallOptions } from "./settings.js";
+
+const THINK_END = "</think>";
+
+/** One call, ready to run: the encoded prompt, the engine's parameters and how to read the output. */
+interface PreparedCall {
+  engine: Engine;
+  ids: number[];
+  promptText: string;
+  params: GenerateParams;
+  /** The prompt ends inside an open `<think>`: the output starts with reasoning. */
+  reasoning: boolean;
+  /** Tool calls are parsed out of the output. */
+  tools: boolean;
+  warnings: SharedV3Warning[];
+}
+
+/** The AI SDK's finish reason of an engine stop reason. */
+export function finishReasonOf(stopReason: StopReason, toolCalls: number): LanguageModelV3FinishReason {
+  if (stopReason === "max_tokens" || stopReason === "context") return { unified: "length", raw: stopReason };
+  if (toolCalls > 0) return { unified: "tool-calls", raw: stopReason };
+  if (stopReason === "eog" || stopReason === "stop_string") return { unified: "stop", raw: stopReason };
+  return { unified: "other", raw: stopReason };
+}
+
+/** The AI SDK's usage of a generation: prompt tokens (cached ones read from the prefix cache) and output tokens (reasoning among them). */
+export function usageOf(result: GenerationResult, reasoningTokens: number): LanguageModelV3Usage {
+  const s = result.stats;
+  return {
+    inputTokens: { total: s.promptTokens, noCache: s.promptTokens - s.cachedPromptTokens, cacheRead: s.cachedPromptTokens, cacheWrite: undefined },
+    outputTokens: { total: s.generatedTokens, text: s.generatedTokens - reasoningTokens, reasoning: reasoningTokens },
+    raw: { promptTokens: s.promptTokens, generatedTokens: s.generatedTokens, cachedPromptTokens: s.cachedPromptTokens },
+  };
+}
+
+function metadataOf(result: GenerationResult): SharedV3ProviderMetadata {
+  const s = result.stats;
+  return {
+    [PROVIDER_NAME]: {
+      stopReason: result.stopReason,
+      timeToFirstTokenMs: s.timeToFirstTokenMs,
+      totalMs: s.totalMs,
+      prefillTokensPerSecond: s.prefillTokensPerSecond,
+      decodeTokensPerSecond: s.decodeTokensPerSecond,
+      preemptions: s.preemptions,
+      ...(s.speculative ? { speculative: { drafted: s.speculative.drafted, accepted: s.speculative.accepted } } : {}),
+    },
+  };
+}
+
+/** Counts the output tokens that belong to the reasoning: every token up to the one that completes `</think>`. */
+class ReasoningCounter {
+  tokens = 0;
+  private text = "";
+  private open: boolean;
+
+  constructor(reasoning: boolean) {
+    this.open = reasoning;
+  }
+
+  push(text: string): void {
+    if (!this.open) return;
+    this.tokens++;
+    // only the tail can complete the tag: keep enough of it
+    this.text = (this.text + text).slice(-(THINK_END.length + text.length));
+    if (this.text.includes(THINK_END)) this.open = false;
+  }
+}
+
+const newId = (prefix: string): string => `${prefix}${randomUUID().replaceAll("-", "")}`;
+
+/** A tokenizer whose chat template is replaced (the rest is the tokenizer's own). */
+function withChatTemplate(tokenizer: Tokenizer, template: string): Tokenizer {
+  return Object.create(tokenizer, { chatTemplate: { value: template, enumerable: true } }) as Tokenizer;
+}
+
+export class KeepquantLanguageModel implements LanguageModelV3 {
+  readonly specificationVersion = "v3";
+  readonly provider = PROVIDER_NAME;
+  readonly modelId: string;
+  /** keepquant reads text only: no URL is passed through to it. */
+  readonly supportedUrls: Record<string, RegExp[]> = {};
+  readonly settings: Readonly<KeepquantModelSettings>;
+  private readonly registry: EngineRegistry;
+  private templated: { tokenizer: Tokenizer; wrapped: Tokenizer } | undefined;
+
+  constructor(modelId: string, settings: KeepquantModelSettings, registry: EngineRegistry) {
+    this.modelId = modelId;
+    this.settings = Object.freeze({ ...settings });
+    this.registry = registry;
+  }
+
+  /** The model's engine (shared with every model of the same file and engine settings), loaded on first use. */
+  engine(): Promise<Engine> {
+    return this.registry.engine(this.modelId, this.settings);
+  }
+
+  private chatTokenizer(tokenizer: Tokenizer): Tokenizer {
+    const template = this.settings.chatTemplate;
+    if (template === undefined) return tokenizer;
+    if (this.templated?.tokenizer !== tokenizer) this.templated = { tokenizer, wrapped: withChatTemplate(tokenizer, template) };
+    return this.templated.wrapped;
+  }
+
+  private async prepare(options: LanguageModelV3CallOptions): Promise<PreparedCall> {
+    if (options.abortSignal?.aborted) throw abortError(options.abortSignal);
+    const warnings: SharedV3Warning[] = [];
+    const call: KeepquantCallOptions = parseCallOptions(options.providerOptions);
+    const messages = convertPrompt(options.prompt);
+
+    const functionTools = (options.tools ?? []).filter((tool) => tool.type === "function");
+    for (const tool of options.tools ?? []) {
+      if (tool.type === "provider") warnings.push({ type: "unsupported", feature: `provider tool ${tool.id}`, details: "keepquant runs no provider-executed tools" });
+    }
+    const toolChoice = options.toolChoice ?? { type: "auto" };
+    if (functionTools.length > 0 && (toolChoice.type === "required" || toolChoice.type === "tool")) {
+      throw new UnsupportedFunctionalityError({
+        functionality: `toolChoice ${JSON.stringify(toolChoice)}`,
+        message: 'keepquant: forcing a tool call needs the engine\'s constrained decoding, which this build does not have yet; use toolChoice "auto"',
+      });
+    }
+    if (options.responseFormat?.type === "json") {
+      throw new UnsupportedFunctionalityError({
+        functionality: "responseFormat json",
+        message: "keepquant: JSON output (generateObject, Output.object) needs the engine's constrained decoding, which this build does not have yet",
+      });
+    }
+    const useTools = functionTools.length > 0 && toolChoice.type !== "none";
+    const engine = await this.engine();
+    if (!engine.tokenizer) {
+      throw new UnsupportedFunctionalityError({
+        functionality: "models without a tokenizer",
+        message: `keepquant: the model ${this.modelId} has no usable tokenizer, so a chat prompt cannot be encoded`,
+      });
+    }
+    const templateTools = functionTools.map((tool) => ({
+      type: "function",
+      function: { name: tool.name, ...(tool.description === undefined ? {} : { description: tool.description }), parameters: tool.inputSchema },
+    }));
+    let encoded: ReturnType<typeof encodeChat>;
+    try {
+      encoded = encodeChat(this.chatTokenizer(engine.tokenizer), messages, {
+        ...(useTools ? { tools: templateTools } : {}),
+        ...(call.thinking === undefined ? {} : { enableThinking: call.thinking }),
+      });
+    } catch (error) {
+      throw callError(error, options.prompt);
+    }
+
+    const params: GenerateParams = {};
+    if (options.maxOutputTokens !== undefined) params.maxTokens = options.maxOutputTokens;
+    if (options.temperature !== undefined) params.temperature = options.temperature;
+    if (options.topK !== undefined) params.topK = options.topK;
+    if (options.topP !== undefined) params.topP = options.topP;
+    if (options.seed !== undefined) params.seed = options.seed;
+    if (options.presencePenalty !== undefined) params.presencePenalty = options.presencePenalty;
+    if (options.frequencyPenalty !== undefined) params.frequencyPenalty = options.frequencyPenalty;
+    if (options.stopSequences !== undefined && options.stopSequences.length > 0) params.stop = options.stopSequences;
+    if (call.minP !== undefined) params.minP = call.minP;
+    if (call.repeatPenalty !== undefined) params.repeatPenalty = call.repeatPenalty;
+    if (call.penaltyLastN !== undefined) params.penaltyLastN = call.penaltyLastN;
+    if (call.ignoreEog !== undefined) params.ignoreEog = call.ignoreEog;
+    return {
+      engine,
+      ids: encoded.ids,
+      promptText: encoded.text,
+      params,
+      reasoning: /<think>\s*$/.test(encoded.text),
+      tools: useTools,
+      warnings,
+    };
+  }
+
+  /** Starts the engine request; its bad parameters are the AI SDK's errors. */
+  private start(prepared: PreparedCall, signal: AbortSignal | undefined, prompt: unknown) {
+    try {
+      return prepared.engine.generate(prepared.ids, { ...prepared.params, ...(signal ? { signal } : {}) });
+    } catch (error) {
+      throw callError(error, prompt);
+    }
+  }
+
+  async doGenerate(options: LanguageModelV3CallOptions): Promise<LanguageModelV3GenerateResult> {
+    const prepared = await this.prepare(options);
+    const timestamp = new Date();
+    const generation = this.start(prepared, options.abortSignal, options.prompt);
+    const parser = new OutputParser({ reasoning: prepared.reasoning, tools: prepared.tools });
+    const counter = new ReasoningCounter(prepared.reasoning);
+    const parts: ParsedOutput[] = [];
+    let result: GenerationResult | undefined;
+    try {
+      for await (const event of generation) {
+        if (event.type === "done") result = event.result;
+        else {
+          if (event.token >= 0) counter.push(event.text);
+          parts.push(...parser.push(event.text));
+        }
+      }
+    } catch (error) {
+      throw callError(error, options.prompt);
+    }
+    result ??= await generation.result;
+    if (result.stopReason === "abort") throw abortError(options.abortSignal);
+    parts.push(...parser.flush());
+    const content: LanguageModelV3Content[] = [];
+    for (const part of parts) {
+      if (part.kind === "tool_call") {
+        content.push({ type: "tool-call", toolCallId: newId("call_"), toolName: part.name, input: part.arguments });
+        continue;
+      }
+      const type = part.kind === "reasoning" ? "reasoning" : "text";
+      const last = content[content.length - 1];
+      if (last && last.type === type) last.text += part.text;
+      else content.push({ type, text: part.text });
+    }
+    return {
+      content,
+      finishReason: finishReasonOf(result.stopReason, parser.toolCallCount),
+      usage: usageOf(result, counter.tokens),
+      providerMetadata: metadataOf(result),
+      request: { body: { prompt: prepared.promptText, promptTokens: prepared.ids.length } },
+      response: { id: newId("kq-"), timestamp, modelId: this.modelId },
+      warnings: prepared.warnings,
+    };
+  }
+
+  async doStream(options: LanguageModelV3CallOptions): Promise<LanguageModelV3StreamResult> {
+    const prepared = await this.prepare(options);
+    // the engine request ends when the caller aborts or when the reader cancels the stream
+    const controller = new AbortController();
+    const callerSignal = options.abortSignal;
+    const onAbort = (): void => controller.abort(callerSignal?.reason);
+    callerSignal?.addEventListener("abort", onAbort, { once: true });
+    let generation: ReturnType<KeepquantLanguageModel["start"]>;
+    try {
+      generation = this.start(prepared, controller.signal, options.prompt);
+    } catch (error) {
+      callerSignal?.removeEventListener("abort", onAbort);
+      throw error;
+    }
+    const events = generation[Symbol.asyncIterator]();
+    const parser = new OutputParser({ reasoning: prepared.reasoning, tools: prepared.tools });
+    const counter = new ReasoningCounter(prepared.reasoning);
+    const responseId = newId("kq-");
+    let open: { type: "text" | "reasoning"; id: string } | undefined;
+    let partCount = 0;
+    const cleanup = (): void => callerSignal?.removeEventListener("abort", onAbort);
+
+    const emit = (out: ReadableStreamDefaultController<LanguageModelV3StreamPart>, parts: ParsedOutput[]): void => {
+      for (const part of parts) {
+        if (part.kind === "tool_call") {
+          closeOpen(out);
+          const id = newId("call_");
+          out.enqueue({ type: "tool-input-start", id, toolName: part.name });
+          out.enqueue({ type: "tool-input-delta", id, delta: part.arguments });
+          out.enqueue({ type: "tool-input-end", id });
+          out.enqueue({ type: "tool-call", toolCallId: id, toolName: part.name, input: part.arguments });
+          continue;
+        }
+        const type = part.kind === "reasoning" ? "reasoning" : "text";
+        if (open?.type !== type) {
+          closeOpen(out);
+          open = { type, id: String(partCount++) };
+          out.enqueue({ type: `${type}-start`, id: open.id });
+        }
+        out.enqueue({ type: `${type}-delta`, id: open.id, delta: part.text });
+      }
+    };
+    const closeOpen = (out: ReadableStreamDefaultController<LanguageModelV3StreamPart>): void => {
+      if (open) out.enqueue({ type: `${open.type}-end`, id: open.id });
+      open = undefined;
+    };
+
+    const stream = new ReadableStream<LanguageModelV3StreamPart>({
+      start: (out) => {
+        out.enqueue({ type: "stream-start", warnings: prepared.warnings });
+        out.enqueue({ type: "response-metadata", id: responseId, timestamp: new Date(), modelId: this.modelId });
+      },
+      pull: async (out) => {
+        let next: IteratorResult<Awaited<ReturnType<typeof events.next>>["value"]>;
+        try {
+          next = await events.next();
+        } catch (error) {
+          cleanup();
+          out.error(callError(error, options.prompt));
+          return;
+        }
+        if (next.done) {
+          cleanup();
+          out.close();
+          return;
+        }
+        const event = next.value;
+        if (event.type === "token") {
+          if (event.token >= 0) counter.push(event.text);
+          emit(out, parser.push(event.text));
+          return;
+        }
+        cleanup();
+        const result = event.result;
+        if (result.stopReason === "abort") {
+          out.error(abortError(callerSignal?.aborted ? callerSignal : controller.signal));
+          return;
+        }
+        emit(out, parser.flush());
+        closeOpen(out);
+        out.enqueue({
+          type: "finish",
+          finishReason: finishReasonOf(result.stopReason, parser.toolCallCount),
+          usage: usageOf(result, counter.tokens),
+          providerMetadata: metadataOf(result),
+        });
+        out.close();
+      },
+      cancel: (reason) => {
+        cleanup();
+        controller.abort(reason);
+      },
+    });
+    return { stream, request: { body: { prompt: prepared.promptText, promptTokens: prepared.ids.length } } };
+  }
+}
