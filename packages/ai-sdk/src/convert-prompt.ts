@@ -34,7 +34,9 @@ export function toolOutputText(output: LanguageModelV3ToolResultOutput): string 
         })
         .join("\n");
     default:
-      throw new UnsupportedFunctionalityError({ functionality: `tool result output ${JSON.stringify((output as { type?: unknown }).type)}` });
+      throw new UnsupportedFunctionalityError({
+        functionality: `tool result output ${JSON.stringify((output as { type?: unknown }).type)}`,
+      });
   }
 }
 
@@ -90,7 +92,10 @@ export function convertPrompt(prompt: LanguageModelV3Prompt): ChatMessage[] {
         }
         return;
       default:
-        throw new InvalidPromptError({ prompt, message: `keepquant: ${where}: unknown role ${JSON.stringify((message as { role?: unknown }).role)}` });
+        throw new InvalidPromptError({
+          prompt,
+          message: `keepquant: ${where}: unknown role ${JSON.stringify((message as { role?: unknown }).role)}`,
+        });
     }
   });
   return messages;

@@ -52,7 +52,12 @@ export function finishReasonOf(stopReason: StopReason, toolCalls: number): Langu
 export function usageOf(result: GenerationResult, reasoningTokens: number): LanguageModelV3Usage {
   const s = result.stats;
   return {
-    inputTokens: { total: s.promptTokens, noCache: s.promptTokens - s.cachedPromptTokens, cacheRead: s.cachedPromptTokens, cacheWrite: undefined },
+    inputTokens: {
+      total: s.promptTokens,
+      noCache: s.promptTokens - s.cachedPromptTokens,
+      cacheRead: s.cachedPromptTokens,
+      cacheWrite: undefined,
+    },
     outputTokens: { total: s.generatedTokens, text: s.generatedTokens - reasoningTokens, reasoning: reasoningTokens },
     raw: { promptTokens: s.promptTokens, generatedTokens: s.generatedTokens, cachedPromptTokens: s.cachedPromptTokens },
   };
@@ -135,19 +140,22 @@ export class KeepquantLanguageModel implements LanguageModelV3 {
 
     const functionTools = (options.tools ?? []).filter((tool) => tool.type === "function");
     for (const tool of options.tools ?? []) {
-      if (tool.type === "provider") warnings.push({ type: "unsupported", feature: `provider tool ${tool.id}`, details: "keepquant runs no provider-executed tools" });
+      if (tool.type === "provider")
+        warnings.push({ type: "unsupported", feature: `provider tool ${tool.id}`, details: "keepquant runs no provider-executed tools" });
     }
     const toolChoice = options.toolChoice ?? { type: "auto" };
     if (functionTools.length > 0 && (toolChoice.type === "required" || toolChoice.type === "tool")) {
       throw new UnsupportedFunctionalityError({
         functionality: `toolChoice ${JSON.stringify(toolChoice)}`,
-        message: 'keepquant: forcing a tool call needs the engine\'s constrained decoding, which this build does not have yet; use toolChoice "auto"',
+        message:
+          'keepquant: forcing a tool call needs the engine\'s constrained decoding, which this build does not have yet; use toolChoice "auto"',
       });
     }
     if (options.responseFormat?.type === "json") {
       throw new UnsupportedFunctionalityError({
         functionality: "responseFormat json",
-        message: "keepquant: JSON output (generateObject, Output.object) needs the engine's constrained decoding, which this build does not have yet",
+        message:
+          "keepquant: JSON output (generateObject, Output.object) needs the engine's constrained decoding, which this build does not have yet",
       });
     }
     const useTools = functionTools.length > 0 && toolChoice.type !== "none";
@@ -160,7 +168,11 @@ export class KeepquantLanguageModel implements LanguageModelV3 {
     }
     const templateTools = functionTools.map((tool) => ({
       type: "function",
-      function: { name: tool.name, ...(tool.description === undefined ? {} : { description: tool.description }), parameters: tool.inputSchema },
+      function: {
+        name: tool.name,
+        ...(tool.description === undefined ? {} : { description: tool.description }),
+        parameters: tool.inputSchema,
+      },
     }));
     let encoded: ReturnType<typeof encodeChat>;
     try {

@@ -97,7 +97,10 @@ export function parseCallOptions(providerOptions: Record<string, unknown> | unde
     }
     if (value === undefined) continue;
     if (typeof value !== kind || (kind === "number" && !Number.isFinite(value))) {
-      throw new InvalidArgumentError({ argument, message: `${argument} must be a ${kind === "number" ? "finite number" : kind}, got ${JSON.stringify(value)}` });
+      throw new InvalidArgumentError({
+        argument,
+        message: `${argument} must be a ${kind === "number" ? "finite number" : kind}, got ${JSON.stringify(value)}`,
+      });
     }
     options[key] = value;
   }
