@@ -18,12 +18,21 @@ import type {
   SharedV3Warning,
 } from "@ai-sdk/provider";
 import { UnsupportedFunctionalityError } from "@ai-sdk/provider";
-import { type Engine, encodeChat, type GenerateParams, type GenerationResult, type StopReason, type Tokenizer } from "@keepquant/engine";
+import {
+  type ChatMessage,
+  type Engine,
+  type EncodeChatOptions,
+  encodeChat,
+  type GenerateParams,
+  type GenerationResult,
+  type StopReason,
+  type Tokenizer,
+} from "@keepquant/engine";
 import { OutputParser, type ParsedOutput } from "@keepquant/server";
 import { convertPrompt } from "./convert-prompt.js";
 import type { EngineRegistry } from "./engines.js";
 import { abortError, callError } from "./errors.js";
-import { type KeepquantCallOptions, type KeepquantModelSettings, PROVIDER_NAME, parseCallOptions } from "./settings.js";
+import { engineOptionsOf, type KeepquantCallOptions, type KeepquantModelSettings, PROVIDER_NAME, parseCallOptions } from "./settings.js";
 
 const THINK_END = "</think>";
 
@@ -95,6 +104,24 @@ class ReasoningCounter {
     this.text = (this.text + text).slice(-(THINK_END.length + text.length));
     if (this.text.includes(THINK_END)) this.open = false;
   }
+}
+
+/**
+ * The token count of the leading system messages when the prompt starts with them (0 otherwise): a prefix-cache
+ * point, so that other conversations with the same system prompt (and tools) skip recomputing it.
+ */
+function systemPrefixLength(
+  tokenizer: Tokenizer,
+  messages: readonly ChatMessage[],
+  options: EncodeChatOptions,
+  ids: readonly number[],
+): number {
+  let count = 0;
+  while (count < messages.length && messages[count]!.role === "system") count++;
+  if (count === 0 || count === messages.length) return 0;
+  const head = encodeChat(tokenizer, messages.slice(0, count), { ...options, addGenerationPrompt: false }).ids;
+  if (head.length === 0 || head.length >= ids.length || head.some((id, i) => ids[i] !== id)) return 0;
+  return head.length;
 }
 
 const newId = (prefix: string): string => `${prefix}${randomUUID().replaceAll("-", "")}`;
@@ -174,12 +201,14 @@ export class KeepquantLanguageModel implements LanguageModelV3 {
         parameters: tool.inputSchema,
       },
     }));
+    const tokenizer = this.chatTokenizer(engine.tokenizer);
+    const chatOptions: EncodeChatOptions = {
+      ...(useTools ? { tools: templateTools } : {}),
+      ...(call.thinking === undefined ? {} : { enableThinking: call.thinking }),
+    };
     let encoded: ReturnType<typeof encodeChat>;
     try {
-      encoded = encodeChat(this.chatTokenizer(engine.tokenizer), messages, {
-        ...(useTools ? { tools: templateTools } : {}),
-        ...(call.thinking === undefined ? {} : { enableThinking: call.thinking }),
-      });
+      encoded = encodeChat(tokenizer, messages, chatOptions);
     } catch (error) {
       throw callError(error, options.prompt);
     }
@@ -197,6 +226,10 @@ export class KeepquantLanguageModel implements LanguageModelV3 {
     if (call.repeatPenalty !== undefined) params.repeatPenalty = call.repeatPenalty;
     if (call.penaltyLastN !== undefined) params.penaltyLastN = call.penaltyLastN;
     if (call.ignoreEog !== undefined) params.ignoreEog = call.ignoreEog;
+    if ((engineOptionsOf(this.settings).prefixCacheSnapshots ?? 0) > 0) {
+      const head = systemPrefixLength(tokenizer, messages, chatOptions, encoded.ids);
+      if (head > 0) params.prefixCachePoints = [head];
+    }
     return {
       engine,
       ids: encoded.ids,
