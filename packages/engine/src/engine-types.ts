@@ -2,6 +2,31 @@ import type { KvType } from "./kv/paged-kv.js";
 import type { Numerics } from "./model/matmul.js";
 import type { PrefixCacheStats } from "./kv/prefix-cache.js";
 import type { SamplingParams as SamplingModuleParams, StopReason, TokenLogprob } from "./sampling/index.js";
+import type { ToolCallFormat } from "./chat/tool-format.js";
+
+/**
+ * Constrained decoding (docs/usage/structured-output.md): every sampled token keeps the output a
+ * prefix of a valid document, checked by the grammar engine (xgrammar's WebAssembly build, loaded on
+ * the first constrained request).
+ * - `json_schema`: one JSON document valid for `schema` (keywords the engine cannot enforce are
+ *   refused with CONSTRAINT_UNSUPPORTED_KEYWORD); `strict: false` lets the output carry properties
+ *   the schema does not declare where it allows them (default: only declared properties).
+ * - `json_object`: one JSON object.
+ * - `tool_call`: calls in the model's own format (`toolCallFormatOf(template)`), arguments valid for
+ *   the tool's `parameters`. `required`: one or more calls; `{ name }`: exactly one call of that
+ *   tool; `auto`: free text or calls (arguments checked for tools with `strict: true`).
+ * - `grammar`: an EBNF grammar (xgrammar's dialect, root rule `root`).
+ */
+export type ConstraintSpec =
+  | { type: "json_schema"; schema: Record<string, unknown>; strict?: boolean }
+  | { type: "json_object" }
+  | {
+      type: "tool_call";
+      format: ToolCallFormat;
+      tools: readonly { name: string; parameters?: Record<string, unknown>; strict?: boolean }[];
+      choice: "required" | "auto" | { name: string };
+    }
+  | { type: "grammar"; ebnf: string };
 
 /**
  * The part of an AbortSignal the engine uses (declared here so that the type declarations need
@@ -141,6 +166,12 @@ export interface GenerateParams extends SamplingModuleParams {
    * shared system prompt so that other conversations starting with it skip recomputing it.
    */
   prefixCachePoints?: readonly number[];
+  /** Constrained decoding of this sequence (see ConstraintSpec); needs the model's tokenizer. */
+  constraint?: ConstraintSpec;
+  /** the prompt ends inside an open <think> block: constraint and thinkingBudget apply after </think> */
+  reasoning?: boolean;
+  /** most tokens of reasoning before the engine closes it with </think> (needs reasoning: true) */
+  thinkingBudget?: number;
 }
 
 /** @deprecated use GenerateParams */

@@ -1,6 +1,15 @@
 import fs from "node:fs";
 import { buildLoadPlan, readGguf } from "@keepquant/gguf";
-import type { EngineOptions, EngineStats, GenerationEvent, GenerationResult, GenerateParams, StopReason } from "./engine-types.js";
+import type {
+  ConstraintSpec,
+  EngineOptions,
+  EngineStats,
+  GenerationEvent,
+  GenerationResult,
+  GenerateParams,
+  StopReason,
+} from "./engine-types.js";
+import { type DecodeGuide, GuidedDecoding, planGuide } from "./constrain/index.js";
 import { EngineError, EngineLoadError, EngineOptionError } from "./errors.js";
 import { allocateJsStorage, PagedKvCache, type AllocateStorage, type KvType } from "./kv/paged-kv.js";
 import { GdnStatePool } from "./kv/state-pool.js";
@@ -140,6 +149,8 @@ class Request implements ScheduledSequence, SpeculativeSequence {
   resumed: { position: number; hidden: Float32Array | undefined } | undefined = undefined;
   specDrafted = 0;
   specAccepted = 0;
+  /** constrained decoding and the thinking budget (undefined: unguided) */
+  guide: DecodeGuide | undefined;
   readonly generated: number[] = [];
   text = "";
   readonly submittedAt = performance.now();
@@ -240,6 +251,8 @@ export class Engine {
   private snapshotBytes = 0;
   /** Speculative decoding (undefined when off). */
   private readonly spec: SpeculativeDecoder | undefined;
+  /** Constrained decoding: the grammar engine is loaded on the first constrained request. */
+  private readonly guided: GuidedDecoding;
 
   private constructor(
     readonly weights: ModelWeights,
@@ -253,6 +266,7 @@ export class Engine {
     const c = weights.config;
     this.numerics = options.numerics;
     this.tokenizer = tokenizer;
+    this.guided = new GuidedDecoding(tokenizer);
     this.contextLength = options.contextLength;
     const numBlocks = Math.ceil(options.kvCacheTokens / options.blockSize);
     // llama.cpp casts an F32 K/V cache to F16 for flash attention: same numbers, so store f16.
@@ -518,8 +532,11 @@ export class Engine {
     const ids = typeof prompt === "string" ? this.tokenize(prompt, params.parseSpecial ?? false) : [...prompt];
     if (ids.length === 0) throw new EngineOptionError("ENGINE_BAD_REQUEST", "prompt is empty", { field: "prompt" });
     this.checkIds(ids, "prompt");
-    const { signal, parseSpecial, stopAtEog, logprobs, prefixCachePoints, ...samplingParams } = params;
+    const { signal, parseSpecial, stopAtEog, logprobs, prefixCachePoints, constraint, reasoning, thinkingBudget, ...samplingParams } =
+      params;
     void parseSpecial;
+    // constraint, reasoning and thinkingBudget: checked here (ConstraintError), compiled before the request is scheduled
+    const guidePlan = planGuide({ constraint, reasoning, thinkingBudget });
     if (logprobs !== undefined && (!Number.isInteger(logprobs) || logprobs < 0 || logprobs > MAX_TOP_LOGPROBS)) {
       throw new EngineOptionError(
         "ENGINE_BAD_REQUEST",
@@ -591,9 +608,33 @@ export class Engine {
         signal.addEventListener("abort", request.onAbort, { once: true });
       }
     }
-    this.scheduler.add(request);
-    this.kick();
+    if (guidePlan) {
+      this.guided.guide(guidePlan).then(
+        (guide) => {
+          if (!this.requests.has(request)) {
+            guide.dispose();
+            return;
+          }
+          request.guide = guide;
+          this.scheduler.add(request);
+          this.kick();
+        },
+        (error: unknown) => this.failRequest(request, error),
+      );
+    } else {
+      this.scheduler.add(request);
+      this.kick();
+    }
     return { [Symbol.asyncIterator]: () => request.events(), result: request.result };
+  }
+
+  /**
+   * Checks and compiles a constraint (cached for the requests that use it), so that a schema the
+   * grammar engine refuses fails before a response starts. Throws ConstraintError.
+   */
+  async prepareConstraint(spec: ConstraintSpec): Promise<void> {
+    planGuide({ constraint: spec });
+    await this.guided.check(spec);
   }
 
   /** Runs a generation to the end and returns its result. */
@@ -697,7 +738,8 @@ export class Engine {
       }
       return { ...base, tokens: known, logits: chunk.needsLogits ? "last" : "none", ...(drafter ? { hidden: true } : {}) };
     });
-    const logits = await this.runForward(entries);
+    // the grammar engine computes the next masks on this thread while the native step runs off it
+    const [logits] = await Promise.all([this.runForward(entries), this.prepareGuides(chunks)]);
     // the drafter needs the target's hidden states after the next forward overwrote them
     const hidden = drafter ? this.lastHiddenRows().slice() : undefined;
     this.counters.steps++;
@@ -732,7 +774,8 @@ export class Engine {
         // the target's hidden state at the chunk's last row, for a prefix-cache entry the drafter can resume from
         this.scheduler.afterStep(request, entry.hidden ? keptHidden?.subarray((keptCount - 1) * D, keptCount * D) : undefined);
         if (logitCount > 0) {
-          const token = request.sampler.sample(rowsLogits, request.tokens);
+          const row = request.guide ? request.guide.apply(rowsLogits) : rowsLogits;
+          const token = request.sampler.sample(row, request.tokens);
           const n = request.params.logprobs;
           this.acceptToken(request, token, n === undefined ? undefined : logprobsOf(rowsLogits, token, n));
         }
@@ -742,9 +785,28 @@ export class Engine {
     await this.spec?.draft(drafterWork);
   }
 
+  /** The constraint rules of the positions each chunk samples (the next token, and after each draft). */
+  private async prepareGuides(chunks: readonly { sequence: unknown; needsLogits: boolean; draftTokens: number }[]): Promise<void> {
+    const work: Promise<void>[] = [];
+    for (const chunk of chunks) {
+      const request = chunk.sequence as Request;
+      if (!request.guide || (!chunk.needsLogits && chunk.draftTokens === 0)) continue;
+      work.push(request.guide.prepare(request.drafts.slice(0, chunk.draftTokens)));
+    }
+    await Promise.all(work);
+  }
+
   private acceptToken(request: Request, token: number, logprobs?: SampledLogprobs): void {
     if (request.finished) return;
     if (request.generated.length === 0) request.firstTokenAt = performance.now();
+    if (request.guide && !request.guide.advance(token)) {
+      throw new Error(`internal: token ${token} was sampled against the constraint of request ${request.id}`);
+    }
+    // the grammar accepted its stop token: the document is complete
+    if (request.guide?.done) {
+      this.finishRequest(request, "eog");
+      return;
+    }
     if (!request.ignoreEog && this.tokenizer?.isEog(token) === true) {
       this.finishRequest(request, "eog");
       return;
@@ -771,6 +833,7 @@ export class Engine {
     if (!this.requests.has(request)) return;
     this.requests.delete(request);
     this.scheduler.remove(request);
+    request.guide?.dispose();
     if (request.onAbort) request.params.signal?.removeEventListener("abort", request.onAbort);
     if (request.detokenizer && stopReason !== "stop_string") {
       const tail = request.stops.push(request.detokenizer.flush()).text + request.stops.flush();
@@ -804,6 +867,7 @@ export class Engine {
   private failRequest(request: Request, error: unknown): void {
     this.requests.delete(request);
     this.scheduler.remove(request);
+    request.guide?.dispose();
     if (request.onAbort) request.params.signal?.removeEventListener("abort", request.onAbort);
     request.fail(error);
   }

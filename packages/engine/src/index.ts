@@ -1,6 +1,7 @@
 export { Engine, type GenerationStream, type EvaluateOptions } from "./engine.js";
 export type {
   AbortSignalLike,
+  ConstraintSpec,
   EngineOptions,
   EngineStats,
   GenerateParams,
@@ -13,6 +14,7 @@ export type {
 } from "./engine-types.js";
 export { MAX_DRAFT_TOKENS } from "./engine-types.js";
 export { EngineError, EngineLoadError, EngineOptionError, EngineAbortError, type EngineErrorCode } from "./errors.js";
+export { ConstraintError, type ConstraintErrorCode, type ConstraintErrorDetails, ENFORCED_FORMATS } from "./constrain/index.js";
 export type { AllocateStorage, KvType, PagedKvCache } from "./kv/paged-kv.js";
 export type { RefCountedPool } from "./kv/block-pool.js";
 export type { DequantizeRow, Numerics, MatmulProvider } from "./model/matmul.js";

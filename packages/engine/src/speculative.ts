@@ -6,6 +6,7 @@
  */
 import { MAX_DRAFT_TOKENS, type SpeculativeStats } from "./engine-types.js";
 import { EngineOptionError } from "./errors.js";
+import { applyRule, type DecodeGuide } from "./constrain/index.js";
 import { allocateJsStorage, type AllocateStorage } from "./kv/paged-kv.js";
 import { GdnStatePool } from "./kv/state-pool.js";
 import type { DrafterEntry } from "./model/forward.js";
@@ -119,6 +120,8 @@ export interface SpeculativeSequence {
   resumed: { position: number; hidden: Float32Array | undefined } | undefined;
   specDrafted: number;
   specAccepted: number;
+  /** constrained decoding: drafts are checked against it, verification rows masked by it */
+  readonly guide?: DecodeGuide | undefined;
 }
 
 /** What the Engine gives speculative decoding. */
@@ -239,7 +242,9 @@ export class SpeculativeDecoder {
     const rowOf: number[] = [];
     let accepted = 0;
     for (let i = 0; i <= draftCount; i++) {
-      const rowLogits = rowsLogits.subarray(i * vocab, (i + 1) * vocab);
+      // a constrained request: the row under the grammar's rule after drafts 0 .. i-1 (prepared before the step)
+      const rawRow = rowsLogits.subarray(i * vocab, (i + 1) * vocab);
+      const rowLogits = request.guide ? request.guide.apply(rawRow, i) : rawRow;
       if (i === draftCount) {
         tokens.push(request.sampler.sample(rowLogits, history));
         rowOf.push(i);
@@ -311,7 +316,8 @@ export class SpeculativeDecoder {
     for (const { request, lastValid } of work) {
       const count = this.draftBudget(request);
       if (count === 0 || lastValid + 1 !== request.tokens.length - 1) continue;
-      request.drafts = this.validProposals(propose(request.tokens, count).slice(0, count));
+      const drafts = this.validProposals(propose(request.tokens, count).slice(0, count));
+      request.drafts = request.guide ? request.guide.validDrafts(drafts) : drafts;
     }
   }
 
@@ -386,10 +392,21 @@ export class SpeculativeDecoder {
       c.request.drafts = [];
       c.request.draftDistributions = [];
     }
+    // constrained requests: the drafter's logits are masked too, the guide advancing through the drafts (rolled back below)
+    const saved = chain.flatMap((c) => (c.request.guide ? [{ guide: c.request.guide, state: c.request.guide.checkpoint() }] : []));
     while (chain.length > 0) {
       for (const c of chain) {
-        const picked = this.pickDraft(c.request, c.logits);
-        c.request.drafts.push(c.override ? c.override[c.request.drafts.length]! : picked);
+        const guide = c.request.guide;
+        const logits = guide ? applyRule(await guide.currentRule(), c.logits, new Set()) : c.logits;
+        const picked = this.pickDraft(c.request, logits);
+        const draft = c.override ? c.override[c.request.drafts.length]! : picked;
+        if (guide && !guide.advance(draft)) {
+          // an override the grammar refuses ends this chain (its q, if drawn, goes too)
+          c.budget = c.request.drafts.length;
+          c.request.draftDistributions.length = Math.min(c.request.draftDistributions.length, c.budget);
+          continue;
+        }
+        c.request.drafts.push(draft);
       }
       chain = chain.filter((c) => c.request.drafts.length < c.budget);
       if (chain.length === 0) break;
@@ -407,6 +424,7 @@ export class SpeculativeDecoder {
         own: own.slice(i * D, (i + 1) * D),
       }));
     }
+    for (const { guide, state } of saved) guide.restore(state);
   }
 
   /** Drafter entries (row hidden inputs alongside), split into steps of at most maxBatchTokens rows; per entry its logits and hidden row (when it has a logit row). */

@@ -1,0 +1,235 @@
+/**
+ * Per-sequence guided decoding: the reasoning phase (free text until `</think>`, closed by the
+ * engine once the thinking budget is spent) and then the grammar matcher of the constraint.
+ *
+ * The engine asks for the rules of the next positions *before* a step (`prepare`: the grammar
+ * engine computes its token bitmasks on the JS thread while the native step runs off it), applies
+ * them to the logits rows after the step (`apply`, synchronous) and feeds every token it keeps
+ * (`advance`). Speculative decoding prepares one rule per draft position by advancing through the
+ * drafts and rolling the matcher back, and drafts are checked against the grammar (`validDrafts`).
+ */
+import type { XgGrammarMatcher } from "./xgrammar.js";
+
+/** What may come at one position. */
+export type PositionRule =
+  /** anything (reasoning without a budget left to enforce, or no constraint at all) */
+  | { kind: "free" }
+  /** anything but an end-of-generation token (reasoning before a constrained answer) */
+  | { kind: "no_eog" }
+  /** exactly this token (the thinking budget closes the reasoning) */
+  | { kind: "forced"; token: number }
+  /** the grammar's bitmask: bit `id` of word `id >> 5` set = allowed */
+  | { kind: "mask"; bits: Int32Array }
+  /** nothing: the grammar has ended */
+  | { kind: "done" };
+
+type Phase = "reasoning" | "constrained" | "free" | "done";
+
+interface GuideState {
+  phase: Phase;
+  reasoningTokens: number;
+  thinkMatched: number;
+  matcherSteps: number;
+}
+
+export interface GuideOptions {
+  /** the constraint's matcher (none: a thinking budget alone) */
+  matcher: XgGrammarMatcher | undefined;
+  /** gives the matcher back (disposes it) */
+  release?: () => void;
+  /** the prompt ends inside an open <think> block */
+  reasoning: boolean;
+  /** reasoning tokens before the engine writes `thinkEnd` */
+  thinkingBudget: number | undefined;
+  /** the token ids of `</think>` */
+  thinkEnd: readonly number[];
+  /** end-of-generation ids (kept out of the reasoning when a constraint follows it) */
+  eogIds: ReadonlySet<number>;
+}
+
+export class DecodeGuide {
+  private state: GuideState;
+  private rules: PositionRule[] = [];
+  private disposed = false;
+
+  constructor(private readonly options: GuideOptions) {
+    this.state = {
+      phase: options.reasoning ? "reasoning" : options.matcher ? "constrained" : "free",
+      reasoningTokens: 0,
+      thinkMatched: 0,
+      matcherSteps: 0,
+    };
+  }
+
+  /** The grammar has accepted a stop token: the sequence is complete. */
+  get done(): boolean {
+    return this.state.phase === "done";
+  }
+
+  /** Still in the reasoning block. */
+  get reasoning(): boolean {
+    return this.state.phase === "reasoning";
+  }
+
+  /** The rule at the current position (async: the grammar engine computes a bitmask). */
+  private async ruleNow(): Promise<PositionRule> {
+    const s = this.state;
+    switch (s.phase) {
+      case "free":
+        return { kind: "free" };
+      case "done":
+        return { kind: "done" };
+      case "reasoning": {
+        const budget = this.options.thinkingBudget;
+        if (budget !== undefined && s.reasoningTokens >= budget) return { kind: "forced", token: this.options.thinkEnd[s.thinkMatched]! };
+        return this.options.matcher ? { kind: "no_eog" } : { kind: "free" };
+      }
+      case "constrained":
+        return { kind: "mask", bits: await this.options.matcher!.getNextTokenBitmask() };
+    }
+  }
+
+  /**
+   * Computes the rules of the next `drafts.length + 1` positions: the next token, and after each
+   * draft (the matcher advances through the drafts and is rolled back). Call it before the step
+   * whose logits `apply` masks; any `advance` invalidates them.
+   */
+  async prepare(drafts: readonly number[] = []): Promise<void> {
+    const saved = { ...this.state };
+    const rules: PositionRule[] = [];
+    try {
+      for (let i = 0; ; i++) {
+        rules.push(await this.ruleNow());
+        if (i === drafts.length || !this.step(drafts[i]!)) break;
+      }
+    } finally {
+      this.restore(saved);
+    }
+    this.rules = rules;
+  }
+
+  /** The rules `prepare` computed (tests, diagnostics). */
+  get prepared(): readonly PositionRule[] {
+    return this.rules;
+  }
+
+  /**
+   * `row` masked by the rule of draft position `position` (0 = the next token); the row itself
+   * when nothing is masked. Throws when that position was not prepared.
+   */
+  apply(row: Float32Array, position = 0): Float32Array {
+    const rule = this.rules[position];
+    if (!rule) throw new Error(`internal: no constraint rule prepared for position ${position}`);
+    return applyRule(rule, row, this.options.eogIds);
+  }
+
+  /** Feeds a token the sequence keeps; false when the constraint does not allow it (nothing changes then). */
+  advance(token: number): boolean {
+    this.rules = [];
+    return this.step(token);
+  }
+
+  /**
+   * The longest prefix of `drafts` the constraint allows from the current position (speculative
+   * decoding never verifies a draft the grammar would reject).
+   */
+  validDrafts(drafts: readonly number[]): number[] {
+    const saved = { ...this.state };
+    let n = 0;
+    try {
+      while (n < drafts.length && this.step(drafts[n]!)) n++;
+    } finally {
+      this.restore(saved);
+    }
+    return drafts.slice(0, n);
+  }
+
+  /** Saves the state (drafting advances through the drafts, then `restore` rolls back). */
+  checkpoint(): Readonly<GuideState> {
+    return { ...this.state };
+  }
+
+  /** Back to a checkpoint (the matcher rolls back the tokens accepted since). */
+  restore(saved: Readonly<GuideState>): void {
+    const back = this.state.matcherSteps - saved.matcherSteps;
+    if (back > 0) this.options.matcher!.rollBack(back);
+    this.state = { ...saved };
+  }
+
+  /** The rule at the current position, for the drafter's own logits (MTP drafting). */
+  async currentRule(): Promise<PositionRule> {
+    return this.ruleNow();
+  }
+
+  private step(token: number): boolean {
+    const s = this.state;
+    switch (s.phase) {
+      case "free":
+        return true;
+      case "done":
+        return false;
+      case "reasoning": {
+        const { thinkEnd, thinkingBudget, matcher } = this.options;
+        const forced = thinkingBudget !== undefined && s.reasoningTokens >= thinkingBudget;
+        if (forced && token !== thinkEnd[s.thinkMatched]) return false;
+        if (matcher && this.options.eogIds.has(token)) return false;
+        if (token === thinkEnd[s.thinkMatched]) s.thinkMatched++;
+        else s.thinkMatched = token === thinkEnd[0] ? 1 : 0;
+        if (s.thinkMatched === thinkEnd.length) {
+          s.phase = matcher ? "constrained" : "free";
+          s.thinkMatched = 0;
+        } else if (!forced) {
+          s.reasoningTokens++;
+        }
+        return true;
+      }
+      case "constrained": {
+        const matcher = this.options.matcher!;
+        if (!matcher.acceptToken(token)) return false;
+        s.matcherSteps++;
+        if (matcher.isTerminated()) s.phase = "done";
+        return true;
+      }
+    }
+  }
+
+  /** Gives the matcher back; the guide is unusable afterwards. */
+  dispose(): void {
+    if (this.disposed) return;
+    this.disposed = true;
+    this.options.release?.();
+  }
+}
+
+/** `row` under `rule` (a copy when something is masked; `row` may be shorter than the vocabulary). */
+export function applyRule(rule: PositionRule, row: Float32Array, eogIds: ReadonlySet<number>): Float32Array {
+  switch (rule.kind) {
+    case "free":
+      return row;
+    case "no_eog": {
+      const out = row.slice();
+      for (const id of eogIds) if (id < out.length) out[id] = Number.NEGATIVE_INFINITY;
+      return out;
+    }
+    case "forced": {
+      const out = new Float32Array(row.length).fill(Number.NEGATIVE_INFINITY);
+      if (rule.token < out.length) out[rule.token] = 0;
+      return out;
+    }
+    case "done":
+      return new Float32Array(row.length).fill(Number.NEGATIVE_INFINITY);
+    case "mask": {
+      const out = row.slice();
+      const bits = rule.bits;
+      const n = row.length;
+      for (let w = 0; w * 32 < n; w++) {
+        const word = bits[w] ?? 0;
+        if (word === -1) continue;
+        const base = w * 32;
+        const end = Math.min(32, n - base);
+        for (let b = 0; b < end; b++) if (((word >>> b) & 1) === 0) out[base + b] = Number.NEGATIVE_INFINITY;
+      }
+      return out;
+    }
+  }
+}

@@ -1,0 +1,107 @@
+/**
+ * Constrained decoding and the thinking budget (docs/usage/structured-output.md). The engine keeps
+ * one DecodeGuide per guided sequence; `GuidedDecoding` is what it calls.
+ */
+import type { ConstraintSpec } from "../engine-types.js";
+import type { Tokenizer } from "../tokenizer/tokenizer.js";
+import { ConstraintCompiler } from "./compiler.js";
+import { ConstraintError } from "./errors.js";
+import { DecodeGuide } from "./guide.js";
+import { type GrammarSource, resolveConstraint } from "./spec.js";
+
+export { ConstraintError, type ConstraintErrorCode, type ConstraintErrorDetails } from "./errors.js";
+export { checkJsonSchema, ENFORCED_FORMATS } from "./schema.js";
+export { DecodeGuide, applyRule, type PositionRule } from "./guide.js";
+export { resolveConstraint, type GrammarSource } from "./spec.js";
+
+/** The reasoning block's closing text in Qwen templates. */
+export const THINK_END = "</think>";
+
+/** A guided request, checked: what to compile (if anything) and the reasoning settings. */
+export interface GuidePlan {
+  source: GrammarSource | undefined;
+  reasoning: boolean;
+  thinkingBudget: number | undefined;
+}
+
+/**
+ * Checks the guided-decoding fields of a request (synchronously: schema keywords, tool names,
+ * budget), or returns undefined when the request is not guided.
+ */
+export function planGuide(params: { constraint?: unknown; reasoning?: unknown; thinkingBudget?: unknown }): GuidePlan | undefined {
+  const { constraint, reasoning, thinkingBudget } = params;
+  if (constraint === undefined && thinkingBudget === undefined) return undefined;
+  if (reasoning !== undefined && typeof reasoning !== "boolean") {
+    throw new ConstraintError("CONSTRAINT_BAD_SPEC", `reasoning must be a boolean, got ${JSON.stringify(reasoning)}`, {
+      field: "reasoning",
+    });
+  }
+  if (thinkingBudget !== undefined) {
+    if (typeof thinkingBudget !== "number" || !Number.isSafeInteger(thinkingBudget) || thinkingBudget < 0) {
+      throw new ConstraintError("CONSTRAINT_BAD_SPEC", `thinkingBudget must be an integer >= 0, got ${JSON.stringify(thinkingBudget)}`, {
+        field: "thinkingBudget",
+      });
+    }
+    if (reasoning !== true) {
+      throw new ConstraintError(
+        "CONSTRAINT_BAD_SPEC",
+        "thinkingBudget needs reasoning: true (the prompt must end inside an open <think> block)",
+        { field: "thinkingBudget" },
+      );
+    }
+  }
+  return {
+    source: constraint === undefined ? undefined : resolveConstraint(constraint),
+    reasoning: reasoning === true,
+    thinkingBudget: thinkingBudget as number | undefined,
+  };
+}
+
+/** The engine's side of guided decoding: one compiler per tokenizer, created on first use. */
+export class GuidedDecoding {
+  private compiler: ConstraintCompiler | undefined;
+  private thinkEndIds: number[] | undefined;
+
+  constructor(private readonly tokenizer: Tokenizer | undefined) {}
+
+  private need(): { tokenizer: Tokenizer; compiler: ConstraintCompiler } {
+    if (!this.tokenizer) {
+      throw new ConstraintError("CONSTRAINT_NO_TOKENIZER", "constrained decoding needs the model's tokenizer, which this model lacks", {
+        field: "constraint",
+      });
+    }
+    this.compiler ??= new ConstraintCompiler(this.tokenizer);
+    return { tokenizer: this.tokenizer, compiler: this.compiler };
+  }
+
+  /** The token ids of `</think>` (one added token in Qwen3 / Qwen3.5 vocabularies). */
+  private thinkEnd(tokenizer: Tokenizer): number[] {
+    this.thinkEndIds ??= tokenizer.encode(THINK_END, { parseSpecial: true });
+    return this.thinkEndIds;
+  }
+
+  /** Compiles `spec` (cached), so that a bad schema fails before a response starts. */
+  async check(spec: ConstraintSpec): Promise<void> {
+    const source = resolveConstraint(spec);
+    await this.need().compiler.check(source, "constraint");
+  }
+
+  /** A guide for one sequence (compiles its constraint first). */
+  async guide(plan: GuidePlan): Promise<DecodeGuide> {
+    const { tokenizer, compiler } = plan.source ? this.need() : { tokenizer: this.tokenizer, compiler: undefined };
+    if (!tokenizer) {
+      throw new ConstraintError("CONSTRAINT_NO_TOKENIZER", "a thinking budget needs the model's tokenizer (to write </think>)", {
+        field: "thinkingBudget",
+      });
+    }
+    const made = plan.source && compiler ? await compiler.matcher(plan.source, "constraint") : undefined;
+    return new DecodeGuide({
+      matcher: made?.matcher,
+      ...(made ? { release: made.release } : {}),
+      reasoning: plan.reasoning,
+      thinkingBudget: plan.thinkingBudget,
+      thinkEnd: this.thinkEnd(tokenizer),
+      eogIds: tokenizer.eogIds,
+    });
+  }
+}

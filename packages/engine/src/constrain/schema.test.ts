@@ -1,0 +1,135 @@
+import { describe, expect, it } from "vitest";
+import { ConstraintError } from "./errors.js";
+import { planGuide } from "./index.js";
+import { checkJsonSchema } from "./schema.js";
+import { resolveConstraint } from "./spec.js";
+
+function caught(work: () => unknown): ConstraintError {
+  try {
+    work();
+  } catch (error) {
+    if (ConstraintError.isInstance(error)) return error;
+    throw error;
+  }
+  throw new Error("expected a ConstraintError");
+}
+
+describe("checkJsonSchema", () => {
+  it("accepts the keywords the grammar engine enforces, and annotations", () => {
+    expect(() =>
+      checkJsonSchema(
+        {
+          title: "person",
+          type: "object",
+          properties: {
+            name: { type: "string", minLength: 1, maxLength: 20, description: "who" },
+            age: { type: "integer", minimum: 0, maximum: 150 },
+            tags: { type: "array", items: { enum: ["a", "b", 3, null] }, maxItems: 3 },
+            when: { type: "string", format: "date" },
+            next: { $ref: "#/$defs/node" },
+            either: { anyOf: [{ type: "null" }, { const: true }] },
+          },
+          required: ["name", "age"],
+          additionalProperties: false,
+          $defs: { node: { type: ["object", "null"] } },
+        },
+        "constraint.schema",
+      ),
+    ).not.toThrow();
+  });
+
+  it("refuses a keyword it cannot enforce, naming the keyword and its JSON pointer", () => {
+    const error = caught(() =>
+      checkJsonSchema({ type: "object", properties: { n: { type: "integer", multipleOf: 3 } } }, "response_format.json_schema.schema"),
+    );
+    expect(error.code).toBe("CONSTRAINT_UNSUPPORTED_KEYWORD");
+    expect(error.keyword).toBe("multipleOf");
+    expect(error.path).toBe("/properties/n");
+    expect(error.field).toBe("response_format.json_schema.schema");
+    expect(error.message).toContain('"multipleOf"');
+    expect(caught(() => checkJsonSchema({ type: "array", uniqueItems: true }, "s")).keyword).toBe("uniqueItems");
+    expect(caught(() => checkJsonSchema({ not: { type: "string" } }, "s")).keyword).toBe("not");
+    expect(caught(() => checkJsonSchema({ type: "string", format: "credit-card" }, "s")).keyword).toBe("format");
+    expect(caught(() => checkJsonSchema({ allOf: [{ type: "integer" }, { minimum: 1 }] }, "s")).keyword).toBe("allOf");
+    expect(caught(() => checkJsonSchema({ const: { a: 1 } }, "s")).keyword).toBe("const");
+    const escaped = caught(() => checkJsonSchema({ properties: { "a/b~c": { minProperties: 1 } } }, "s"));
+    expect(escaped.path).toBe("/properties/a~1b~0c");
+  });
+
+  it("refuses what is not a JSON Schema with CONSTRAINT_BAD_SCHEMA", () => {
+    expect(caught(() => checkJsonSchema("object", "s")).code).toBe("CONSTRAINT_BAD_SCHEMA");
+    expect(caught(() => checkJsonSchema(false, "s")).code).toBe("CONSTRAINT_BAD_SCHEMA");
+    const type = caught(() => checkJsonSchema({ type: "foo" }, "s"));
+    expect([type.code, type.keyword, type.path]).toEqual(["CONSTRAINT_BAD_SCHEMA", "type", "/type"]);
+    expect(caught(() => checkJsonSchema({ properties: { a: 3 } }, "s")).path).toBe("/properties/a");
+    expect(caught(() => checkJsonSchema({ $ref: "#/$defs/missing" }, "s")).keyword).toBe("$ref");
+    expect(caught(() => checkJsonSchema({ type: "array", minItems: 3, maxItems: 1 }, "s")).code).toBe("CONSTRAINT_BAD_SCHEMA");
+    expect(caught(() => checkJsonSchema({ type: "string", pattern: "(" }, "s")).keyword).toBe("pattern");
+    expect(caught(() => checkJsonSchema({ required: ["x"], additionalProperties: false }, "s")).keyword).toBe("required");
+  });
+
+  it("bounds the nesting it walks", () => {
+    let deep: Record<string, unknown> = { type: "integer" };
+    for (let i = 0; i < 100; i++) deep = { type: "array", items: deep };
+    expect(caught(() => checkJsonSchema(deep, "s")).message).toMatch(/nested more than 64 levels/);
+  });
+});
+
+describe("resolveConstraint", () => {
+  const tools = [
+    { name: "get_weather", parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"] } },
+    { name: "noop", parameters: { type: "object", properties: { n: { type: "integer", multipleOf: 2 } } } },
+  ];
+
+  it("a named tool_choice must name a listed tool", () => {
+    const error = caught(() =>
+      resolveConstraint({ type: "tool_call", format: "json", tools: tools.slice(0, 1), choice: { name: "nope" } }),
+    );
+    expect(error.code).toBe("CONSTRAINT_UNKNOWN_TOOL");
+    expect(error.field).toBe("constraint.choice");
+    expect(error.message).toContain('"nope"');
+  });
+
+  it("checks the schemas of the tools it enforces: all for a forced call, strict ones under auto", () => {
+    const forced = caught(() => resolveConstraint({ type: "tool_call", format: "xml", tools, choice: "required" }));
+    expect([forced.keyword, forced.field]).toEqual(["multipleOf", "constraint.tools[1].parameters"]);
+    // under auto a non-strict tool's arguments are any object: its schema is not enforced, so not refused
+    const auto = resolveConstraint({ type: "tool_call", format: "xml", tools, choice: "auto" });
+    expect(auto.kind).toBe("structural_tag");
+    const strict = caught(() =>
+      resolveConstraint({ type: "tool_call", format: "xml", tools: [tools[0]!, { ...tools[1]!, strict: true }], choice: "auto" }),
+    );
+    expect(strict.keyword).toBe("multipleOf");
+  });
+
+  it("builds tags in the model's own call format", () => {
+    const xml = JSON.stringify(
+      resolveConstraint({ type: "tool_call", format: "xml", tools: tools.slice(0, 1), choice: { name: "get_weather" } }),
+    );
+    expect(xml).toContain("<function=get_weather>");
+    expect(xml).toContain("qwen_xml_parameter");
+    const json = JSON.stringify(resolveConstraint({ type: "tool_call", format: "json", tools: tools.slice(0, 1), choice: "required" }));
+    expect(json).toContain('{\\"name\\": \\"get_weather\\", \\"arguments\\": ');
+    expect(json).toContain("tags_with_separator");
+  });
+
+  it("refuses malformed specs by field", () => {
+    expect(caught(() => resolveConstraint({ type: "yaml" })).field).toBe("constraint.type");
+    expect(caught(() => resolveConstraint({ type: "grammar", ebnf: "" })).field).toBe("constraint.ebnf");
+    expect(caught(() => resolveConstraint({ type: "tool_call", format: "yaml", tools, choice: "auto" })).field).toBe("constraint.format");
+    expect(caught(() => resolveConstraint({ type: "tool_call", format: "json", tools: [], choice: "auto" })).field).toBe(
+      "constraint.tools",
+    );
+    expect(caught(() => resolveConstraint({ type: "json_schema", schema: {}, strict: "yes" })).field).toBe("constraint.strict");
+  });
+});
+
+describe("planGuide", () => {
+  it("checks the thinking budget", () => {
+    expect(planGuide({})).toBeUndefined();
+    expect(planGuide({ reasoning: true, thinkingBudget: 0 })).toEqual({ source: undefined, reasoning: true, thinkingBudget: 0 });
+    expect(caught(() => planGuide({ thinkingBudget: 5 })).field).toBe("thinkingBudget");
+    expect(caught(() => planGuide({ reasoning: true, thinkingBudget: -1 })).field).toBe("thinkingBudget");
+    expect(caught(() => planGuide({ reasoning: true, thinkingBudget: 1.5 })).field).toBe("thinkingBudget");
+  });
+});

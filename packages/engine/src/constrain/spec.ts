@@ -1,0 +1,127 @@
+/**
+ * A ConstraintSpec checked once and turned into what the grammar engine compiles: a JSON Schema,
+ * an EBNF grammar, or an xgrammar structural tag (tool calls in the model's own format).
+ */
+import { ConstraintError } from "./errors.js";
+import { checkJsonSchema } from "./schema.js";
+
+/** Longest EBNF grammar accepted (characters). */
+export const MAX_EBNF_LENGTH = 1 << 20;
+/** Most tools in one tool_call constraint. */
+export const MAX_CONSTRAINT_TOOLS = 128;
+
+export type GrammarSource =
+  | { kind: "json_schema"; schema: string; strictMode: boolean }
+  | { kind: "ebnf"; ebnf: string }
+  | { kind: "structural_tag"; tag: Record<string, unknown> };
+
+/** The text after which a call's arguments start and the text that closes it, per format. */
+function callTag(format: "xml" | "json", name: string, schema: Record<string, unknown>): Record<string, unknown> {
+  if (format === "xml") {
+    // <tool_call>\n<function=NAME>\n<parameter=ARG>\nvalue\n</parameter>\n</function>\n</tool_call>
+    return {
+      type: "tag",
+      begin: `<tool_call>\n<function=${name}>\n`,
+      content: { type: "qwen_xml_parameter", json_schema: schema },
+      end: "\n</function>\n</tool_call>",
+    };
+  }
+  // <tool_call>\n{"name": "NAME", "arguments": {...}}\n</tool_call>
+  return {
+    type: "tag",
+    begin: `<tool_call>\n{"name": ${JSON.stringify(name)}, "arguments": `,
+    content: { type: "json_schema", json_schema: schema },
+    end: "}\n</tool_call>",
+  };
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+const ANY_OBJECT: Record<string, unknown> = { type: "object" };
+
+/**
+ * Checks `spec` (throws ConstraintError naming the field) and returns what to compile. `field` is
+ * the parameter's name in errors ("constraint" for the engine API).
+ */
+export function resolveConstraint(spec: unknown, field = "constraint"): GrammarSource {
+  const badSpec = (at: string, message: string): never => {
+    throw new ConstraintError("CONSTRAINT_BAD_SPEC", `${at}: ${message}`, { field: at });
+  };
+  if (!isObject(spec)) badSpec(field, `must be an object such as { type: "json_schema", schema }, got ${JSON.stringify(spec)}`);
+  const s = spec as Record<string, unknown>;
+  switch (s["type"]) {
+    case "json_schema": {
+      const schema = s["schema"];
+      if (!isObject(schema) && typeof schema !== "boolean") badSpec(`${field}.schema`, "must be a JSON Schema object");
+      checkJsonSchema(schema, `${field}.schema`);
+      if (s["strict"] !== undefined && typeof s["strict"] !== "boolean") badSpec(`${field}.strict`, "must be a boolean");
+      return { kind: "json_schema", schema: JSON.stringify(schema), strictMode: s["strict"] !== false };
+    }
+    case "json_object":
+      return { kind: "json_schema", schema: JSON.stringify(ANY_OBJECT), strictMode: false };
+    case "grammar": {
+      const ebnf = s["ebnf"];
+      if (typeof ebnf !== "string" || ebnf.trim() === "") badSpec(`${field}.ebnf`, "must be a non-empty EBNF grammar string");
+      if ((ebnf as string).length > MAX_EBNF_LENGTH) {
+        badSpec(`${field}.ebnf`, `has ${(ebnf as string).length} characters; at most ${MAX_EBNF_LENGTH}`);
+      }
+      return { kind: "ebnf", ebnf: ebnf as string };
+    }
+    case "tool_call":
+      return { kind: "structural_tag", tag: toolCallTag(s, field) };
+    default:
+      return badSpec(`${field}.type`, `must be "json_schema", "json_object", "tool_call" or "grammar", got ${JSON.stringify(s["type"])}`);
+  }
+}
+
+function toolCallTag(s: Record<string, unknown>, field: string): Record<string, unknown> {
+  const badSpec = (at: string, message: string): never => {
+    throw new ConstraintError("CONSTRAINT_BAD_SPEC", `${at}: ${message}`, { field: at });
+  };
+  const format = s["format"];
+  if (format !== "xml" && format !== "json") badSpec(`${field}.format`, `must be "xml" or "json", got ${JSON.stringify(format)}`);
+  const tools = s["tools"];
+  if (!Array.isArray(tools) || tools.length === 0) badSpec(`${field}.tools`, "must be a non-empty array of tools");
+  if ((tools as unknown[]).length > MAX_CONSTRAINT_TOOLS) {
+    badSpec(`${field}.tools`, `has ${(tools as unknown[]).length} tools; at most ${MAX_CONSTRAINT_TOOLS}`);
+  }
+  const choice = s["choice"];
+  const named = isObject(choice) ? choice["name"] : undefined;
+  if (choice !== "required" && choice !== "auto" && typeof named !== "string") {
+    badSpec(`${field}.choice`, `must be "required", "auto" or { name }, got ${JSON.stringify(choice)}`);
+  }
+  const names = new Set<string>();
+  const tags: Record<string, unknown>[] = [];
+  (tools as unknown[]).forEach((tool, i) => {
+    const at = `${field}.tools[${i}]`;
+    if (!isObject(tool)) badSpec(at, "must be { name, parameters?, strict? }");
+    const t = tool as Record<string, unknown>;
+    const name = t["name"];
+    if (typeof name !== "string" || !/^[A-Za-z0-9_.-]{1,64}$/.test(name))
+      badSpec(`${at}.name`, "must be 1-64 characters of a-z, A-Z, 0-9, _ . -");
+    if (names.has(name as string)) badSpec(`${at}.name`, `tool ${JSON.stringify(name)} is listed twice`);
+    names.add(name as string);
+    const parameters = t["parameters"];
+    if (parameters !== undefined && !isObject(parameters)) badSpec(`${at}.parameters`, "must be a JSON Schema object");
+    if (t["strict"] !== undefined && typeof t["strict"] !== "boolean") badSpec(`${at}.strict`, "must be a boolean");
+    // under "auto" only strict tools have their arguments checked; a forced call always does
+    const enforce = choice !== "auto" || t["strict"] === true;
+    if (enforce && parameters !== undefined) checkJsonSchema(parameters, `${at}.parameters`);
+    const schema = enforce && parameters !== undefined ? (parameters as Record<string, unknown>) : ANY_OBJECT;
+    if (named === undefined || named === name) tags.push(callTag(format as "xml" | "json", name as string, schema));
+  });
+  if (typeof named === "string" && !names.has(named)) {
+    throw new ConstraintError(
+      "CONSTRAINT_UNKNOWN_TOOL",
+      `${field}.choice names tool ${JSON.stringify(named)}, which is not among the tools (${[...names].join(", ")})`,
+      { field: `${field}.choice` },
+    );
+  }
+  let format_: Record<string, unknown>;
+  if (typeof named === "string") format_ = tags[0]!;
+  else if (choice === "required") format_ = { type: "tags_with_separator", tags, separator: "\n", at_least_one: true };
+  else format_ = { type: "triggered_tags", triggers: ["<tool_call>"], tags };
+  return { type: "structural_tag", format: format_ };
+}
