@@ -10,6 +10,7 @@ import type {
   LanguageModelV3CallOptions,
   LanguageModelV3Content,
   LanguageModelV3FinishReason,
+  LanguageModelV3FunctionTool,
   LanguageModelV3GenerateResult,
   LanguageModelV3StreamPart,
   LanguageModelV3StreamResult,
@@ -27,10 +28,12 @@ import {
   type GenerationResult,
   type StopReason,
   type Tokenizer,
+  toolCallFormatOf,
 } from "@keepquant/engine";
 import { OutputParser, type ParsedOutput } from "@keepquant/server";
 import { convertPrompt } from "./convert-prompt.js";
 import type { EngineRegistry } from "./engines.js";
+import { constraintError, constraintOf } from "./constraint.js";
 import { abortError, callError } from "./errors.js";
 import { engineOptionsOf, type KeepquantCallOptions, type KeepquantModelSettings, PROVIDER_NAME, parseCallOptions } from "./settings.js";
 
@@ -46,6 +49,8 @@ interface PreparedCall {
   reasoning: boolean;
   /** Tool calls are parsed out of the output. */
   tools: boolean;
+  /** The call's function tools (for error messages that name them). */
+  functionTools: LanguageModelV3FunctionTool[];
   warnings: SharedV3Warning[];
 }
 
@@ -85,6 +90,17 @@ function metadataOf(result: GenerationResult): SharedV3ProviderMetadata {
       ...(s.speculative ? { speculative: { drafted: s.speculative.drafted, accepted: s.speculative.accepted } } : {}),
     },
   };
+}
+
+/** What the call asked of the engine (the SDK's `request.body`, for telemetry and debugging). */
+function requestBody(prepared: PreparedCall): Record<string, unknown> {
+  const { signal: _signal, ...params } = prepared.params;
+  return { prompt: prepared.promptText, promptTokens: prepared.ids.length, ...params };
+}
+
+/** An engine failure of a prepared call as the AI SDK's error. */
+function failure(error: unknown, prepared: PreparedCall, prompt: unknown): unknown {
+  return constraintError(callError(error, prompt), prepared.functionTools);
 }
 
 /** Counts the output tokens that belong to the reasoning: every token up to the one that completes `</think>`. */
@@ -171,21 +187,16 @@ export class KeepquantLanguageModel implements LanguageModelV3 {
         warnings.push({ type: "unsupported", feature: `provider tool ${tool.id}`, details: "keepquant runs no provider-executed tools" });
     }
     const toolChoice = options.toolChoice ?? { type: "auto" };
-    if (functionTools.length > 0 && (toolChoice.type === "required" || toolChoice.type === "tool")) {
-      throw new UnsupportedFunctionalityError({
-        functionality: `toolChoice ${JSON.stringify(toolChoice)}`,
-        message:
-          'keepquant: forcing a tool call needs the engine\'s constrained decoding, which this build does not have yet; use toolChoice "auto"',
+    const jsonOutput = options.responseFormat?.type === "json";
+    // one constraint per call: with JSON output (a forced tool call then is refused by constraintOf) no tools are offered
+    if (jsonOutput && functionTools.length > 0 && toolChoice.type === "auto") {
+      warnings.push({
+        type: "unsupported",
+        feature: "tools with JSON output",
+        details: "the output is the JSON document: no tools are offered",
       });
     }
-    if (options.responseFormat?.type === "json") {
-      throw new UnsupportedFunctionalityError({
-        functionality: "responseFormat json",
-        message:
-          "keepquant: JSON output (generateObject, Output.object) needs the engine's constrained decoding, which this build does not have yet",
-      });
-    }
-    const useTools = functionTools.length > 0 && toolChoice.type !== "none";
+    const useTools = functionTools.length > 0 && toolChoice.type !== "none" && !jsonOutput;
     const engine = await this.engine();
     if (!engine.tokenizer) {
       throw new UnsupportedFunctionalityError({
@@ -202,6 +213,16 @@ export class KeepquantLanguageModel implements LanguageModelV3 {
       },
     }));
     const tokenizer = this.chatTokenizer(engine.tokenizer);
+    const format = toolCallFormatOf(tokenizer.chatTemplate);
+    const constraint = constraintOf(options, functionTools, format);
+    if (constraint) {
+      // compiled now (and cached), so that a schema the engine refuses fails before any output
+      try {
+        await engine.prepareConstraint(constraint);
+      } catch (error) {
+        throw constraintError(error, functionTools);
+      }
+    }
     const chatOptions: EncodeChatOptions = {
       ...(useTools ? { tools: templateTools } : {}),
       ...(call.thinking === undefined ? {} : { enableThinking: call.thinking }),
@@ -226,6 +247,10 @@ export class KeepquantLanguageModel implements LanguageModelV3 {
     if (call.repeatPenalty !== undefined) params.repeatPenalty = call.repeatPenalty;
     if (call.penaltyLastN !== undefined) params.penaltyLastN = call.penaltyLastN;
     if (call.ignoreEog !== undefined) params.ignoreEog = call.ignoreEog;
+    const reasoning = /<think>\s*$/.test(encoded.text);
+    if (constraint) params.constraint = constraint;
+    if (call.thinkingBudget !== undefined) params.thinkingBudget = call.thinkingBudget;
+    if (constraint || call.thinkingBudget !== undefined) params.reasoning = reasoning;
     if ((engineOptionsOf(this.settings).prefixCacheSnapshots ?? 0) > 0) {
       const head = systemPrefixLength(tokenizer, messages, chatOptions, encoded.ids);
       if (head > 0) params.prefixCachePoints = [head];
@@ -235,8 +260,9 @@ export class KeepquantLanguageModel implements LanguageModelV3 {
       ids: encoded.ids,
       promptText: encoded.text,
       params,
-      reasoning: /<think>\s*$/.test(encoded.text),
+      reasoning,
       tools: useTools,
+      functionTools,
       warnings,
     };
   }
@@ -246,7 +272,7 @@ export class KeepquantLanguageModel implements LanguageModelV3 {
     try {
       return prepared.engine.generate(prepared.ids, { ...prepared.params, ...(signal ? { signal } : {}) });
     } catch (error) {
-      throw callError(error, prompt);
+      throw failure(error, prepared, prompt);
     }
   }
 
@@ -267,7 +293,7 @@ export class KeepquantLanguageModel implements LanguageModelV3 {
         }
       }
     } catch (error) {
-      throw callError(error, options.prompt);
+      throw failure(error, prepared, options.prompt);
     }
     result ??= await generation.result;
     if (result.stopReason === "abort") throw abortError(options.abortSignal);
@@ -288,7 +314,7 @@ export class KeepquantLanguageModel implements LanguageModelV3 {
       finishReason: finishReasonOf(result.stopReason, parser.toolCallCount),
       usage: usageOf(result, counter.tokens),
       providerMetadata: metadataOf(result),
-      request: { body: { prompt: prepared.promptText, promptTokens: prepared.ids.length } },
+      request: { body: requestBody(prepared) },
       response: { id: newId("kq-"), timestamp, modelId: this.modelId },
       warnings: prepared.warnings,
     };
@@ -316,7 +342,8 @@ export class KeepquantLanguageModel implements LanguageModelV3 {
     let partCount = 0;
     const cleanup = (): void => callerSignal?.removeEventListener("abort", onAbort);
 
-    const emit = (out: ReadableStreamDefaultController<LanguageModelV3StreamPart>, parts: ParsedOutput[]): void => {
+    /** Enqueues the stream parts of `parts`; returns how many parsed parts there were. */
+    const emit = (out: ReadableStreamDefaultController<LanguageModelV3StreamPart>, parts: ParsedOutput[]): number => {
       for (const part of parts) {
         if (part.kind === "tool_call") {
           closeOpen(out);
@@ -335,6 +362,7 @@ export class KeepquantLanguageModel implements LanguageModelV3 {
         }
         out.enqueue({ type: `${type}-delta`, id: open.id, delta: part.text });
       }
+      return parts.length;
     };
     const closeOpen = (out: ReadableStreamDefaultController<LanguageModelV3StreamPart>): void => {
       if (open) out.enqueue({ type: `${open.type}-end`, id: open.id });
@@ -346,47 +374,51 @@ export class KeepquantLanguageModel implements LanguageModelV3 {
         out.enqueue({ type: "stream-start", warnings: prepared.warnings });
         out.enqueue({ type: "response-metadata", id: responseId, timestamp: new Date(), modelId: this.modelId });
       },
+      // a pull that enqueues nothing is not called again (the Streams spec): read engine events until a part is out
       pull: async (out) => {
-        let next: IteratorResult<Awaited<ReturnType<typeof events.next>>["value"]>;
-        try {
-          next = await events.next();
-        } catch (error) {
+        for (;;) {
+          let next: IteratorResult<Awaited<ReturnType<typeof events.next>>["value"]>;
+          try {
+            next = await events.next();
+          } catch (error) {
+            cleanup();
+            out.error(failure(error, prepared, options.prompt));
+            return;
+          }
+          if (next.done) {
+            cleanup();
+            out.close();
+            return;
+          }
+          const event = next.value;
+          if (event.type === "token") {
+            if (event.token >= 0) counter.push(event.text);
+            if (emit(out, parser.push(event.text)) > 0) return;
+            continue;
+          }
           cleanup();
-          out.error(callError(error, options.prompt));
-          return;
-        }
-        if (next.done) {
-          cleanup();
+          const result = event.result;
+          if (result.stopReason === "abort") {
+            out.error(abortError(callerSignal?.aborted ? callerSignal : controller.signal));
+            return;
+          }
+          emit(out, parser.flush());
+          closeOpen(out);
+          out.enqueue({
+            type: "finish",
+            finishReason: finishReasonOf(result.stopReason, parser.toolCallCount),
+            usage: usageOf(result, counter.tokens),
+            providerMetadata: metadataOf(result),
+          });
           out.close();
           return;
         }
-        const event = next.value;
-        if (event.type === "token") {
-          if (event.token >= 0) counter.push(event.text);
-          emit(out, parser.push(event.text));
-          return;
-        }
-        cleanup();
-        const result = event.result;
-        if (result.stopReason === "abort") {
-          out.error(abortError(callerSignal?.aborted ? callerSignal : controller.signal));
-          return;
-        }
-        emit(out, parser.flush());
-        closeOpen(out);
-        out.enqueue({
-          type: "finish",
-          finishReason: finishReasonOf(result.stopReason, parser.toolCallCount),
-          usage: usageOf(result, counter.tokens),
-          providerMetadata: metadataOf(result),
-        });
-        out.close();
       },
       cancel: (reason) => {
         cleanup();
         controller.abort(reason);
       },
     });
-    return { stream, request: { body: { prompt: prepared.promptText, promptTokens: prepared.ids.length } } };
+    return { stream, request: { body: requestBody(prepared) } };
   }
 }

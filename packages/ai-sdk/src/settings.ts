@@ -56,6 +56,11 @@ export interface KeepquantCallOptions {
    * generation prompt make the model reason first; its reasoning comes back as reasoning parts.
    */
   thinking?: boolean;
+  /**
+   * Most reasoning tokens before the engine closes the think block with `</think>` (needs a prompt that opens
+   * one: a template with thinking on).
+   */
+  thinkingBudget?: number;
   /** Keep generating past end-of-generation tokens (tests, benchmarks). */
   ignoreEog?: boolean;
 }
@@ -68,6 +73,7 @@ const CALL_OPTION_KEYS: Readonly<Record<keyof KeepquantCallOptions, "number" | "
   repeatPenalty: "number",
   penaltyLastN: "number",
   thinking: "boolean",
+  thinkingBudget: "number",
   ignoreEog: "boolean",
 };
 
