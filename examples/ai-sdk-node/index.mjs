@@ -1,7 +1,8 @@
 // A conversation with a local model through the Vercel AI SDK: keepquant runs the model in this process.
 // Usage: node index.mjs [path/to/model.gguf]   (default: the embedded model of @keepquant/default-model)
-import { generateText, streamText } from "ai";
+import { generateObject, generateText, streamText, tool } from "ai";
 import { keepquant } from "@keepquant/ai-sdk";
+import { z } from "zod";
 
 const model = keepquant(process.argv[2] ?? "default");
 const system = "You answer with a fortune.";
@@ -28,7 +29,22 @@ const questions = ["What is love?", "Why is the sky blue?", "Say something wise.
 const answers = await Promise.all(questions.map((prompt) => generateText({ model, prompt, maxOutputTokens: 24 })));
 answers.forEach((answer, i) => console.log(`${questions[i]} -> ${answer.text.split("\n")[0]}`));
 
-// 4. an answer cut short: the request is cancelled inside the engine and its memory goes back to the pool
+// 4. structured output: the engine's constrained decoding keeps the answer valid for the schema
+const mood = z.object({ mood: z.enum(["happy", "sad", "calm"]), lucky: z.boolean() });
+const { object } = await generateObject({ model, schema: mood, prompt: "How do you feel today?", maxOutputTokens: 60 });
+console.log(`object: ${JSON.stringify(object)}`);
+
+// 5. a tool call in the model's own format, its input checked against the tool's schema, executed by the SDK
+const weather = tool({
+  description: "The weather in a city",
+  inputSchema: z.object({ city: z.enum(["Oslo", "Paris", "Lima"]) }),
+  execute: async ({ city }) => ({ city, celsius: city === "Oslo" ? -3 : 18 }),
+});
+const called = await generateText({ model, prompt: "Weather in Oslo?", tools: { weather }, toolChoice: "required", maxOutputTokens: 80 });
+for (const result of called.toolResults)
+  console.log(`tool ${result.toolName}(${JSON.stringify(result.input)}) -> ${JSON.stringify(result.output)}`);
+
+// 6. an answer cut short: the request is cancelled inside the engine and its memory goes back to the pool
 const controller = new AbortController();
 const cut = streamText({ model, prompt: "Tell me a long story.", maxOutputTokens: 500, abortSignal: controller.signal });
 let received = 0;
