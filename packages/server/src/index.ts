@@ -10,6 +10,5 @@ export {
 } from "./server.js";
 export { ApiError, type ApiErrorType } from "./errors.js";
 export { ServerMetrics, type FinishLabel } from "./metrics.js";
-export { OutputParser, parseToolCallBody, type ParsedOutput } from "./output-parser.js";
 export { parseChatRequest, parseCompletionRequest, type ChatRequest, type CompletionRequest, type ToolDefinition } from "./requests.js";
 export { defaultWebUiDir, loadWebUi, type StaticFile } from "./webui.js";

@@ -65,6 +65,53 @@ describe("numbers: a non-finite number gets the field's finite range", () => {
   });
 });
 
+describe("chat_template_kwargs", () => {
+  it("passes every key to the template (unknown keys too), with enable_thinking read out", () => {
+    const request = parseChatRequest({
+      messages: user,
+      chat_template_kwargs: {
+        enable_thinking: false,
+        preserve_thinking: true,
+        reasoning_effort: "low",
+        custom_flag: { a: [1, "x"] },
+        unset: null,
+      },
+    });
+    expect(request.enableThinking).toBe(false);
+    expect(request.templateKwargs).toEqual({
+      enable_thinking: false,
+      preserve_thinking: true,
+      reasoning_effort: "low",
+      custom_flag: { a: [1, "x"] },
+    });
+    expect(parseChatRequest({ messages: user }).templateKwargs).toEqual({});
+  });
+
+  it("refuses what is not a template variable, the server's own variables, wrong switch types and unbounded values", () => {
+    expect(chatRefusal({ chat_template_kwargs: [true] })).toMatchObject({ param: "chat_template_kwargs", code: "invalid_type" });
+    expect(chatRefusal({ chat_template_kwargs: { "not a name": 1 } })).toMatchObject({ param: "chat_template_kwargs.not a name" });
+    expect(chatRefusal({ chat_template_kwargs: { messages: [] } })).toMatchObject({
+      param: "chat_template_kwargs.messages",
+      code: "unsupported_value",
+    });
+    expect(chatRefusal({ chat_template_kwargs: { add_generation_prompt: false } })).toMatchObject({ code: "unsupported_value" });
+    expect(chatRefusal({ chat_template_kwargs: { enable_thinking: "no" } })).toMatchObject({
+      param: "chat_template_kwargs.enable_thinking",
+      code: "invalid_type",
+      message: "chat_template_kwargs.enable_thinking must be a boolean, got string",
+    });
+    expect(chatRefusal({ chat_template_kwargs: { reasoning_effort: 3 } })).toMatchObject({
+      param: "chat_template_kwargs.reasoning_effort",
+    });
+    let deep: unknown = 1;
+    for (let i = 0; i < 20; i++) deep = [deep];
+    expect(chatRefusal({ chat_template_kwargs: { deep } })).toMatchObject({ param: "chat_template_kwargs.deep", code: "too_deep" });
+    const many = Object.fromEntries(Array.from({ length: 33 }, (_, i) => [`k${i}`, i]));
+    expect(chatRefusal({ chat_template_kwargs: many })).toMatchObject({ param: "chat_template_kwargs", code: "too_many" });
+    expect(chatRefusal({ chat_template_kwargs: { big: "x".repeat(70_000) } })).toMatchObject({ code: "too_large" });
+  });
+});
+
 describe("no field is ignored silently", () => {
   it("an unknown field is a 400 unknown_parameter naming it, on both endpoints", () => {
     expect(chatRefusal({ frobnicate: 1 })).toMatchObject({ status: 400, param: "frobnicate", code: "unknown_parameter" });
@@ -74,9 +121,6 @@ describe("no field is ignored silently", () => {
     });
     expect(chatRefusal({ stream: true, stream_options: { include_usage: true, extra: 1 } })).toMatchObject({
       param: "stream_options.extra",
-    });
-    expect(chatRefusal({ chat_template_kwargs: { enable_thinking: false, reasoning_effort: "low" } })).toMatchObject({
-      param: "chat_template_kwargs.reasoning_effort",
     });
     expect(chatRefusal({ messages: [{ role: "user", content: "hi", cache_control: {} }] })).toMatchObject({
       param: "messages[0].cache_control",

@@ -7,6 +7,7 @@
  */
 import type { ChatMessage, ChatToolCall } from "@keepquant/engine";
 import { invalidRequest } from "./errors.js";
+import { parseTemplateKwargs } from "./template-kwargs.js";
 
 /** OpenAI's `stop` limit is 4; llama.cpp and vLLM take more. */
 export const MAX_STOP_STRINGS = 16;
@@ -108,6 +109,8 @@ export interface ChatRequest extends SamplingFields {
   /** "auto" (tools rendered, calls parsed) or "none" (neither) */
   toolChoice: "auto" | "none";
   enableThinking: boolean | undefined;
+  /** chat_template_kwargs: every key reaches the template as a variable (template-kwargs.ts) */
+  templateKwargs: Record<string, unknown>;
 }
 
 export interface CompletionRequest extends SamplingFields {
@@ -483,13 +486,7 @@ export function parseChatRequest(raw: unknown): ChatRequest {
     }
     refuseUnknown(responseFormat, new Set(["type"]), "response_format");
   }
-  let enableThinking: boolean | undefined;
-  const kwargs = body["chat_template_kwargs"];
-  if (kwargs !== undefined && kwargs !== null) {
-    if (!isObject(kwargs)) throw invalidRequest("chat_template_kwargs", "chat_template_kwargs must be an object", "invalid_type");
-    refuseUnknown(kwargs, new Set(["enable_thinking"]), "chat_template_kwargs");
-    enableThinking = optionalBoolean(kwargs, "enable_thinking");
-  }
+  const { variables: templateKwargs, enableThinking } = parseTemplateKwargs(body["chat_template_kwargs"]);
   return {
     ...parseSampling(body, logprobsOn ? (top ?? 0) : undefined),
     model: optionalString(body, "model"),
@@ -497,6 +494,7 @@ export function parseChatRequest(raw: unknown): ChatRequest {
     tools,
     toolChoice,
     enableThinking,
+    templateKwargs,
   };
 }
 

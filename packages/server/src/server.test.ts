@@ -335,98 +335,109 @@ describe("errors surface as the client's typed errors", () => {
   });
 });
 
-describe("tool calling (a scripted model that calls a tool, then answers from its result)", () => {
-  let tools: TestServer;
-  let toolClient: OpenAI;
-  const weatherTool: OpenAI.ChatCompletionTool = {
-    type: "function",
-    function: {
-      name: SCRIPT.toolName,
-      description: "Current weather of a city",
-      parameters: { type: "object", properties: { city: { type: "string" } } },
-    },
-  };
+describe.each(["json", "xml"] as const)(
+  "tool calling in the %s format (a scripted model that calls a tool, then answers from its result)",
+  (format) => {
+    let tools: TestServer;
+    let toolClient: OpenAI;
+    const weatherTool: OpenAI.ChatCompletionTool = {
+      type: "function",
+      function: {
+        name: SCRIPT.toolName,
+        description: "Current weather of a city",
+        parameters: { type: "object", properties: { city: { type: "string" } } },
+      },
+    };
 
-  beforeAll(async () => {
-    tools = await startTestServer(await scriptedToolEngine(TEST_ENGINE_OPTIONS), { modelName: "scripted" });
-    toolClient = new OpenAI({ baseURL: `${tools.url}/v1`, apiKey: "none", maxRetries: 0 });
-  });
-  afterAll(async () => {
-    await tools?.close();
-    tools?.engine.dispose();
-  });
-
-  it("round trip: tool_calls with finish_reason tool_calls, then the tool result in the template, then the answer", async () => {
-    const messages: OpenAI.ChatCompletionMessageParam[] = [{ role: "user", content: "What is the weather in Oslo?" }];
-    const first = await toolClient.chat.completions.create({ model: "scripted", messages, tools: [weatherTool], temperature: 0 });
-    const choice = first.choices[0]!;
-    expect(choice.finish_reason).toBe("tool_calls");
-    expect(choice.message.content).toBeNull();
-    expect((choice.message as { reasoning_content?: string }).reasoning_content).toBe(SCRIPT.reasoning);
-    const calls = choice.message.tool_calls!;
-    expect(calls).toHaveLength(1);
-    const call = calls[0] as OpenAI.ChatCompletionMessageFunctionToolCall;
-    expect(call.type).toBe("function");
-    expect(call.id).toMatch(/^call_/);
-    expect(call.function.name).toBe(SCRIPT.toolName);
-    expect(JSON.parse(call.function.arguments)).toEqual(SCRIPT.toolArguments);
-
-    messages.push(choice.message as OpenAI.ChatCompletionMessageParam);
-    messages.push({ role: "tool", tool_call_id: call.id, content: "-3 C, clear sky" });
-    const second = await toolClient.chat.completions.create({ model: "scripted", messages, tools: [weatherTool], temperature: 0 });
-    expect(second.choices[0]!.finish_reason).toBe("stop");
-    expect(second.choices[0]!.message.content).toBe(SCRIPT.answer);
-    expect(second.choices[0]!.message.tool_calls).toBeUndefined();
-    // the server rendered the assistant's call and the tool result through the template
-    const expectedPrompt = encodeChat(
-      tools.engine.tokenizer!,
-      [
-        { role: "user", content: "What is the weather in Oslo?" },
-        {
-          role: "assistant",
-          content: "",
-          tool_calls: [{ type: "function", id: call.id, function: { name: SCRIPT.toolName, arguments: SCRIPT.toolArguments } }],
-        },
-        { role: "tool", content: "-3 C, clear sky", tool_call_id: call.id, name: SCRIPT.toolName },
-      ],
-      { tools: [weatherTool] },
-    );
-    expect(second.usage?.prompt_tokens).toBe(expectedPrompt.ids.length);
-  });
-
-  it("streams the call as a tool_calls delta that the client's stream helper assembles", async () => {
-    const stream = toolClient.chat.completions.stream({
-      model: "scripted",
-      messages: [{ role: "user", content: "Weather in Oslo?" }],
-      tools: [weatherTool],
-      temperature: 0,
+    beforeAll(async () => {
+      tools = await startTestServer(await scriptedToolEngine(TEST_ENGINE_OPTIONS, { format }), { modelName: "scripted" });
+      toolClient = new OpenAI({ baseURL: `${tools.url}/v1`, apiKey: "none", maxRetries: 0 });
     });
-    const deltas: OpenAI.ChatCompletionChunk.Choice.Delta.ToolCall[] = [];
-    stream.on("chunk", (chunk) => deltas.push(...(chunk.choices[0]?.delta.tool_calls ?? [])));
-    const final = await stream.finalChatCompletion();
-    expect(deltas.length).toBeGreaterThan(0);
-    expect(deltas[0]!.index).toBe(0);
-    expect(final.choices[0]!.finish_reason).toBe("tool_calls");
-    const call = final.choices[0]!.message.tool_calls![0] as OpenAI.ChatCompletionMessageFunctionToolCall;
-    expect(call.function.name).toBe(SCRIPT.toolName);
-    expect(JSON.parse(call.function.arguments)).toEqual(SCRIPT.toolArguments);
-  });
-
-  it('tool_choice "none" leaves tools out of the template and the output unparsed', async () => {
-    const completion = await toolClient.chat.completions.create({
-      model: "scripted",
-      messages: [{ role: "user", content: "Weather in Oslo?" }],
-      tools: [weatherTool],
-      tool_choice: "none",
-      temperature: 0,
+    afterAll(async () => {
+      await tools?.close();
+      tools?.engine.dispose();
     });
-    expect(completion.choices[0]!.finish_reason).toBe("stop");
-    expect(completion.choices[0]!.message.tool_calls).toBeUndefined();
-    expect(completion.choices[0]!.message.content).toContain("<tool_call>");
-    const withoutTools = encodeChat(tools.engine.tokenizer!, [{ role: "user", content: "Weather in Oslo?" }]);
-    expect(completion.usage?.prompt_tokens).toBe(withoutTools.ids.length);
-  });
-});
+
+    it("round trip: tool_calls with finish_reason tool_calls, then the tool result in the template, then the answer", async () => {
+      const messages: OpenAI.ChatCompletionMessageParam[] = [{ role: "user", content: "What is the weather in Oslo?" }];
+      const first = await toolClient.chat.completions.create({ model: "scripted", messages, tools: [weatherTool], temperature: 0 });
+      const choice = first.choices[0]!;
+      expect(choice.finish_reason).toBe("tool_calls");
+      expect(choice.message.content).toBeNull();
+      expect((choice.message as { reasoning_content?: string }).reasoning_content).toBe(SCRIPT.reasoning);
+      const calls = choice.message.tool_calls!;
+      expect(calls).toHaveLength(1);
+      const call = calls[0] as OpenAI.ChatCompletionMessageFunctionToolCall;
+      expect(call.type).toBe("function");
+      expect(call.id).toMatch(/^call_/);
+      expect(call.function.name).toBe(SCRIPT.toolName);
+      expect(JSON.parse(call.function.arguments)).toEqual(SCRIPT.toolArguments);
+
+      messages.push(choice.message as OpenAI.ChatCompletionMessageParam);
+      messages.push({ role: "tool", tool_call_id: call.id, content: "-3 C, clear sky" });
+      const second = await toolClient.chat.completions.create({ model: "scripted", messages, tools: [weatherTool], temperature: 0 });
+      expect(second.choices[0]!.finish_reason).toBe("stop");
+      expect(second.choices[0]!.message.content).toBe(SCRIPT.answer);
+      expect(second.choices[0]!.message.tool_calls).toBeUndefined();
+      // the server rendered the assistant's call and the tool result through the template
+      const expectedPrompt = encodeChat(
+        tools.engine.tokenizer!,
+        [
+          { role: "user", content: "What is the weather in Oslo?" },
+          {
+            role: "assistant",
+            content: "",
+            // the client sends the reasoning back; the Qwen3.5-style template keeps it for the current round of calls
+            reasoning_content: SCRIPT.reasoning,
+            tool_calls: [{ type: "function", id: call.id, function: { name: SCRIPT.toolName, arguments: SCRIPT.toolArguments } }],
+          },
+          { role: "tool", content: "-3 C, clear sky", tool_call_id: call.id, name: SCRIPT.toolName },
+        ],
+        { tools: [weatherTool] },
+      );
+      expect(second.usage?.prompt_tokens).toBe(expectedPrompt.ids.length);
+    });
+
+    it("streams the call as a tool_calls delta that the client's stream helper assembles", async () => {
+      const stream = toolClient.chat.completions.stream({
+        model: "scripted",
+        messages: [{ role: "user", content: "Weather in Oslo?" }],
+        tools: [weatherTool],
+        temperature: 0,
+      });
+      const deltas: OpenAI.ChatCompletionChunk.Choice.Delta.ToolCall[] = [];
+      stream.on("chunk", (chunk) => deltas.push(...(chunk.choices[0]?.delta.tool_calls ?? [])));
+      const final = await stream.finalChatCompletion();
+      expect(deltas.length).toBeGreaterThan(0);
+      // the first delta opens the call (index, id, type, name); the others add argument pieces
+      expect(deltas[0]).toMatchObject({ index: 0, type: "function", function: { name: SCRIPT.toolName } });
+      expect(deltas[0]!.id).toMatch(/^call_/);
+      for (const delta of deltas.slice(1)) expect(delta).toEqual({ index: 0, function: { arguments: expect.any(String) } });
+      expect(deltas.map((d) => d.function?.arguments ?? "").join("")).toBe(
+        (final.choices[0]!.message.tool_calls![0] as OpenAI.ChatCompletionMessageFunctionToolCall).function.arguments,
+      );
+      expect(final.choices[0]!.finish_reason).toBe("tool_calls");
+      const call = final.choices[0]!.message.tool_calls![0] as OpenAI.ChatCompletionMessageFunctionToolCall;
+      expect(call.function.name).toBe(SCRIPT.toolName);
+      expect(JSON.parse(call.function.arguments)).toEqual(SCRIPT.toolArguments);
+    });
+
+    it('tool_choice "none" leaves tools out of the template and the output unparsed', async () => {
+      const completion = await toolClient.chat.completions.create({
+        model: "scripted",
+        messages: [{ role: "user", content: "Weather in Oslo?" }],
+        tools: [weatherTool],
+        tool_choice: "none",
+        temperature: 0,
+      });
+      expect(completion.choices[0]!.finish_reason).toBe("stop");
+      expect(completion.choices[0]!.message.tool_calls).toBeUndefined();
+      expect(completion.choices[0]!.message.content).toContain("<tool_call>");
+      const withoutTools = encodeChat(tools.engine.tokenizer!, [{ role: "user", content: "Weather in Oslo?" }]);
+      expect(completion.usage?.prompt_tokens).toBe(withoutTools.ids.length);
+    });
+  },
+);
 
 describe("serving behaviour", () => {
   it("greedy output equals the engine's, alone and with 15 other requests in flight", async () => {
@@ -620,6 +631,199 @@ describe("/metrics with speculative decoding", () => {
     } finally {
       await local.close();
       speculative.dispose();
+    }
+  });
+});
+
+describe("XML tool calls: several calls, typed parameters, warnings (a scripted Qwen3.5-format model)", () => {
+  let served: TestServer;
+  let xmlClient: OpenAI;
+  const tool: OpenAI.ChatCompletionTool = {
+    type: "function",
+    function: {
+      name: SCRIPT.toolName,
+      parameters: { type: "object", properties: { city: { type: "string" }, days: { type: "integer" } } },
+    },
+  };
+  // two calls between the scripted <tool_call> and </tool_call> tokens: a string that looks like a
+  // number, an integer that does not parse, then a clean call
+  const callBody =
+    `\n<function=${SCRIPT.toolName}>\n<parameter=city>\n001\n</parameter>\n<parameter=days>\nthree\n</parameter>\n</function>\n</tool_call>\n` +
+    `<tool_call>\n<function=${SCRIPT.toolName}>\n<parameter=city>\nRome\n</parameter>\n<parameter=days>\n2\n</parameter>\n</function>\n`;
+  const expectedWarnings = [
+    {
+      index: 0,
+      name: SCRIPT.toolName,
+      parameter: "days",
+      code: "argument_type",
+      message: `parameter days of ${SCRIPT.toolName} should be integer, got "three": passed on as a string`,
+    },
+  ];
+
+  beforeAll(async () => {
+    served = await startTestServer(await scriptedToolEngine(TEST_ENGINE_OPTIONS, { format: "xml", callBody }), { modelName: "scripted" });
+    xmlClient = new OpenAI({ baseURL: `${served.url}/v1`, apiKey: "none", maxRetries: 0 });
+  });
+  afterAll(async () => {
+    await served?.close();
+    served?.engine.dispose();
+  });
+
+  const request = {
+    model: "scripted",
+    messages: [{ role: "user" as const, content: "Weather in Oslo and Rome?" }],
+    tools: [tool],
+    temperature: 0,
+  };
+
+  it("not streamed: both calls in tool_calls, arguments typed by the schema, the warning in `warnings`", async () => {
+    const completion = await xmlClient.chat.completions.create(request);
+    const choice = completion.choices[0]!;
+    expect(choice.finish_reason).toBe("tool_calls");
+    expect(choice.message.content).toBeNull();
+    const calls = choice.message.tool_calls as OpenAI.ChatCompletionMessageFunctionToolCall[];
+    expect(calls.map((c) => [c.function.name, JSON.parse(c.function.arguments)])).toEqual([
+      [SCRIPT.toolName, { city: "001", days: "three" }],
+      [SCRIPT.toolName, { city: "Rome", days: 2 }],
+    ]);
+    expect(new Set(calls.map((c) => c.id)).size).toBe(2);
+    expect((completion as unknown as { warnings: unknown }).warnings).toEqual(expectedWarnings);
+  });
+
+  it("streamed: deltas per call (index 0 then 1) that assemble to the same calls; the warning on the last chunk; no tag in any delta", async () => {
+    const stream = xmlClient.chat.completions.stream(request);
+    const chunks: OpenAI.ChatCompletionChunk[] = [];
+    stream.on("chunk", (chunk) => chunks.push(chunk));
+    const final = await stream.finalChatCompletion();
+    const calls = final.choices[0]!.message.tool_calls as OpenAI.ChatCompletionMessageFunctionToolCall[];
+    expect(calls.map((c) => JSON.parse(c.function.arguments))).toEqual([
+      { city: "001", days: "three" },
+      { city: "Rome", days: 2 },
+    ]);
+    const deltas = chunks.flatMap((c) => c.choices[0]?.delta.tool_calls ?? []);
+    expect(deltas.filter((d) => d.id !== undefined).map((d) => d.index)).toEqual([0, 1]);
+    const texts = chunks.flatMap((c) => {
+      const delta = c.choices[0]?.delta as { content?: string | null; reasoning_content?: string } | undefined;
+      return [
+        delta?.content ?? "",
+        delta?.reasoning_content ?? "",
+        ...(c.choices[0]?.delta.tool_calls ?? []).map((t) => t.function?.arguments ?? ""),
+      ];
+    });
+    for (const text of texts) expect(text).not.toMatch(/<\/?(tool_call|function|parameter)/);
+    const last = chunks[chunks.length - 1] as unknown as { warnings?: unknown; choices: { finish_reason: string | null }[] };
+    expect(last.choices[0]!.finish_reason).toBe("tool_calls");
+    expect(last.warnings).toEqual(expectedWarnings);
+  });
+
+  it("chat_template_kwargs reach the template: preserve_thinking keeps an earlier turn's reasoning in the prompt", async () => {
+    const messages: OpenAI.ChatCompletionMessageParam[] = [
+      { role: "user", content: "First?" },
+      { role: "assistant", content: "One.", reasoning_content: "an earlier thought" } as OpenAI.ChatCompletionMessageParam,
+      { role: "user", content: "Weather?" },
+    ];
+    const tokenizer = served.engine.tokenizer!;
+    const engineMessages = [
+      { role: "user", content: "First?" },
+      { role: "assistant", content: "One.", reasoning_content: "an earlier thought" },
+      { role: "user", content: "Weather?" },
+    ];
+    const plain = encodeChat(tokenizer, engineMessages).ids.length;
+    const kept = encodeChat(tokenizer, engineMessages, { variables: { preserve_thinking: true } }).ids.length;
+    expect(kept).toBeGreaterThan(plain);
+    const create = (kwargs: Record<string, unknown> | undefined) =>
+      xmlClient.chat.completions.create({
+        model: "scripted",
+        messages,
+        max_tokens: 1,
+        ...(kwargs ? { chat_template_kwargs: kwargs } : {}),
+      } as never);
+    expect(((await create(undefined)) as OpenAI.ChatCompletion).usage?.prompt_tokens).toBe(plain);
+    expect(((await create({ preserve_thinking: true, some_other_key: "x" })) as OpenAI.ChatCompletion).usage?.prompt_tokens).toBe(kept);
+  });
+});
+
+describe("POST /tokenize and /detokenize (llama.cpp's server shapes)", () => {
+  const post = async (route: string, body: unknown, key = API_KEY) => {
+    const response = await fetch(`${serving.url}${route}`, {
+      method: "POST",
+      headers: { "Content-Type": "application/json", Authorization: `Bearer ${key}` },
+      body: typeof body === "string" ? body : JSON.stringify(body),
+    });
+    return { status: response.status, body: (await response.json()) as Record<string, unknown> };
+  };
+
+  it("tokenizes with special parsing by default, pieces on request, mixed arrays; detokenizes back", async () => {
+    const tokenizer = engine.tokenizer!;
+    const text = "Hello <|im_start|>world é";
+    const special = tokenizer.encode(text, { parseSpecial: true, addSpecial: false });
+    expect(special).toContain(tokenizer.tokenId("<|im_start|>"));
+    expect(await post("/tokenize", { content: text })).toEqual({ status: 200, body: { tokens: special } });
+    const plain = tokenizer.encode(text, { parseSpecial: false, addSpecial: false });
+    expect((await post("/tokenize", { content: text, parse_special: false, add_special: true })).body).toEqual({
+      tokens: tokenizer.encode(text, { parseSpecial: false, addSpecial: true }),
+    });
+    expect(plain).not.toContain(tokenizer.tokenId("<|im_start|>"));
+    const pieces = (await post("/tokenize", { content: text, with_pieces: true })).body["tokens"] as {
+      id: number;
+      piece: string | number[];
+    }[];
+    expect(pieces.map((p) => p.id)).toEqual(special);
+    for (const piece of pieces) {
+      const bytes = tokenizer.tokenToPiece(piece.id, { special: true });
+      expect(typeof piece.piece === "string" ? new TextEncoder().encode(piece.piece) : Uint8Array.from(piece.piece)).toEqual(bytes);
+    }
+    const bytes = pieces.flatMap((p) => (typeof p.piece === "string" ? [...new TextEncoder().encode(p.piece)] : p.piece));
+    expect(new TextDecoder().decode(Uint8Array.from(bytes))).toBe(text);
+    const mixed = (await post("/tokenize", { content: ["Hi", 7, " there"] })).body["tokens"];
+    expect(mixed).toEqual([
+      ...tokenizer.encode("Hi", { addSpecial: false, parseSpecial: true }),
+      7,
+      ...tokenizer.encode(" there", { addSpecial: false, parseSpecial: true }),
+    ]);
+    expect(await post("/detokenize", { tokens: special })).toEqual({ status: 200, body: { content: text } });
+    expect(await post("/detokenize", { tokens: [] })).toEqual({ status: 200, body: { content: "" } });
+  });
+
+  it("bad input is a 400 naming the field; the API key and the body limit apply as for chat", async () => {
+    const vocab = engine.tokenizer!.vocabSize;
+    const cases: [string, unknown, string | null, string][] = [
+      ["/tokenize", {}, "content", "invalid_type"],
+      ["/tokenize", { content: 5 }, "content", "invalid_type"],
+      ["/tokenize", { content: ["a", -1] }, "content[1]", "invalid_value"],
+      ["/tokenize", { content: "a", with_pieces: "yes" }, "with_pieces", "invalid_type"],
+      ["/tokenize", { content: "a", extra: 1 }, "extra", "unknown_parameter"],
+      ["/tokenize", [1, 2], null, "invalid_type"],
+      ["/detokenize", { tokens: "abc" }, "tokens", "invalid_type"],
+      ["/detokenize", { tokens: [1, vocab] }, "tokens[1]", "invalid_value"],
+      ["/detokenize", { tokens: [1.5] }, "tokens[0]", "invalid_value"],
+    ];
+    for (const [route, body, param, code] of cases) {
+      const { status, body: error } = await post(route, body);
+      expect({
+        route,
+        status,
+        param: (error["error"] as { param: unknown }).param,
+        code: (error["error"] as { code: unknown }).code,
+      }).toEqual({
+        route,
+        status: 400,
+        param,
+        code,
+      });
+    }
+    expect((await post("/tokenize", "{not json")).status).toBe(400);
+    expect((await post("/tokenize", { content: "a" }, "wrong")).status).toBe(401);
+    const small = await startTestServer(engine, { maxBodyBytes: 64 });
+    try {
+      const response = await fetch(`${small.url}/tokenize`, {
+        method: "POST",
+        headers: { "Content-Type": "application/json" },
+        body: JSON.stringify({ content: "x".repeat(100) }),
+      });
+      expect(response.status).toBe(413);
+    } finally {
+      await small.close();
     }
   });
 });

@@ -17,14 +17,17 @@ import {
   encodeChat,
   type GenerateParams,
   type GenerationResult,
+  OutputParser,
   type StopReason,
   type TokenLogprob,
   type Tokenizer,
+  toolCallFormatOf,
 } from "@keepquant/engine";
 import { ApiError, invalidRequest } from "./errors.js";
 import { type FinishLabel, ServerMetrics } from "./metrics.js";
-import { OutputParser, type ParsedOutput } from "./output-parser.js";
 import { type ChatRequest, type CompletionRequest, parseChatRequest, parseCompletionRequest, type SamplingFields } from "./requests.js";
+import { detokenizeRoute, tokenizeRoute } from "./tokenize-endpoint.js";
+import { ChatOutput } from "./tool-calls.js";
 import { loadWebUi, type StaticFile } from "./webui.js";
 
 export interface KeepquantServerOptions {
@@ -175,6 +178,13 @@ export class KeepquantServer {
       method: "POST",
       auth: true,
       run: (req, res) => this.completions(req, res),
+    });
+    add(["/tokenize"], { name: "tokenize", method: "POST", auth: true, run: (req, res) => this.tokenization(req, res, tokenizeRoute) });
+    add(["/detokenize"], {
+      name: "detokenize",
+      method: "POST",
+      auth: true,
+      run: (req, res) => this.tokenization(req, res, detokenizeRoute),
     });
     add(["/metrics"], { name: "metrics", method: "GET", auth: true, run: (_req, res) => this.metricsRoute(res) });
     if (this.webui) {
@@ -576,6 +586,18 @@ export class KeepquantServer {
     res.flushHeaders();
   }
 
+  /** /tokenize and /detokenize (tokenize-endpoint.ts). */
+  private async tokenization(
+    req: http.IncomingMessage,
+    res: http.ServerResponse,
+    route: (tokenizer: Tokenizer, body: unknown) => unknown,
+  ): Promise<void> {
+    const engine = this.requireEngine();
+    const body = await this.readJson(req);
+    if (!engine.tokenizer) throw invalidRequest(null, "this model has no usable tokenizer", "no_tokenizer");
+    this.sendJson(res, 200, route(engine.tokenizer, body));
+  }
+
   private async chat(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
     const arrival = performance.now();
     const engine = this.requireEngine();
@@ -588,22 +610,25 @@ export class KeepquantServer {
       encoded = encodeChat(tokenizer, request.messages, {
         ...(useTools ? { tools: request.tools } : {}),
         ...(request.enableThinking === undefined ? {} : { enableThinking: request.enableThinking }),
+        variables: request.templateKwargs,
       });
     } catch (error) {
       throw invalidRequest("messages", `the chat template failed: ${(error as Error).message}`, "template_error");
     }
     const maxTokens = this.fitContext(encoded.ids.length, request.maxTokens, "messages");
-    const head = sharedHeadLength(tokenizer, request.messages, useTools ? request.tools : undefined, encoded.ids);
+    const head = sharedHeadLength(tokenizer, request.messages, useTools ? request.tools : undefined, request.templateKwargs, encoded.ids);
     this.admit(engine);
     await this.track(res, async (controller) => {
       const id = newId("chatcmpl-");
       const created = Math.floor(Date.now() / 1000);
-      const parser = new OutputParser({ reasoning: /<think>\s*$/.test(encoded.text), tools: useTools });
+      const parser = new OutputParser({
+        reasoning: /<think>\s*$/.test(encoded.text),
+        tools: useTools ? request.tools! : false,
+        format: toolCallFormatOf(tokenizer.chatTemplate),
+      });
+      const output = new ChatOutput(() => newId("call_"));
       const base = { id, object: "chat.completion.chunk", created, model: this.modelName, system_fingerprint: SYSTEM_FINGERPRINT };
       const usageField = request.stream && request.includeUsage ? { usage: null } : {};
-      let content = "";
-      let reasoning = "";
-      const toolCalls: { id: string; type: "function"; function: { name: string; arguments: string } }[] = [];
       const logprobEntries: unknown[] = [];
       const send = (
         delta: Record<string, unknown>,
@@ -615,21 +640,9 @@ export class KeepquantServer {
         const choice = { index: 0, delta, logprobs: logprobs ? { content: logprobs } : null, finish_reason: finish };
         res.write(`data: ${JSON.stringify({ ...base, choices: [choice], ...usageField, ...extra })}\n\n`);
       };
-      const apply = (parts: ParsedOutput[], logprobs: unknown[] | undefined): void => {
+      const apply = (parts: ReturnType<OutputParser["push"]>, logprobs: unknown[] | undefined): void => {
         let pendingLogprobs = logprobs;
-        for (const part of parts) {
-          let delta: Record<string, unknown>;
-          if (part.kind === "reasoning") {
-            reasoning += part.text;
-            delta = { reasoning_content: part.text };
-          } else if (part.kind === "content") {
-            content += part.text;
-            delta = { content: part.text };
-          } else {
-            const call = { id: newId("call_"), type: "function" as const, function: { name: part.name, arguments: part.arguments } };
-            delta = { tool_calls: [{ index: toolCalls.length, ...call }] };
-            toolCalls.push(call);
-          }
+        for (const delta of output.apply(parts)) {
           if (request.stream) send(delta, pendingLogprobs, null);
           pendingLogprobs = undefined;
         }
@@ -663,14 +676,12 @@ export class KeepquantServer {
       const finish = finishReason(result.stopReason, parser.toolCallCount);
       this.countFinish("chat", finish);
       if (request.stream) {
-        send({}, undefined, finish, { timings: timingsOf(result) });
+        send({}, undefined, finish, { timings: timingsOf(result), ...output.warningsField() });
         if (request.includeUsage) res.write(`data: ${JSON.stringify({ ...base, choices: [], usage: usageOf(result) })}\n\n`);
         res.end("data: [DONE]\n\n");
         return;
       }
-      const message: Record<string, unknown> = { role: "assistant", content: content === "" && toolCalls.length > 0 ? null : content };
-      if (reasoning !== "") message["reasoning_content"] = reasoning;
-      if (toolCalls.length > 0) message["tool_calls"] = toolCalls;
+      const message = output.message();
       this.sendJson(res, 200, {
         id,
         object: "chat.completion",
@@ -682,6 +693,7 @@ export class KeepquantServer {
         ],
         usage: usageOf(result),
         timings: timingsOf(result),
+        ...output.warningsField(),
       });
     });
   }
@@ -780,13 +792,18 @@ function sharedHeadLength(
   tokenizer: Tokenizer,
   messages: readonly ChatMessage[],
   tools: readonly unknown[] | undefined,
+  variables: Record<string, unknown>,
   ids: readonly number[],
 ): number {
   let count = 0;
   while (count < messages.length && messages[count]!.role === "system") count++;
   if (count === 0 || count === messages.length) return 0;
   try {
-    const head = encodeChat(tokenizer, messages.slice(0, count), { addGenerationPrompt: false, ...(tools ? { tools } : {}) }).ids;
+    const head = encodeChat(tokenizer, messages.slice(0, count), {
+      addGenerationPrompt: false,
+      variables,
+      ...(tools ? { tools } : {}),
+    }).ids;
     if (head.length === 0 || head.length >= ids.length) return 0;
     for (let i = 0; i < head.length; i++) if (head[i] !== ids[i]) return 0;
     return head.length;

@@ -6,7 +6,7 @@
 import fs from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { bytesToByteLevel, Engine, type EngineOptions, Tokenizer, vocabFromJson } from "@keepquant/engine";
+import { bytesToByteLevel, Engine, type EngineOptions, QWEN35_TEMPLATE, Tokenizer, vocabFromJson } from "@keepquant/engine";
 import { ensureFixture, fixtureTokenizerFromJson, parityFixture } from "@keepquant/fixtures";
 import { GgmlType, QWEN35_TINY_SHAPE, qwen35SpecLayout, type Qwen35Spec } from "@keepquant/gguf";
 import { createKeepquantServer, type KeepquantServer, type KeepquantServerOptions } from "./server.js";
@@ -80,14 +80,29 @@ type PackedMatrix = ModelWeights["tokenEmbd"];
  * The prompt ends with the template's "<think>\n", so the answer is reasoning, then a tool call
  * (first turn) or a text answer (after the tool result). The vocabulary is the fixture vocabulary
  * plus three tokens whose texts are the reasoning, the call body and the answer.
+ *
+ * `format` "json" (default) keeps the fixture vocabulary's Qwen3-style template and writes the call
+ * as JSON; "xml" gives the tokenizer the built-in Qwen3.5-style template (QWEN35_TEMPLATE) and writes
+ * the call in its XML format. `callBody` replaces the text between <tool_call> and </tool_call>.
  */
-export async function scriptedToolEngine(options: EngineOptions = {}, script: { answer?: string } = {}): Promise<Engine> {
+export async function scriptedToolEngine(
+  options: EngineOptions = {},
+  script: { answer?: string; format?: "json" | "xml"; callBody?: string } = {},
+): Promise<Engine> {
   const base = vocabFromJson(vocabJson());
   const byteLevel = (text: string): string => bytesToByteLevel(new TextEncoder().encode(text));
-  const call = `\n${JSON.stringify({ name: SCRIPT.toolName, arguments: SCRIPT.toolArguments })}\n`;
+  const xml = script.format === "xml";
+  const call =
+    script.callBody ??
+    (xml
+      ? `\n<function=${SCRIPT.toolName}>\n${Object.entries(SCRIPT.toolArguments)
+          .map(([key, value]) => `<parameter=${key}>\n${value}\n</parameter>\n`)
+          .join("")}</function>\n`
+      : `\n${JSON.stringify({ name: SCRIPT.toolName, arguments: SCRIPT.toolArguments })}\n`);
   const extra = [byteLevel(SCRIPT.reasoning), byteLevel(call), byteLevel(script.answer ?? SCRIPT.answer)];
   const vocab = {
     ...base,
+    ...(xml ? { chatTemplate: QWEN35_TEMPLATE } : {}),
     tokens: [...base.tokens, ...extra],
     tokenTypes: [...Array.from(base.tokenTypes ?? base.tokens.map(() => 1)), 1, 1, 1],
   };

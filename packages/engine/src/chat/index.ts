@@ -3,3 +3,5 @@ export * from "./render.js";
 export * from "./window.js";
 export * from "./encode.js";
 export * from "./tool-format.js";
+export * from "./tool-arguments.js";
+export * from "./output-parser.js";

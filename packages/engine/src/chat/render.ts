@@ -1,10 +1,11 @@
 /**
- * Chat prompts: renders a GGUF's `tokenizer.chat_template` (Jinja) with @huggingface/jinja, or
- * plain ChatML when the file has none. The library provides `raise_exception` and `strftime_now`.
+ * Chat prompts: renders a GGUF's `tokenizer.chat_template` (Jinja) with @huggingface/jinja, or the
+ * built-in Qwen3.5-style template (QWEN35_TEMPLATE) when the file has none. The library provides
+ * `raise_exception` and `strftime_now`.
  */
 import { Template } from "@huggingface/jinja";
 import { TokenizerError } from "../tokenizer/errors.js";
-import { CHATML_TEMPLATE } from "./templates.js";
+import { QWEN35_TEMPLATE } from "./templates.js";
 
 export interface ChatToolCall {
   type?: "function";
@@ -34,7 +35,11 @@ export interface RenderChatOptions {
   eosToken?: string;
   /** Tool (function) definitions, passed as `tools`. */
   tools?: readonly unknown[];
-  /** Further template variables. */
+  /**
+   * Further template variables (a request's `chat_template_kwargs`: `preserve_thinking`,
+   * `reasoning_effort`, ...). They cannot replace `messages`, `tools`, `add_generation_prompt`,
+   * `bos_token` or `eos_token`, which are set from the other options.
+   */
   variables?: Record<string, unknown>;
 }
 
@@ -60,12 +65,13 @@ function parseTemplate(source: string): Template {
 }
 
 /**
- * Renders `messages` with `template` (a Jinja chat template; undefined or "" = built-in ChatML).
+ * Renders `messages` with `template` (a Jinja chat template; undefined or "" = the built-in
+ * QWEN35_TEMPLATE).
  * Returns the prompt text; tokenize it with `parseSpecial: true` so `<|im_start|>` and friends
  * become their special tokens.
  */
 export function renderChat(template: string | undefined, messages: readonly ChatMessage[], options: RenderChatOptions = {}): string {
-  const source = template && template.length > 0 ? template : CHATML_TEMPLATE;
+  const source = template && template.length > 0 ? template : QWEN35_TEMPLATE;
   const variables: Record<string, unknown> = {
     ...options.variables,
     messages: messages.map((message) => ({ ...message })),
@@ -94,7 +100,7 @@ export interface ChatTokenizer {
   tokenText(id: number): string;
 }
 
-/** Renders with the tokenizer's own template (ChatML when absent) and its BOS/EOS texts. */
+/** Renders with the tokenizer's own template (the built-in QWEN35_TEMPLATE when absent) and its BOS/EOS texts. */
 export function renderChatFor(
   tokenizer: ChatTokenizer,
   messages: readonly ChatMessage[],

@@ -10,8 +10,11 @@
  */
 export type ToolCallFormat = "xml" | "json";
 
-/** The format `template` teaches: XML when it writes `<function=` blocks, JSON otherwise. */
+/**
+ * The format `template` teaches: XML when it writes `<function=` or `<parameter=` blocks, JSON
+ * otherwise. No template (undefined or "") means the built-in QWEN35_TEMPLATE renders the chat: XML.
+ */
 export function toolCallFormatOf(template: string | undefined): ToolCallFormat {
-  if (template === undefined) return "json";
+  if (template === undefined || template === "") return "xml";
   return /<function=|<parameter=/.test(template) ? "xml" : "json";
 }
