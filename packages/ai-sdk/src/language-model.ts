@@ -4,7 +4,6 @@
  * scheduler batches concurrent calls), and the output is split into reasoning, text and tool calls by the
  * same parser the OpenAI-compatible server uses. No port, no HTTP.
  */
-import { randomUUID } from "node:crypto";
 import type {
   LanguageModelV3,
   LanguageModelV3CallOptions,
@@ -26,17 +25,21 @@ import {
   encodeChat,
   type GenerateParams,
   type GenerationResult,
+  OutputParser,
+  type OutputParserOptions,
+  type ParsedOutput,
   type StopReason,
   type Tokenizer,
   toolCallFormatOf,
 } from "@keepquant/engine";
-import { OutputParser, type ParsedOutput } from "@keepquant/server";
 import { convertPrompt } from "./convert-prompt.js";
 import type { EngineRegistry } from "./engines.js";
 import { constraintError, constraintOf } from "./constraint.js";
 import { abortError, callError } from "./errors.js";
+import { newId, StreamPartWriter, warningsMetadata } from "./stream-parts.js";
 import { engineOptionsOf, type KeepquantCallOptions, type KeepquantModelSettings, PROVIDER_NAME, parseCallOptions } from "./settings.js";
 
+const THINK_START = "<think>";
 const THINK_END = "</think>";
 
 /** One call, ready to run: the encoded prompt, the engine's parameters and how to read the output. */
@@ -47,8 +50,8 @@ interface PreparedCall {
   params: GenerateParams;
   /** The prompt ends inside an open `<think>`: the output starts with reasoning. */
   reasoning: boolean;
-  /** Tool calls are parsed out of the output. */
-  tools: boolean;
+  /** How the output is read: reasoning first or not, which tools (their schemas type XML arguments), the call format. */
+  parser: OutputParserOptions;
   /** The call's function tools (for error messages that name them). */
   functionTools: LanguageModelV3FunctionTool[];
   warnings: SharedV3Warning[];
@@ -103,22 +106,41 @@ function failure(error: unknown, prepared: PreparedCall, prompt: unknown): unkno
   return constraintError(callError(error, prompt), prepared.functionTools);
 }
 
-/** Counts the output tokens that belong to the reasoning: every token up to the one that completes `</think>`. */
+/**
+ * Counts the output tokens that belong to the reasoning: every token up to the one that completes `</think>`,
+ * when the prompt opened the block or the output opens it itself (as the output parser reads it).
+ */
 class ReasoningCounter {
   tokens = 0;
+  private state: "reasoning" | "undecided" | "done";
+  /** tokens seen while it is undecided whether the output opens `<think>` */
+  private undecided = 0;
   private text = "";
-  private open: boolean;
 
   constructor(reasoning: boolean) {
-    this.open = reasoning;
+    this.state = reasoning ? "reasoning" : "undecided";
   }
 
   push(text: string): void {
-    if (!this.open) return;
-    this.tokens++;
+    if (this.state === "done") return;
+    this.text += text;
+    if (this.state === "undecided") {
+      this.undecided++;
+      const lead = this.text.trimStart();
+      if (lead === "" || (lead.length < THINK_START.length && THINK_START.startsWith(lead))) return;
+      if (!lead.startsWith(THINK_START)) {
+        this.state = "done";
+        return;
+      }
+      this.state = "reasoning";
+      this.tokens = this.undecided;
+      this.text = lead.slice(THINK_START.length);
+    } else {
+      this.tokens++;
+    }
+    if (this.text.includes(THINK_END)) this.state = "done";
     // only the tail can complete the tag: keep enough of it
-    this.text = (this.text + text).slice(-(THINK_END.length + text.length));
-    if (this.text.includes(THINK_END)) this.open = false;
+    else this.text = this.text.slice(-THINK_END.length);
   }
 }
 
@@ -139,8 +161,6 @@ function systemPrefixLength(
   if (head.length === 0 || head.length >= ids.length || head.some((id, i) => ids[i] !== id)) return 0;
   return head.length;
 }
-
-const newId = (prefix: string): string => `${prefix}${randomUUID().replaceAll("-", "")}`;
 
 /** A tokenizer whose chat template is replaced (the rest is the tokenizer's own). */
 function withChatTemplate(tokenizer: Tokenizer, template: string): Tokenizer {
@@ -261,7 +281,7 @@ export class KeepquantLanguageModel implements LanguageModelV3 {
       promptText: encoded.text,
       params,
       reasoning,
-      tools: useTools,
+      parser: { reasoning, tools: useTools ? templateTools : false, format },
       functionTools,
       warnings,
     };
@@ -280,7 +300,7 @@ export class KeepquantLanguageModel implements LanguageModelV3 {
     const prepared = await this.prepare(options);
     const timestamp = new Date();
     const generation = this.start(prepared, options.abortSignal, options.prompt);
-    const parser = new OutputParser({ reasoning: prepared.reasoning, tools: prepared.tools });
+    const parser = new OutputParser(prepared.parser);
     const counter = new ReasoningCounter(prepared.reasoning);
     const parts: ParsedOutput[] = [];
     let result: GenerationResult | undefined;
@@ -300,8 +320,15 @@ export class KeepquantLanguageModel implements LanguageModelV3 {
     parts.push(...parser.flush());
     const content: LanguageModelV3Content[] = [];
     for (const part of parts) {
+      if (part.kind === "tool_call_start" || part.kind === "tool_call_arguments") continue;
       if (part.kind === "tool_call") {
-        content.push({ type: "tool-call", toolCallId: newId("call_"), toolName: part.name, input: part.arguments });
+        content.push({
+          type: "tool-call",
+          toolCallId: newId("call_"),
+          toolName: part.name,
+          input: part.arguments,
+          ...warningsMetadata(part.warnings),
+        });
         continue;
       }
       const type = part.kind === "reasoning" ? "reasoning" : "text";
@@ -335,42 +362,15 @@ export class KeepquantLanguageModel implements LanguageModelV3 {
       throw error;
     }
     const events = generation[Symbol.asyncIterator]();
-    const parser = new OutputParser({ reasoning: prepared.reasoning, tools: prepared.tools });
+    const parser = new OutputParser(prepared.parser);
     const counter = new ReasoningCounter(prepared.reasoning);
     const responseId = newId("kq-");
-    let open: { type: "text" | "reasoning"; id: string } | undefined;
-    let partCount = 0;
     const cleanup = (): void => callerSignal?.removeEventListener("abort", onAbort);
-
-    /** Enqueues the stream parts of `parts`; returns how many parsed parts there were. */
-    const emit = (out: ReadableStreamDefaultController<LanguageModelV3StreamPart>, parts: ParsedOutput[]): number => {
-      for (const part of parts) {
-        if (part.kind === "tool_call") {
-          closeOpen(out);
-          const id = newId("call_");
-          out.enqueue({ type: "tool-input-start", id, toolName: part.name });
-          out.enqueue({ type: "tool-input-delta", id, delta: part.arguments });
-          out.enqueue({ type: "tool-input-end", id });
-          out.enqueue({ type: "tool-call", toolCallId: id, toolName: part.name, input: part.arguments });
-          continue;
-        }
-        const type = part.kind === "reasoning" ? "reasoning" : "text";
-        if (open?.type !== type) {
-          closeOpen(out);
-          open = { type, id: String(partCount++) };
-          out.enqueue({ type: `${type}-start`, id: open.id });
-        }
-        out.enqueue({ type: `${type}-delta`, id: open.id, delta: part.text });
-      }
-      return parts.length;
-    };
-    const closeOpen = (out: ReadableStreamDefaultController<LanguageModelV3StreamPart>): void => {
-      if (open) out.enqueue({ type: `${open.type}-end`, id: open.id });
-      open = undefined;
-    };
+    let writer: StreamPartWriter | undefined;
 
     const stream = new ReadableStream<LanguageModelV3StreamPart>({
       start: (out) => {
+        writer = new StreamPartWriter((part) => out.enqueue(part));
         out.enqueue({ type: "stream-start", warnings: prepared.warnings });
         out.enqueue({ type: "response-metadata", id: responseId, timestamp: new Date(), modelId: this.modelId });
       },
@@ -393,7 +393,7 @@ export class KeepquantLanguageModel implements LanguageModelV3 {
           const event = next.value;
           if (event.type === "token") {
             if (event.token >= 0) counter.push(event.text);
-            if (emit(out, parser.push(event.text)) > 0) return;
+            if (writer!.write(parser.push(event.text)) > 0) return;
             continue;
           }
           cleanup();
@@ -402,8 +402,8 @@ export class KeepquantLanguageModel implements LanguageModelV3 {
             out.error(abortError(callerSignal?.aborted ? callerSignal : controller.signal));
             return;
           }
-          emit(out, parser.flush());
-          closeOpen(out);
+          writer!.write(parser.flush());
+          writer!.closeRun();
           out.enqueue({
             type: "finish",
             finishReason: finishReasonOf(result.stopReason, parser.toolCallCount),

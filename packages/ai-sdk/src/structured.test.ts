@@ -5,7 +5,7 @@
  * schemas keep every value finite (enums, booleans, short arrays), so greedy decoding completes them.
  */
 import { InvalidArgumentError, UnsupportedFunctionalityError } from "@ai-sdk/provider";
-import { type ConstraintSpec, type Engine, encodeChat, QWEN_STYLE_TEMPLATE } from "@keepquant/engine";
+import { type ConstraintSpec, type Engine, encodeChat, QWEN_STYLE_TEMPLATE, QWEN35_TEMPLATE } from "@keepquant/engine";
 import { generateObject, generateText, jsonSchema, streamObject, streamText, tool } from "ai";
 import { afterAll, describe, expect, it } from "vitest";
 import { z } from "zod";
@@ -168,6 +168,28 @@ describe("tools", () => {
     expect(body.prompt).toContain(JSON.stringify(first.toolResults[0]!.output));
     expect(body.constraint).toBeUndefined();
     expect(answer.text.length).toBeGreaterThan(0);
+  });
+});
+
+describe("tool calls in Qwen3.5's XML format", () => {
+  it("a template that teaches XML calls gets the XML call constraint; a call cut by the token limit says so in its metadata", async () => {
+    const qwen35 = keepquant("default", { chatTemplate: QWEN35_TEMPLATE });
+    const result = await qwen35.doGenerate({
+      prompt: [{ role: "user", content: [{ type: "text", text: "File a report for Oslo." }] }],
+      tools: [{ type: "function", name: "report", inputSchema: { type: "object", properties: { city: { enum: ["Oslo", "Paris"] } } } }],
+      toolChoice: { type: "required" },
+      maxOutputTokens: 64,
+      providerOptions: { keepquant: { thinking: false } },
+    });
+    const body = result.request!.body as { prompt: string; constraint: ConstraintSpec };
+    expect(body.constraint).toMatchObject({ type: "tool_call", format: "xml", choice: "required" });
+    expect(body.prompt).toContain("<function=function_name>");
+    // the tiny default model pads the call with whitespace (which the call grammar allows) until the limit
+    expect(result.finishReason.unified).toBe("length");
+    const call = result.content.find((part) => part.type === "tool-call");
+    expect(call).toMatchObject({ type: "tool-call", toolName: "report" });
+    const warnings = (call!.providerMetadata?.["keepquant"]?.["warnings"] ?? []) as { code: string }[];
+    expect(warnings.map((w) => w.code)).toContain("unterminated");
   });
 });
 
