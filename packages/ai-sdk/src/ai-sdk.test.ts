@@ -164,6 +164,24 @@ describe("generateText and streamText on the embedded default model", () => {
   });
 });
 
+describe("keepquant's own knobs", () => {
+  it("numerics and speculative decoding are model settings: their own engine, the same greedy text with MTP drafts", async () => {
+    const plain = await generateText({ model, prompt: "Tell me a fortune.", maxOutputTokens: 24 });
+    const bf16 = keepquant("default", { numerics: "bf16" });
+    const mtp = keepquant("default", { speculative: { method: "mtp", draftTokens: 2 } });
+    expect((await bf16.engine()).stats().numerics).toBe("bf16");
+    expect(await bf16.engine()).not.toBe(await model.engine());
+    const bf16Result = await generateText({ model: bf16, prompt: "Tell me a fortune.", maxOutputTokens: 24 });
+    expect(bf16Result.usage.outputTokens).toBe(24);
+    const speculative = await generateText({ model: mtp, prompt: "Tell me a fortune.", maxOutputTokens: 24 });
+    // greedy output is the same token for token with speculation
+    expect(speculative.text).toBe(plain.text);
+    const drafted = speculative.providerMetadata?.["keepquant"]?.["speculative"] as { drafted: number; accepted: number };
+    expect(drafted.drafted).toBeGreaterThan(0);
+    expect((await mtp.engine()).stats().speculative?.drafted).toBe(drafted.drafted);
+  });
+});
+
 describe("abort", () => {
   it("aborting streamText mid-stream ends the stream with an abort part and frees the engine's KV blocks", async () => {
     const engine = await model.engine();
