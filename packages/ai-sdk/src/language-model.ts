@@ -36,11 +36,9 @@ import { convertPrompt } from "./convert-prompt.js";
 import type { EngineRegistry } from "./engines.js";
 import { constraintError, constraintOf } from "./constraint.js";
 import { abortError, callError } from "./errors.js";
+import { ReasoningCounter } from "./reasoning-tokens.js";
 import { newId, StreamPartWriter, warningsMetadata } from "./stream-parts.js";
 import { engineOptionsOf, type KeepquantCallOptions, type KeepquantModelSettings, PROVIDER_NAME, parseCallOptions } from "./settings.js";
-
-const THINK_START = "<think>";
-const THINK_END = "</think>";
 
 /** One call, ready to run: the encoded prompt, the engine's parameters and how to read the output. */
 interface PreparedCall {
@@ -104,44 +102,6 @@ function requestBody(prepared: PreparedCall): Record<string, unknown> {
 /** An engine failure of a prepared call as the AI SDK's error. */
 function failure(error: unknown, prepared: PreparedCall, prompt: unknown): unknown {
   return constraintError(callError(error, prompt), prepared.functionTools);
-}
-
-/**
- * Counts the output tokens that belong to the reasoning: every token up to the one that completes `</think>`,
- * when the prompt opened the block or the output opens it itself (as the output parser reads it).
- */
-class ReasoningCounter {
-  tokens = 0;
-  private state: "reasoning" | "undecided" | "done";
-  /** tokens seen while it is undecided whether the output opens `<think>` */
-  private undecided = 0;
-  private text = "";
-
-  constructor(reasoning: boolean) {
-    this.state = reasoning ? "reasoning" : "undecided";
-  }
-
-  push(text: string): void {
-    if (this.state === "done") return;
-    this.text += text;
-    if (this.state === "undecided") {
-      this.undecided++;
-      const lead = this.text.trimStart();
-      if (lead === "" || (lead.length < THINK_START.length && THINK_START.startsWith(lead))) return;
-      if (!lead.startsWith(THINK_START)) {
-        this.state = "done";
-        return;
-      }
-      this.state = "reasoning";
-      this.tokens = this.undecided;
-      this.text = lead.slice(THINK_START.length);
-    } else {
-      this.tokens++;
-    }
-    if (this.text.includes(THINK_END)) this.state = "done";
-    // only the tail can complete the tag: keep enough of it
-    else this.text = this.text.slice(-THINK_END.length);
-  }
 }
 
 /**
