@@ -104,11 +104,27 @@ describe("generateText and streamText on the embedded default model", () => {
     expect((await result.usage).inputTokens).toBe(expected.usage.inputTokens);
   });
 
-  it("concurrent calls share one engine and each gets its own greedy answer", async () => {
-    const prompts = ["Tell me a fortune.", "What is love?", "Say something wise.", "Why is the sky blue?"];
+  it("concurrent calls (more than the engine's 4 sequences: some wait) share one engine and each gets its own greedy answer", async () => {
+    const prompts = ["Tell me a fortune.", "What is love?", "Say something wise.", "Why is the sky blue?", "Hello", "Who are you?"];
     const alone = [];
     for (const prompt of prompts) alone.push((await generateText({ model, prompt, maxOutputTokens: 16 })).text);
-    const together = await Promise.all(prompts.map((prompt) => generateText({ model, prompt, maxOutputTokens: 16 })));
+    const engine = await model.engine();
+    const calls = prompts.map((prompt) => generateText({ model, prompt, maxOutputTokens: 16 }));
+    // watch the engine until every call settled: all six were in it at once, four running, the rest waiting
+    let settled = false;
+    const all = Promise.allSettled(calls).then(() => (settled = true));
+    let mostQueued = 0;
+    let mostRunning = 0;
+    while (!settled) {
+      const { running, waiting } = engine.stats().requests;
+      mostQueued = Math.max(mostQueued, running + waiting);
+      mostRunning = Math.max(mostRunning, running);
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    await all;
+    expect(mostQueued).toBe(prompts.length);
+    expect(mostRunning).toBe(engine.stats().states.slotsTotal);
+    const together = await Promise.all(calls);
     expect(together.map((r) => r.text)).toEqual(alone);
     // another model object of the same file and settings is the same engine
     expect(await keepquant("default").engine()).toBe(await model.engine());
