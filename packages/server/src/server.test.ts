@@ -827,3 +827,53 @@ describe("POST /tokenize and /detokenize (llama.cpp's server shapes)", () => {
     }
   });
 });
+
+describe("an XML call split across stream chunks (a scripted model writing it in six tokens)", () => {
+  let served: TestServer;
+  // cut inside the function tag, inside a string value, inside </parameter> and inside an integer
+  const callBody = [
+    "\n<function=get_wea",
+    "ther>\n<parameter=city>\nOs",
+    "lo <Ce",
+    "ntral>\n</para",
+    "meter>\n<parameter=days>\n1",
+    "4\n</parameter>\n</function>\n",
+  ];
+  const tool: OpenAI.ChatCompletionTool = {
+    type: "function",
+    function: {
+      name: SCRIPT.toolName,
+      parameters: { type: "object", properties: { city: { type: "string" }, days: { type: "integer" } } },
+    },
+  };
+
+  beforeAll(async () => {
+    served = await startTestServer(await scriptedToolEngine(TEST_ENGINE_OPTIONS, { format: "xml", callBody }), { modelName: "scripted" });
+  });
+  afterAll(async () => {
+    await served?.close();
+    served?.engine.dispose();
+  });
+
+  it("the openai client gets the name once it is complete, the string value as it is generated, the integer when it closes", async () => {
+    const client = new OpenAI({ baseURL: `${served.url}/v1`, apiKey: "none", maxRetries: 0 });
+    const stream = client.chat.completions.stream({
+      model: "scripted",
+      messages: [{ role: "user", content: "Weather in Oslo?" }],
+      tools: [tool],
+      temperature: 0,
+    });
+    const deltas: OpenAI.ChatCompletionChunk.Choice.Delta.ToolCall[] = [];
+    stream.on("chunk", (chunk) => deltas.push(...(chunk.choices[0]?.delta.tool_calls ?? [])));
+    const final = await stream.finalChatCompletion();
+    const call = final.choices[0]!.message.tool_calls![0] as OpenAI.ChatCompletionMessageFunctionToolCall;
+    expect(final.choices[0]!.message.tool_calls).toHaveLength(1);
+    expect(call.function.name).toBe(SCRIPT.toolName);
+    expect(JSON.parse(call.function.arguments)).toEqual({ city: "Oslo <Central>", days: 14 });
+    expect(deltas[0]).toMatchObject({ index: 0, type: "function", function: { name: SCRIPT.toolName, arguments: "" } });
+    const pieces = deltas.slice(1).map((d) => d.function!.arguments!);
+    // one delta per generated token of the body after the name (the string streams, "1" waits for "4")
+    expect(pieces).toEqual(['{"city":"Os', "lo <Ce", "ntral>", '","days":', "14}"]);
+    expect(pieces.join("")).toBe(call.function.arguments);
+  });
+});

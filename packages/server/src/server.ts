@@ -18,6 +18,7 @@ import {
   type GenerateParams,
   type GenerationResult,
   OutputParser,
+  type ParsedOutput,
   type StopReason,
   type TokenLogprob,
   type Tokenizer,
@@ -640,7 +641,7 @@ export class KeepquantServer {
         const choice = { index: 0, delta, logprobs: logprobs ? { content: logprobs } : null, finish_reason: finish };
         res.write(`data: ${JSON.stringify({ ...base, choices: [choice], ...usageField, ...extra })}\n\n`);
       };
-      const apply = (parts: ReturnType<OutputParser["push"]>, logprobs: unknown[] | undefined): void => {
+      const apply = (parts: ParsedOutput[], logprobs: unknown[] | undefined): void => {
         let pendingLogprobs = logprobs;
         for (const delta of output.apply(parts)) {
           if (request.stream) send(delta, pendingLogprobs, null);

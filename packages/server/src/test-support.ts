@@ -83,28 +83,30 @@ type PackedMatrix = ModelWeights["tokenEmbd"];
  *
  * `format` "json" (default) keeps the fixture vocabulary's Qwen3-style template and writes the call
  * as JSON; "xml" gives the tokenizer the built-in Qwen3.5-style template (QWEN35_TEMPLATE) and writes
- * the call in its XML format. `callBody` replaces the text between <tool_call> and </tool_call>.
+ * the call in its XML format. `callBody` replaces the text between <tool_call> and </tool_call>; an
+ * array of texts makes it that many tokens, generated one after another (a call split across stream chunks).
  */
 export async function scriptedToolEngine(
   options: EngineOptions = {},
-  script: { answer?: string; format?: "json" | "xml"; callBody?: string } = {},
+  script: { answer?: string; format?: "json" | "xml"; callBody?: string | readonly string[] } = {},
 ): Promise<Engine> {
   const base = vocabFromJson(vocabJson());
   const byteLevel = (text: string): string => bytesToByteLevel(new TextEncoder().encode(text));
   const xml = script.format === "xml";
-  const call =
+  const call: string | readonly string[] =
     script.callBody ??
     (xml
       ? `\n<function=${SCRIPT.toolName}>\n${Object.entries(SCRIPT.toolArguments)
           .map(([key, value]) => `<parameter=${key}>\n${value}\n</parameter>\n`)
           .join("")}</function>\n`
       : `\n${JSON.stringify({ name: SCRIPT.toolName, arguments: SCRIPT.toolArguments })}\n`);
-  const extra = [byteLevel(SCRIPT.reasoning), byteLevel(call), byteLevel(script.answer ?? SCRIPT.answer)];
+  const pieces = typeof call === "string" ? [call] : [...call];
+  const extra = [byteLevel(SCRIPT.reasoning), ...pieces.map(byteLevel), byteLevel(script.answer ?? SCRIPT.answer)];
   const vocab = {
     ...base,
     ...(xml ? { chatTemplate: QWEN35_TEMPLATE } : {}),
     tokens: [...base.tokens, ...extra],
-    tokenTypes: [...Array.from(base.tokenTypes ?? base.tokens.map(() => 1)), 1, 1, 1],
+    tokenTypes: [...Array.from(base.tokenTypes ?? base.tokens.map(() => 1)), ...extra.map(() => 1)],
   };
   const tokenizer = Tokenizer.fromVocab(vocab);
   const id = (text: string): number => {
@@ -115,7 +117,9 @@ export async function scriptedToolEngine(
   const newline = tokenizer.encode("\n", { addSpecial: false });
   if (newline.length !== 1) throw new Error("scripted model: the fixture vocabulary has no single-token newline");
   const V = vocab.tokens.length;
-  const [reasoning, callBody, answer] = [V - 3, V - 2, V - 1];
+  const reasoning = V - extra.length;
+  const callBody = pieces.map((_, i) => reasoning + 1 + i);
+  const answer = V - 1;
   const nl = newline[0]!;
   const thinkEnd = id("</think>");
   const toolStart = id("<tool_call>");
@@ -134,8 +138,12 @@ export async function scriptedToolEngine(
   const DEFAULT_SLOT = 0;
   const BIAS = 1;
   const FLAG = D - 1;
-  const slotted = [nl, reasoning, thinkEnd, toolStart, callBody, toolEnd, answer, imEnd, toolResponse];
+  const slotted = [nl, reasoning, thinkEnd, toolStart, ...callBody, toolEnd, answer, imEnd, toolResponse];
   const slotOf = new Map(slotted.map((token, i) => [token, 2 + i]));
+  if (2 + slotted.length > D - 1) throw new Error(`scripted model: ${slotted.length} scripted tokens do not fit ${D - 3} slots`);
+  const known = new Set(base.tokens);
+  for (const text of extra)
+    if (known.has(text)) throw new Error(`scripted model: ${JSON.stringify(text)} is already a token of the fixture vocabulary`);
 
   /** an F32 matmul weight of the layout's shape for `name`: [ne[1] rows, ne[0] columns] */
   const matrix = (name: string, fill?: (values: Float32Array) => void): PackedMatrix => {
@@ -170,8 +178,9 @@ export async function scriptedToolEngine(
     next(nl, reasoning);
     next(reasoning, thinkEnd);
     next(thinkEnd, toolStart);
-    next(toolStart, callBody);
-    next(callBody, toolEnd);
+    next(toolStart, callBody[0]!);
+    for (let i = 1; i < callBody.length; i++) next(callBody[i - 1]!, callBody[i]!);
+    next(callBody[callBody.length - 1]!, toolEnd);
     next(toolEnd, imEnd);
     next(answer, imEnd);
     next(thinkEnd, answer, 5);

@@ -172,6 +172,18 @@ describe("OutputParser, XML calls (Qwen3.5)", () => {
     );
   });
 
+  it("a short call, cut into every two and three pieces, with a string and an untyped value", () => {
+    const text =
+      "ok\n<tool_call>\n<function=f>\n<parameter=a>\nx\ny\n</parameter>\n<parameter=n>\n-2\n</parameter>\n</function>\n</tool_call>";
+    expect(text.length).toBeLessThanOrEqual(120);
+    const tool: ToolSchema = { function: { name: "f", parameters: { properties: { a: { type: "string" }, n: {} } } } };
+    expectEveryChunking(
+      text,
+      { reasoning: false, tools: [tool], format: "xml" },
+      { reasoning: "", content: "ok", calls: [call("f", '{"a":"x\\ny","n":-2}')] },
+    );
+  });
+
   it("streams a string parameter's text as it comes, other parameters when they close", () => {
     const parser = new OutputParser(XML);
     const parts = [

@@ -163,6 +163,8 @@ export class OutputParser {
   /** nothing decided yet: the output may still open its own <think> block */
   private mayOpenThink: boolean;
   private beforeTool = "";
+  /** JSON bodies: how far `pending` has been searched for </tool_call> (so a long body is not rescanned per push) */
+  private scanned = 0;
   private call: OpenCall | undefined;
   private parameter: OpenParameter | undefined;
   private readonly format: ToolCallFormat;
@@ -256,6 +258,7 @@ export class OutputParser {
       this.emitContent(out, before, true);
       this.pending = this.pending.slice(at + TOOL_START.length);
       this.state = this.format === "xml" ? "block" : "json";
+      this.scanned = 0;
       return true;
     }
     let end = this.pending.length;
@@ -291,8 +294,11 @@ export class OutputParser {
 
   /** Inside `<tool_call>` (JSON): the body up to `</tool_call>`. */
   private stepJson(out: ParsedOutput[], final: boolean): boolean {
-    const at = this.pending.indexOf(TOOL_END);
-    if (at < 0 && !final) return false;
+    const at = this.pending.indexOf(TOOL_END, Math.max(0, this.scanned - TOOL_END.length + 1));
+    if (at < 0 && !final) {
+      this.scanned = this.pending.length;
+      return false;
+    }
     const body = at >= 0 ? this.pending.slice(0, at) : this.pending;
     const call = parseToolCallBody(body);
     if (call) {
