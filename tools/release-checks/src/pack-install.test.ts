@@ -172,6 +172,7 @@ describe("the packed packages, installed with npm outside the workspace", () => 
 
   it("every tarball carries README.md, LICENSE, its entry points and no workspace: ranges", () => {
     expect(packages.map((p) => p.name).sort()).toEqual([
+      "@keepquant/ai-sdk",
       "@keepquant/cli",
       "@keepquant/default-model",
       "@keepquant/engine",
@@ -254,11 +255,13 @@ describe("the packed packages, installed with npm outside the workspace", () => 
     }
   });
 
-  it("the .d.ts files type-check for a user: strict, without skipLibCheck; only the CLI and the server need Node's types (their peer dependency)", () => {
+  it("the .d.ts files type-check for a user: strict, without skipLibCheck; only the CLI, the server and the AI SDK provider need Node's types (their peer dependency)", () => {
     const imports = packages.map((p, i) => `import * as p${i} from "${p.name}";`).join("\n");
     fs.writeFileSync(path.join(app, "all.ts"), `${imports}\nexport const all = [${packages.map((_, i) => `p${i}`).join(", ")}];\n`);
-    // the CLI and the HTTP server expose Node's types (streams, http): they declare @types/node as a peer
-    const noNode = packages.filter((p) => p.name !== "@keepquant/cli" && p.name !== "@keepquant/server");
+    // the CLI and the HTTP server expose Node's types (streams, http), the AI SDK provider the SDK's (AbortSignal,
+    // ReadableStream): they declare @types/node as a peer
+    const needsNode = new Set(["@keepquant/cli", "@keepquant/server", "@keepquant/ai-sdk"]);
+    const noNode = packages.filter((p) => !needsNode.has(p.name));
     fs.writeFileSync(
       path.join(app, "no-node.ts"),
       `${noNode.map((p, i) => `import * as q${i} from "${p.name}";`).join("\n")}\nexport const some = [${noNode.map((_, i) => `q${i}`).join(", ")}];\n`,

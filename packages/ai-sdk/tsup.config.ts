@@ -1,0 +1,3 @@
+import { sharedTsupConfig } from "../../tsup.shared.ts";
+
+export default sharedTsupConfig();
