@@ -204,6 +204,7 @@ export const command = defineCommand({
       drainTimeoutMs: Math.round(drainSeconds * 1000),
       capacity,
       ...(thinkingBudget === undefined ? {} : { thinkingBudget }),
+      warmConstraints: true,
     });
     const address = await server.listen(port, host);
     const shown = address.family === "IPv6" ? `[${address.address}]` : address.address;

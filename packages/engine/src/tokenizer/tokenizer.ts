@@ -29,6 +29,15 @@ export interface EncodeOptions {
   mapPlainText?: (fragment: string) => string;
 }
 
+/**
+ * The part of an AbortSignal `encodeAsync` uses (declared here so that the type declarations need neither
+ * the DOM library nor @types/node; a real AbortSignal fits it).
+ */
+export interface EncodeAbortSignal {
+  readonly aborted: boolean;
+  throwIfAborted(): void;
+}
+
 export interface EncodeAsyncOptions extends EncodeOptions {
   /**
    * Steps of work between two yields to the event loop (default TOKENIZER_SLICE_STEPS). A step is one
@@ -36,8 +45,8 @@ export interface EncodeAsyncOptions extends EncodeOptions {
    * character scanned for special tokens.
    */
   sliceSteps?: number;
-  /** Stops the encode between two slices: the promise rejects with the signal's reason. */
-  signal?: AbortSignal;
+  /** Stops the encode between two slices: the promise rejects with the signal's reason. An AbortSignal. */
+  signal?: EncodeAbortSignal;
   /** Called with the steps done so far after each slice (progress, and tests that count the work). */
   onSlice?: (steps: number) => void;
 }
