@@ -1,6 +1,7 @@
 export { Engine, type GenerationStream, type EvaluateOptions } from "./engine.js";
 export type {
   AbortSignalLike,
+  DecodeTuning,
   EngineOptions,
   EngineStats,
   GenerateParams,

@@ -1,5 +1,7 @@
 #include "core/threadpool.h"
 
+#include "core/profile.h"
+
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -46,6 +48,7 @@ struct Pool {
   std::atomic<int> total{0};  // threads incl. caller; 0 = not started
   const TaskRef* task = nullptr;
   int tasks = 0;
+  std::atomic<uint64_t> jobs{0}, inlineJobs{0}, waitNs{0};
 
   // Claims and runs tasks of job `g` until none is left (or a newer job has replaced it).
   void work(uint32_t g, const TaskRef* fn, int n) {
@@ -106,6 +109,7 @@ struct Pool {
     if (total.load() == 0) start(hardwareThreads());
     tInsideTask = true;
     if (workers.empty() || n <= 1) {
+      inlineJobs.fetch_add(1, std::memory_order_relaxed);
       for (int t = 0; t < n; ++t) fn(t);
       tInsideTask = false;
       return;
@@ -120,11 +124,17 @@ struct Pool {
       std::lock_guard<std::mutex> lock(sleepMutex);
       wake.notify_all();
     }
+    jobs.fetch_add(1, std::memory_order_relaxed);
     work(g, &fn, n);
+    const bool timed = profileCounters().on.load(std::memory_order_relaxed);
+    const auto waitStart = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     for (int spins = 0; done.load(std::memory_order_acquire) < n; ++spins) {
       if (spins < kCallerSpins) KQ_PAUSE();
       else std::this_thread::yield();
     }
+    if (timed)
+      waitNs.fetch_add((uint64_t)std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - waitStart).count(),
+                       std::memory_order_relaxed);
     tInsideTask = false;
   }
 
@@ -144,6 +154,18 @@ int hardwareThreads() {
 }
 
 void runParallel(int tasks, TaskRef task) { pool().run(tasks, task); }
+
+PoolStats poolStats() {
+  Pool& p = pool();
+  return PoolStats{p.jobs.load(), p.inlineJobs.load(), p.waitNs.load()};
+}
+
+void resetPoolStats() {
+  Pool& p = pool();
+  p.jobs.store(0);
+  p.inlineJobs.store(0);
+  p.waitNs.store(0);
+}
 
 void setThreadCount(int n) {
   Pool& p = pool();

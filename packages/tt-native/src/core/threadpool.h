@@ -4,6 +4,7 @@
 // then sleep; a job costs no allocation.
 #pragma once
 
+#include <cstdint>
 #include <utility>
 
 namespace kq {
@@ -28,6 +29,16 @@ template <typename F>
 inline void parallelFor(int tasks, F&& fn) {
   runParallel(tasks, TaskRef(fn));
 }
+
+// Jobs dispatched to the workers since the last reset, and the nanoseconds the calling thread waited
+// for other threads after finishing its own share (counted while profiling is on: core/profile.h).
+struct PoolStats {
+  uint64_t jobs;
+  uint64_t inlineJobs;  // run on the calling thread alone (one task, or no workers)
+  uint64_t waitNs;
+};
+PoolStats poolStats();
+void resetPoolStats();
 
 // Total threads used by parallelFor (workers + caller). n <= 0 means hardware concurrency.
 void setThreadCount(int n);
