@@ -189,8 +189,12 @@ export interface NativeProfile {
     | "ffn",
     { ns: number; calls: number }
   >;
-  /** jobs dispatched to the workers, jobs run inline, and the caller's wait for other threads (ns) */
-  pool: { jobs: number; inlineJobs: number; waitNs: number };
+  /**
+   * jobs dispatched to the workers, jobs run inline (one task), the caller's wait for other threads
+   * (ns), jobs where it waited for a descheduled thread, and jobs the contention guard ran on the
+   * calling thread alone
+   */
+  pool: { jobs: number; inlineJobs: number; waitNs: number; stalledJobs: number; soloJobs: number };
 }
 
 export interface NativeAddon {

@@ -85,6 +85,8 @@ const result = {
     inlineJobsPerToken: profile.pool.inlineJobs / decoded,
     waitMsPerToken: profile.pool.waitNs / 1e6 / decoded,
     waitUsPerJob: profile.pool.waitNs / 1e3 / Math.max(1, profile.pool.jobs),
+    stalledJobsPerToken: profile.pool.stalledJobs / decoded,
+    soloJobsPerToken: profile.pool.soloJobs / decoded,
   },
   bandwidthGbPerSecond: bandwidth.bytesPerSecond / 1e9,
   tuning: stats.tuning,

@@ -1,7 +1,8 @@
 // Persistent worker pool. One job at a time (callers are serialized); the calling thread works too.
 // Work is handed out as task indices; a task's result never depends on which thread ran it.
 // Workers spin briefly between jobs (a forward step issues hundreds of short jobs back to back),
-// then sleep; a job costs no allocation.
+// yielding their core after a few polls, then sleep; a job costs no allocation. On an oversubscribed
+// machine a contention guard runs jobs on the calling thread alone for a while (threadpool.cc).
 #pragma once
 
 #include <cstdint>
@@ -36,6 +37,8 @@ struct PoolStats {
   uint64_t jobs;
   uint64_t inlineJobs;  // run on the calling thread alone (one task, or no workers)
   uint64_t waitNs;
+  uint64_t stalledJobs;  // the caller waited for a descheduled thread (the contention guard counts them)
+  uint64_t soloJobs;     // run on the calling thread alone by the contention guard
 };
 PoolStats poolStats();
 void resetPoolStats();

@@ -536,6 +536,8 @@ Napi::Value Profile(const Napi::CallbackInfo& info) {
   pool.Set("jobs", (double)s.jobs);
   pool.Set("inlineJobs", (double)s.inlineJobs);
   pool.Set("waitNs", (double)s.waitNs);
+  pool.Set("stalledJobs", (double)s.stalledJobs);
+  pool.Set("soloJobs", (double)s.soloJobs);
   o.Set("pool", pool);
   return o;
 }
