@@ -1,6 +1,14 @@
 import fs from "node:fs";
 import { buildLoadPlan, readGguf } from "@keepquant/gguf";
-import type { DecodeTuning, EngineOptions, EngineStats, GenerationEvent, GenerationResult, GenerateParams, StopReason } from "./engine-types.js";
+import type {
+  DecodeTuning,
+  EngineOptions,
+  EngineStats,
+  GenerationEvent,
+  GenerationResult,
+  GenerateParams,
+  StopReason,
+} from "./engine-types.js";
 import { EngineError, EngineLoadError, EngineOptionError } from "./errors.js";
 import { allocateJsStorage, PagedKvCache, type AllocateStorage, type KvType } from "./kv/paged-kv.js";
 import { GdnStatePool } from "./kv/state-pool.js";
@@ -113,7 +121,9 @@ function resolveOptions(options: EngineOptions): ResolvedOptions {
 function resolveTune(tune: EngineOptions["tune"]): ResolvedOptions["tune"] {
   if (tune === undefined || typeof tune === "boolean") return tune ?? true;
   if (typeof tune !== "object" || tune === null) {
-    throw new EngineOptionError("ENGINE_BAD_OPTION", `tune must be a boolean or { budgetMs?, force? }, got ${String(tune)}`, { field: "tune" });
+    throw new EngineOptionError("ENGINE_BAD_OPTION", `tune must be a boolean or { budgetMs?, force? }, got ${String(tune)}`, {
+      field: "tune",
+    });
   }
   if (tune.budgetMs !== undefined) positiveInteger(tune.budgetMs, "tune.budgetMs", 1);
   return { ...tune };

@@ -177,15 +177,29 @@ describe.skipIf(NO_ADDON)("the tuner on the native timer", () => {
     const cacheDir = path.join(scratch, "env");
     const off = tuneNativeDecode(matrices, { cacheDir, env: { KEEPQUANT_TUNE: "off" } });
     expect(off.source).toBe("off");
-    expect(getNativeDecodeVariant("layer", GgmlType.Q8_0)).toEqual({ isa: "current", weightRows: 0, prefetch: 0, rowsPerTask: 0, threads: 0 });
+    expect(getNativeDecodeVariant("layer", GgmlType.Q8_0)).toEqual({
+      isa: "current",
+      weightRows: 0,
+      prefetch: 0,
+      rowsPerTask: 0,
+      threads: 0,
+    });
     const pinned = tuneNativeDecode(matrices, { cacheDir, env: { KEEPQUANT_TUNE: "pin:weightRows=1,prefetch=64,threads=1" } });
     expect(pinned.source).toBe("pinned");
     for (const role of ["layer", "head"] as const)
-      expect(getNativeDecodeVariant(role, GgmlType.Q8_0)).toEqual({ isa: "current", weightRows: 1, prefetch: 64, rowsPerTask: 0, threads: 1 });
+      expect(getNativeDecodeVariant(role, GgmlType.Q8_0)).toEqual({
+        isa: "current",
+        weightRows: 1,
+        prefetch: 64,
+        rowsPerTask: 0,
+        threads: 1,
+      });
     expect(() => tuneNativeDecode(matrices, { cacheDir, env: { KEEPQUANT_TUNE: "pin:weightRows=3" } })).toThrow(
       /KEEPQUANT_TUNE: .*weightRows must be 0 \(default\), 1, 2 or 4, got 3/,
     );
-    expect(() => tuneNativeDecode(matrices, { cacheDir, env: { KEEPQUANT_TUNE: "fast" } })).toThrow(/KEEPQUANT_TUNE: "fast": unknown value/);
+    expect(() => tuneNativeDecode(matrices, { cacheDir, env: { KEEPQUANT_TUNE: "fast" } })).toThrow(
+      /KEEPQUANT_TUNE: "fast": unknown value/,
+    );
     resetNativeDecodeVariants();
   });
 });

@@ -177,16 +177,7 @@ export type MatmulRole = "layer" | "head";
 export interface NativeProfile {
   on: boolean;
   phases: Record<
-    | "other"
-    | "embed"
-    | "norm"
-    | "activationQuant"
-    | "matmulLayers"
-    | "matmulHead"
-    | "matmulMoe"
-    | "gdn"
-    | "attention"
-    | "ffn",
+    "other" | "embed" | "norm" | "activationQuant" | "matmulLayers" | "matmulHead" | "matmulMoe" | "gdn" | "attention" | "ffn",
     { ns: number; calls: number }
   >;
   /**
@@ -203,16 +194,17 @@ export interface NativeAddon {
   getDecodeVariant(role: MatmulRole, type: GgmlType): Required<DecodeVariant>;
   resetDecodeVariants(): void;
   /** nanoseconds of each of `passes` passes of one-row matmuls over every matrix (`rows[i]` rows of K) */
-  timeDecodeMatmul(
-    type: GgmlType,
-    k: number,
-    weights: ByteView[],
-    rows: number[],
-    variant: DecodeVariant,
-    passes: number,
-  ): Float64Array;
+  timeDecodeMatmul(type: GgmlType, k: number, weights: ByteView[], rows: number[], variant: DecodeVariant, passes: number): Float64Array;
   /** y[N] = W[N, K] x (one row) with `variant` (llama numerics) */
-  matmulDecodeVariant(type: GgmlType, weight: ByteView, n: number, k: number, x: Float32Array, y: Float32Array, variant: DecodeVariant): void;
+  matmulDecodeVariant(
+    type: GgmlType,
+    weight: ByteView,
+    n: number,
+    k: number,
+    x: Float32Array,
+    y: Float32Array,
+    variant: DecodeVariant,
+  ): void;
   /** turns the step phase timers on (reset) or off */
   setProfiling(on: boolean): void;
   profile(): NativeProfile;

@@ -207,7 +207,11 @@ describe("tuneDecode (fake timer, temp cache)", () => {
     for (const v of first.set.values()) expect(v).toEqual({ ...DEFAULT_VARIANT, weightRows: 1 });
     const second = recordingAddon();
     let timed = 0;
-    const cached = tuneDecode(second.addon, MODEL, { ...fixed, cacheDir, env: {}, timer: (...a) => (timed++, timer(...a)) });
+    const counting: typeof timer = (...a) => {
+      timed++;
+      return timer(...a);
+    };
+    const cached = tuneDecode(second.addon, MODEL, { ...fixed, cacheDir, env: {}, timer: counting });
     expect(cached.source).toBe("cache");
     expect(timed).toBe(0);
     expect(cached.choices).toEqual(measured.choices);
@@ -220,7 +224,13 @@ describe("tuneDecode (fake timer, temp cache)", () => {
   it("an unreadable layout or a cache directory that cannot be written is a note, never an error", () => {
     const blocker = path.join(scratch, "not-a-dir");
     writeFileSync(blocker, "a file where the cache directory would be");
-    const report = tuneDecode(recordingAddon().addon, MODEL, { ...fixed, cacheDir: path.join(blocker, "sub"), env: {}, timer, now: fakeClock().now });
+    const report = tuneDecode(recordingAddon().addon, MODEL, {
+      ...fixed,
+      cacheDir: path.join(blocker, "sub"),
+      env: {},
+      timer,
+      now: fakeClock().now,
+    });
     expect(report.source).toBe("measured");
     expect(report.notes.join("\n")).toMatch(/could not be written .* this process only/);
     const cacheDir = path.join(scratch, "b");
@@ -236,7 +246,16 @@ describe("tuneDecode (fake timer, temp cache)", () => {
   it("off resets to the defaults without timing; a model with nothing to tune says so", () => {
     const off = recordingAddon();
     let timed = 0;
-    const report = tuneDecode(off.addon, MODEL, { ...fixed, cacheDir: null, env: { KEEPQUANT_TUNE: "off" }, timer: (...a) => (timed++, timer(...a)) });
+    const counting: typeof timer = (...a) => {
+      timed++;
+      return timer(...a);
+    };
+    const report = tuneDecode(off.addon, MODEL, {
+      ...fixed,
+      cacheDir: null,
+      env: { KEEPQUANT_TUNE: "off" },
+      timer: counting,
+    });
     expect(report.source).toBe("off");
     expect(timed).toBe(0);
     expect(off.resets()).toBe(1);

@@ -122,10 +122,6 @@ function full(v: DecodeVariant): FullVariant {
   return { ...DEFAULT_VARIANT, ...v };
 }
 
-function sameVariant(a: FullVariant, b: FullVariant): boolean {
-  return a.isa === b.isa && a.weightRows === b.weightRows && a.prefetch === b.prefetch && a.rowsPerTask === b.rowsPerTask && a.threads === b.threads;
-}
-
 // ---------------------------------------------------------------- KEEPQUANT_TUNE
 
 export type TuneMode = { mode: "auto" } | { mode: "off" } | { mode: "force" } | { mode: "pin"; variant: FullVariant };
@@ -140,7 +136,11 @@ export function parseTuneMode(env: NodeJS.ProcessEnv = process.env): TuneMode {
   if (raw === "off" || raw === "0") return { mode: "off" };
   if (raw === "force") return { mode: "force" };
   const bad = (detail: string) =>
-    new NativeArgumentError("decode tuning", KEEPQUANT_TUNE, `${JSON.stringify(raw)}: ${detail} (expected off, force, or pin:<field>=<value>,... with fields ${VARIANT_FIELDS.join(", ")})`);
+    new NativeArgumentError(
+      "decode tuning",
+      KEEPQUANT_TUNE,
+      `${JSON.stringify(raw)}: ${detail} (expected off, force, or pin:<field>=<value>,... with fields ${VARIANT_FIELDS.join(", ")})`,
+    );
   if (!raw.startsWith("pin:")) throw bad("unknown value");
   const variant: FullVariant = { ...DEFAULT_VARIANT };
   for (const part of raw.slice(4).split(",")) {
@@ -223,7 +223,11 @@ export function tuneKey(cpuModel: string, addonVersion: string, threads: number,
 // ---------------------------------------------------------------- candidates
 
 /** The stages of the search: each varies one field of the incumbent (coordinate descent from the default). */
-export function candidateStages(group: TuneGroup, isaLevels: readonly IsaLevelName[], threads: number): ((v: FullVariant) => FullVariant[])[] {
+export function candidateStages(
+  group: TuneGroup,
+  isaLevels: readonly IsaLevelName[],
+  threads: number,
+): ((v: FullVariant) => FullVariant[])[] {
   const kQuant = group.typeName.endsWith("_K");
   const stages: ((v: FullVariant) => FullVariant[])[] = [];
   // ISA path (AVX2 vs AVX-512 where both exist): "current" is the best level
@@ -289,7 +293,15 @@ export function searchVariants(
     if (budgetHit) break;
   }
   for (const group of groups.slice(choices.length))
-    choices.push({ role: group.role, type: group.typeName, variant: DEFAULT_VARIANT, chosenNs: 0, defaultNs: 0, timed: 0, passBytes: group.bytes });
+    choices.push({
+      role: group.role,
+      type: group.typeName,
+      variant: DEFAULT_VARIANT,
+      chosenNs: 0,
+      defaultNs: 0,
+      timed: 0,
+      passBytes: group.bytes,
+    });
   if (budgetHit) notes.push(`the tuning budget (${options.budgetMs} ms) was reached: untimed fields keep their defaults`);
   return { choices, notes, measureMs: options.now() - start };
 }
@@ -332,14 +344,20 @@ export function readTuneCache(
     return undefined;
   }
   if (typeof parsed !== "object" || parsed === null || parsed.version !== TUNE_CACHE_VERSION || typeof parsed.entries !== "object") {
-    notes.push(`tuning cache ${file} has layout version ${JSON.stringify((parsed as { version?: unknown })?.version)}, not ${TUNE_CACHE_VERSION}; ignored, measuring again`);
+    notes.push(
+      `tuning cache ${file} has layout version ${JSON.stringify((parsed as { version?: unknown })?.version)}, not ${TUNE_CACHE_VERSION}; ignored, measuring again`,
+    );
     return undefined;
   }
   const entry = parsed.entries[key];
   if (!entry) return undefined;
   const choices = entry.choices;
   const wanted = groups.map((g) => `${g.role}/${g.typeName}`).join(",");
-  if (!Array.isArray(choices) || !choices.every((c) => validChoice(c, isaLevels)) || choices.map((c) => `${c.role}/${c.type}`).join(",") !== wanted) {
+  if (
+    !Array.isArray(choices) ||
+    !choices.every((c) => validChoice(c, isaLevels)) ||
+    choices.map((c) => `${c.role}/${c.type}`).join(",") !== wanted
+  ) {
     notes.push(`tuning cache ${file}: the entry for this CPU and model is stale or malformed; ignored, measuring again`);
     return undefined;
   }
@@ -411,7 +429,15 @@ export function tuneDecode(addon: NativeAddon, matrices: readonly TunerMatrix[],
   }
   if (mode.mode === "pin") {
     addon.resetDecodeVariants();
-    const choices = groups.map((g) => ({ role: g.role, type: g.typeName, variant: mode.variant, chosenNs: 0, defaultNs: 0, timed: 0, passBytes: g.bytes }));
+    const choices = groups.map((g) => ({
+      role: g.role,
+      type: g.typeName,
+      variant: mode.variant,
+      chosenNs: 0,
+      defaultNs: 0,
+      timed: 0,
+      passBytes: g.bytes,
+    }));
     // every matrix type, not only the tuned groups: a pin is for every decode matmul
     const types = new Set(matrices.map((m) => `${m.role}/${m.type}`));
     try {
@@ -450,7 +476,12 @@ export function tuneDecode(addon: NativeAddon, matrices: readonly TunerMatrix[],
   notes.push(...searched.notes);
   apply(searched.choices);
   if (cacheFile) {
-    const failed = writeTuneCache(cacheFile, key, { cpuModel, addonVersion, measuredAt: new Date().toISOString(), choices: searched.choices });
+    const failed = writeTuneCache(cacheFile, key, {
+      cpuModel,
+      addonVersion,
+      measuredAt: new Date().toISOString(),
+      choices: searched.choices,
+    });
     if (failed) notes.push(failed);
   }
   const why = force ? "measured (forced)" : "measured: no cache entry for this CPU, addon and model shape";

@@ -58,7 +58,8 @@ const bytesOf = (role: "layer" | "head") => {
   const head = engine.weights.output;
   for (const layer of engine.weights.layers)
     for (const value of Object.values(layer))
-      if (value && typeof value === "object" && "rowBytes" in value && value !== head) bytes += (value as { data: Uint8Array }).data.byteLength;
+      if (value && typeof value === "object" && "rowBytes" in value && value !== head)
+        bytes += (value as { data: Uint8Array }).data.byteLength;
   return role === "head" ? head.data.byteLength : bytes;
 };
 const phases = Object.entries(profile.phases)

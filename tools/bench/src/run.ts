@@ -33,9 +33,9 @@ const seqs = Number(flag("seqs", "8"));
 const types = flag("types", REAL_SHAPE_TYPES.join(",")).split(",") as RealShapeType[];
 const write = !args.includes("--no-write");
 // decode-only rows: thread counts (1, --threads, and every core when there are more) and the contention row
-const threadRows = [
-  ...new Set(flag("thread-rows", [1, threads, os.cpus().length].join(",")).split(",").map(Number)),
-].filter((t) => Number.isInteger(t) && t > 0);
+const threadRows = [...new Set(flag("thread-rows", [1, threads, os.cpus().length].join(",")).split(",").map(Number))].filter(
+  (t) => Number.isInteger(t) && t > 0,
+);
 const contention = Number(flag("contention", "1"));
 const SIDE_ENGINES = ["keepquant", "llama.cpp", "node-llama-cpp"] as const;
 type SideEngine = (typeof SIDE_ENGINES)[number];
@@ -169,11 +169,18 @@ for (const type of types) {
         log(`${type} repeat ${r + 1}/${repeat}: ${engine}, ${row}`);
         const result = runWorker(engine, file, rowOptions);
         log(`  decode ${result.decodeTokensPerSecond.toFixed(1)} tok/s`);
-        (((sideRuns[type] ??= {})[row] ??= { keepquant: [], "llama.cpp": [], "node-llama-cpp": [] })[engine]).push(result.decodeTokensPerSecond);
+        const byRow = sideRuns[type] ?? {};
+        sideRuns[type] = byRow;
+        const byEngine = byRow[row] ?? { keepquant: [], "llama.cpp": [], "node-llama-cpp": [] };
+        byRow[row] = byEngine;
+        byEngine[engine].push(result.decodeTokensPerSecond);
       }
     }
     for (const t of threadRows)
-      (perThreadBandwidth[t] ??= []).push(runWorker("bandwidth", file, { ...options, threads: t }).bandwidthBytesPerSecond!);
+      perThreadBandwidth[t] = [
+        ...(perThreadBandwidth[t] ?? []),
+        runWorker("bandwidth", file, { ...options, threads: t }).bandwidthBytesPerSecond!,
+      ];
   }
   results[type] = Object.fromEntries(ENGINES.map((e) => [e, summarize(runs[e])])) as Record<EngineName, Summary>;
 }
@@ -198,7 +205,9 @@ for (const [type, byEngine] of Object.entries(results)) {
 
 // decode-only rows: thread scaling (efficiency per thread = speed-up / threads) and the contention row
 const sideLines: string[] = [];
-sideLines.push("| file | row | keepquant decode tok/s | llama.cpp decode tok/s | node-llama-cpp decode tok/s | keepquant / llama.cpp | keepquant per-thread efficiency | read bandwidth (GB/s) |");
+sideLines.push(
+  "| file | row | keepquant decode tok/s | llama.cpp decode tok/s | node-llama-cpp decode tok/s | keepquant / llama.cpp | keepquant per-thread efficiency | read bandwidth (GB/s) |",
+);
 sideLines.push("|---|---|---:|---:|---:|---:|---:|---:|");
 const sideMedian = (type: string, row: string, engine: SideEngine): number | undefined => {
   const v = sideRuns[type]?.[row]?.[engine] ?? [];
@@ -232,7 +241,12 @@ for (const [type, byEngine] of Object.entries(results)) {
     ["decode >= 1.3x llama.cpp's best variant", ours.decode / best.decode, (v) => v >= 1.3, (v) => `${v.toFixed(2)}x`],
     ["decode >= 1.15x node-llama-cpp", ours.decode / nlc.decode, (v) => v >= 1.15, (v) => `${v.toFixed(2)}x`],
     ["decode >= 70% of the bandwidth bound (80% the goal)", efficiency, (v) => v >= 0.7, (v) => `${(100 * v).toFixed(0)}%`],
-    ["prefill (128-token prompt) >= 1.3x llama.cpp's best variant", ours.prefill / best.prefill, (v) => v >= 1.3, (v) => `${v.toFixed(2)}x`],
+    [
+      "prefill (128-token prompt) >= 1.3x llama.cpp's best variant",
+      ours.prefill / best.prefill,
+      (v) => v >= 1.3,
+      (v) => `${v.toFixed(2)}x`,
+    ],
     ["peak RSS <= 1.1x node-llama-cpp", ours.rss / nlc.rss, (v) => v <= 1.1, (v) => `${v.toFixed(2)}x`],
     ["load-to-ready <= node-llama-cpp", ours.loadMs / nlc.loadMs, (v) => v <= 1, (v) => `${v.toFixed(2)}x`],
     [

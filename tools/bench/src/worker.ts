@@ -215,9 +215,7 @@ async function bandwidth(o: WorkerOptions): Promise<WorkerResult> {
 const [engine, file, json] = process.argv.slice(2);
 const options = JSON.parse(json ?? "{}") as WorkerOptions;
 // the contention row: busy processes competing for the cores (stopped, by their pids, when the worker exits)
-const busy = Array.from({ length: options.contention ?? 0 }, () =>
-  spawn(process.execPath, ["-e", "for (;;) {}"], { stdio: "ignore" }),
-);
+const busy = Array.from({ length: options.contention ?? 0 }, () => spawn(process.execPath, ["-e", "for (;;) {}"], { stdio: "ignore" }));
 const stopBusy = () => {
   for (const child of busy) child.kill("SIGKILL");
 };

@@ -22,7 +22,9 @@ const MiB = 2 ** 20;
 function tuningRows(result: BenchmarkResult): [string, string][] {
   const t = result.tuning;
   if (!t) return [["decode tuning", "off"]];
-  const rows: [string, string][] = [["decode tuning", `${t.source}: ${t.reason}${t.measureMs > 0 ? ` (${t.measureMs.toFixed(0)} ms)` : ""}`]];
+  const rows: [string, string][] = [
+    ["decode tuning", `${t.source}: ${t.reason}${t.measureMs > 0 ? ` (${t.measureMs.toFixed(0)} ms)` : ""}`],
+  ];
   for (const c of t.choices) {
     const v = c.variant;
     const gain = c.defaultNs > 0 && c.chosenNs > 0 ? `, ${(c.defaultNs / c.chosenNs).toFixed(2)}x the default` : "";
