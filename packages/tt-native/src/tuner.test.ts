@@ -243,6 +243,29 @@ describe("tuneDecode (fake timer, temp cache)", () => {
     expect(JSON.parse(readFileSync(file, "utf8")).entries[stale.key].choices).toHaveLength(3);
   });
 
+  it("a cached variant the addon refuses (generic, out of range) is ignored with a note, never an error", () => {
+    const cacheDir = path.join(scratch, "c");
+    const first = tuneDecode(recordingAddon().addon, MODEL, { ...fixed, cacheDir, env: {}, timer, now: fakeClock().now });
+    const file = path.join(cacheDir, TUNE_CACHE_FILE);
+    const cache = JSON.parse(readFileSync(file, "utf8"));
+    cache.entries[first.key].choices[0].variant.isa = "generic";
+    writeFileSync(file, JSON.stringify(cache));
+    const generic = tuneDecode(recordingAddon().addon, MODEL, { ...fixed, cacheDir, env: {}, timer, now: fakeClock().now });
+    expect(generic.source).toBe("measured");
+    expect(generic.notes.join("\n")).toMatch(/stale or malformed/);
+    cache.entries[first.key].choices[0].variant = { ...DEFAULT_VARIANT, weightRows: 3 };
+    writeFileSync(file, JSON.stringify(cache));
+    const refusing = recordingAddon();
+    const setVariant = refusing.addon.setDecodeVariant;
+    refusing.addon.setDecodeVariant = (role, type, v) => {
+      if (v.weightRows === 3) throw new Error("variant: weightRows must be 0 (default), 1, 2 or 4, got 3");
+      setVariant(role, type, v);
+    };
+    const refused = tuneDecode(refusing.addon, MODEL, { ...fixed, cacheDir, env: {}, timer, now: fakeClock().now });
+    expect(refused.source).toBe("measured");
+    expect(refused.notes.join("\n")).toMatch(/cannot run here \(variant: weightRows must be/);
+  });
+
   it("off resets to the defaults without timing; a model with nothing to tune says so", () => {
     const off = recordingAddon();
     let timed = 0;

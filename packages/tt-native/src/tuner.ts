@@ -318,7 +318,7 @@ function validChoice(c: unknown, isaLevels: readonly IsaLevelName[]): c is TuneC
   const o = c as Record<string, unknown>;
   const v = o.variant as Record<string, unknown> | undefined;
   if ((o.role !== "layer" && o.role !== "head") || typeof o.type !== "string" || typeof v !== "object" || v === null) return false;
-  if (v.isa !== "current" && !isaLevels.includes(v.isa as IsaLevelName)) return false;
+  if (v.isa !== "current" && (v.isa === "generic" || !isaLevels.includes(v.isa as IsaLevelName))) return false;
   return ["weightRows", "prefetch", "rowsPerTask", "threads"].every((f) => Number.isInteger(v[f]) && (v[f] as number) >= 0);
 }
 
@@ -461,8 +461,12 @@ export function tuneDecode(addon: NativeAddon, matrices: readonly TunerMatrix[],
   if (cacheFile && !force) {
     const cached = readTuneCache(cacheFile, key, groups, isaLevels, notes);
     if (cached) {
-      apply(cached);
-      return report("cache", `read from the cache (measured before on this CPU, addon and model shape)`, cached, 0, cacheFile);
+      try {
+        apply(cached);
+        return report("cache", "read from the cache (measured before on this CPU, addon and model shape)", cached, 0, cacheFile);
+      } catch (error) {
+        notes.push(`tuning cache ${cacheFile}: the cached variant cannot run here (${(error as Error).message}); ignored, measuring again`);
+      }
     }
   }
   addon.resetDecodeVariants();
