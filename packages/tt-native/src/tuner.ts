@@ -488,6 +488,6 @@ export function tuneDecode(addon: NativeAddon, matrices: readonly TunerMatrix[],
     });
     if (failed) notes.push(failed);
   }
-  const why = force ? "measured (forced)" : "measured: no cache entry for this CPU, addon and model shape";
+  const why = force ? "measured again whatever the cache holds (forced)" : "no cache entry for this CPU, addon and model shape";
   return report("measured", why, searched.choices, searched.measureMs, cacheFile);
 }
