@@ -135,6 +135,14 @@ export interface EngineOptions {
   exactKernels?: boolean;
   /** Called while tensors are read (bytes done, bytes total). */
   onProgress?: (done: number, total: number) => void;
+  /**
+   * The native step's decode tuner (@keepquant/tt-native's tuneNativeDecode): true (default) = the
+   * cached choice for this CPU, addon and model shape, else measured within about 300 ms at load;
+   * false = the built-in defaults; an object sets the budget (ms) or forces a new measurement
+   * (`keepquant bench --tune`). KEEPQUANT_TUNE overrides it (docs/USAGE.md). Every variant gives the
+   * same bits; `stats().tuning` says what was chosen and why.
+   */
+  tune?: boolean | { budgetMs?: number; force?: boolean };
   /** Speculative decoding (off by default); see SpeculativeOptions. */
   speculative?: SpeculativeOptions;
 }
@@ -233,6 +241,8 @@ export interface EngineStats {
   prefixCache: PrefixCacheStats | undefined;
   /** Speculative decoding counters (undefined when it is off). */
   speculative: SpeculativeStats | undefined;
+  /** What the native decode tuner chose and why (undefined without the native step or with `tune: false`). */
+  tuning: DecodeTuning | undefined;
   counters: {
     steps: number;
     prefillTokens: number;
@@ -240,6 +250,26 @@ export interface EngineStats {
     preemptions: number;
     forwardMs: number;
   };
+}
+
+/** The decode tuner's report (@keepquant/tt-native's TuneReport, mirrored so the engine's types need no addon). */
+export interface DecodeTuning {
+  source: "measured" | "cache" | "pinned" | "off" | "unavailable";
+  reason: string;
+  key: string;
+  cacheFile?: string;
+  choices: {
+    role: "layer" | "head";
+    type: string;
+    variant: { isa: string; weightRows: number; prefetch: number; rowsPerTask: number; threads: number };
+    chosenNs: number;
+    defaultNs: number;
+    timed: number;
+    passBytes: number;
+  }[];
+  notes: string[];
+  measureMs: number;
+  budgetMs: number;
 }
 
 export interface SpeculativeStats {

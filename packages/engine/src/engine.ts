@@ -2,6 +2,7 @@ import fs from "node:fs";
 import { buildLoadPlan, readGguf } from "@keepquant/gguf";
 import type {
   ConstraintSpec,
+  DecodeTuning,
   EngineOptions,
   EngineStats,
   GenerationEvent,
@@ -33,6 +34,7 @@ import {
 } from "./model/load.js";
 import { loadTtNative, type TtNative } from "./model/native-module.js";
 import { NativeStep } from "./model/native-step.js";
+import { tuneNativeDecode } from "./model/native-tuning.js";
 import { SpecStepBackend, type StepBackend } from "./model/step-backend.js";
 import type { MatmulProvider, Numerics } from "./model/matmul.js";
 import { quantDequantizeRow, selectProviders, typescriptProviders, allMatrices } from "./model/providers.js";
@@ -65,6 +67,7 @@ interface ResolvedOptions {
   prefixCacheSnapshots: number;
   exactKernels: boolean;
   speculative: ResolvedSpeculative | undefined;
+  tune: boolean | { budgetMs?: number; force?: boolean };
 }
 
 function positiveInteger(value: unknown, field: string, fallback: number): number {
@@ -106,6 +109,7 @@ function resolveOptions(options: EngineOptions): ResolvedOptions {
     maxBatchTokens: positiveInteger(options.maxBatchTokens, "maxBatchTokens", 512),
     provider,
     nativeStep: options.nativeStep ?? true,
+    tune: resolveTune(options.tune),
     flashAttention: options.flashAttention ?? true,
     exactKernels: options.exactKernels ?? true,
     speculative,
@@ -114,6 +118,17 @@ function resolveOptions(options: EngineOptions): ResolvedOptions {
         ? 0
         : positiveInteger(options.prefixCacheSnapshots, "prefixCacheSnapshots", 0),
   };
+}
+
+function resolveTune(tune: EngineOptions["tune"]): ResolvedOptions["tune"] {
+  if (tune === undefined || typeof tune === "boolean") return tune ?? true;
+  if (typeof tune !== "object" || tune === null) {
+    throw new EngineOptionError("ENGINE_BAD_OPTION", `tune must be a boolean or { budgetMs?, force? }, got ${String(tune)}`, {
+      field: "tune",
+    });
+  }
+  if (tune.budgetMs !== undefined) positiveInteger(tune.budgetMs, "tune.budgetMs", 1);
+  return { ...tune };
 }
 
 /** Loads the native CPU arm when present; undefined (with the reason in diagnostics) otherwise. */
@@ -253,6 +268,8 @@ export class Engine {
   private readonly spec: SpeculativeDecoder | undefined;
   /** Constrained decoding: the grammar engine is loaded on the first constrained request. */
   private readonly guided: GuidedDecoding;
+  /** The native decode tuner's report (undefined without the native step or with `tune: false`). */
+  private tuning: DecodeTuning | undefined;
 
   private constructor(
     readonly weights: ModelWeights,
@@ -329,12 +346,14 @@ export class Engine {
 
   /** The native model over this engine's pools. */
   private nativeBackend(native: TtNative): StepBackend {
-    return NativeStep.create(native, this.weights, this.kv, this.states, {
+    const backend = NativeStep.create(native, this.weights, this.kv, this.states, {
       numerics: this.options.numerics as "llama" | "bf16",
       flashAttention: this.options.flashAttention,
       maxBatchTokens: this.options.maxBatchTokens,
       snapshots: this.spec?.rollback,
     });
+    this.tuning = tuneNativeDecode(native, this.weights, this.options);
+    return backend;
   }
 
   /** The TypeScript specification over this engine's pools (its scratch is allocated up front, as the native step's is). */
@@ -915,6 +934,7 @@ export class Engine {
       counters: { ...this.counters, preemptions: this.scheduler.preemptionCount },
       prefixCache: this.prefixCache ? { ...this.prefixCache.stats } : undefined,
       speculative: this.spec?.stats(),
+      tuning: this.tuning,
     };
   }
 

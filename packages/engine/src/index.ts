@@ -2,6 +2,7 @@ export { Engine, type GenerationStream, type EvaluateOptions } from "./engine.js
 export type {
   AbortSignalLike,
   ConstraintSpec,
+  DecodeTuning,
   EngineOptions,
   EngineStats,
   GenerateParams,

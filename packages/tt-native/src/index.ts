@@ -36,6 +36,8 @@ import type {
   NativeModelSpec,
   NativeTypeSupport,
 } from "./native-types.js";
+import type { DecodeVariant, MatmulRole, NativeProfile } from "./native-types.js";
+import { tuneDecode, type TuneOptions, type TuneReport, type TunerMatrix } from "./tuner.js";
 
 export * from "./errors.js";
 export {
@@ -57,11 +59,42 @@ export {
 } from "./loader.js";
 export {
   NATIVE_ABI_VERSION,
+  type DecodeVariant,
+  type MatmulRole,
+  type NativeProfile,
   type IsaLevelName,
   type NativeAddon,
   type NativeBuildInfo,
   type NativeTypeSupport,
 } from "./native-types.js";
+
+export {
+  DEFAULT_VARIANT,
+  KEEPQUANT_TUNE,
+  TUNE_CACHE_FILE,
+  TUNE_CACHE_VERSION,
+  TUNE_FULL_BUDGET_MS,
+  TUNE_LOAD_BUDGET_MS,
+  TUNE_MIN_GAIN,
+  TUNE_MIN_GROUP_BYTES,
+  TUNE_PASS_BYTES,
+  candidateStages,
+  parseTuneMode,
+  readTuneCache,
+  searchVariants,
+  tuneCacheDir,
+  tuneGroups,
+  tuneKey,
+  writeTuneCache,
+  type FullVariant,
+  type TuneChoice,
+  type TuneGroup,
+  type TuneMode,
+  type TuneOptions,
+  type TuneReport,
+  type TunerMatrix,
+  type TuneTimer,
+} from "./tuner.js";
 
 let loaded: LoadResult | undefined;
 
@@ -551,4 +584,48 @@ export function measureReadBandwidth(options: { bytes?: number; passes?: number 
   }
   seconds.sort((a, b) => a - b);
   return { bytesPerSecond: bytes / seconds[seconds.length >> 1]!, threads: addon.getThreads(), bytes, passes };
+}
+
+// ---------------------------------------------------------------- decode tuning and the step profile
+
+/**
+ * Tunes the decode matmuls of a loaded model's weights (src/tuner.ts): the cache first, else measured
+ * within `options.budgetMs`; applies the choice to the addon and says what it chose and why.
+ */
+export function tuneNativeDecode(matrices: readonly TunerMatrix[], options: TuneOptions = {}): TuneReport {
+  return tuneDecode(requireAddon("tuneNativeDecode"), matrices, options);
+}
+
+/** The variant decode matmuls of (role, type) run with now. */
+export function getNativeDecodeVariant(role: MatmulRole, type: GgmlType): Required<DecodeVariant> {
+  return requireAddon("getNativeDecodeVariant").getDecodeVariant(role, type);
+}
+
+/** Back to the built-in decode defaults for every (role, type). */
+export function resetNativeDecodeVariants(): void {
+  requireAddon("resetNativeDecodeVariants").resetDecodeVariants();
+}
+
+/** y[N] = W x for one activation row with `variant` (llama numerics; every variant gives the same bits). */
+export function matmulDecodeVariant(weight: NativeLlamaWeight, x: Float32Array, variant: DecodeVariant, out?: Float32Array): Float32Array {
+  const op = "matmulDecodeVariant";
+  const addon = requireAddon(op);
+  checkLlama(op, addon, weight, x, 1, out);
+  const y = out ?? new Float32Array(weight.rows);
+  try {
+    addon.matmulDecodeVariant(weight.type, weight.data, weight.rows, weight.cols, x, y, variant);
+  } catch (error) {
+    throw new NativeArgumentError(op, "variant", (error as Error).message);
+  }
+  return y;
+}
+
+/** Turns the native step's phase timers on (reset to zero) or off. */
+export function setNativeProfiling(on: boolean): void {
+  requireAddon("setNativeProfiling").setProfiling(on);
+}
+
+/** The native step's phase timers and the pool's counters since profiling was turned on. */
+export function nativeProfile(): NativeProfile {
+  return requireAddon("nativeProfile").profile();
 }

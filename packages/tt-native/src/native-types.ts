@@ -4,7 +4,7 @@
  */
 import type { GgmlType } from "@keepquant/gguf";
 
-export const NATIVE_ABI_VERSION = 4;
+export const NATIVE_ABI_VERSION = 5;
 
 export type IsaLevelName = "generic" | "avx2" | "avx512" | "neon";
 
@@ -153,7 +153,61 @@ export type NativeBf16Args = [
   yOffset: number,
 ];
 
+/**
+ * One variant of the decode (one activation row) matmul. Every variant gives the same bits as every
+ * other; they differ only in speed. Absent fields keep the default (0, or the current ISA level).
+ */
+export interface DecodeVariant {
+  /** the ISA level of the decode kernels ("current": the level the addon runs) */
+  isa?: IsaLevelName | "current";
+  /** weight rows per kernel call: 1 (single), 2 (the pair kernels), 4; 0 = the level's default */
+  weightRows?: number;
+  /** software prefetch distance in weight blocks (0 = the level's default) */
+  prefetch?: number;
+  /** weight rows per pool task (0 = automatic) */
+  rowsPerTask?: number;
+  /** 1: on the calling thread alone (no dispatch); 0: every pool thread */
+  threads?: number;
+}
+
+/** Which decode matmuls a variant applies to: the layers' dense matmuls or the output head. */
+export type MatmulRole = "layer" | "head";
+
+/** The native step's phase timers (exclusive nanoseconds and scope entries) and the pool's counters. */
+export interface NativeProfile {
+  on: boolean;
+  phases: Record<
+    "other" | "embed" | "norm" | "activationQuant" | "matmulLayers" | "matmulHead" | "matmulMoe" | "gdn" | "attention" | "ffn",
+    { ns: number; calls: number }
+  >;
+  /**
+   * jobs dispatched to the workers, jobs run inline (one task), the caller's wait for other threads
+   * (ns), jobs where it waited for a descheduled thread, and jobs the contention guard ran on the
+   * calling thread alone
+   */
+  pool: { jobs: number; inlineJobs: number; waitNs: number; stalledJobs: number; soloJobs: number };
+}
+
 export interface NativeAddon {
+  /** the variant decode matmuls of (role, type) run with; throws on a variant this CPU cannot run */
+  setDecodeVariant(role: MatmulRole, type: GgmlType, variant: DecodeVariant): void;
+  getDecodeVariant(role: MatmulRole, type: GgmlType): Required<DecodeVariant>;
+  resetDecodeVariants(): void;
+  /** nanoseconds of each of `passes` passes of one-row matmuls over every matrix (`rows[i]` rows of K) */
+  timeDecodeMatmul(type: GgmlType, k: number, weights: ByteView[], rows: number[], variant: DecodeVariant, passes: number): Float64Array;
+  /** y[N] = W[N, K] x (one row) with `variant` (llama numerics) */
+  matmulDecodeVariant(
+    type: GgmlType,
+    weight: ByteView,
+    n: number,
+    k: number,
+    x: Float32Array,
+    y: Float32Array,
+    variant: DecodeVariant,
+  ): void;
+  /** turns the step phase timers on (reset) or off */
+  setProfiling(on: boolean): void;
+  profile(): NativeProfile;
   abiVersion(): number;
   buildInfo(): NativeBuildInfo;
   getIsa(): IsaLevelName;

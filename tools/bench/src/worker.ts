@@ -5,6 +5,7 @@
  *
  *   tsx src/worker.ts <keepquant|node-llama-cpp|llama.cpp|"llama.cpp haswell"|bandwidth> <file.gguf> '<options json>'
  */
+import { spawn } from "node:child_process";
 import { performance } from "node:perf_hooks";
 import { activeBytesPerToken } from "./active-bytes.js";
 
@@ -18,6 +19,8 @@ export interface WorkerOptions {
   seqs: number;
   /** Vocabulary size of the file (prompt ids are spread over it). */
   vocab: number;
+  /** Busy processes (a spinning `node -e`) started before loading and stopped after: the contention row. */
+  contention?: number;
 }
 
 export interface WorkerResult {
@@ -29,6 +32,8 @@ export interface WorkerResult {
   /** Aggregate decode tokens/s with `seqs` concurrent sequences (when measured). */
   aggregateTokensPerSecond?: number;
   peakRssBytes: number;
+  /** keepquant: what the decode tuner chose and why (engine.stats().tuning) */
+  tuning?: unknown;
   /** Weight bytes resident (keepquant) / bandwidth (bandwidth worker). */
   weightBytesPerToken?: number;
   /** Weight bytes one decoded token actually reads (keepquant; active-bytes.ts: routed experts counted k of E). */
@@ -93,7 +98,8 @@ async function keepquant(file: string, o: WorkerOptions): Promise<WorkerResult> 
     peakRssBytes: 0,
     weightBytesPerToken: engine.stats().residentBytes.packed,
     activeBytesPerToken: (await activeBytesPerToken(file)).perToken,
-    detail: `${engine.stats().providers.step}`,
+    detail: `${engine.stats().providers.step}, decode tuning ${engine.stats().tuning?.source ?? "off"}`,
+    tuning: engine.stats().tuning,
   };
   if (o.seqs > 1) {
     const stamps = await Promise.all(Array.from({ length: o.seqs }, (_, i) => run(prompt(8, vocab, i + 1), o.gen)));
@@ -212,6 +218,13 @@ async function bandwidth(o: WorkerOptions): Promise<WorkerResult> {
 
 const [engine, file, json] = process.argv.slice(2);
 const options = JSON.parse(json ?? "{}") as WorkerOptions;
+// the contention row: busy processes competing for the cores (stopped, by their pids, when the worker exits)
+const busy = Array.from({ length: options.contention ?? 0 }, () => spawn(process.execPath, ["-e", "for (;;) {}"], { stdio: "ignore" }));
+const stopBusy = () => {
+  for (const child of busy) child.kill("SIGKILL");
+};
+process.on("exit", stopBusy);
+process.on("SIGTERM", () => process.exit(1));
 const work =
   engine === "keepquant"
     ? keepquant(file!, options)

@@ -15,7 +15,28 @@ function parseSeqs(text: string | undefined): number[] {
 }
 
 const GB = 1e9;
+/** `--tune`: tt-native's TUNE_FULL_BUDGET_MS (the CLI does not import the addon). */
+const TUNE_FULL_BUDGET_MS = 5000;
 const MiB = 2 ** 20;
+
+/** The decode tuner's choice, one line per (role, type), and its notes. */
+function tuningRows(result: BenchmarkResult): [string, string][] {
+  const t = result.tuning;
+  if (!t) return [["decode tuning", "off"]];
+  const rows: [string, string][] = [
+    ["decode tuning", `${t.source}: ${t.reason}${t.measureMs > 0 ? ` (${t.measureMs.toFixed(0)} ms)` : ""}`],
+  ];
+  for (const c of t.choices) {
+    const v = c.variant;
+    const gain = c.defaultNs > 0 && c.chosenNs > 0 ? `, ${(c.defaultNs / c.chosenNs).toFixed(2)}x the default` : "";
+    rows.push([
+      `  ${c.role} ${c.type}`,
+      `isa ${v.isa}, weightRows ${v.weightRows}, prefetch ${v.prefetch}, rowsPerTask ${v.rowsPerTask}, threads ${v.threads}${gain}`,
+    ]);
+  }
+  for (const note of t.notes) rows.push(["  note", note]);
+  return rows;
+}
 
 /** The human table: one measurement per line, aligned. */
 function table(result: BenchmarkResult): string[] {
@@ -29,6 +50,7 @@ function table(result: BenchmarkResult): string[] {
       `${result.engine.step}, numerics ${result.engine.numerics}${result.engine.threads ? `, ${result.engine.threads} threads` : ""}`,
     ],
     ["load", `${result.loadMs.toFixed(0)} ms`],
+    ...tuningRows(result),
     [`prefill (${result.promptTokens} tokens)`, `${result.prefillTokensPerSecond.toFixed(1)} tok/s`],
     ["time to first token", `${result.timeToFirstTokenMs.toFixed(0)} ms`],
     [`decode (${result.genTokens} tokens)`, `${result.decodeTokensPerSecond.toFixed(1)} tok/s`],
@@ -63,7 +85,7 @@ export const command = defineCommand({
   name: "bench",
   summary: "measure prefill, decode, time to first token, load time, peak RSS and decode efficiency (like llama-bench)",
   usage:
-    "bench [model.gguf] [--prompt N] [--gen N] [--threads N] [--seqs 1,4,8] [--repeat R] [--numerics llama|bf16] [--speculative mtp [--draft-tokens K] [--draft-vocab N]] [--json]",
+    "bench [model.gguf] [--prompt N] [--gen N] [--threads N] [--seqs 1,4,8] [--repeat R] [--numerics llama|bf16] [--speculative mtp [--draft-tokens K] [--draft-vocab N]] [--tune] [--json]",
   help: [
     "--prompt N            prompt tokens per prefill (default 128)",
     "--gen N               generated tokens per decode run (default 64)",
@@ -74,6 +96,8 @@ export const command = defineCommand({
     "--speculative mtp     decode with speculative decoding (the model's MTP drafter block); acceptance is reported",
     "--draft-tokens K      tokens drafted per step with --speculative: 1 .. 8 (default 3)",
     "--draft-vocab N       cheaper drafter: its head scores token ids 0 .. N-1 only (default: the whole vocabulary)",
+    "--tune                measure the decode variants again with a 5 s budget (default: the cached choice,",
+    "                      else a 300 ms tuning at load) and cache the choice; KEEPQUANT_TUNE=off disables it",
     "--json                print one JSON document (every run, not only medians)",
     "without model.gguf: the embedded default model",
   ],
@@ -88,6 +112,7 @@ export const command = defineCommand({
     "draft-tokens": { type: "string" },
     "draft-vocab": { type: "string" },
     json: { type: "boolean" },
+    tune: { type: "boolean" },
   },
   async run(values, positionals, io: CommandIo): Promise<number> {
     if (positionals.length > 1) throw new CliUsageError(`expected at most one model file, got ${positionals.length}`);
@@ -128,7 +153,12 @@ export const command = defineCommand({
       genTokens,
       repeat,
       seqs,
-      engine: { numerics, ...(threads !== undefined ? { threads } : {}), ...(speculative ? { speculative } : {}) },
+      engine: {
+        numerics,
+        ...(threads !== undefined ? { threads } : {}),
+        ...(speculative ? { speculative } : {}),
+        ...(values.tune === true ? { tune: { budgetMs: TUNE_FULL_BUDGET_MS, force: true } } : {}),
+      },
       onProgress,
     });
     if (io.interactive && lastLine > 0) io.stderr.write(`\r${" ".repeat(lastLine)}\r`);

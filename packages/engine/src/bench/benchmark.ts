@@ -7,7 +7,7 @@
 import fs from "node:fs";
 import { readGguf } from "@keepquant/gguf";
 import { Engine } from "../engine.js";
-import type { EngineOptions, SpeculativeStats } from "../engine-types.js";
+import type { DecodeTuning, EngineOptions, SpeculativeStats } from "../engine-types.js";
 import { EngineOptionError } from "../errors.js";
 import { loadTtNative } from "../model/native-module.js";
 
@@ -51,6 +51,8 @@ export interface ConcurrentResult {
 export interface BenchmarkResult {
   model: { path: string; fileBytes: number; weightBytesPerToken: number; vocab: number; layers: number };
   engine: { numerics: string; step: string; threads: number | undefined; providers: Record<string, string> };
+  /** What the native decode tuner chose and why (engine.stats().tuning; undefined without it). */
+  tuning: DecodeTuning | undefined;
   promptTokens: number;
   genTokens: number;
   repeat: number;
@@ -176,6 +178,7 @@ export async function runBenchmark(options: BenchmarkOptions): Promise<Benchmark
         threads: options.engine?.threads,
         providers: stats.providers,
       },
+      tuning: stats.tuning,
       promptTokens,
       genTokens,
       repeat,

@@ -1,5 +1,7 @@
 #include "core/threadpool.h"
 
+#include "core/profile.h"
+
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -26,6 +28,19 @@ constexpr auto kSpin = std::chrono::microseconds(100);
 // Pause iterations the caller spins on unfinished tasks before it starts yielding its core (on an
 // oversubscribed machine the thread it waits for may need that core).
 constexpr int kCallerSpins = 2000;
+// Polls an idle worker spins on pause alone before each further poll also yields its core: when the
+// machine has fewer free cores than threads, the thread that has work (often the caller, on the same
+// core) runs instead of a spinning worker.
+constexpr int kWorkerPureSpins = 256;
+// The contention guard. A job "stalls" when the caller, its own share done, waits past kCallerSpins for
+// another thread's task (that thread was descheduled: the machine is oversubscribed). Each stall adds
+// kStallWeight to a score and each clean job takes 1 off; past kStallLimit the pool runs the next
+// kSoloJobs jobs on the calling thread alone (the workers go to sleep and free their cores), then
+// tries again with every thread. A quiet machine never stalls, so it never goes solo; results never
+// depend on which threads ran the tasks.
+constexpr int kStallWeight = 8;
+constexpr int kStallLimit = 64;
+constexpr int kSoloJobs = 2048;
 
 thread_local bool tInsideTask = false;
 
@@ -46,6 +61,9 @@ struct Pool {
   std::atomic<int> total{0};  // threads incl. caller; 0 = not started
   const TaskRef* task = nullptr;
   int tasks = 0;
+  std::atomic<uint64_t> jobs{0}, inlineJobs{0}, waitNs{0}, stalledJobs{0}, soloJobs{0};
+  int stallScore = 0;  // under jobMutex
+  int soloLeft = 0;    // jobs still to run solo (under jobMutex)
 
   // Claims and runs tasks of job `g` until none is left (or a newer job has replaced it).
   void work(uint32_t g, const TaskRef* fn, int n) {
@@ -65,7 +83,8 @@ struct Pool {
       int polls = 0;
       while (generation.load(std::memory_order_acquire) == seen && !stop.load(std::memory_order_acquire)) {
         KQ_PAUSE();
-        if (++polls % 64 == 0 && std::chrono::steady_clock::now() - start > kSpin) {
+        if (++polls > kWorkerPureSpins) std::this_thread::yield();
+        if (polls % 64 == 0 && std::chrono::steady_clock::now() - start > kSpin) {
           std::unique_lock<std::mutex> lock(sleepMutex);
           sleepers.fetch_add(1);
           wake.wait(lock, [&] { return generation.load(std::memory_order_acquire) != seen || stop.load(); });
@@ -106,6 +125,14 @@ struct Pool {
     if (total.load() == 0) start(hardwareThreads());
     tInsideTask = true;
     if (workers.empty() || n <= 1) {
+      inlineJobs.fetch_add(1, std::memory_order_relaxed);
+      for (int t = 0; t < n; ++t) fn(t);
+      tInsideTask = false;
+      return;
+    }
+    if (soloLeft > 0) {  // the contention guard: the calling thread alone for a while
+      --soloLeft;
+      soloJobs.fetch_add(1, std::memory_order_relaxed);
       for (int t = 0; t < n; ++t) fn(t);
       tInsideTask = false;
       return;
@@ -120,11 +147,32 @@ struct Pool {
       std::lock_guard<std::mutex> lock(sleepMutex);
       wake.notify_all();
     }
+    jobs.fetch_add(1, std::memory_order_relaxed);
     work(g, &fn, n);
+    const bool timed = profileCounters().on.load(std::memory_order_relaxed);
+    const auto waitStart = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+    bool stalled = false;
     for (int spins = 0; done.load(std::memory_order_acquire) < n; ++spins) {
-      if (spins < kCallerSpins) KQ_PAUSE();
-      else std::this_thread::yield();
+      if (spins < kCallerSpins) {
+        KQ_PAUSE();
+      } else {
+        stalled = true;
+        std::this_thread::yield();
+      }
     }
+    if (stalled) {
+      stalledJobs.fetch_add(1, std::memory_order_relaxed);
+      stallScore += kStallWeight;
+      if (stallScore > kStallLimit) {
+        stallScore = 0;
+        soloLeft = kSoloJobs;
+      }
+    } else if (stallScore > 0) {
+      --stallScore;
+    }
+    if (timed)
+      waitNs.fetch_add((uint64_t)std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - waitStart).count(),
+                       std::memory_order_relaxed);
     tInsideTask = false;
   }
 
@@ -144,6 +192,20 @@ int hardwareThreads() {
 }
 
 void runParallel(int tasks, TaskRef task) { pool().run(tasks, task); }
+
+PoolStats poolStats() {
+  Pool& p = pool();
+  return PoolStats{p.jobs.load(), p.inlineJobs.load(), p.waitNs.load(), p.stalledJobs.load(), p.soloJobs.load()};
+}
+
+void resetPoolStats() {
+  Pool& p = pool();
+  p.jobs.store(0);
+  p.inlineJobs.store(0);
+  p.waitNs.store(0);
+  p.stalledJobs.store(0);
+  p.soloJobs.store(0);
+}
 
 void setThreadCount(int n) {
   Pool& p = pool();

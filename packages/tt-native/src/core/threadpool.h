@@ -1,9 +1,11 @@
 // Persistent worker pool. One job at a time (callers are serialized); the calling thread works too.
 // Work is handed out as task indices; a task's result never depends on which thread ran it.
 // Workers spin briefly between jobs (a forward step issues hundreds of short jobs back to back),
-// then sleep; a job costs no allocation.
+// yielding their core after a few polls, then sleep; a job costs no allocation. On an oversubscribed
+// machine a contention guard runs jobs on the calling thread alone for a while (threadpool.cc).
 #pragma once
 
+#include <cstdint>
 #include <utility>
 
 namespace kq {
@@ -28,6 +30,18 @@ template <typename F>
 inline void parallelFor(int tasks, F&& fn) {
   runParallel(tasks, TaskRef(fn));
 }
+
+// Jobs dispatched to the workers since the last reset, and the nanoseconds the calling thread waited
+// for other threads after finishing its own share (counted while profiling is on: core/profile.h).
+struct PoolStats {
+  uint64_t jobs;
+  uint64_t inlineJobs;  // run on the calling thread alone (one task, or no workers)
+  uint64_t waitNs;
+  uint64_t stalledJobs;  // the caller waited for a descheduled thread (the contention guard counts them)
+  uint64_t soloJobs;     // run on the calling thread alone by the contention guard
+};
+PoolStats poolStats();
+void resetPoolStats();
 
 // Total threads used by parallelFor (workers + caller). n <= 0 means hardware concurrency.
 void setThreadCount(int n);

@@ -97,6 +97,19 @@ const KernelSet& kernels() {
   return gSets[gLevel.load()];
 }
 
+bool isaAvailable(IsaLevel level) {
+  for (IsaLevel l : availableIsaLevels())
+    if (l == level) return true;
+  return false;
+}
+
+const KernelSet& kernelsAt(IsaLevel level) {
+  std::call_once(gInit, initSets);
+  const int l = (int)level;
+  // a level this CPU does not run holds the generic kernels (initSets): never an illegal instruction
+  return l >= 0 && l < 4 ? gSets[l] : gSets[gLevel.load()];
+}
+
 void quantizeActRow(int actType, const float* x, void* dst, int64_t k) {
   if (typeTraits(actType).blockSize == 0) return;
   const FromFloatFn quantize = kernels().type[actType].from_float;

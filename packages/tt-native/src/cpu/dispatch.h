@@ -20,5 +20,8 @@ std::string selectIsaLevel(const std::string& name);
 
 // The current level's kernels (KernelSet in kernels.h): kernels().type[t] is type t's CpuTypeTraits.
 const KernelSet& kernels();
+// The kernels of `level` when this CPU runs it, else the current level's.
+const KernelSet& kernelsAt(IsaLevel level);
+bool isaAvailable(IsaLevel level);
 
 }  // namespace kq

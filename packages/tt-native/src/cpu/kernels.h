@@ -31,7 +31,8 @@ constexpr int kMultiRows = 4;  // the default; a level may take more rows per ca
 
 // One activation row against `rows` consecutive weight rows `ws` bytes apart: out[0..rows). Gives the
 // same bits per weight row as the VecDotFn of the same level (decode: independent chains per row).
-typedef void (*VecDotRowsFn)(int n, const uint8_t* w, size_t ws, int rows, const uint8_t* a, float* out);
+// `prefetch`: the software prefetch distance in weight blocks (0: the level's default); it moves no bit.
+typedef void (*VecDotRowsFn)(int n, const uint8_t* w, size_t ws, int rows, const uint8_t* a, float* out, int prefetch);
 
 // `wrows` consecutive weight rows (`ws` bytes apart) against `arows` activation rows (`as` bytes
 // apart): out[ar * os + wr]. Gives the same bits per output as the VecDotFn of the same level

@@ -6,6 +6,7 @@
 
 #include "cpu/dispatch.h"
 #include "cpu/kernels.h"
+#include "cpu/tuning.h"
 #include "core/threadpool.h"
 
 namespace kq {
@@ -29,8 +30,8 @@ namespace {
 // Rows [r0, r1) of one job. Each task owns a block of weight rows; activation rows are walked in
 // tiles that stay in cache. Every y[mi, r] is one kernel call's result whatever the split, so
 // threads never change bits.
-void rowBlock(const LlamaRowsJob& job, int64_t r0, int64_t r1) {
-  const CpuTypeTraits& kt = kernels().type[job.type];
+void rowBlock(const LlamaRowsJob& job, const DecodeVariant* v, int64_t r0, int64_t r1) {
+  const CpuTypeTraits& kt = (v && v->isa >= 0 ? kernelsAt((IsaLevel)v->isa) : kernels()).type[job.type];
   const VecDotFn dot = kt.vec_dot;
   const VecDotMultiFn multi = kt.vec_dot_multi;
   const int multiRows = kt.multi_rows;
@@ -39,10 +40,11 @@ void rowBlock(const LlamaRowsJob& job, int64_t r0, int64_t r1) {
   const VecDotRowsFn rowsFn = kt.vec_dot_rows;
   if (m == 1 && rowsFn) {
     // decode: several weight rows per call (independent chains), the activation row loaded once
-    const int step = kt.weight_rows;
+    const int step = v && v->weightRows > 0 ? v->weightRows : kt.weight_rows;
+    const int prefetch = v ? v->prefetch : 0;
     for (int64_t r = r0; r < r1; r += step) {
       const int rows = (int)std::min<int64_t>(step, r1 - r);
-      rowsFn((int)job.k, job.w + (size_t)r * wBytes, wBytes, rows, job.act, job.y + r);
+      rowsFn((int)job.k, job.w + (size_t)r * wBytes, wBytes, rows, job.act, job.y + r, prefetch);
     }
     return;
   }
@@ -80,17 +82,29 @@ void matmulLlamaRowsBatch(const LlamaRowsJob* jobs, int count) {
   constexpr int kMaxJobs = 8;
   int64_t rpt[kMaxJobs];
   int first[kMaxJobs + 1];
+  const DecodeVariant* variant[kMaxJobs];
+  bool inline_ = true;  // every job asks for the calling thread alone
   first[0] = 0;
   for (int j = 0; j < count; ++j) {
-    rpt[j] = rowsPerTask(jobs[j].n, jobs[j].m, jobs[j].m > 1 && kernels().type[jobs[j].type].vec_dot_block != nullptr);
-    first[j + 1] = first[j] + (int)((jobs[j].n + rpt[j] - 1) / rpt[j]);
+    const LlamaRowsJob& job = jobs[j];
+    variant[j] = job.m == 1 ? (job.variant ? job.variant : &decodeVariant(job.role, job.type)) : nullptr;
+    rpt[j] = variant[j] && variant[j]->rowsPerTask > 0
+                 ? std::min<int64_t>(variant[j]->rowsPerTask, job.n)
+                 : rowsPerTask(job.n, job.m, job.m > 1 && kernels().type[job.type].vec_dot_block != nullptr);
+    first[j + 1] = first[j] + (int)((job.n + rpt[j] - 1) / rpt[j]);
+    if (!variant[j] || variant[j]->threads != 1) inline_ = false;
   }
-  parallelFor(first[count], [&](int t) {
+  auto task = [&](int t) {
     int j = 0;
     while (t >= first[j + 1]) ++j;
     const int64_t r0 = (int64_t)(t - first[j]) * rpt[j];
-    rowBlock(jobs[j], r0, std::min(jobs[j].n, r0 + rpt[j]));
-  });
+    rowBlock(jobs[j], variant[j], r0, std::min(jobs[j].n, r0 + rpt[j]));
+  };
+  if (inline_) {
+    for (int t = 0; t < first[count]; ++t) task(t);
+    return;
+  }
+  parallelFor(first[count], task);
 }
 
 void matmulLlamaRows(int type, const uint8_t* w, int64_t n, int64_t k, const uint8_t* actData, size_t actBytes,

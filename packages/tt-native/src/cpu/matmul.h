@@ -15,7 +15,11 @@ void matmulLlama(int type, const uint8_t* w, int64_t n, int64_t k, const float* 
 void matmulLlamaRows(int type, const uint8_t* w, int64_t n, int64_t k, const uint8_t* act, size_t actBytes, int64_t m,
                      float* y);
 
-// Several matmulLlamaRows in one parallel dispatch (at most 8; e.g. Q, K and V of one input).
+struct DecodeVariant;
+
+// Several matmulLlamaRows in one parallel dispatch (at most 8; e.g. Q, K and V of one input). A
+// one-row job (decode) runs with `variant`, or when it is null with the tuned variant of (role, type)
+// (cpu/tuning.h); every variant gives the same bits.
 struct LlamaRowsJob {
   int type;
   const uint8_t* w;
@@ -24,6 +28,8 @@ struct LlamaRowsJob {
   size_t actBytes;
   int64_t m;
   float* y;
+  int role = 0;  // MatmulRole: kRoleLayer or kRoleHead
+  const DecodeVariant* variant = nullptr;
 };
 void matmulLlamaRowsBatch(const LlamaRowsJob* jobs, int count);
 

@@ -29,7 +29,7 @@ void groupedRowBlock(const LlamaRowsJob& job, int64_t r0, int64_t r1) {
     const int step = kt.weight_rows;
     for (int64_t r = r0; r < r1; r += step) {
       const int rows = (int)std::min<int64_t>(step, r1 - r);
-      kt.vec_dot_rows((int)job.k, job.w + (size_t)r * wBytes, wBytes, rows, job.act, job.y + r);
+      kt.vec_dot_rows((int)job.k, job.w + (size_t)r * wBytes, wBytes, rows, job.act, job.y + r, 0);
     }
     return;
   }

@@ -16,6 +16,8 @@
 #include "model/step_descriptor.h"
 #include "cpu/kernels.h"
 #include "cpu/matmul.h"
+#include "cpu/tuning.h"
+#include "core/profile.h"
 #include "core/threadpool.h"
 
 namespace kq {
@@ -351,6 +353,7 @@ const uint8_t* Model::activations(int actType, size_t* actBytes) {
   if (slot < 0) throw std::invalid_argument("activations: ggml type " + str(actType) + " is not an activation encoding");
   uint8_t* buffer = actBuffer_[slot].data();
   if (actType_[slot] != actType) {
+    const ProfileScope scope(kPhaseActQuant);
     const float* x = actSource_;
     const size_t bytes = *actBytes;
     parallelRange(actRows_, 4, [&](int row) { quantizeActRow(actType, x + (size_t)row * k, buffer + (size_t)row * bytes, k); });
@@ -365,6 +368,7 @@ void Model::matmul(const WeightMatrix& w, float* y) {
 }
 
 void Model::matmulMany(const MatmulOut* outs, int count) {
+  const ProfileScope scope(matmulPhase_);
   LlamaRowsJob jobs[8];
   int jobCount = 0;
   for (int i = 0; i < count; ++i) {
@@ -375,12 +379,14 @@ void Model::matmulMany(const MatmulOut* outs, int count) {
     }
     size_t actBytes = 0;
     const uint8_t* act = activations(typeTraits(w.type).vecDotType, &actBytes);
-    jobs[jobCount++] = LlamaRowsJob{w.type, w.data, w.rows, actCols_, act, actBytes, actRows_, outs[i].y};
+    jobs[jobCount] = LlamaRowsJob{w.type, w.data, w.rows, actCols_, act, actBytes, actRows_, outs[i].y};
+    jobs[jobCount++].role = matmulRole_;
   }
   if (jobCount > 0) matmulLlamaRowsBatch(jobs, jobCount);
 }
 
 void Model::rmsNormRows(const float* x, const float* w, float* out, int rows) {
+  const ProfileScope scope(kPhaseNorm);
   const int D = spec_.shape.nEmbd;
   const float eps = spec_.shape.eps;
   parallelRange(rows, 8, [&](int r) { rmsNorm(x + (size_t)r * D, w, out + (size_t)r * D, D, eps); });
@@ -389,6 +395,7 @@ void Model::rmsNormRows(const float* x, const float* w, float* out, int rows) {
 // ---------------------------------------------------------------------------------------------
 
 void Model::embed(const std::vector<StepEntry>& entries, int rows, const WeightMatrix& e, const uint16_t* twin) {
+  const ProfileScope scope(kPhaseEmbed);
   const int D = spec_.shape.nEmbd;
   const ToFloatFn decode = kernels().type[e.type].to_float;
   // row -> token
@@ -432,10 +439,15 @@ void Model::head(const WeightMatrix& w, const int32_t* rows, int nKept, int nOut
     input = headInput_.data();
   }
   prepareInput(input, nOut, D);
+  matmulRole_ = kRoleHead;
+  matmulPhase_ = kPhaseMatmulHead;
   matmul(w, logits);
+  matmulRole_ = kRoleLayer;
+  matmulPhase_ = kPhaseMatmulLayer;
 }
 
 void Model::step(const std::vector<StepEntry>& entries, float* logits, float* hiddenOut) {
+  const ProfileScope scope(kPhaseOther);
   const ModelShape& c = spec_.shape;
   const int D = c.nEmbd;
   int T = 0;
@@ -531,8 +543,11 @@ void Model::draftStep(const std::vector<StepEntry>& entries, const float* hidden
 }
 
 void Model::ffn(const LayerWeights& L, int rows) {
+  const ProfileScope scope(kPhaseFfn);
   if (L.moe) {
+    matmulPhase_ = kPhaseMatmulMoe;
     moeFfn(L, rows);
+    matmulPhase_ = kPhaseMatmulLayer;
     return;
   }
   const int nFf = spec_.shape.nFf;
@@ -725,6 +740,7 @@ void rope(float* x, const float* cosTable, const float* sinTable, int half) {
 }  // namespace
 
 void Model::attention(const LayerWeights& L, const std::vector<StepEntry>& entries, int T) {
+  const ProfileScope scope(kPhaseAttention);
   const ModelShape& c = spec_.shape;
   const int H = c.nHead, Hkv = c.nHeadKv, Dh = c.headDim, D = c.nEmbd;
   const float eps = c.eps;
@@ -797,6 +813,7 @@ void Model::attention(const LayerWeights& L, const std::vector<StepEntry>& entri
 // Gated DeltaNet (qwen35.md section 7)
 
 void Model::gatedDeltaNet(const LayerWeights& L, const std::vector<StepEntry>& entries, int T) {
+  const ProfileScope scope(kPhaseGdn);
   const ModelShape& c = spec_.shape;
   const int Hk = c.ssmGroupCount, Hv = c.ssmTimeStepRank, Dk = c.ssmStateSize, K = c.convKernel, D = c.nEmbd;
   const int Dv = headVDim_, convDim = convDim_, keyDim = keyDim_, valueDim = valueDim_;

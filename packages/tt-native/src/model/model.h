@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cpu/matmul.h"
+#include "core/profile.h"
 
 namespace kq {
 
@@ -252,6 +253,9 @@ class Model {
   int actRows_ = 0, actCols_ = 0;
   std::vector<uint8_t> actBuffer_[kMaxActivationSlots];
   int actType_[kMaxActivationSlots] = {-1, -1, -1, -1};
+  // what the next matmuls are: their tuned decode variant's role (cpu/tuning.h) and profile phase
+  int matmulRole_ = 0;
+  int matmulPhase_ = kPhaseMatmulLayer;
 };
 
 }  // namespace kq

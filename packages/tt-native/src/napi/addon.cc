@@ -8,6 +8,8 @@
 #include "cpu/kernels.h"
 #include "core/map_file_range.h"
 #include "cpu/matmul.h"
+#include "cpu/tuning.h"
+#include "core/profile.h"
 #include "core/threadpool.h"
 #include "tt/tt_arm.h"
 
@@ -18,7 +20,7 @@ void registerModelExports(Napi::Env env, Napi::Object exports);
 namespace {
 
 // Bump when any exported function's signature or semantics change; checked by the TS loader.
-constexpr int kAbiVersion = 4;
+constexpr int kAbiVersion = 5;
 
 struct Bytes {
   const uint8_t* data;
@@ -254,6 +256,32 @@ LlamaArgs parseLlama(const Napi::CallbackInfo& info) {
   return a;
 }
 
+// (type, w, n, k, x, y): one activation row
+LlamaArgs parseLlamaRow(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  LlamaArgs a;
+  a.type = typeArg(info, 0);
+  const Bytes w = bytesArg(info, 1, "weight");
+  a.n = intArg(info, 2, "N", 1);
+  a.k = intArg(info, 3, "K", 1);
+  Napi::Float32Array x = f32Arg(info, 4, "x");
+  Napi::Float32Array y = f32Arg(info, 5, "y");
+  a.m = 1;
+  const int act = llamaActType(a.type);
+  if (act < 0) throw Napi::RangeError::New(env, "matmulDecodeVariant: ggml type " + str(a.type) + " has no vec_dot kernel");
+  checkK(env, a.type, a.k);
+  checkK(env, act, a.k);
+  if (w.length < kq::rowBytes(a.type, a.k) * (size_t)a.n)
+    throw Napi::RangeError::New(env, "weight holds " + str((int64_t)w.length) + " bytes, [N=" + str(a.n) + ", K=" + str(a.k) + "] needs " +
+                                         str((int64_t)(kq::rowBytes(a.type, a.k) * a.n)));
+  if ((int64_t)x.ElementLength() < a.k) throw Napi::RangeError::New(env, "x is shorter than K");
+  if ((int64_t)y.ElementLength() < a.n) throw Napi::RangeError::New(env, "y is shorter than N");
+  a.w = w.data;
+  a.x = x.Data();
+  a.y = y.Data();
+  return a;
+}
+
 Napi::Value MatmulLlama(const Napi::CallbackInfo& info) {
   const LlamaArgs a = parseLlama(info);
   kq::matmulLlama(a.type, a.w, a.n, a.k, a.x, a.m, a.y);
@@ -357,7 +385,171 @@ Napi::Value SumWords(const Napi::CallbackInfo& info) {
   return Napi::BigInt::New(info.Env(), kq::sumWords(b.data, b.length));
 }
 
+// ---- decode tuning (cpu/tuning.h) and the step profile (core/profile.h) -------------------------
+
+int roleArg(const Napi::CallbackInfo& info, size_t i) {
+  if (i >= info.Length() || !info[i].IsString()) throw Napi::TypeError::New(info.Env(), "role must be \"layer\" or \"head\"");
+  const std::string r = info[i].As<Napi::String>().Utf8Value();
+  if (r == "layer") return kq::kRoleLayer;
+  if (r == "head") return kq::kRoleHead;
+  throw Napi::RangeError::New(info.Env(), "role must be \"layer\" or \"head\", got \"" + r + "\"");
+}
+
+// { isa: "current" | level name, weightRows, prefetch, rowsPerTask, threads } (absent fields: 0 / current)
+kq::DecodeVariant variantArg(const Napi::CallbackInfo& info, size_t i) {
+  Napi::Env env = info.Env();
+  if (i >= info.Length() || !info[i].IsObject()) throw Napi::TypeError::New(env, "variant must be an object");
+  const Napi::Object o = info[i].As<Napi::Object>();
+  kq::DecodeVariant v;
+  const Napi::Value isa = o.Get("isa");
+  if (!isa.IsUndefined()) {
+    if (!isa.IsString()) throw Napi::TypeError::New(env, "variant.isa must be a string");
+    const std::string name = isa.As<Napi::String>().Utf8Value();
+    if (name == "current") v.isa = -1;
+    else if (name == "generic") v.isa = (int)kq::IsaLevel::Generic;
+    else if (name == "avx2") v.isa = (int)kq::IsaLevel::Avx2;
+    else if (name == "avx512") v.isa = (int)kq::IsaLevel::Avx512;
+    else if (name == "neon") v.isa = (int)kq::IsaLevel::Neon;
+    else throw Napi::RangeError::New(env, "variant.isa: unknown ISA level '" + name + "' (valid: current, generic, avx2, avx512, neon)");
+  }
+  auto field = [&](const char* name, int* out) {
+    const Napi::Value f = o.Get(name);
+    if (f.IsUndefined()) return;
+    if (!f.IsNumber()) throw Napi::TypeError::New(env, std::string("variant.") + name + " must be a number");
+    const double d = f.As<Napi::Number>().DoubleValue();
+    if (d != (double)(int)d) throw Napi::RangeError::New(env, std::string("variant.") + name + " must be an integer");
+    *out = (int)d;
+  };
+  field("weightRows", &v.weightRows);
+  field("prefetch", &v.prefetch);
+  field("rowsPerTask", &v.rowsPerTask);
+  field("threads", &v.threads);
+  const std::string err = kq::checkDecodeVariant(v);
+  if (!err.empty()) throw Napi::RangeError::New(env, "variant: " + err);
+  return v;
+}
+
+Napi::Object variantObject(Napi::Env env, const kq::DecodeVariant& v) {
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("isa", v.isa < 0 ? "current" : kq::isaName((kq::IsaLevel)v.isa));
+  o.Set("weightRows", v.weightRows);
+  o.Set("prefetch", v.prefetch);
+  o.Set("rowsPerTask", v.rowsPerTask);
+  o.Set("threads", v.threads);
+  return o;
+}
+
+int decodeTypeArg(const Napi::CallbackInfo& info, size_t i) {
+  const int type = typeArg(info, i);
+  if (llamaActType(type) < 0)
+    throw Napi::RangeError::New(info.Env(), "ggml type " + str(type) + " has no vec_dot kernel (no decode matmul to tune)");
+  return type;
+}
+
+// setDecodeVariant(role, type, variant)
+Napi::Value SetDecodeVariant(const Napi::CallbackInfo& info) {
+  const int role = roleArg(info, 0);
+  const int type = decodeTypeArg(info, 1);
+  kq::setDecodeVariant(role, type, variantArg(info, 2));
+  return info.Env().Undefined();
+}
+
+Napi::Value GetDecodeVariant(const Napi::CallbackInfo& info) {
+  const int role = roleArg(info, 0);
+  const int type = decodeTypeArg(info, 1);
+  return variantObject(info.Env(), kq::decodeVariant(role, type));
+}
+
+Napi::Value ResetDecodeVariants(const Napi::CallbackInfo& info) {
+  kq::resetDecodeVariants();
+  return info.Env().Undefined();
+}
+
+// timeDecodeMatmul(type, K, weights: typed array[], rows: number[], variant, passes) -> Float64Array (ns per pass)
+Napi::Value TimeDecodeMatmul(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const int type = decodeTypeArg(info, 0);
+  const int64_t k = intArg(info, 1, "K", 1);
+  checkK(env, type, k);
+  checkK(env, kq::typeTraits(type).vecDotType, k);
+  if (info.Length() < 4 || !info[2].IsArray() || !info[3].IsArray())
+    throw Napi::TypeError::New(env, "weights and rows must be arrays");
+  const Napi::Array weights = info[2].As<Napi::Array>(), rows = info[3].As<Napi::Array>();
+  if (weights.Length() != rows.Length() || weights.Length() == 0)
+    throw Napi::RangeError::New(env, "weights and rows must be non-empty arrays of the same length");
+  std::vector<kq::TimedMatrix> matrices;
+  const size_t rb = kq::rowBytes(type, k);
+  for (uint32_t i = 0; i < weights.Length(); ++i) {
+    const Napi::Value w = weights.Get(i), r = rows.Get(i);
+    if (!w.IsTypedArray()) throw Napi::TypeError::New(env, "weights[" + str(i) + "] must be a typed array");
+    if (!r.IsNumber()) throw Napi::TypeError::New(env, "rows[" + str(i) + "] must be a number");
+    const Napi::TypedArray t = w.As<Napi::TypedArray>();
+    const int64_t n = (int64_t)r.As<Napi::Number>().DoubleValue();
+    if (n < 1) throw Napi::RangeError::New(env, "rows[" + str(i) + "] must be >= 1");
+    if ((size_t)t.ByteLength() < rb * (size_t)n)
+      throw Napi::RangeError::New(env, "weights[" + str(i) + "] holds " + str((int64_t)t.ByteLength()) + " bytes, " + str(n) +
+                                           " rows of K=" + str(k) + " need " + str((int64_t)(rb * n)));
+    matrices.push_back({static_cast<const uint8_t*>(t.ArrayBuffer().Data()) + t.ByteOffset(), n});
+  }
+  const kq::DecodeVariant v = variantArg(info, 4);
+  const int passes = (int)intArg(info, 5, "passes", 1);
+  const std::vector<double> ns = kq::timeDecodeMatmul(type, k, matrices, v, passes);
+  Napi::Float64Array out = Napi::Float64Array::New(env, ns.size());
+  for (size_t i = 0; i < ns.size(); ++i) out[i] = ns[i];
+  return out;
+}
+
+// matmulDecodeVariant(type, w, N, K, x, y, variant): one activation row
+Napi::Value MatmulDecodeVariant(const Napi::CallbackInfo& info) {
+  const LlamaArgs a = parseLlamaRow(info);
+  kq::matmulDecodeVariant(a.type, a.w, a.n, a.k, a.x, a.y, variantArg(info, 6));
+  return info.Env().Undefined();
+}
+
+// setProfiling(on): the step phase timers and the pool's wait time (resets them when turned on)
+Napi::Value SetProfiling(const Napi::CallbackInfo& info) {
+  const bool on = info.Length() > 0 && info[0].ToBoolean().Value();
+  if (on) {
+    kq::resetProfile();
+    kq::resetPoolStats();
+  }
+  kq::profileCounters().on.store(on);
+  return info.Env().Undefined();
+}
+
+// profile() -> { on, phases: { name: { ns, calls } }, pool: { jobs, inlineJobs, waitNs } }
+Napi::Value Profile(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  kq::ProfileCounters& c = kq::profileCounters();
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("on", c.on.load());
+  Napi::Object phases = Napi::Object::New(env);
+  for (int p = 0; p < kq::kPhaseCount; ++p) {
+    Napi::Object ph = Napi::Object::New(env);
+    ph.Set("ns", (double)c.ns[p].load());
+    ph.Set("calls", (double)c.calls[p].load());
+    phases.Set(kq::profilePhaseName(p), ph);
+  }
+  o.Set("phases", phases);
+  const kq::PoolStats s = kq::poolStats();
+  Napi::Object pool = Napi::Object::New(env);
+  pool.Set("jobs", (double)s.jobs);
+  pool.Set("inlineJobs", (double)s.inlineJobs);
+  pool.Set("waitNs", (double)s.waitNs);
+  pool.Set("stalledJobs", (double)s.stalledJobs);
+  pool.Set("soloJobs", (double)s.soloJobs);
+  o.Set("pool", pool);
+  return o;
+}
+
 Napi::Object Init(Napi::Env env, Napi::Object exports) {
+  exports.Set("setDecodeVariant", Napi::Function::New(env, SetDecodeVariant));
+  exports.Set("getDecodeVariant", Napi::Function::New(env, GetDecodeVariant));
+  exports.Set("resetDecodeVariants", Napi::Function::New(env, ResetDecodeVariants));
+  exports.Set("timeDecodeMatmul", Napi::Function::New(env, TimeDecodeMatmul));
+  exports.Set("matmulDecodeVariant", Napi::Function::New(env, MatmulDecodeVariant));
+  exports.Set("setProfiling", Napi::Function::New(env, SetProfiling));
+  exports.Set("profile", Napi::Function::New(env, Profile));
   exports.Set("sumWords", Napi::Function::New(env, SumWords));
   exports.Set("abiVersion", Napi::Function::New(env, AbiVersion));
   exports.Set("buildInfo", Napi::Function::New(env, BuildInfo));

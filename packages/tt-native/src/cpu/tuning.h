@@ -1,0 +1,57 @@
+// The decode (one activation row) tunables of the CPU-native arm and their timing. Every variant gives
+// the same bits as every other (each output is one kernel chain whatever the ISA path, the rows per
+// call, the prefetch distance, the split into tasks or the threads), so choosing among them is purely a
+// speed question: the tuner (src/tuner.ts) times them on the loaded model's own weights and sets the
+// fastest per (role, weight type).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/common.h"
+
+namespace kq {
+
+// Which matmuls a variant applies to: the layers' dense matmuls, or the output head (one very tall
+// matrix per token: 248,320 rows on Qwen3.5).
+enum MatmulRole : int { kRoleLayer = 0, kRoleHead = 1, kRoleCount = 2 };
+
+struct DecodeVariant {
+  int isa = -1;         // IsaLevel of the decode kernels; -1: the current level
+  int weightRows = 0;   // weight rows per kernel call (1: single, 2: the pair kernels); 0: the level's default
+  int prefetch = 0;     // software prefetch distance in weight blocks; 0: the level's default
+  int rowsPerTask = 0;  // weight rows per pool task; 0: automatic (about 8 tasks per thread, at most 64 rows)
+  int threads = 0;      // 1: on the calling thread alone (no dispatch); 0: every pool thread
+};
+
+// Limits of the fields (checkDecodeVariant).
+constexpr int kMaxPrefetchBlocks = 1024;
+constexpr int kMaxRowsPerTask = 1 << 20;
+
+// Empty when `v` can run on this CPU and build, else why not (names the field and its value).
+std::string checkDecodeVariant(const DecodeVariant& v);
+// The variant decode matmuls of (role, type) run with. Set only between steps (not while one runs).
+void setDecodeVariant(int role, int type, const DecodeVariant& v);
+const DecodeVariant& decodeVariant(int role, int type);
+void resetDecodeVariants();
+
+// One weight matrix of a timing pass: `rows` rows of type `type` and K columns.
+struct TimedMatrix {
+  const uint8_t* w;
+  int64_t rows;
+};
+
+// Times decode matmuls of one activation row (K columns, random values quantized to the type's
+// vec_dot_type) against every matrix of `matrices` in turn, `passes` times, with variant `v`. Returns
+// the nanoseconds of each pass (steady clock). A pass should read more bytes than the last-level cache
+// holds, so each one streams its weights from memory as a decode step does.
+std::vector<double> timeDecodeMatmul(int type, int64_t k, const std::vector<TimedMatrix>& matrices,
+                                     const DecodeVariant& v, int passes);
+
+// y[N] = W x (one activation row) with variant `v` (tests hold every variant bit-identical).
+void matmulDecodeVariant(int type, const uint8_t* w, int64_t n, int64_t k, const float* x, float* y,
+                         const DecodeVariant& v);
+
+}  // namespace kq

@@ -1,0 +1,205 @@
+/**
+ * Every decode variant the tuner chooses among (ISA path, weight rows per kernel call, prefetch
+ * distance, rows per task, threads per matmul) gives the same bits as the default decode matmul, for
+ * every type with a decode kernel, with row counts that leave tails for the pair and four-row kernels
+ * and a Q8_0 row with an odd block count. Then the tuner's native side: a measured choice is applied
+ * and cached, read back from the cache, and a broken or stale cache file is ignored with a note.
+ */
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { GgmlType, GGML_TYPE_TRAITS } from "@keepquant/gguf";
+import { quantizeTensor } from "@keepquant/quant";
+import { afterAll, describe, expect, it } from "vitest";
+import {
+  availableNativeIsas,
+  getNativeDecodeVariant,
+  matmulDecodeVariant,
+  matmulLlama,
+  nativeAddon,
+  NativeArgumentError,
+  resetNativeDecodeVariants,
+  setNativeThreads,
+  TUNE_CACHE_FILE,
+  tuneNativeDecode,
+  type DecodeVariant,
+  type NativeLlamaWeight,
+  type TunerMatrix,
+} from "./index.js";
+import { firstBitMismatch, randomFloats } from "./test-support.js";
+
+const addon = nativeAddon();
+const NO_ADDON = addon ? undefined : "the native addon is not built";
+const scratch = mkdtempSync(path.join(tmpdir(), "kq-decode-variants-"));
+afterAll(() => {
+  rmSync(scratch, { recursive: true, force: true });
+  resetNativeDecodeVariants();
+  setNativeThreads(0);
+});
+
+function weight(type: GgmlType, n: number, k: number, seed: number): NativeLlamaWeight {
+  const values = randomFloats(n * k, seed, 0.05);
+  const data = type === GgmlType.F32 ? new Uint8Array(values.buffer) : quantizeTensor(type, values);
+  return { type, rows: n, cols: k, data };
+}
+
+/** Every combination of the tunable fields (isa x weightRows x prefetch x rowsPerTask x threads). */
+function variants(isaLevels: readonly string[]): DecodeVariant[] {
+  const out: DecodeVariant[] = [];
+  for (const isa of ["current", ...isaLevels.filter((l) => l !== "generic")])
+    for (const weightRows of [0, 1, 2, 4])
+      for (const prefetch of [0, 1, 16, 256])
+        for (const rowsPerTask of [0, 1, 3, 64])
+          for (const threads of [0, 1]) out.push({ isa: isa as DecodeVariant["isa"], weightRows, prefetch, rowsPerTask, threads });
+  return out;
+}
+
+describe.skipIf(NO_ADDON)("decode variants are bit-identical", () => {
+  const isaLevels = availableNativeIsas();
+  // 37 rows: tails of 1 for the pair kernels and of 1 for four-row kernels; Q8_0 with 9 blocks per row: an odd last block
+  const cases: [GgmlType, number][] = [
+    [GgmlType.Q4_K, 512],
+    [GgmlType.Q6_K, 512],
+    [GgmlType.Q5_K, 256],
+    [GgmlType.Q8_0, 288],
+    [GgmlType.Q4_0, 256],
+    [GgmlType.F32, 64],
+  ];
+  for (const threads of [1, 2]) {
+    for (const [type, k] of cases) {
+      it(`${GGML_TYPE_TRAITS[type].name} K=${k}, ${threads} pool thread(s): ${variants(isaLevels).length} variants`, () => {
+        setNativeThreads(threads);
+        resetNativeDecodeVariants();
+        const w = weight(type, 37, k, 11 + type);
+        const x = randomFloats(k, 7 + type);
+        const expected = matmulLlama(w, x, 1);
+        for (const v of variants(isaLevels)) {
+          const y = matmulDecodeVariant(w, x, v);
+          const at = firstBitMismatch(y, expected);
+          if (at >= 0) expect.fail(`variant ${JSON.stringify(v)}: output ${at} is ${y[at]}, the default gives ${expected[at]}`);
+        }
+      });
+    }
+  }
+
+  it("a tuned variant set for (role, type) changes no bit of matmulLlama", () => {
+    setNativeThreads(2);
+    const w = weight(GgmlType.Q4_K, 37, 512, 5);
+    const x = randomFloats(512, 6);
+    resetNativeDecodeVariants();
+    const expected = matmulLlama(w, x, 1);
+    const native = nativeAddon()!;
+    for (const v of variants(isaLevels).filter((_, i) => i % 7 === 0)) {
+      native.setDecodeVariant("layer", GgmlType.Q4_K, v);
+      expect(firstBitMismatch(matmulLlama(w, x, 1), expected)).toBe(-1);
+    }
+    resetNativeDecodeVariants();
+  });
+
+  it("a variant this CPU or build cannot run is refused with the field named", () => {
+    const w = weight(GgmlType.Q4_K, 4, 256, 1);
+    const x = randomFloats(256, 2);
+    expect(() => matmulDecodeVariant(w, x, { weightRows: 3 })).toThrow(/weightRows must be 0 \(default\), 1, 2 or 4, got 3/);
+    expect(() => matmulDecodeVariant(w, x, { threads: 5 })).toThrow(/threads must be 0/);
+    expect(() => matmulDecodeVariant(w, x, { prefetch: -1 })).toThrow(/prefetch must be/);
+    expect(() => matmulDecodeVariant(w, x, { isa: "sse9" as never })).toThrow(/unknown ISA level 'sse9'/);
+    expect(() => matmulDecodeVariant(w, x, { isa: "neon" })).toThrow(NativeArgumentError);
+    if (availableNativeIsas().length > 1)
+      expect(() => matmulDecodeVariant(w, x, { isa: "generic" })).toThrow(/generic sums in another order/);
+  });
+});
+
+describe.skipIf(NO_ADDON)("the tuner on the native timer", () => {
+  // 4 MiB of Q8_0 (the smallest group the tuner times) and a small head
+  const layer = weight(GgmlType.Q8_0, 4096, 1024, 21);
+  const head = weight(GgmlType.Q8_0, 4096, 1024, 22);
+  const matrices: TunerMatrix[] = [
+    { role: "layer", type: layer.type, rows: layer.rows, cols: layer.cols, rowBytes: layer.data.length / layer.rows, data: layer.data },
+    { role: "head", type: head.type, rows: head.rows, cols: head.cols, rowBytes: head.data.length / head.rows, data: head.data },
+  ];
+  const env = {};
+
+  it("measures, applies and caches a choice, then reads it back", () => {
+    setNativeThreads(2);
+    const cacheDir = path.join(scratch, "fresh");
+    const first = tuneNativeDecode(matrices, { cacheDir, env, budgetMs: 2000 });
+    expect(first.source).toBe("measured");
+    expect(first.choices.map((c) => `${c.role}/${c.type}`)).toEqual(["layer/Q8_0", "head/Q8_0"]);
+    for (const c of first.choices) {
+      expect(c.timed).toBeGreaterThan(1);
+      expect(getNativeDecodeVariant(c.role, GgmlType.Q8_0)).toEqual(c.variant);
+    }
+    const cache = JSON.parse(readFileSync(path.join(cacheDir, TUNE_CACHE_FILE), "utf8"));
+    expect(Object.keys(cache.entries)).toEqual([first.key]);
+    resetNativeDecodeVariants();
+    const second = tuneNativeDecode(matrices, { cacheDir, env });
+    expect(second.source).toBe("cache");
+    expect(second.choices).toEqual(first.choices);
+    for (const c of second.choices) expect(getNativeDecodeVariant(c.role, GgmlType.Q8_0)).toEqual(c.variant);
+    // another thread count is another key: measured again, both entries kept
+    setNativeThreads(1);
+    const third = tuneNativeDecode(matrices, { cacheDir, env, budgetMs: 500 });
+    expect(third.source).toBe("measured");
+    expect(third.key).not.toBe(first.key);
+    expect(Object.keys(JSON.parse(readFileSync(path.join(cacheDir, TUNE_CACHE_FILE), "utf8")).entries).sort()).toEqual(
+      [first.key, third.key].sort(),
+    );
+    setNativeThreads(2);
+  });
+
+  it("a broken cache file is ignored with a note, measured again and rewritten", () => {
+    const cacheDir = path.join(scratch, "broken");
+    tuneNativeDecode(matrices, { cacheDir, env, budgetMs: 300 });
+    writeFileSync(path.join(cacheDir, TUNE_CACHE_FILE), "{ not json");
+    const report = tuneNativeDecode(matrices, { cacheDir, env, budgetMs: 300 });
+    expect(report.source).toBe("measured");
+    expect(report.notes.join("\n")).toMatch(/is not valid JSON .*ignored, measuring again/);
+    expect(JSON.parse(readFileSync(path.join(cacheDir, TUNE_CACHE_FILE), "utf8")).entries[report.key]).toBeDefined();
+  });
+
+  it("a stale entry (an ISA this CPU lacks, another layout version) is ignored with a note", () => {
+    const cacheDir = path.join(scratch, "stale");
+    const report = tuneNativeDecode(matrices, { cacheDir, env, budgetMs: 300 });
+    const file = path.join(cacheDir, TUNE_CACHE_FILE);
+    const cache = JSON.parse(readFileSync(file, "utf8"));
+    cache.entries[report.key].choices[0].variant.isa = "neon";
+    writeFileSync(file, JSON.stringify(cache));
+    const stale = tuneNativeDecode(matrices, { cacheDir, env, budgetMs: 300 });
+    expect(stale.source).toBe("measured");
+    expect(stale.notes.join("\n")).toMatch(/stale or malformed; ignored/);
+    writeFileSync(file, JSON.stringify({ ...cache, version: 99 }));
+    const other = tuneNativeDecode(matrices, { cacheDir, env, budgetMs: 300 });
+    expect(other.source).toBe("measured");
+    expect(other.notes.join("\n")).toMatch(/layout version 99, not 1; ignored/);
+  });
+
+  it("KEEPQUANT_TUNE=off keeps the defaults, pin: sets one variant everywhere, a bad value names the variable", () => {
+    const cacheDir = path.join(scratch, "env");
+    const off = tuneNativeDecode(matrices, { cacheDir, env: { KEEPQUANT_TUNE: "off" } });
+    expect(off.source).toBe("off");
+    expect(getNativeDecodeVariant("layer", GgmlType.Q8_0)).toEqual({
+      isa: "current",
+      weightRows: 0,
+      prefetch: 0,
+      rowsPerTask: 0,
+      threads: 0,
+    });
+    const pinned = tuneNativeDecode(matrices, { cacheDir, env: { KEEPQUANT_TUNE: "pin:weightRows=1,prefetch=64,threads=1" } });
+    expect(pinned.source).toBe("pinned");
+    for (const role of ["layer", "head"] as const)
+      expect(getNativeDecodeVariant(role, GgmlType.Q8_0)).toEqual({
+        isa: "current",
+        weightRows: 1,
+        prefetch: 64,
+        rowsPerTask: 0,
+        threads: 1,
+      });
+    expect(() => tuneNativeDecode(matrices, { cacheDir, env: { KEEPQUANT_TUNE: "pin:weightRows=3" } })).toThrow(
+      /KEEPQUANT_TUNE: .*weightRows must be 0 \(default\), 1, 2 or 4, got 3/,
+    );
+    expect(() => tuneNativeDecode(matrices, { cacheDir, env: { KEEPQUANT_TUNE: "fast" } })).toThrow(
+      /KEEPQUANT_TUNE: "fast": unknown value/,
+    );
+    resetNativeDecodeVariants();
+  });
+});

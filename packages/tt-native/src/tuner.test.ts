@@ -1,0 +1,288 @@
+/**
+ * The decode tuner's bookkeeping with an injected timer and clock (no timing of this machine): which
+ * groups it times, the search, the noise guard, the budget, the cache key, the cache file (absent,
+ * broken, stale, unwritable) and KEEPQUANT_TUNE. Which variant wins on a real CPU is never asserted.
+ */
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { GgmlType } from "@keepquant/gguf";
+import { afterAll, describe, expect, it } from "vitest";
+import type { DecodeVariant, MatmulRole, NativeAddon } from "./index.js";
+import {
+  DEFAULT_VARIANT,
+  parseTuneMode,
+  searchVariants,
+  TUNE_CACHE_FILE,
+  TUNE_MIN_GROUP_BYTES,
+  TUNE_PASS_BYTES,
+  tuneCacheDir,
+  tuneDecode,
+  tuneGroups,
+  tuneKey,
+  type FullVariant,
+  type TuneGroup,
+  type TunerMatrix,
+} from "./tuner.js";
+
+const scratch = mkdtempSync(path.join(tmpdir(), "kq-tuner-"));
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+
+/** A matrix of `rows` x `rowBytes` zero bytes (the fake timer never reads them). */
+function matrix(role: MatmulRole, type: GgmlType, rows: number, cols: number, rowBytes: number): TunerMatrix {
+  return { role, type, rows, cols, rowBytes, data: new Uint8Array(rows * rowBytes) };
+}
+
+// A Q4_K_M-like model: layer Q4_K at two widths, layer Q6_K, a tall Q6_K head, a tiny F32 matrix.
+const MODEL: TunerMatrix[] = [
+  ...Array.from({ length: 6 }, () => matrix("layer", GgmlType.Q4_K, 3584, 1024, 576)),
+  ...Array.from({ length: 2 }, () => matrix("layer", GgmlType.Q4_K, 1024, 3584, 2016)),
+  ...Array.from({ length: 4 }, () => matrix("layer", GgmlType.Q6_K, 1024, 3584, 2940)),
+  matrix("head", GgmlType.Q6_K, 120_000, 1024, 840),
+  matrix("layer", GgmlType.F32, 16, 1024, 4096),
+];
+
+/** A fake clock the fake timer advances by the time it reports. */
+function fakeClock() {
+  let now = 0;
+  return { now: () => now, advance: (ms: number) => (now += ms) };
+}
+
+/** Cost of a variant in ns per pass: a base, minus what each field is "worth" here. */
+function costModel(gains: Partial<Record<keyof FullVariant, Record<string, number>>>, base = 1_000_000) {
+  return (v: FullVariant) => {
+    let ns = base;
+    for (const [field, table] of Object.entries(gains)) ns -= table?.[String(v[field as keyof FullVariant])] ?? 0;
+    return ns;
+  };
+}
+
+describe("tuneGroups", () => {
+  const groups = tuneGroups(MODEL);
+  it("one group per (role, type) with enough bytes; the K with the most bytes; heads last", () => {
+    expect(groups.map((g) => `${g.role}/${g.typeName}/K=${g.k}`)).toEqual(["layer/Q4_K/K=1024", "layer/Q6_K/K=3584", "head/Q6_K/K=1024"]);
+    expect(MODEL.filter((m) => m.type === GgmlType.F32)[0]!.rows * 4096).toBeLessThan(TUNE_MIN_GROUP_BYTES);
+  });
+  it("a pass reads at most about TUNE_PASS_BYTES: whole matrices, then a slice of a tall one", () => {
+    const q4 = groups[0]!;
+    expect(q4.weights.length).toBe(6); // 6 x 2 MiB: all of them, under the pass size
+    expect(q4.bytes).toBe(6 * 3584 * 576);
+    const head = groups[2]!;
+    expect(head.weights.length).toBe(1);
+    expect(head.rows[0]).toBe(Math.ceil(TUNE_PASS_BYTES / 840));
+    expect(head.weights[0]!.byteLength).toBe(head.rows[0]! * 840);
+    expect(head.maxRows).toBe(120_000);
+  });
+  it("the cache key changes with the CPU, the addon, the threads and the shapes", () => {
+    const key = tuneKey("cpu A", "abi 5", 2, groups);
+    expect(tuneKey("cpu A", "abi 5", 2, tuneGroups(MODEL))).toBe(key);
+    expect(tuneKey("cpu B", "abi 5", 2, groups)).not.toBe(key);
+    expect(tuneKey("cpu A", "abi 6", 2, groups)).not.toBe(key);
+    expect(tuneKey("cpu A", "abi 5", 1, groups)).not.toBe(key);
+    expect(tuneKey("cpu A", "abi 5", 2, groups.slice(1))).not.toBe(key);
+  });
+});
+
+describe("searchVariants (fake timer and clock)", () => {
+  const groups = tuneGroups(MODEL);
+  const levels = ["generic", "avx2", "avx512"] as const;
+
+  function run(cost: (v: FullVariant, g: TuneGroup) => number, budgetMs = 1e9) {
+    const clock = fakeClock();
+    const calls: { group: string; variant: FullVariant; passes: number }[] = [];
+    const result = searchVariants(
+      groups,
+      (group, variant, passes) => {
+        calls.push({ group: `${group.role}/${group.typeName}`, variant, passes });
+        const ns = cost(variant, group);
+        clock.advance((ns * passes) / 1e6);
+        return Array.from({ length: passes }, () => ns);
+      },
+      { budgetMs, passes: 2, now: clock.now, isaLevels: levels, threads: 2 },
+    );
+    return { ...result, calls };
+  }
+
+  it("coordinate descent: each stage keeps the best so far and the next stage varies it", () => {
+    const cost = costModel({ weightRows: { "1": 200_000, "4": 100_000 }, prefetch: { "64": 50_000 }, threads: { "1": 10_000 } });
+    const { choices, calls } = run((v) => cost(v));
+    for (const c of choices) {
+      expect(c.variant).toEqual({ ...DEFAULT_VARIANT, weightRows: 1, prefetch: 64 });
+      expect(c.chosenNs).toBe(750_000);
+      expect(c.defaultNs).toBe(1_000_000);
+    }
+    // the threads candidate gained only 10 000 / 750 000 = 1.3%: under the noise guard, not taken
+    expect(choices[0]!.variant.threads).toBe(0);
+    // a warm-up pass per group, then the default, then each candidate; every timing `passes` passes
+    const q4 = calls.filter((c) => c.group === "layer/Q4_K");
+    expect(q4[0]).toEqual({ group: "layer/Q4_K", variant: DEFAULT_VARIANT, passes: 1 });
+    expect(q4.length - 1).toBe(choices[0]!.timed);
+    expect(q4.slice(1).every((c) => c.passes === 2)).toBe(true);
+    // the prefetch stage started from the weightRows winner
+    expect(q4.filter((c) => c.variant.prefetch !== 0).every((c) => c.variant.weightRows === 1)).toBe(true);
+  });
+
+  it("the ISA stage offers the SIMD levels below the best (never generic); rows kernels' fields only at avx512", () => {
+    const cost = costModel({ isa: { avx2: 300_000 } });
+    const { choices, calls } = run((v) => cost(v));
+    expect(calls.some((c) => c.variant.isa === "generic")).toBe(false);
+    expect(choices[0]!.variant.isa).toBe("avx2");
+    // with avx2 chosen, weightRows and prefetch move nothing there: not timed
+    const afterIsa = calls.filter((c) => c.group === "layer/Q4_K" && c.variant.isa === "avx2");
+    expect(afterIsa.every((c) => c.variant.weightRows === 0 && c.variant.prefetch === 0)).toBe(true);
+  });
+
+  it("rows per task candidates: fine, coarse and one task per thread, below the matrix height", () => {
+    const { calls } = run(() => 1_000_000);
+    const head = calls.filter((c) => c.group === "head/Q6_K").map((c) => c.variant.rowsPerTask);
+    expect([...new Set(head)].sort((a, b) => a - b)).toEqual([0, 16, 256, 60_000]);
+    const q4 = calls.filter((c) => c.group === "layer/Q4_K").map((c) => c.variant.rowsPerTask);
+    expect([...new Set(q4)].sort((a, b) => a - b)).toEqual([0, 16, 256, 1792]);
+  });
+
+  it("the budget stops the search: the group keeps what it found, later groups the defaults, with a note", () => {
+    // every timing costs 2 x 1 ms on the fake clock: a 7 ms budget covers the first group's first few
+    const cost = costModel({ weightRows: { "1": 100_000 } });
+    const { choices, notes, calls } = run((v) => cost(v), 7);
+    expect(notes.join("\n")).toMatch(/budget \(7 ms\) was reached/);
+    expect(choices[0]!.variant.weightRows).toBe(1);
+    expect(choices[0]!.timed).toBeLessThan(8);
+    expect(choices.slice(1).every((c) => c.timed === 0 && c.variant === DEFAULT_VARIANT)).toBe(true);
+    expect(calls.every((c) => c.group === "layer/Q4_K")).toBe(true);
+    expect(choices.map((c) => c.type)).toEqual(["Q4_K", "Q6_K", "Q6_K"]);
+  });
+});
+
+describe("KEEPQUANT_TUNE and the cache directory", () => {
+  it("parses off, force, pin and rejects anything else naming the variable", () => {
+    expect(parseTuneMode({})).toEqual({ mode: "auto" });
+    expect(parseTuneMode({ KEEPQUANT_TUNE: "" })).toEqual({ mode: "auto" });
+    expect(parseTuneMode({ KEEPQUANT_TUNE: "off" })).toEqual({ mode: "off" });
+    expect(parseTuneMode({ KEEPQUANT_TUNE: "force" })).toEqual({ mode: "force" });
+    expect(parseTuneMode({ KEEPQUANT_TUNE: "pin:isa=avx2, rowsPerTask=64" })).toEqual({
+      mode: "pin",
+      variant: { ...DEFAULT_VARIANT, isa: "avx2", rowsPerTask: 64 },
+    });
+    expect(() => parseTuneMode({ KEEPQUANT_TUNE: "pin:speed=11" })).toThrow(/KEEPQUANT_TUNE: "pin:speed=11": unknown field "speed"/);
+    expect(() => parseTuneMode({ KEEPQUANT_TUNE: "pin:prefetch=-3" })).toThrow(/prefetch must be a non-negative integer/);
+    expect(() => parseTuneMode({ KEEPQUANT_TUNE: "pin:isa=sse2" })).toThrow(/isa must be one of/);
+    expect(() => parseTuneMode({ KEEPQUANT_TUNE: "yes" })).toThrow(/KEEPQUANT_TUNE: "yes": unknown value/);
+  });
+  it("the cache lives in $XDG_CACHE_HOME/keepquant, else ~/.cache/keepquant", () => {
+    expect(tuneCacheDir({ XDG_CACHE_HOME: "/x/cache", HOME: "/home/u" })).toBe("/x/cache/keepquant");
+    expect(tuneCacheDir({ XDG_CACHE_HOME: "relative", HOME: "/home/u" })).toBe("/home/u/.cache/keepquant");
+    expect(tuneCacheDir({ HOME: "/home/u" })).toBe("/home/u/.cache/keepquant");
+  });
+});
+
+/** A recording addon: the tuner only sets and resets variants through it here (the timer is injected). */
+function recordingAddon() {
+  const set = new Map<string, DecodeVariant>();
+  let resets = 0;
+  const addon = {
+    setDecodeVariant: (role: MatmulRole, type: GgmlType, v: DecodeVariant) => void set.set(`${role}/${type}`, v),
+    resetDecodeVariants: () => {
+      resets++;
+      set.clear();
+    },
+    getThreads: () => 2,
+    abiVersion: () => 5,
+    buildInfo: () => ({ isaAvailable: ["generic", "avx2", "avx512"] }),
+  } as unknown as NativeAddon;
+  return { addon, set, resets: () => resets };
+}
+
+describe("tuneDecode (fake timer, temp cache)", () => {
+  const fixed = { cpuModel: "Test CPU", addonVersion: "abi 5", threads: 2, isaLevels: ["generic", "avx2", "avx512"] as const };
+  const cost = costModel({ weightRows: { "1": 200_000 } });
+  const timer = (_g: TuneGroup, v: FullVariant, passes: number) => Array.from({ length: passes }, () => cost(v));
+
+  it("measures and writes the cache; the next load reads it and applies the same choice", () => {
+    const cacheDir = path.join(scratch, "a");
+    const first = recordingAddon();
+    const measured = tuneDecode(first.addon, MODEL, { ...fixed, cacheDir, env: {}, timer, now: fakeClock().now });
+    expect(measured.source).toBe("measured");
+    expect(measured.cacheFile).toBe(path.join(cacheDir, TUNE_CACHE_FILE));
+    expect([...first.set.keys()].sort()).toEqual([`head/${GgmlType.Q6_K}`, `layer/${GgmlType.Q4_K}`, `layer/${GgmlType.Q6_K}`]);
+    for (const v of first.set.values()) expect(v).toEqual({ ...DEFAULT_VARIANT, weightRows: 1 });
+    const second = recordingAddon();
+    let timed = 0;
+    const counting: typeof timer = (...a) => {
+      timed++;
+      return timer(...a);
+    };
+    const cached = tuneDecode(second.addon, MODEL, { ...fixed, cacheDir, env: {}, timer: counting });
+    expect(cached.source).toBe("cache");
+    expect(timed).toBe(0);
+    expect(cached.choices).toEqual(measured.choices);
+    expect(second.set).toEqual(first.set);
+    // force (bench --tune) measures again
+    const forced = tuneDecode(recordingAddon().addon, MODEL, { ...fixed, cacheDir, env: {}, timer, force: true, now: fakeClock().now });
+    expect(forced.source).toBe("measured");
+  });
+
+  it("an unreadable layout or a cache directory that cannot be written is a note, never an error", () => {
+    const blocker = path.join(scratch, "not-a-dir");
+    writeFileSync(blocker, "a file where the cache directory would be");
+    const report = tuneDecode(recordingAddon().addon, MODEL, {
+      ...fixed,
+      cacheDir: path.join(blocker, "sub"),
+      env: {},
+      timer,
+      now: fakeClock().now,
+    });
+    expect(report.source).toBe("measured");
+    expect(report.notes.join("\n")).toMatch(/could not be written .* this process only/);
+    const cacheDir = path.join(scratch, "b");
+    tuneDecode(recordingAddon().addon, MODEL, { ...fixed, cacheDir, env: {}, timer, now: fakeClock().now });
+    const file = path.join(cacheDir, TUNE_CACHE_FILE);
+    writeFileSync(file, JSON.stringify({ version: 1, entries: { [report.key]: { choices: "nonsense" } } }));
+    const stale = tuneDecode(recordingAddon().addon, MODEL, { ...fixed, cacheDir, env: {}, timer, now: fakeClock().now });
+    expect(stale.source).toBe("measured");
+    expect(stale.notes.join("\n")).toMatch(/stale or malformed/);
+    expect(JSON.parse(readFileSync(file, "utf8")).entries[stale.key].choices).toHaveLength(3);
+  });
+
+  it("a cached variant the addon refuses (generic, out of range) is ignored with a note, never an error", () => {
+    const cacheDir = path.join(scratch, "c");
+    const first = tuneDecode(recordingAddon().addon, MODEL, { ...fixed, cacheDir, env: {}, timer, now: fakeClock().now });
+    const file = path.join(cacheDir, TUNE_CACHE_FILE);
+    const cache = JSON.parse(readFileSync(file, "utf8"));
+    cache.entries[first.key].choices[0].variant.isa = "generic";
+    writeFileSync(file, JSON.stringify(cache));
+    const generic = tuneDecode(recordingAddon().addon, MODEL, { ...fixed, cacheDir, env: {}, timer, now: fakeClock().now });
+    expect(generic.source).toBe("measured");
+    expect(generic.notes.join("\n")).toMatch(/stale or malformed/);
+    cache.entries[first.key].choices[0].variant = { ...DEFAULT_VARIANT, weightRows: 3 };
+    writeFileSync(file, JSON.stringify(cache));
+    const refusing = recordingAddon();
+    const setVariant = refusing.addon.setDecodeVariant;
+    refusing.addon.setDecodeVariant = (role, type, v) => {
+      if (v.weightRows === 3) throw new Error("variant: weightRows must be 0 (default), 1, 2 or 4, got 3");
+      setVariant(role, type, v);
+    };
+    const refused = tuneDecode(refusing.addon, MODEL, { ...fixed, cacheDir, env: {}, timer, now: fakeClock().now });
+    expect(refused.source).toBe("measured");
+    expect(refused.notes.join("\n")).toMatch(/cannot run here \(variant: weightRows must be/);
+  });
+
+  it("off resets to the defaults without timing; a model with nothing to tune says so", () => {
+    const off = recordingAddon();
+    let timed = 0;
+    const counting: typeof timer = (...a) => {
+      timed++;
+      return timer(...a);
+    };
+    const report = tuneDecode(off.addon, MODEL, {
+      ...fixed,
+      cacheDir: null,
+      env: { KEEPQUANT_TUNE: "off" },
+      timer: counting,
+    });
+    expect(report.source).toBe("off");
+    expect(timed).toBe(0);
+    expect(off.resets()).toBe(1);
+    const tiny = tuneDecode(recordingAddon().addon, MODEL.slice(-1), { ...fixed, cacheDir: null, env: {}, timer });
+    expect(tiny.source).toBe("unavailable");
+  });
+});

@@ -1,0 +1,493 @@
+/**
+ * The decode tuner: times the addon's bit-identical decode (one activation row) matmul variants on the
+ * loaded model's own weights, within a time budget, picks the fastest per (role, weight type), applies
+ * it, and caches the choice per CPU model, addon version, thread count and model shape in the user's
+ * cache directory. Every variant gives the same bits as every other (tests hold them so), so the
+ * choice is purely a speed question. Library code: it returns notes, it never prints.
+ *
+ * `KEEPQUANT_TUNE`: unset or empty = tune at load (the cache first), `off` = the built-in defaults,
+ * `force` = measure again (ignore the cache), `pin:<field>=<value>,...` = this variant for every
+ * matmul (fields of DecodeVariant: isa, weightRows, prefetch, rowsPerTask, threads).
+ */
+import { createHash } from "node:crypto";
+import { mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { cpus, homedir } from "node:os";
+import path from "node:path";
+import { performance } from "node:perf_hooks";
+import { GGML_TYPE_TRAITS, type GgmlType } from "@keepquant/gguf";
+import { NativeArgumentError } from "./errors.js";
+import type { ByteView, DecodeVariant, IsaLevelName, MatmulRole, NativeAddon } from "./native-types.js";
+
+export const KEEPQUANT_TUNE = "KEEPQUANT_TUNE";
+
+/** The budget of a tuning at load (milliseconds of measuring, soft: a started timing finishes). */
+export const TUNE_LOAD_BUDGET_MS = 300;
+/** The budget of `keepquant bench --tune`. */
+export const TUNE_FULL_BUDGET_MS = 5000;
+/** Bytes one timing pass reads: more than a last-level cache holds, so weights stream from memory as in decode. */
+export const TUNE_PASS_BYTES = 64 * 2 ** 20;
+/** Groups smaller than this (bytes over all their matrices) keep the default: too little of a token to matter. */
+export const TUNE_MIN_GROUP_BYTES = 4 * 2 ** 20;
+/** A candidate replaces the incumbent only when faster by more than this fraction (noise guard). */
+export const TUNE_MIN_GAIN = 0.03;
+/** Version of the cache file's layout; another version is ignored with a note. */
+export const TUNE_CACHE_VERSION = 1;
+export const TUNE_CACHE_FILE = "decode-tuning.json";
+
+/** Levels with the decode row kernels (weightRows and prefetch act there; elsewhere they move nothing). */
+const ROWS_KERNEL_LEVELS: readonly IsaLevelName[] = ["avx512"];
+
+/** A decode matmul weight of the loaded model. */
+export interface TunerMatrix {
+  role: MatmulRole;
+  type: GgmlType;
+  /** N */
+  rows: number;
+  /** K */
+  cols: number;
+  rowBytes: number;
+  data: ByteView;
+}
+
+/** The matrices one (role, type) choice is timed on: one K, at most about TUNE_PASS_BYTES per pass. */
+export interface TuneGroup {
+  role: MatmulRole;
+  type: GgmlType;
+  typeName: string;
+  k: number;
+  weights: ByteView[];
+  rows: number[];
+  /** bytes one pass reads */
+  bytes: number;
+  /** rows of the tallest matrix (the split into tasks depends on it) */
+  maxRows: number;
+}
+
+export type FullVariant = Required<DecodeVariant>;
+
+export interface TuneChoice {
+  role: MatmulRole;
+  type: string;
+  variant: FullVariant;
+  /** median nanoseconds of one pass: the chosen variant and the default */
+  chosenNs: number;
+  defaultNs: number;
+  /** variants timed for this group */
+  timed: number;
+  /** bytes one pass reads */
+  passBytes: number;
+}
+
+export interface TuneReport {
+  /** measured now, read from the cache, pinned by KEEPQUANT_TUNE, off, or not possible here */
+  source: "measured" | "cache" | "pinned" | "off" | "unavailable";
+  /** one sentence: why this source */
+  reason: string;
+  /** the cache key (CPU model, addon version, threads, shapes), hex */
+  key: string;
+  cacheFile?: string;
+  choices: TuneChoice[];
+  /** what the caller should know (a broken cache file ignored, the budget reached, a write that failed) */
+  notes: string[];
+  /** time spent measuring (ms; 0 from the cache) */
+  measureMs: number;
+  budgetMs: number;
+}
+
+/** One timing: nanoseconds of each pass of `group` with `variant` (the native timer by default). */
+export type TuneTimer = (group: TuneGroup, variant: FullVariant, passes: number) => number[];
+
+export interface TuneOptions {
+  /** measuring budget in ms (default TUNE_LOAD_BUDGET_MS) */
+  budgetMs?: number;
+  /** measure even when the cache has an entry (bench --tune) */
+  force?: boolean;
+  /** cache directory; default $XDG_CACHE_HOME/keepquant or ~/.cache/keepquant; null: no cache */
+  cacheDir?: string | null;
+  env?: NodeJS.ProcessEnv;
+  /** injected for tests: the timer, the budget clock (ms), the CPU model and addon version of the key */
+  timer?: TuneTimer;
+  now?: () => number;
+  cpuModel?: string;
+  addonVersion?: string;
+  threads?: number;
+  isaLevels?: readonly IsaLevelName[];
+  /** passes per timing (default 2 at load, 3 with force) */
+  passes?: number;
+}
+
+export const DEFAULT_VARIANT: FullVariant = { isa: "current", weightRows: 0, prefetch: 0, rowsPerTask: 0, threads: 0 };
+
+function full(v: DecodeVariant): FullVariant {
+  return { ...DEFAULT_VARIANT, ...v };
+}
+
+// ---------------------------------------------------------------- KEEPQUANT_TUNE
+
+export type TuneMode = { mode: "auto" } | { mode: "off" } | { mode: "force" } | { mode: "pin"; variant: FullVariant };
+
+const VARIANT_FIELDS = ["isa", "weightRows", "prefetch", "rowsPerTask", "threads"] as const;
+const ISA_VALUES = ["current", "generic", "avx2", "avx512", "neon"] as const;
+
+/** KEEPQUANT_TUNE parsed; a bad value is a NativeArgumentError that names the variable. */
+export function parseTuneMode(env: NodeJS.ProcessEnv = process.env): TuneMode {
+  const raw = env[KEEPQUANT_TUNE]?.trim() ?? "";
+  if (raw === "" || raw === "on") return { mode: "auto" };
+  if (raw === "off" || raw === "0") return { mode: "off" };
+  if (raw === "force") return { mode: "force" };
+  const bad = (detail: string) =>
+    new NativeArgumentError(
+      "decode tuning",
+      KEEPQUANT_TUNE,
+      `${JSON.stringify(raw)}: ${detail} (expected off, force, or pin:<field>=<value>,... with fields ${VARIANT_FIELDS.join(", ")})`,
+    );
+  if (!raw.startsWith("pin:")) throw bad("unknown value");
+  const variant: FullVariant = { ...DEFAULT_VARIANT };
+  for (const part of raw.slice(4).split(",")) {
+    if (part.trim() === "") continue;
+    const [name, value, extra] = part.split("=").map((s) => s.trim());
+    if (value === undefined || extra !== undefined) throw bad(`"${part}" is not <field>=<value>`);
+    if (name === "isa") {
+      if (!(ISA_VALUES as readonly string[]).includes(value)) throw bad(`isa must be one of ${ISA_VALUES.join(", ")}, got "${value}"`);
+      variant.isa = value as FullVariant["isa"];
+    } else if (name === "weightRows" || name === "prefetch" || name === "rowsPerTask" || name === "threads") {
+      if (!/^\d+$/.test(value)) throw bad(`${name} must be a non-negative integer, got "${value}"`);
+      variant[name] = Number(value);
+    } else {
+      throw bad(`unknown field "${name}"`);
+    }
+  }
+  return { mode: "pin", variant };
+}
+
+/** $XDG_CACHE_HOME/keepquant, else ~/.cache/keepquant. */
+export function tuneCacheDir(env: NodeJS.ProcessEnv = process.env): string {
+  const xdg = env.XDG_CACHE_HOME;
+  return path.join(xdg && path.isAbsolute(xdg) ? xdg : path.join(env.HOME || homedir(), ".cache"), "keepquant");
+}
+
+// ---------------------------------------------------------------- groups
+
+/** The (role, type) groups worth tuning: per group the K with the most bytes, its matrices up to TUNE_PASS_BYTES. */
+export function tuneGroups(matrices: readonly TunerMatrix[]): TuneGroup[] {
+  const byKey = new Map<string, TunerMatrix[]>();
+  for (const m of matrices) {
+    const key = `${m.role}/${m.type}/${m.cols}`;
+    const list = byKey.get(key) ?? [];
+    list.push(m);
+    byKey.set(key, list);
+  }
+  const best = new Map<string, { bytes: number; list: TunerMatrix[] }>();
+  for (const list of byKey.values()) {
+    const first = list[0]!;
+    const bytes = list.reduce((s, m) => s + m.rows * m.rowBytes, 0);
+    const key = `${first.role}/${first.type}`;
+    const current = best.get(key);
+    if (!current || bytes > current.bytes) best.set(key, { bytes, list });
+  }
+  const groups: TuneGroup[] = [];
+  for (const { bytes: total, list } of best.values()) {
+    if (total < TUNE_MIN_GROUP_BYTES) continue;
+    const first = list[0]!;
+    const group: TuneGroup = {
+      role: first.role,
+      type: first.type,
+      typeName: GGML_TYPE_TRAITS[first.type]?.name ?? String(first.type),
+      k: first.cols,
+      weights: [],
+      rows: [],
+      bytes: 0,
+      maxRows: 0,
+    };
+    for (const m of list) {
+      if (group.bytes >= TUNE_PASS_BYTES) break;
+      // a matrix taller than the pass: its first rows (a tall head is tuned on a slice of itself)
+      const rows = Math.min(m.rows, Math.max(1, Math.ceil((TUNE_PASS_BYTES - group.bytes) / m.rowBytes)));
+      group.weights.push(new Uint8Array(m.data.buffer, m.data.byteOffset, rows * m.rowBytes));
+      group.rows.push(rows);
+      group.bytes += rows * m.rowBytes;
+      group.maxRows = Math.max(group.maxRows, m.rows);
+    }
+    groups.push(group);
+  }
+  groups.sort((a, b) => (a.role === b.role ? a.type - b.type : a.role < b.role ? 1 : -1));
+  return groups;
+}
+
+/** The cache key: CPU model, addon version, threads and every group's shape. */
+export function tuneKey(cpuModel: string, addonVersion: string, threads: number, groups: readonly TuneGroup[]): string {
+  const shape = groups.map((g) => `${g.role}:${g.typeName}:${g.k}:${g.maxRows}:${g.bytes}`).join(";");
+  return createHash("sha256").update(`${cpuModel}\n${addonVersion}\nthreads=${threads}\n${shape}`).digest("hex");
+}
+
+// ---------------------------------------------------------------- candidates
+
+/** The stages of the search: each varies one field of the incumbent (coordinate descent from the default). */
+export function candidateStages(
+  group: TuneGroup,
+  isaLevels: readonly IsaLevelName[],
+  threads: number,
+): ((v: FullVariant) => FullVariant[])[] {
+  const kQuant = group.typeName.endsWith("_K");
+  const stages: ((v: FullVariant) => FullVariant[])[] = [];
+  // ISA path (AVX2 vs AVX-512 where both exist): "current" is the best level
+  const levels = isaLevels.filter((l) => l !== "generic");
+  if (levels.length > 1) stages.push((v) => levels.slice(0, -1).map((isa) => ({ ...v, isa })));
+  const rowsKernels = (v: FullVariant) => ROWS_KERNEL_LEVELS.includes(v.isa === "current" ? (isaLevels.at(-1) ?? "generic") : v.isa);
+  // single vs pair (vs four-row) kernels
+  stages.push((v) => (rowsKernels(v) ? (kQuant ? [1, 4] : [1]).map((weightRows) => ({ ...v, weightRows })) : []));
+  // prefetch distance (the defaults: 32 K-quant blocks, 128 Q8_0 blocks)
+  stages.push((v) => (rowsKernels(v) ? (kQuant ? [16, 64] : [64, 256]).map((prefetch) => ({ ...v, prefetch })) : []));
+  // rows per task: fine (balance), coarse (fewer claims), one task per thread
+  const perThread = Math.ceil(group.maxRows / Math.max(1, threads));
+  stages.push((v) =>
+    [16, 256, perThread].filter((r, i, all) => r < group.maxRows && all.indexOf(r) === i).map((rowsPerTask) => ({ ...v, rowsPerTask })),
+  );
+  // threads per matmul: the caller alone (no dispatch) against the pool
+  if (threads > 1) stages.push((v) => [{ ...v, threads: 1, rowsPerTask: 0 }]);
+  return stages;
+}
+
+function median(values: readonly number[]): number {
+  const s = [...values].sort((a, b) => a - b);
+  return s.length === 0 ? Number.POSITIVE_INFINITY : s.length % 2 ? s[s.length >> 1]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
+}
+
+/**
+ * Times the candidates of every group within `budgetMs` (coordinate descent: each stage varies one
+ * field of the best so far). A group whose budget share runs out keeps what it found. Pure
+ * bookkeeping over `timer` and `now`: the tests drive it with a fake timer.
+ */
+export function searchVariants(
+  groups: readonly TuneGroup[],
+  timer: TuneTimer,
+  options: { budgetMs: number; passes: number; now: () => number; isaLevels: readonly IsaLevelName[]; threads: number },
+): { choices: TuneChoice[]; notes: string[]; measureMs: number } {
+  const start = options.now();
+  const notes: string[] = [];
+  const choices: TuneChoice[] = [];
+  let budgetHit = false;
+  for (const group of groups) {
+    // warm-up pass (page faults of a freshly mapped file, frequency), not counted
+    timer(group, DEFAULT_VARIANT, 1);
+    const defaultNs = median(timer(group, DEFAULT_VARIANT, options.passes));
+    let best = DEFAULT_VARIANT;
+    let bestNs = defaultNs;
+    let timed = 1;
+    for (const stage of candidateStages(group, options.isaLevels, options.threads)) {
+      for (const candidate of stage(best)) {
+        if (options.now() - start >= options.budgetMs) {
+          budgetHit = true;
+          break;
+        }
+        const ns = median(timer(group, candidate, options.passes));
+        timed++;
+        if (ns < bestNs * (1 - TUNE_MIN_GAIN)) {
+          best = candidate;
+          bestNs = ns;
+        }
+      }
+      if (budgetHit) break;
+    }
+    choices.push({ role: group.role, type: group.typeName, variant: best, chosenNs: bestNs, defaultNs, timed, passBytes: group.bytes });
+    if (budgetHit) break;
+  }
+  for (const group of groups.slice(choices.length))
+    choices.push({
+      role: group.role,
+      type: group.typeName,
+      variant: DEFAULT_VARIANT,
+      chosenNs: 0,
+      defaultNs: 0,
+      timed: 0,
+      passBytes: group.bytes,
+    });
+  if (budgetHit) notes.push(`the tuning budget (${options.budgetMs} ms) was reached: untimed fields keep their defaults`);
+  return { choices, notes, measureMs: options.now() - start };
+}
+
+// ---------------------------------------------------------------- cache
+
+interface CacheFile {
+  version: number;
+  entries: Record<string, { cpuModel: string; addonVersion: string; measuredAt: string; choices: TuneChoice[] }>;
+}
+
+function validChoice(c: unknown, isaLevels: readonly IsaLevelName[]): c is TuneChoice {
+  if (typeof c !== "object" || c === null) return false;
+  const o = c as Record<string, unknown>;
+  const v = o.variant as Record<string, unknown> | undefined;
+  if ((o.role !== "layer" && o.role !== "head") || typeof o.type !== "string" || typeof v !== "object" || v === null) return false;
+  if (v.isa !== "current" && (v.isa === "generic" || !isaLevels.includes(v.isa as IsaLevelName))) return false;
+  return ["weightRows", "prefetch", "rowsPerTask", "threads"].every((f) => Number.isInteger(v[f]) && (v[f] as number) >= 0);
+}
+
+/** The cache file's entry for `key`, or undefined with a note when the file is absent, broken or stale. */
+export function readTuneCache(
+  file: string,
+  key: string,
+  groups: readonly TuneGroup[],
+  isaLevels: readonly IsaLevelName[],
+  notes: string[],
+): TuneChoice[] | undefined {
+  let text: string;
+  try {
+    text = readFileSync(file, "utf8");
+  } catch {
+    return undefined; // no cache yet: nothing to say
+  }
+  let parsed: CacheFile;
+  try {
+    parsed = JSON.parse(text) as CacheFile;
+  } catch (error) {
+    notes.push(`tuning cache ${file} is not valid JSON (${(error as Error).message}); ignored, measuring again`);
+    return undefined;
+  }
+  if (typeof parsed !== "object" || parsed === null || parsed.version !== TUNE_CACHE_VERSION || typeof parsed.entries !== "object") {
+    notes.push(
+      `tuning cache ${file} has layout version ${JSON.stringify((parsed as { version?: unknown })?.version)}, not ${TUNE_CACHE_VERSION}; ignored, measuring again`,
+    );
+    return undefined;
+  }
+  const entry = parsed.entries[key];
+  if (!entry) return undefined;
+  const choices = entry.choices;
+  const wanted = groups.map((g) => `${g.role}/${g.typeName}`).join(",");
+  if (
+    !Array.isArray(choices) ||
+    !choices.every((c) => validChoice(c, isaLevels)) ||
+    choices.map((c) => `${c.role}/${c.type}`).join(",") !== wanted
+  ) {
+    notes.push(`tuning cache ${file}: the entry for this CPU and model is stale or malformed; ignored, measuring again`);
+    return undefined;
+  }
+  return choices.map((c) => ({ ...c, variant: full(c.variant) }));
+}
+
+/** Adds (or replaces) `key`'s entry, keeping the other entries of a readable file; returns a note on failure. */
+export function writeTuneCache(file: string, key: string, entry: CacheFile["entries"][string]): string | undefined {
+  let cache: CacheFile = { version: TUNE_CACHE_VERSION, entries: {} };
+  try {
+    const old = JSON.parse(readFileSync(file, "utf8")) as CacheFile;
+    if (old?.version === TUNE_CACHE_VERSION && typeof old.entries === "object" && old.entries !== null) cache = old;
+  } catch {
+    // absent or broken: start over
+  }
+  cache.entries[key] = entry;
+  try {
+    mkdirSync(path.dirname(file), { recursive: true });
+    const tmp = `${file}.${process.pid}.tmp`;
+    writeFileSync(tmp, `${JSON.stringify(cache, null, 1)}\n`);
+    renameSync(tmp, file);
+    return undefined;
+  } catch (error) {
+    return `tuning cache ${file} could not be written (${(error as Error).message}); the choice holds for this process only`;
+  }
+}
+
+// ---------------------------------------------------------------- the tuner
+
+export function nativeTimer(addon: NativeAddon): TuneTimer {
+  return (group, variant, passes) => Array.from(addon.timeDecodeMatmul(group.type, group.k, group.weights, group.rows, variant, passes));
+}
+
+/**
+ * Tunes the decode matmuls of `matrices` and applies the choice through `addon.setDecodeVariant`.
+ * Never throws for a cache problem (a note instead); throws NativeArgumentError for a bad KEEPQUANT_TUNE.
+ */
+export function tuneDecode(addon: NativeAddon, matrices: readonly TunerMatrix[], options: TuneOptions = {}): TuneReport {
+  const env = options.env ?? process.env;
+  const mode = parseTuneMode(env);
+  const budgetMs = options.budgetMs ?? TUNE_LOAD_BUDGET_MS;
+  const threads = options.threads ?? addon.getThreads();
+  const isaLevels = options.isaLevels ?? addon.buildInfo().isaAvailable;
+  const cpuModel = options.cpuModel ?? cpus()[0]?.model ?? "unknown CPU";
+  const addonVersion = options.addonVersion ?? `abi ${addon.abiVersion()}`;
+  const groups = tuneGroups(matrices);
+  const key = tuneKey(cpuModel, addonVersion, threads, groups);
+  const notes: string[] = [];
+  const apply = (choices: TuneChoice[]) => {
+    addon.resetDecodeVariants();
+    for (const c of choices) {
+      const group = groups.find((g) => g.role === c.role && g.typeName === c.type);
+      if (group) addon.setDecodeVariant(c.role, group.type, c.variant);
+    }
+  };
+  const report = (source: TuneReport["source"], reason: string, choices: TuneChoice[], measureMs = 0, cacheFile?: string): TuneReport => ({
+    source,
+    reason,
+    key,
+    ...(cacheFile ? { cacheFile } : {}),
+    choices,
+    notes,
+    measureMs,
+    budgetMs,
+  });
+  if (mode.mode === "off") {
+    addon.resetDecodeVariants();
+    return report("off", `${KEEPQUANT_TUNE}=off: the built-in defaults`, []);
+  }
+  if (mode.mode === "pin") {
+    addon.resetDecodeVariants();
+    const choices = groups.map((g) => ({
+      role: g.role,
+      type: g.typeName,
+      variant: mode.variant,
+      chosenNs: 0,
+      defaultNs: 0,
+      timed: 0,
+      passBytes: g.bytes,
+    }));
+    // every matrix type, not only the tuned groups: a pin is for every decode matmul
+    const types = new Set(matrices.map((m) => `${m.role}/${m.type}`));
+    try {
+      for (const t of types) {
+        const [role, type] = t.split("/") as [MatmulRole, string];
+        addon.setDecodeVariant(role, Number(type) as GgmlType, mode.variant);
+      }
+    } catch (error) {
+      addon.resetDecodeVariants();
+      throw new NativeArgumentError("decode tuning", KEEPQUANT_TUNE, (error as Error).message);
+    }
+    return report("pinned", `${KEEPQUANT_TUNE} pins one variant for every decode matmul`, choices);
+  }
+  if (groups.length === 0) {
+    addon.resetDecodeVariants();
+    return report("unavailable", "no decode matmul of this model is large enough to tune", []);
+  }
+  const dir = options.cacheDir === undefined ? tuneCacheDir(env) : options.cacheDir;
+  const cacheFile = dir === null ? undefined : path.join(dir, TUNE_CACHE_FILE);
+  const force = options.force || mode.mode === "force";
+  if (cacheFile && !force) {
+    const cached = readTuneCache(cacheFile, key, groups, isaLevels, notes);
+    if (cached) {
+      try {
+        apply(cached);
+        return report("cache", "read from the cache (measured before on this CPU, addon and model shape)", cached, 0, cacheFile);
+      } catch (error) {
+        notes.push(`tuning cache ${cacheFile}: the cached variant cannot run here (${(error as Error).message}); ignored, measuring again`);
+      }
+    }
+  }
+  addon.resetDecodeVariants();
+  const searched = searchVariants(groups, options.timer ?? nativeTimer(addon), {
+    budgetMs,
+    passes: options.passes ?? (force ? 3 : 2),
+    now: options.now ?? (() => performance.now()),
+    isaLevels,
+    threads,
+  });
+  notes.push(...searched.notes);
+  apply(searched.choices);
+  if (cacheFile) {
+    const failed = writeTuneCache(cacheFile, key, {
+      cpuModel,
+      addonVersion,
+      measuredAt: new Date().toISOString(),
+      choices: searched.choices,
+    });
+    if (failed) notes.push(failed);
+  }
+  const why = force ? "measured again whatever the cache holds (forced)" : "no cache entry for this CPU, addon and model shape";
+  return report("measured", why, searched.choices, searched.measureMs, cacheFile);
+}
