@@ -18,6 +18,9 @@ import { GGML_TYPE_TRAITS, type GgmlType } from "@keepquant/gguf";
 import { NativeArgumentError } from "./errors.js";
 import type { ByteView, DecodeVariant, IsaLevelName, MatmulRole, NativeAddon } from "./native-types.js";
 
+/** The environment variables the tuner reads (a structural type, so the declarations need no @types/node). */
+export type TunerEnv = Readonly<Record<string, string | undefined>>;
+
 export const KEEPQUANT_TUNE = "KEEPQUANT_TUNE";
 
 /** The budget of a tuning at load (milliseconds of measuring, soft: a started timing finishes). */
@@ -104,7 +107,7 @@ export interface TuneOptions {
   force?: boolean;
   /** cache directory; default $XDG_CACHE_HOME/keepquant or ~/.cache/keepquant; null: no cache */
   cacheDir?: string | null;
-  env?: NodeJS.ProcessEnv;
+  env?: TunerEnv;
   /** injected for tests: the timer, the budget clock (ms), the CPU model and addon version of the key */
   timer?: TuneTimer;
   now?: () => number;
@@ -130,7 +133,7 @@ const VARIANT_FIELDS = ["isa", "weightRows", "prefetch", "rowsPerTask", "threads
 const ISA_VALUES = ["current", "generic", "avx2", "avx512", "neon"] as const;
 
 /** KEEPQUANT_TUNE parsed; a bad value is a NativeArgumentError that names the variable. */
-export function parseTuneMode(env: NodeJS.ProcessEnv = process.env): TuneMode {
+export function parseTuneMode(env: TunerEnv = process.env): TuneMode {
   const raw = env[KEEPQUANT_TUNE]?.trim() ?? "";
   if (raw === "" || raw === "on") return { mode: "auto" };
   if (raw === "off" || raw === "0") return { mode: "off" };
@@ -161,7 +164,7 @@ export function parseTuneMode(env: NodeJS.ProcessEnv = process.env): TuneMode {
 }
 
 /** $XDG_CACHE_HOME/keepquant, else ~/.cache/keepquant. */
-export function tuneCacheDir(env: NodeJS.ProcessEnv = process.env): string {
+export function tuneCacheDir(env: TunerEnv = process.env): string {
   const xdg = env.XDG_CACHE_HOME;
   return path.join(xdg && path.isAbsolute(xdg) ? xdg : path.join(env.HOME || homedir(), ".cache"), "keepquant");
 }
