@@ -63,7 +63,8 @@ export interface KeepquantServerOptions {
   /**
    * Build the constrained decoder's vocabulary tables while the engine loads (before the server reports ready),
    * so that the first request with a `response_format` or a forced `tool_choice` does not hold the event loop
-   * for them (about 0.8 s on a 248,320-token vocabulary). Default false; `keepquant serve` turns it on.
+   * for them (about 0.8 s on a 248,320-token vocabulary). Default false (`keepquant serve` warms the engine it
+   * passes itself, before it says ready).
    */
   warmConstraints?: boolean;
   /** Thinking budget of chat requests that send no `thinking_budget` (default: none, the model thinks until it closes </think>). */
