@@ -9,52 +9,27 @@
  *
  *   flock /work/bench.lock pnpm --filter @keepquant/bench bench:moe -- --repeat 3
  */
-import { execFileSync, spawnSync } from "node:child_process";
+import { execFileSync } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
 import { activeBytesPerToken } from "./active-bytes.js";
 import { ensureMoeShape } from "./moe-shape.js";
 import { REPO_ROOT } from "./real-shape.js";
+import { flag, hasFlag, median, runWorker } from "./side-by-side.js";
 import type { WorkerOptions, WorkerResult } from "./worker.js";
 
-const args = process.argv.slice(2);
-const flag = (name: string, fallback: string): string => {
-  const i = args.indexOf(`--${name}`);
-  return i >= 0 && args[i + 1] ? args[i + 1]! : fallback;
-};
 const repeat = Number(flag("repeat", "3"));
 const threads = Number(flag("threads", "2"));
 const promptTokens = Number(flag("prompt", "128"));
 const genTokens = Number(flag("gen", "32"));
 const seqs = Number(flag("seqs", "8"));
-const write = !args.includes("--no-write");
+const write = !hasFlag("no-write");
 const ENGINES = ["keepquant", "node-llama-cpp", "llama.cpp", "llama.cpp haswell"] as const;
 type EngineName = (typeof ENGINES)[number];
 
-const here = path.dirname(fileURLToPath(import.meta.url));
 const tsx = path.join(REPO_ROOT, "node_modules", ".bin", "tsx");
 const log = (line: string) => console.error(`[bench:moe] ${line}`);
-
-function runWorker(engine: string, file: string, options: WorkerOptions): WorkerResult {
-  const result = spawnSync(tsx, [path.join(here, "worker.ts"), engine, file, JSON.stringify(options)], {
-    cwd: path.join(here, ".."),
-    encoding: "utf8",
-    timeout: 1_800_000,
-    env: { ...process.env, NODE_LLAMA_CPP_SKIP_DOWNLOAD: "true" },
-  });
-  const line = result.stdout.trim().split("\n").at(-1) ?? "";
-  if (result.status !== 0 || !line.startsWith("{"))
-    throw new Error(`${engine} failed (exit ${result.status}): ${result.stderr.trim().split("\n").slice(-5).join(" | ")}`);
-  return JSON.parse(line) as WorkerResult;
-}
-
-const median = (values: readonly number[]): number => {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = sorted.length >> 1;
-  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
-};
 
 const file = await ensureMoeShape(log);
 const active = await activeBytesPerToken(file);

@@ -9,7 +9,7 @@
  *   pnpm bench                                   # everything (all packages' benchmarks)
  *   pnpm --filter @keepquant/bench bench:dev -- --repeat 5 --types Q4_K_M
  */
-import { execFileSync, spawnSync } from "node:child_process";
+import { execFileSync } from "node:child_process";
 import fs from "node:fs";
 import { createRequire } from "node:module";
 import os from "node:os";
@@ -18,20 +18,16 @@ import { fileURLToPath } from "node:url";
 import { readGguf } from "@keepquant/gguf";
 import { drawChart } from "./chart.js";
 import { ensureRealShape, REAL_SHAPE_TYPES, REPO_ROOT, type RealShapeType } from "./real-shape.js";
+import { flag, hasFlag, median, runWorker } from "./side-by-side.js";
 import type { WorkerOptions, WorkerResult } from "./worker.js";
 
-const args = process.argv.slice(2);
-const flag = (name: string, fallback: string): string => {
-  const i = args.indexOf(`--${name}`);
-  return i >= 0 && args[i + 1] ? args[i + 1]! : fallback;
-};
 const repeat = Number(flag("repeat", "3"));
 const threads = Number(flag("threads", "2"));
 const promptTokens = Number(flag("prompt", "128"));
 const genTokens = Number(flag("gen", "64"));
 const seqs = Number(flag("seqs", "8"));
 const types = flag("types", REAL_SHAPE_TYPES.join(",")).split(",") as RealShapeType[];
-const write = !args.includes("--no-write");
+const write = !hasFlag("no-write");
 // decode-only rows: thread counts (1, --threads, and every core when there are more) and the contention row
 const threadRows = [...new Set(flag("thread-rows", [1, threads, os.cpus().length].join(",")).split(",").map(Number))].filter(
   (t) => Number.isInteger(t) && t > 0,
@@ -42,31 +38,7 @@ type SideEngine = (typeof SIDE_ENGINES)[number];
 const ENGINES = ["keepquant", "node-llama-cpp", "llama.cpp", "llama.cpp haswell"] as const;
 type EngineName = (typeof ENGINES)[number];
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const worker = path.join(here, "worker.ts");
 const tsx = path.join(REPO_ROOT, "node_modules", ".bin", "tsx");
-
-function runWorker(engine: string, file: string, options: WorkerOptions): WorkerResult {
-  const result = spawnSync(tsx, [worker, engine, file, JSON.stringify(options)], {
-    cwd: path.join(here, ".."),
-    encoding: "utf8",
-    timeout: 1_800_000,
-    env: { ...process.env, NODE_LLAMA_CPP_SKIP_DOWNLOAD: "true" },
-  });
-  const line = result.stdout.trim().split("\n").at(-1) ?? "";
-  if (result.status !== 0 || !line.startsWith("{")) {
-    throw new Error(
-      `${engine} on ${path.basename(file)} failed (exit ${result.status}): ${result.stderr.trim().split("\n").slice(-5).join(" | ")}`,
-    );
-  }
-  return JSON.parse(line) as WorkerResult;
-}
-
-function median(values: readonly number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = sorted.length >> 1;
-  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
-}
 
 interface Summary {
   loadMs: number;
