@@ -208,6 +208,8 @@ export interface NativeAddon {
   /** turns the step phase timers on (reset) or off */
   setProfiling(on: boolean): void;
   profile(): NativeProfile;
+  /** The thread pool's contention-guard rule (core/threadpool.h): is this wait a stall? */
+  isContentionStall(waitedNs: number, callerWorkNs: number, callerTasks: number): boolean;
   abiVersion(): number;
   buildInfo(): NativeBuildInfo;
   getIsa(): IsaLevelName;

@@ -192,6 +192,64 @@ describe.skipIf(reason !== undefined)("native step", () => {
     expect(firstDifference(results[2]!, results[0]!)).toBeUndefined();
   });
 
+  it("gives the same bits under every decode variant, MoE expert matmuls included", async () => {
+    // one sequence: a prefill, then single-token steps (the decode variants act on one-row matmuls,
+    // and a routed expert sees one row in most batched steps too)
+    const addon = native.nativeAddon()!;
+    const fixtures = ["moe-4l-e8k2-q4_k_m", "untied-mtp-6l-q4_k_m"].map((name) => PARITY_FIXTURES.find((f) => f.name === name)!);
+    const variants: native.DecodeVariant[] = [
+      // every SIMD level (the generic one sums in another order: it is not a decode variant)
+      ...native
+        .availableNativeIsas()
+        .filter((isa) => isa !== "generic")
+        .map((isa) => ({ isa, weightRows: 1, prefetch: 2, rowsPerTask: 3 })),
+      { weightRows: 2, prefetch: 7, rowsPerTask: 5 },
+      { weightRows: 4, prefetch: 0, rowsPerTask: 64, threads: 1 },
+    ];
+    try {
+      for (const fixture of fixtures) {
+        const weights = await loadWeights(await parityFixtureFile(fixture), "llama");
+        // every weight type of the file (the experts' stacked matrices sit deeper in a layer)
+        const types = new Set<number>();
+        const collect = (node: unknown, depth: number): void => {
+          if (typeof node !== "object" || node === null || depth > 4 || ArrayBuffer.isView(node)) return;
+          const record = node as Record<string, unknown>;
+          if (typeof record["type"] === "number" && "rowBytes" in record) types.add(record["type"]);
+          for (const value of Object.values(record)) collect(value, depth + 1);
+        };
+        collect(weights.layers, 0);
+        collect(weights.output, 0);
+        expect(types.size).toBeGreaterThan(1);
+        const run = async (): Promise<Float32Array[]> => {
+          const p = pools(weights, "f16");
+          const step = NativeStep.create(native, weights, p.kv, p.states, { numerics: "llama", flashAttention: true, maxBatchTokens: 128 });
+          const blockTable = Array.from({ length: p.kv.blocksFor(40) }, () => p.kv.pool.allocate());
+          const stateSlot = p.states.allocate();
+          const random = seededRandom(7);
+          const tokens = Array.from({ length: 26 }, () => Math.floor(random() * weights.vocab));
+          const out: Float32Array[] = [];
+          let pos = 0;
+          for (const n of [20, 1, 1, 1, 1, 1, 1]) {
+            out.push(
+              (await step.forward([{ tokens: tokens.slice(pos, pos + n), startPos: pos, blockTable, stateSlot, logits: "last" }])).slice(),
+            );
+            pos += n;
+          }
+          step.dispose();
+          return out;
+        };
+        addon.resetDecodeVariants();
+        const expected = await run();
+        for (const variant of variants) {
+          for (const type of types) for (const role of ["layer", "head"] as const) addon.setDecodeVariant(role, type as never, variant);
+          expect(firstDifference(await run(), expected), `${fixture.name} ${JSON.stringify(variant)}`).toBeUndefined();
+        }
+      }
+    } finally {
+      addon.resetDecodeVariants();
+    }
+  });
+
   it("runs off the JS thread: the event loop turns while a step is in flight", async () => {
     const weights = await loadWeights(await parityFixtureFile(PARITY_FIXTURES[0]!), "llama");
     const p = pools(weights, "f16");

@@ -32,12 +32,17 @@ constexpr int kCallerSpins = 2000;
 // machine has fewer free cores than threads, the thread that has work (often the caller, on the same
 // core) runs instead of a spinning worker.
 constexpr int kWorkerPureSpins = 256;
-// The contention guard. A job "stalls" when the caller, its own share done, waits past kCallerSpins for
-// another thread's task (that thread was descheduled: the machine is oversubscribed). Each stall adds
-// kStallWeight to a score and each clean job takes 1 off; past kStallLimit the pool runs the next
-// kSoloJobs jobs on the calling thread alone (the workers go to sleep and free their cores), then
-// tries again with every thread. A quiet machine never stalls, so it never goes solo; results never
-// depend on which threads ran the tasks.
+// The contention guard. A job "stalls" when the caller, its own share done, waits for another thread's
+// task much longer than a task takes: longer than kStallTasks times the caller's own mean task time,
+// and at least kMinStall (that thread was descheduled: the machine is oversubscribed). A long wait on
+// its own is not a stall: prefill's tasks last a millisecond or more, and the last one of a job
+// routinely finishes a task's length after the caller's (an earlier rule, a fixed spin count, took
+// that for contention and ran every prefill single-threaded). Each stall adds kStallWeight to a score
+// and each clean job takes 1 off; past kStallLimit the pool runs the next kSoloJobs jobs on the calling
+// thread alone (the workers go to sleep and free their cores), then tries again with every thread. A
+// quiet machine never stalls, so it never goes solo; results never depend on which threads ran the tasks.
+constexpr int kStallTasks = 4;
+constexpr auto kMinStall = std::chrono::microseconds(200);
 constexpr int kStallWeight = 8;
 constexpr int kStallLimit = 64;
 constexpr int kSoloJobs = 2048;
@@ -65,13 +70,16 @@ struct Pool {
   int stallScore = 0;  // under jobMutex
   int soloLeft = 0;    // jobs still to run solo (under jobMutex)
 
-  // Claims and runs tasks of job `g` until none is left (or a newer job has replaced it).
-  void work(uint32_t g, const TaskRef* fn, int n) {
+  // Claims and runs tasks of job `g` until none is left (or a newer job has replaced it); returns how
+  // many this thread ran.
+  int work(uint32_t g, const TaskRef* fn, int n) {
+    int ran = 0;
     for (;;) {
       uint64_t c = claim.load(std::memory_order_acquire);
-      if ((uint32_t)(c >> 32) != g || (uint32_t)c >= (uint32_t)n) return;
+      if ((uint32_t)(c >> 32) != g || (uint32_t)c >= (uint32_t)n) return ran;
       if (!claim.compare_exchange_weak(c, c + 1, std::memory_order_acq_rel)) continue;
       (*fn)((int)(uint32_t)c);
+      ++ran;
       done.fetch_add(1, std::memory_order_release);
     }
   }
@@ -148,17 +156,23 @@ struct Pool {
       wake.notify_all();
     }
     jobs.fetch_add(1, std::memory_order_relaxed);
-    work(g, &fn, n);
-    const bool timed = profileCounters().on.load(std::memory_order_relaxed);
-    const auto waitStart = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+    const auto workStart = std::chrono::steady_clock::now();
+    const int ran = work(g, &fn, n);
+    const auto waitStart = std::chrono::steady_clock::now();
     bool stalled = false;
+    bool yielded = false;
     for (int spins = 0; done.load(std::memory_order_acquire) < n; ++spins) {
       if (spins < kCallerSpins) {
         KQ_PAUSE();
       } else {
-        stalled = true;
+        yielded = true;
         std::this_thread::yield();
       }
+    }
+    const auto waitEnd = std::chrono::steady_clock::now();
+    if (yielded) {
+      const auto ns = [](std::chrono::steady_clock::duration d) { return (double)std::chrono::duration_cast<std::chrono::nanoseconds>(d).count(); };
+      stalled = isContentionStall(ns(waitEnd - waitStart), ns(waitStart - workStart), ran);
     }
     if (stalled) {
       stalledJobs.fetch_add(1, std::memory_order_relaxed);
@@ -170,9 +184,8 @@ struct Pool {
     } else if (stallScore > 0) {
       --stallScore;
     }
-    if (timed)
-      waitNs.fetch_add((uint64_t)std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - waitStart).count(),
-                       std::memory_order_relaxed);
+    if (profileCounters().on.load(std::memory_order_relaxed))
+      waitNs.fetch_add((uint64_t)std::chrono::duration_cast<std::chrono::nanoseconds>(waitEnd - waitStart).count(), std::memory_order_relaxed);
     tInsideTask = false;
   }
 
@@ -185,6 +198,12 @@ Pool& pool() {
 }
 
 }  // namespace
+
+bool isContentionStall(double waitedNs, double callerWorkNs, int callerTasks) {
+  const double minStallNs = (double)std::chrono::duration_cast<std::chrono::nanoseconds>(kMinStall).count();
+  const double meanTaskNs = callerWorkNs / (callerTasks > 0 ? callerTasks : 1);
+  return waitedNs > minStallNs && waitedNs > meanTaskNs * kStallTasks;
+}
 
 int hardwareThreads() {
   const unsigned n = std::thread::hardware_concurrency();

@@ -41,6 +41,12 @@ struct PoolStats {
   uint64_t soloJobs;     // run on the calling thread alone by the contention guard
 };
 PoolStats poolStats();
+
+// The contention guard's rule (threadpool.cc): the caller, its own `callerTasks` tasks done in
+// `callerWorkNs`, then waited `waitedNs` for the other threads. A stall (a descheduled thread) is a
+// wait far longer than one of its tasks took and at least the guard's minimum; an uneven split of long
+// tasks (prefill) is not.
+bool isContentionStall(double waitedNs, double callerWorkNs, int callerTasks);
 void resetPoolStats();
 
 // Total threads used by parallelFor (workers + caller). n <= 0 means hardware concurrency.

@@ -6,6 +6,7 @@
 #include "core/threadpool.h"
 #include "cpu/dispatch.h"
 #include "cpu/kernels.h"
+#include "cpu/tuning.h"
 
 namespace kq {
 namespace {
@@ -19,17 +20,20 @@ int64_t groupedRowsPerTask(int64_t n, int64_t m, bool blockKernel) {
 }
 
 // Weight rows [r0, r1) of one job with the kernel matmul.cc's row loop picks for the job's shape
-// (decode: several weight rows per call; prefill: the block kernel per activation tile of 32, else
-// the multi-row or single dot). Each y[mi, r] is one kernel call's result whatever the task split.
+// (decode: several weight rows per call, with the tuned decode variant of the layers' matmuls of this
+// type: ISA path, rows per call, prefetch distance; prefill: the block kernel per activation tile of
+// 32, else the multi-row or single dot). Each y[mi, r] is one kernel call's result whatever the task
+// split or the variant (every variant gives the same bits).
 void groupedRowBlock(const LlamaRowsJob& job, int64_t r0, int64_t r1) {
-  const CpuTypeTraits& kt = kernels().type[job.type];
   const size_t wBytes = rowBytes(job.type, job.k);
   const int64_t m = job.m, n = job.n;
-  if (m == 1 && kt.vec_dot_rows) {
-    const int step = kt.weight_rows;
+  const DecodeVariant* v = m == 1 ? (job.variant ? job.variant : &decodeVariant(kRoleLayer, job.type)) : nullptr;
+  const CpuTypeTraits& kt = (v && v->isa >= 0 ? kernelsAt((IsaLevel)v->isa) : kernels()).type[job.type];
+  if (v && kt.vec_dot_rows) {
+    const int step = v->weightRows > 0 ? v->weightRows : kt.weight_rows;
     for (int64_t r = r0; r < r1; r += step) {
       const int rows = (int)std::min<int64_t>(step, r1 - r);
-      kt.vec_dot_rows((int)job.k, job.w + (size_t)r * wBytes, wBytes, rows, job.act, job.y + r, 0);
+      kt.vec_dot_rows((int)job.k, job.w + (size_t)r * wBytes, wBytes, rows, job.act, job.y + r, v->prefetch);
     }
     return;
   }

@@ -542,7 +542,17 @@ Napi::Value Profile(const Napi::CallbackInfo& info) {
   return o;
 }
 
+// isContentionStall(waitedNs, callerWorkNs, callerTasks) -> boolean: the pool's contention-guard rule
+Napi::Value IsContentionStall(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (info.Length() < 3 || !info[0].IsNumber() || !info[1].IsNumber() || !info[2].IsNumber())
+    throw Napi::TypeError::New(env, "isContentionStall(waitedNs, callerWorkNs, callerTasks): three numbers");
+  return Napi::Boolean::New(env, kq::isContentionStall(info[0].As<Napi::Number>().DoubleValue(), info[1].As<Napi::Number>().DoubleValue(),
+                                                       info[2].As<Napi::Number>().Int32Value()));
+}
+
 Napi::Object Init(Napi::Env env, Napi::Object exports) {
+  exports.Set("isContentionStall", Napi::Function::New(env, IsContentionStall));
   exports.Set("setDecodeVariant", Napi::Function::New(env, SetDecodeVariant));
   exports.Set("getDecodeVariant", Napi::Function::New(env, GetDecodeVariant));
   exports.Set("resetDecodeVariants", Napi::Function::New(env, ResetDecodeVariants));
