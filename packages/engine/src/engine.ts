@@ -166,6 +166,8 @@ class Request implements ScheduledSequence, SpeculativeSequence {
   specAccepted = 0;
   /** constrained decoding and the thinking budget (undefined: unguided) */
   guide: DecodeGuide | undefined;
+  /** why the guide could not prepare this step's rules (the request then fails) */
+  guideError: unknown;
   readonly generated: number[] = [];
   text = "";
   readonly submittedAt = performance.now();
@@ -759,7 +761,8 @@ export class Engine {
       return { ...base, tokens: known, logits: chunk.needsLogits ? "last" : "none", ...(drafter ? { hidden: true } : {}) };
     });
     // the grammar engine computes the next masks on this thread while the native step runs off it
-    const [logits] = await Promise.all([this.runForward(entries), this.prepareGuides(chunks)]);
+    const [logits, unguided] = await Promise.all([this.runForward(entries), this.prepareGuides(chunks)]);
+    for (const request of unguided) this.failRequest(request, request.guideError);
     // the drafter needs the target's hidden states after the next forward overwrote them
     const hidden = drafter ? this.lastHiddenRows().slice() : undefined;
     this.counters.steps++;
@@ -805,15 +808,25 @@ export class Engine {
     await this.spec?.draft(drafterWork);
   }
 
-  /** The constraint rules of the positions each chunk samples (the next token, and after each draft). */
-  private async prepareGuides(chunks: readonly { sequence: unknown; needsLogits: boolean; draftTokens: number }[]): Promise<void> {
+  /**
+   * The constraint rules of the positions each chunk samples (the next token, and after each draft).
+   * A request whose grammar engine failed (its worker died) fails alone; the others step on.
+   */
+  private async prepareGuides(chunks: readonly { sequence: unknown; needsLogits: boolean; draftTokens: number }[]): Promise<Request[]> {
+    const failed: Request[] = [];
     const work: Promise<void>[] = [];
     for (const chunk of chunks) {
       const request = chunk.sequence as Request;
       if (!request.guide || (!chunk.needsLogits && chunk.draftTokens === 0)) continue;
-      work.push(request.guide.prepare(request.drafts.slice(0, chunk.draftTokens)));
+      work.push(
+        request.guide.prepare(request.drafts.slice(0, chunk.draftTokens)).catch((error: unknown) => {
+          request.guideError = error;
+          failed.push(request);
+        }),
+      );
     }
     await Promise.all(work);
+    return failed;
   }
 
   private acceptToken(request: Request, token: number, logprobs?: SampledLogprobs): void {
@@ -948,6 +961,7 @@ export class Engine {
     if (this.disposed) return;
     for (const request of [...this.requests]) this.finishRequest(request, "abort");
     this.disposed = true;
+    void this.guided.dispose();
     if (!this.loopRunning) this.releaseNative();
   }
 

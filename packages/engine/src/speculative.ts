@@ -208,7 +208,7 @@ export class SpeculativeDecoder {
   /** After a target step: the next drafts of every sequence that can draft. */
   async draft(work: readonly DrafterWork[]): Promise<void> {
     if (this.options.method === "mtp") await this.draftWithMtp(work);
-    else this.draftWithFunction(work);
+    else await this.draftWithFunction(work);
   }
 
   /** One MTP drafter step, timed. */
@@ -310,15 +310,35 @@ export class SpeculativeDecoder {
     return Math.max(0, Math.min(this.options.draftTokens, remaining - 1, request.maxLength - request.tokens.length - 1));
   }
 
-  /** Test/benchmark drafter: the caller's proposals. */
-  private draftWithFunction(work: readonly DrafterWork[]): void {
+  /**
+   * Test/benchmark drafter: the caller's proposals (a constrained request's, up to the first its
+   * grammar refuses: one round trip to the grammar worker per request, all of them at once).
+   */
+  private async draftWithFunction(work: readonly DrafterWork[]): Promise<void> {
     const propose = this.options.propose!;
+    const checks: Promise<void>[] = [];
     for (const { request, lastValid } of work) {
       const count = this.draftBudget(request);
       if (count === 0 || lastValid + 1 !== request.tokens.length - 1) continue;
       const drafts = this.validProposals(propose(request.tokens, count).slice(0, count));
-      request.drafts = request.guide ? request.guide.validDrafts(drafts) : drafts;
+      const guide = request.guide;
+      if (!guide) {
+        request.drafts = drafts;
+        continue;
+      }
+      // a grammar engine that failed fails the request at its next step's rules; no drafts meanwhile
+      checks.push(
+        guide.validDrafts(drafts).then(
+          (valid) => {
+            request.drafts = valid;
+          },
+          () => {
+            request.drafts = [];
+          },
+        ),
+      );
     }
+    await Promise.all(checks);
   }
 
   /** The proposals up to the first that is not a token id. */
@@ -397,7 +417,14 @@ export class SpeculativeDecoder {
     while (chain.length > 0) {
       for (const c of chain) {
         const guide = c.request.guide;
-        const logits = guide ? applyRule(await guide.currentRule(), c.logits, new Set()) : c.logits;
+        const rule = guide ? await guide.currentRule().catch(() => undefined) : { kind: "free" as const };
+        if (!rule) {
+          // the grammar engine failed (the request fails at its next step's rules): no more drafts
+          c.budget = c.request.drafts.length;
+          c.request.draftDistributions.length = Math.min(c.request.draftDistributions.length, c.budget);
+          continue;
+        }
+        const logits = applyRule(rule, c.logits, new Set());
         const picked = this.pickDraft(c.request, logits);
         const draft = c.override ? c.override[c.request.drafts.length]! : picked;
         if (guide && !guide.advance(draft)) {
