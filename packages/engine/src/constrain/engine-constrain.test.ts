@@ -392,3 +392,26 @@ describe("the grammar engine's view of the vocabulary", () => {
     }
   });
 });
+
+describe("the grammar worker in the engine", () => {
+  it("a worker that dies fails the constrained request alone (CONSTRAINT_ENGINE_UNAVAILABLE); the next one starts a new worker", async () => {
+    const own = await Engine.loadDefault({ maxSequences: 2 });
+    try {
+      const free = own.generateToEnd("Tell me", { temperature: 0, maxTokens: 40, stopAtEog: false });
+      const stream = own.generate("Tell me about a person", { temperature: 0, maxTokens: 200, constraint: schemaSpec(PERSON) });
+      const failed = stream.result.catch((e: unknown) => e);
+      const events = stream[Symbol.asyncIterator]();
+      expect((await events.next()).value).toMatchObject({ type: "token" });
+      const { compiler } = (own as unknown as { guided: { compiler: import("./compiler.js").ConstraintCompiler } }).guided;
+      const worker = compiler.workerForTests!;
+      worker.crashForTests();
+      expect(await failed).toMatchObject({ code: "CONSTRAINT_ENGINE_UNAVAILABLE", message: expect.stringMatching(/worker thread died/) });
+      expect((await free).tokens).toHaveLength(40);
+      const again = await own.generateToEnd("Tell me", { temperature: 0, maxTokens: 200, constraint: schemaSpec(POINT) });
+      expect(violation(JSON.parse(again.text), POINT)).toBeUndefined();
+      expect(compiler.workerForTests).not.toBe(worker);
+    } finally {
+      own.dispose();
+    }
+  });
+});

@@ -315,9 +315,12 @@ export function grammarWorkerMain(load: NodeJS.Require): void {
         return;
       }
       case "crash":
-        setImmediate(() => {
-          throw new Error("the grammar worker was told to crash (tests)");
-        });
+        // the messages after this one are never handled (as when the thread dies mid-request)
+        await new Promise<never>(() =>
+          setImmediate(() => {
+            throw new Error("the grammar worker was told to crash (tests)");
+          }),
+        );
         return;
     }
   };
