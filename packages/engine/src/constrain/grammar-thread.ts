@@ -14,9 +14,6 @@ import {
   grammarWorkerSource,
 } from "./grammar-worker.js";
 
-/** What the worker printed to its stdio last (kept for the message of its death; it never reaches ours). */
-const MAX_STDIO_TAIL_CHARS = 2000;
-
 type Distributive<T> = T extends unknown ? Omit<T, "id"> : never;
 /** A request without its id (the thread numbers them). */
 export type GrammarThreadRequest = Distributive<Extract<GrammarWorkerRequest, { id: number }>>;
@@ -38,21 +35,16 @@ export class GrammarThread {
   private readonly worker: Worker;
   private nextId = 0;
   private readonly pending = new Map<number, Waiter>();
-  private stdioTail = "";
   private death: ConstraintError | undefined;
   private readonly deathListeners: ((error: ConstraintError) => void)[] = [];
 
   constructor(data: GrammarWorkerData) {
-    this.worker = new Worker(grammarWorkerSource(), { eval: true, workerData: data, stdout: true, stderr: true });
-    this.worker.unref();
-    const keep = (chunk: Buffer | string): void => {
-      this.stdioTail = (this.stdioTail + String(chunk)).slice(-MAX_STDIO_TAIL_CHARS);
-    };
-    this.worker.stdout.on("data", keep);
-    this.worker.stderr.on("data", keep);
+    this.worker = new Worker(grammarWorkerSource(), { eval: true, workerData: data });
     this.worker.on("message", (reply: GrammarWorkerReply) => this.settle(reply));
     this.worker.on("error", (error: Error) => this.die(`it crashed: ${error.message}`));
     this.worker.on("exit", (code: number) => this.die(`it exited with code ${code}`));
+    // after the listeners: adding a "message" listener refs the worker again
+    this.worker.unref();
   }
 
   /** Set once the worker is gone (the error its requests failed with). */
@@ -102,11 +94,8 @@ export class GrammarThread {
 
   private die(reason: string, kind: "died" | "closed" = "died"): void {
     if (this.death) return;
-    const tail = this.stdioTail.trim();
     const message =
-      kind === "closed"
-        ? reason
-        : `the grammar engine's worker thread died (${reason}${tail ? `; it wrote: ${tail.slice(-500)}` : ""}); the next constrained request starts a new one`;
+      kind === "closed" ? reason : `the grammar engine's worker thread died (${reason}); the next constrained request starts a new one`;
     this.death = new ConstraintError("CONSTRAINT_ENGINE_UNAVAILABLE", message, { field: "constraint" });
     for (const waiter of this.pending.values()) waiter.reject(this.death);
     this.pending.clear();

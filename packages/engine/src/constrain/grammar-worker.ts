@@ -6,7 +6,8 @@
  * `grammarWorkerMain` is the worker's whole program. It runs from its source text (`eval` worker,
  * see `grammarWorkerSource`), so the same code works from the TypeScript sources under vitest, from
  * the engine's dist and from the CLI's bundle, with no worker file to locate. It must therefore be
- * self-contained: no imports (the worker receives `require`), no helpers of this module, only types.
+ * self-contained: no imports (the worker receives a loader of Node's built-in modules), no helpers of
+ * this module, only types.
  *
  * Messages are handled one at a time in arrival order, so a fire-and-forget `accept` or `rollBack`
  * followed by an awaited `mask` sees the matcher after them.
@@ -61,8 +62,8 @@ export type GrammarWorkerReply =
   | { id: number; masks: Int32Array[]; accepted: number; terminated: boolean }
   | { id: number; error: GrammarWorkerError };
 
-/** The worker program (see the module comment: self-contained, `load` is the worker's `require`). */
-export function grammarWorkerMain(load: NodeJS.Require): void {
+/** The worker program (see the module comment: self-contained, `load` returns a built-in module). */
+export function grammarWorkerMain(load: (id: string) => unknown): void {
   const { parentPort, workerData } = load("node:worker_threads") as typeof import("node:worker_threads");
   const fs = load("node:fs") as typeof import("node:fs");
   const path = load("node:path") as typeof import("node:path");
@@ -89,6 +90,12 @@ export function grammarWorkerMain(load: NodeJS.Require): void {
   };
   const quiet = console as unknown as Record<string, unknown>;
   for (const name of ["log", "error", "warn", "info", "debug", "trace"]) quiet[name] = sink;
+  for (const stream of [process.stdout, process.stderr]) {
+    stream.write = ((chunk: unknown) => {
+      sink(String(chunk).trimEnd());
+      return true;
+    }) as typeof stream.write;
+  }
   const takePrinted = (): string[] => printed.splice(0, printed.length);
 
   class WorkerError extends Error {
@@ -345,7 +352,10 @@ export function grammarWorkerMain(load: NodeJS.Require): void {
   });
 }
 
-/** The worker's source text: the program above, called with the worker's `require`. */
+/**
+ * The worker's source text: the program above, given `process.getBuiltinModule` (Node >= 20.16), which
+ * an eval worker has both as a script and as a module (it inherits the host's --input-type).
+ */
 export function grammarWorkerSource(): string {
-  return `(${grammarWorkerMain.toString()})(require);\n`;
+  return `(${grammarWorkerMain.toString()})((id) => process.getBuiltinModule(id));\n`;
 }
