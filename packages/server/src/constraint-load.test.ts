@@ -31,7 +31,11 @@ function bigSchema(count: number): Record<string, unknown> {
   const properties: Record<string, unknown> = {};
   for (let i = 0; i < count; i++) {
     properties[`field_${i}`] =
-      i % 3 === 0 ? { type: "string", maxLength: 16 } : i % 3 === 1 ? { type: "integer", minimum: 0, maximum: 1000 } : { enum: ["a", "b", `c${i}`] };
+      i % 3 === 0
+        ? { type: "string", maxLength: 16 }
+        : i % 3 === 1
+          ? { type: "integer", minimum: 0, maximum: 1000 }
+          : { enum: ["a", "b", `c${i}`] };
   }
   return { type: "object", properties, required: Object.keys(properties), additionalProperties: false };
 }
@@ -58,7 +62,12 @@ describe("a new schema under load", () => {
         response_format: { type: "json_object" },
       });
       expect(warm.status).toBe(200);
-      const stream = await post(serving.url, "/v1/completions", { prompt: "Once", max_tokens: 3800, ignore_eos: true, stream: true }, abort.signal);
+      const stream = await post(
+        serving.url,
+        "/v1/completions",
+        { prompt: "Once", max_tokens: 3800, ignore_eos: true, stream: true },
+        abort.signal,
+      );
       expect(stream.status).toBe(200);
       const reader = stream.body!.getReader();
       let compiling = false;
@@ -116,7 +125,10 @@ describe("a new schema under load", () => {
       // the compile took long enough to be seen (several /health answers and chunks arrived during it)
       expect(healthChecks).toBeGreaterThan(2);
       expect(chunksDuring).toBeGreaterThan(2);
-      expect({ healthSlowest: healthSlowest < MAX_STALL_MS, streamGap: streamGap < MAX_STALL_MS }, JSON.stringify({ healthSlowest, streamGap, healthChecks, chunksDuring })).toEqual({
+      expect(
+        { healthSlowest: healthSlowest < MAX_STALL_MS, streamGap: streamGap < MAX_STALL_MS },
+        JSON.stringify({ healthSlowest, streamGap, healthChecks, chunksDuring }),
+      ).toEqual({
         healthSlowest: true,
         streamGap: true,
       });

@@ -7,12 +7,7 @@
  */
 import { Worker } from "node:worker_threads";
 import { ConstraintError } from "./errors.js";
-import {
-  type GrammarWorkerData,
-  type GrammarWorkerReply,
-  type GrammarWorkerRequest,
-  grammarWorkerSource,
-} from "./grammar-worker.js";
+import { type GrammarWorkerData, type GrammarWorkerReply, type GrammarWorkerRequest, grammarWorkerSource } from "./grammar-worker.js";
 
 type Distributive<T> = T extends unknown ? Omit<T, "id"> : never;
 /** A request without its id (the thread numbers them). */

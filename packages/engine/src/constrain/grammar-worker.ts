@@ -223,7 +223,12 @@ export function grammarWorkerMain(load: (id: string) => unknown): void {
         );
         break;
       case "ebnf":
-        grammar = await guarded(() => compiler.compileGrammar(source.ebnf, "root"), "CONSTRAINT_BAD_GRAMMAR", `${field}.ebnf`, "the grammar");
+        grammar = await guarded(
+          () => compiler.compileGrammar(source.ebnf, "root"),
+          "CONSTRAINT_BAD_GRAMMAR",
+          `${field}.ebnf`,
+          "the grammar",
+        );
         break;
       case "structural_tag":
         grammar = await guarded(
@@ -341,7 +346,10 @@ export function grammarWorkerMain(load: (id: string) => unknown): void {
         const detail =
           error instanceof WorkerError
             ? error.detail
-            : { code: "CONSTRAINT_ENGINE_UNAVAILABLE" as const, message: `the grammar engine failed: ${(error as Error).message ?? String(error)}` };
+            : {
+                code: "CONSTRAINT_ENGINE_UNAVAILABLE" as const,
+                message: `the grammar engine failed: ${(error as Error).message ?? String(error)}`,
+              };
         if ("id" in request) reply({ id: request.id, error: detail });
         else if ("matcher" in request) {
           const entry = matchers.get(request.matcher);

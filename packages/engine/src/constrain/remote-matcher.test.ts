@@ -72,7 +72,10 @@ describe("the grammar worker's matchers, mirrored", () => {
   });
 
   it("the bitmask is exact: a bit is set iff the worker's matcher accepts the token; a stop token is accepted iff the grammar ends", async () => {
-    const { matcher, release } = await compiler.matcher({ kind: "json_schema", schema: '{"type":"integer"}', strictMode: true }, "constraint");
+    const { matcher, release } = await compiler.matcher(
+      { kind: "json_schema", schema: '{"type":"integer"}', strictMode: true },
+      "constraint",
+    );
     try {
       for (const prefix of [[], [single("1")]]) {
         for (const token of prefix) {
