@@ -760,7 +760,7 @@ export class Engine {
       }
       return { ...base, tokens: known, logits: chunk.needsLogits ? "last" : "none", ...(drafter ? { hidden: true } : {}) };
     });
-    // the grammar engine computes the next masks on this thread while the native step runs off it
+    // the grammar worker computes the next masks while the native step runs
     const [logits, unguided] = await Promise.all([this.runForward(entries), this.prepareGuides(chunks)]);
     for (const request of unguided) this.failRequest(request, request.guideError);
     // the drafter needs the target's hidden states after the next forward overwrote them

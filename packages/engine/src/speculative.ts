@@ -6,7 +6,7 @@
  */
 import { MAX_DRAFT_TOKENS, type SpeculativeStats } from "./engine-types.js";
 import { EngineOptionError } from "./errors.js";
-import { applyRule, type DecodeGuide } from "./constrain/index.js";
+import { applyRule, type DecodeGuide, type PositionRule } from "./constrain/index.js";
 import { allocateJsStorage, type AllocateStorage } from "./kv/paged-kv.js";
 import { GdnStatePool } from "./kv/state-pool.js";
 import type { DrafterEntry } from "./model/forward.js";
@@ -23,6 +23,8 @@ import {
 
 /** Drafts per step when `speculative.draftTokens` is not given. */
 const DEFAULT_DRAFT_TOKENS = 3;
+/** The rule of an unconstrained drafter row. */
+const FREE_RULE: Promise<PositionRule> = Promise.resolve({ kind: "free" });
 
 export interface ResolvedSpeculative {
   method: "mtp" | "function";
@@ -415,9 +417,13 @@ export class SpeculativeDecoder {
     // constrained requests: the drafter's logits are masked too, the guide advancing through the drafts (rolled back below)
     const saved = chain.flatMap((c) => (c.request.guide ? [{ guide: c.request.guide, state: c.request.guide.checkpoint() }] : []));
     while (chain.length > 0) {
-      for (const c of chain) {
+      // every chain's rule at once (their requests to the grammar worker overlap)
+      const rules = await Promise.all(
+        chain.map((c) => (c.request.guide ? c.request.guide.currentRule().catch(() => undefined) : FREE_RULE)),
+      );
+      for (const [i, c] of chain.entries()) {
         const guide = c.request.guide;
-        const rule = guide ? await guide.currentRule().catch(() => undefined) : { kind: "free" as const };
+        const rule = rules[i];
         if (!rule) {
           // the grammar engine failed (the request fails at its next step's rules): no more drafts
           c.budget = c.request.drafts.length;
