@@ -52,6 +52,12 @@ import { StreamingDetokenizer, Tokenizer } from "./tokenizer/index.js";
 import { defaultModelPath } from "./default-model.js";
 import { cpuAvailableMemory } from "./planner/devices.js";
 
+/**
+ * How long the step loop waits, when every schedulable sequence waits on the grammar worker's compile,
+ * before it schedules again (a request that arrives meanwhile gets in without waiting for the compile).
+ */
+const HELD_STEP_RETRY_MS = 5;
+
 interface ResolvedOptions {
   numerics: Numerics;
   threads: number | undefined;
@@ -739,7 +745,19 @@ export class Engine {
 
   /** One scheduler step: pick chunks, run the batched forward, sample where logits came back. */
   private async step(): Promise<void> {
-    const chunks = this.scheduler.schedule();
+    // a constrained sequence whose next mask would wait behind a compile on the grammar worker (up to seconds
+    // for a new schema) sits this step out, so that the sequences batched with it do not wait too
+    const held = new Set<Promise<void>>();
+    const chunks = this.scheduler.schedule((sequence) => {
+      const waits = (sequence as Request).guide?.blockedBy();
+      if (waits) held.add(waits);
+      return waits !== undefined;
+    });
+    if (chunks.length === 0 && held.size > 0) {
+      // every sequence waits on the grammar worker: step again when it is done, or soon (new requests get in)
+      await Promise.race([...held, new Promise<void>((resolve) => setTimeout(resolve, HELD_STEP_RETRY_MS))]);
+      return;
+    }
     if (chunks.length === 0) {
       // nothing fits: the head of the queue needs more blocks than the whole pool holds
       const head = this.scheduler.waiting[0] as Request | undefined;

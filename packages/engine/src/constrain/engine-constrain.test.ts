@@ -394,6 +394,62 @@ describe("the grammar engine's view of the vocabulary", () => {
 });
 
 describe("the grammar worker in the engine", () => {
+  it("while a new schema compiles, a running constrained sequence sits its steps out: an unconstrained stream batched with it keeps streaming", async () => {
+    const own = await Engine.loadDefault({ maxSequences: 2 });
+    try {
+      // letters and spaces with no end (the grammar never allows an end-of-generation token)
+      const endless: ConstraintSpec = { type: "grammar", ebnf: "root ::= [a-z ] root" };
+      let constrainedEnd = 0;
+      const constrained = own.generateToEnd("Tell me", { temperature: 1, seed: 2, maxTokens: 4000, constraint: endless }).then((result) => {
+        constrainedEnd = performance.now();
+        return result;
+      });
+      // the arrival time of every event of an unconstrained stream batched with it
+      const times: number[] = [];
+      let started!: () => void;
+      const first = new Promise<void>((resolve) => (started = resolve));
+      const streaming = (async () => {
+        for await (const event of own.generate("Once", { temperature: 0, maxTokens: 4000, stopAtEog: false })) {
+          times.push(performance.now());
+          started();
+          if (event.type === "done") return event.result;
+        }
+        return undefined;
+      })();
+      await first;
+      const properties: Record<string, unknown> = {};
+      for (let i = 0; i < 400; i++) {
+        properties[`field_${i}`] =
+          i % 3 === 0
+            ? { type: "string", maxLength: 16 }
+            : i % 3 === 1
+              ? { type: "integer", minimum: 0, maximum: 1000 }
+              : { enum: ["a", `b${i}`] };
+      }
+      const compileStart = performance.now();
+      await own.prepareConstraint({ type: "json_schema", schema: { type: "object", properties, required: Object.keys(properties) } });
+      const compileEnd = performance.now();
+      const result = await constrained;
+      expect((await streaming)?.tokens).toHaveLength(4000);
+      // the constrained sequence ran all along the compile, and after it
+      expect(constrainedEnd).toBeGreaterThan(compileEnd);
+      expect(result.stopReason).toBe("max_tokens");
+      expect(result.text).toMatch(/^[a-z ]+$/);
+      // the stream's largest gap overlapping the compile (hundreds of ms; the bound has slack for a loaded machine)
+      let gap = 0;
+      let during = 0;
+      for (let i = 1; i < times.length; i++) {
+        if (times[i]! < compileStart || times[i - 1]! > compileEnd) continue;
+        gap = Math.max(gap, times[i]! - times[i - 1]!);
+        during++;
+      }
+      expect(during).toBeGreaterThan(10);
+      expect(gap, JSON.stringify({ gap, during, compileMs: compileEnd - compileStart })).toBeLessThan(150);
+    } finally {
+      own.dispose();
+    }
+  });
+
   it("a worker that dies fails the constrained request alone (CONSTRAINT_ENGINE_UNAVAILABLE); the next one starts a new worker", async () => {
     const own = await Engine.loadDefault({ maxSequences: 2 });
     try {

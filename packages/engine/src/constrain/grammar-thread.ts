@@ -31,6 +31,9 @@ export class GrammarThread {
   private nextId = 0;
   private readonly pending = new Map<number, Waiter>();
   private death: ConstraintError | undefined;
+  /** compiles (and matcher creations) in flight, and what resolves when none is left */
+  private compiles = 0;
+  private compilesDone: { promise: Promise<void>; resolve: () => void } | undefined;
   private readonly deathListeners: ((error: ConstraintError) => void)[] = [];
 
   constructor(data: GrammarWorkerData) {
@@ -52,15 +55,38 @@ export class GrammarThread {
     this.deathListeners.push(listener);
   }
 
+  /**
+   * Resolves once no compile is in flight on the worker (undefined when none is): a mask asked now
+   * would wait behind it (the worker handles its messages in order, and a compile takes up to seconds).
+   */
+  get compiling(): Promise<void> | undefined {
+    return this.compilesDone?.promise;
+  }
+
   /** Sends a request; its reply (or the worker's death) settles the promise. */
   request(request: GrammarThreadRequest): Promise<GrammarThreadReply> {
     if (this.death) return Promise.reject(this.death);
     const id = this.nextId++;
-    return new Promise<GrammarThreadReply>((resolve, reject) => {
+    const reply = new Promise<GrammarThreadReply>((resolve, reject) => {
       if (this.pending.size === 0) this.worker.ref();
       this.pending.set(id, { resolve, reject });
       this.worker.postMessage({ ...request, id });
     });
+    if (request.op === "compile" || request.op === "create") {
+      this.compiles++;
+      if (!this.compilesDone) {
+        let resolve!: () => void;
+        const promise = new Promise<void>((done) => (resolve = done));
+        this.compilesDone = { promise, resolve };
+      }
+      const settled = (): void => {
+        if (--this.compiles > 0) return;
+        this.compilesDone?.resolve();
+        this.compilesDone = undefined;
+      };
+      reply.then(settled, settled);
+    }
+    return reply;
   }
 
   /** Sends a message with no reply (handled in order with the requests); nothing once the worker is dead. */

@@ -24,6 +24,8 @@ export interface GuideMatcher {
   acceptToken(token: number): boolean;
   isTerminated(): boolean;
   rollBack(tokens: number): void;
+  /** what the next mask would wait behind (a compile of the grammar engine), undefined when nothing */
+  blockedBy?(): Promise<void> | undefined;
 }
 
 /** What may come at one position. */
@@ -80,6 +82,14 @@ export class DecodeGuide {
   /** The grammar has accepted a stop token: the sequence is complete. */
   get done(): boolean {
     return this.state.phase === "done";
+  }
+
+  /**
+   * What preparing the next position's rule would wait behind (the grammar worker compiling a new
+   * grammar), or undefined: the engine steps the other sequences meanwhile.
+   */
+  blockedBy(): Promise<void> | undefined {
+    return this.state.phase === "constrained" ? this.options.matcher!.blockedBy?.() : undefined;
   }
 
   /** Still in the reasoning block. */

@@ -26,6 +26,8 @@ export const MAX_KNOWN_HISTORY = 16;
 export interface MatcherChannel {
   request(request: GrammarThreadRequest): Promise<GrammarThreadReply>;
   post(message: GrammarThreadMessage): void;
+  /** resolves once the worker compiles nothing (undefined: it compiles nothing now) */
+  readonly compiling?: Promise<void> | undefined;
 }
 
 /** Whether `mask` allows `token`. */
@@ -66,6 +68,15 @@ export class RemoteMatcher implements GuideMatcher {
   /** Whether the current position's mask is known (no round trip needed to accept a token). */
   get knowsMask(): boolean {
     return this.current !== undefined;
+  }
+
+  /**
+   * What the next mask would wait behind (a compile on the worker), or undefined when it would not
+   * wait: the mask is known, or the worker compiles nothing.
+   */
+  blockedBy(): Promise<void> | undefined {
+    if (this.current || this.terminated || this.disposed) return undefined;
+    return this.channel.compiling;
   }
 
   /** The current position's bitmask (from the worker when not known). */
