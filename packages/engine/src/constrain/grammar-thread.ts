@@ -7,7 +7,13 @@
  */
 import { Worker } from "node:worker_threads";
 import { ConstraintError } from "./errors.js";
-import { type GrammarWorkerData, type GrammarWorkerReply, type GrammarWorkerRequest, grammarWorkerSource } from "./grammar-worker.js";
+import {
+  GRAMMAR_WORKER_EXIT_ABORTED,
+  type GrammarWorkerData,
+  type GrammarWorkerReply,
+  type GrammarWorkerRequest,
+  grammarWorkerSource,
+} from "./grammar-worker.js";
 
 type Distributive<T> = T extends unknown ? Omit<T, "id"> : never;
 /** A request without its id (the thread numbers them). */
@@ -40,7 +46,9 @@ export class GrammarThread {
     this.worker = new Worker(grammarWorkerSource(), { eval: true, workerData: data });
     this.worker.on("message", (reply: GrammarWorkerReply) => this.settle(reply));
     this.worker.on("error", (error: Error) => this.die(`it crashed: ${error.message}`));
-    this.worker.on("exit", (code: number) => this.die(`it exited with code ${code}`));
+    this.worker.on("exit", (code: number) =>
+      this.die(code === GRAMMAR_WORKER_EXIT_ABORTED ? "its WebAssembly runtime aborted" : `it exited with code ${code}`),
+    );
     // after the listeners: adding a "message" listener refs the worker again
     this.worker.unref();
   }

@@ -30,6 +30,9 @@ export interface GrammarWorkerData {
   cacheEntries: number;
 }
 
+/** The grammar worker's exit code after its WebAssembly runtime aborted (it cannot run anything again). */
+export const GRAMMAR_WORKER_EXIT_ABORTED = 70;
+
 /** Requests with an `id` get one reply; the others are fire-and-forget. */
 export type GrammarWorkerRequest =
   /** compiles `source` into the cache under `key` */
@@ -80,6 +83,8 @@ export function grammarWorkerMain(load: (id: string) => unknown): void {
   const BOUNDED_STRING_CHAR = String.raw`[^"\\\r\n]`;
   const JSON_STRING_CHAR = String.raw`[^\0-\x1f"\\]`;
   const MAX_PRINTED_LINES = 16;
+  /** the worker's exit code after its WebAssembly runtime aborted (GRAMMAR_WORKER_EXIT_ABORTED) */
+  const EXIT_ABORTED = 70;
 
   // The WebAssembly runtime writes diagnostics ("[FATAL] ...") to the console: this thread never
   // prints, its console is a sink whose last lines become the messages of our errors.
@@ -337,12 +342,18 @@ export function grammarWorkerMain(load: (id: string) => unknown): void {
     }
   };
 
+  // An aborted WebAssembly runtime (emscripten's "Aborted(...)", e.g. a grammar past an internal limit)
+  // cannot run anything again: the worker ends after answering, and its host starts a new one.
+  const isAbort = (error: unknown): boolean =>
+    (error as Error)?.name === "RuntimeError" || /^Aborted\(/.test(String((error as Error)?.message ?? ""));
+
   let queue = Promise.resolve();
   port.on("message", (request: GrammarWorkerRequest) => {
     queue = queue.then(async () => {
       try {
         await handle(request);
       } catch (error) {
+        if (isAbort(error)) setImmediate(() => process.exit(EXIT_ABORTED));
         const detail =
           error instanceof WorkerError
             ? error.detail
