@@ -109,6 +109,12 @@ export class GrammarThread {
   }
 
   private settle(reply: GrammarWorkerReply): void {
+    if ("error" in reply && reply.error.fatal) {
+      // every request fails with this error, the next constrained request gets a new worker
+      this.die(reply.error.message, "fatal");
+      void this.worker.terminate();
+      return;
+    }
     const waiter = this.pending.get(reply.id);
     if (!waiter) return;
     this.pending.delete(reply.id);
@@ -121,10 +127,10 @@ export class GrammarThread {
     }
   }
 
-  private die(reason: string, kind: "died" | "closed" = "died"): void {
+  private die(reason: string, kind: "died" | "closed" | "fatal" = "died"): void {
     if (this.death) return;
     const message =
-      kind === "closed" ? reason : `the grammar engine's worker thread died (${reason}); the next constrained request starts a new one`;
+      kind === "died" ? `the grammar engine's worker thread died (${reason}); the next constrained request starts a new one` : reason;
     this.death = new ConstraintError("CONSTRAINT_ENGINE_UNAVAILABLE", message, { field: "constraint" });
     for (const waiter of this.pending.values()) waiter.reject(this.death);
     this.pending.clear();
@@ -132,8 +138,8 @@ export class GrammarThread {
     for (const listener of this.deathListeners) listener(this.death);
   }
 
-  /** Tests: the worker dies as a crash would kill it. */
-  crashForTests(): void {
-    this.post({ op: "crash" });
+  /** Tests: the worker dies as a crash would kill it, or (`abort`) its WebAssembly runtime aborts. */
+  crashForTests(abort = false): void {
+    this.post({ op: "crash", abort });
   }
 }

@@ -51,14 +51,16 @@ export type GrammarWorkerRequest =
   | { op: "accept"; matcher: number; tokens: number[]; terminated: boolean }
   | { op: "rollBack"; matcher: number; tokens: number }
   | { op: "dispose"; matcher: number }
-  /** tests: the worker dies as a crash would kill it */
-  | { op: "crash" };
+  /** tests: the worker dies as a crash would kill it, or (`abort`) its WebAssembly runtime aborts */
+  | { op: "crash"; abort?: boolean };
 
 export interface GrammarWorkerError {
   /** a ConstraintError code, or "internal" (a host/worker disagreement: a bug) */
   code: ConstraintErrorCode | "internal";
   message: string;
   field?: string;
+  /** the worker cannot serve anything any more (its WebAssembly runtime aborted) */
+  fatal?: boolean;
 }
 
 export type GrammarWorkerReply =
@@ -332,6 +334,7 @@ export function grammarWorkerMain(load: (id: string) => unknown): void {
         return;
       }
       case "crash":
+        if (request.abort) throw Object.assign(new Error("Aborted(tests)"), { name: "RuntimeError" });
         // the messages after this one are never handled (as when the thread dies mid-request)
         await new Promise<never>(() =>
           setImmediate(() => {
@@ -343,17 +346,33 @@ export function grammarWorkerMain(load: (id: string) => unknown): void {
   };
 
   // An aborted WebAssembly runtime (emscripten's "Aborted(...)", e.g. a grammar past an internal limit)
-  // cannot run anything again: the worker ends after answering, and its host starts a new one.
+  // cannot run anything again: every request fails from then on with `fatal` (the host then ends this
+  // worker and starts a new one for the next request), and the worker ends itself.
   const isAbort = (error: unknown): boolean =>
     (error as Error)?.name === "RuntimeError" || /^Aborted\(/.test(String((error as Error)?.message ?? ""));
+  let aborted: GrammarWorkerError | undefined;
 
   let queue = Promise.resolve();
   port.on("message", (request: GrammarWorkerRequest) => {
     queue = queue.then(async () => {
+      if (aborted) {
+        if ("id" in request) reply({ id: request.id, error: aborted });
+        return;
+      }
       try {
         await handle(request);
       } catch (error) {
-        if (isAbort(error)) setImmediate(() => process.exit(EXIT_ABORTED));
+        if (isAbort(error)) {
+          aborted = {
+            code: "CONSTRAINT_ENGINE_UNAVAILABLE",
+            message: `the grammar engine's WebAssembly runtime aborted (${(error as Error).message}); the next constrained request starts a new one`,
+            fatal: true,
+          };
+          // told even when nothing waits for a reply (a fire-and-forget accept aborted)
+          reply({ id: "id" in request ? request.id : -1, error: aborted });
+          setImmediate(() => process.exit(EXIT_ABORTED));
+          return;
+        }
         const detail =
           error instanceof WorkerError
             ? error.detail

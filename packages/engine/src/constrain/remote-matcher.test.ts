@@ -188,6 +188,24 @@ describe("the grammar worker's matchers, mirrored", () => {
     }
   });
 
+  it("an aborted WebAssembly runtime ends the worker at once (fatal): what waits fails, the next request gets a new worker", async () => {
+    const { matcher } = await compiler.matcher(SOURCE, "constraint");
+    const first = compiler.workerForTests!;
+    expect(matcher.acceptToken(A)).toBe(true);
+    first.crashForTests(true);
+    const error = await matcher.mask().catch((e: unknown) => e);
+    expect(error).toMatchObject({
+      code: "CONSTRAINT_ENGINE_UNAVAILABLE",
+      message: expect.stringMatching(/WebAssembly runtime aborted \(Aborted\(tests\)\)/),
+    });
+    expect(first.dead).toBe(error);
+    matcher.dispose();
+    // no wait for the old worker's exit: the next request already starts a new one
+    const again = await compiler.matcher(SOURCE, "constraint");
+    expect(compiler.workerForTests).not.toBe(first);
+    again.release();
+  });
+
   it("dispose ends the worker: requests waiting on it fail, the next one starts a new worker", async () => {
     const own = new ConstraintCompiler(tokenizer);
     await own.check(SOURCE, "constraint");
