@@ -177,7 +177,7 @@ export class Scheduler {
     while (sequence.blockTable.length > keep) this.kv.pool.release(sequence.blockTable.pop()!);
   }
 
-  /** Picks the chunks of the next step. */
+  /** Picks the chunks of the next step; a running sequence that would sample and is `held` sits it out. */
   schedule(held?: (sequence: ScheduledSequence) => boolean): ScheduledChunk[] {
     const chunks: ScheduledChunk[] = [];
     let budget = this.maxBatchTokens;

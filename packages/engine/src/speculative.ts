@@ -24,7 +24,7 @@ import {
 /** Drafts per step when `speculative.draftTokens` is not given. */
 const DEFAULT_DRAFT_TOKENS = 3;
 /** The rule of an unconstrained drafter row. */
-const FREE_RULE: Promise<PositionRule> = Promise.resolve({ kind: "free" });
+const FREE_RULE: PositionRule = { kind: "free" };
 
 export interface ResolvedSpeculative {
   method: "mtp" | "function";
@@ -417,10 +417,10 @@ export class SpeculativeDecoder {
     // constrained requests: the drafter's logits are masked too, the guide advancing through the drafts (rolled back below)
     const saved = chain.flatMap((c) => (c.request.guide ? [{ guide: c.request.guide, state: c.request.guide.checkpoint() }] : []));
     while (chain.length > 0) {
-      // every chain's rule at once (their requests to the grammar worker overlap)
-      const rules = await Promise.all(
-        chain.map((c) => (c.request.guide ? c.request.guide.currentRule().catch(() => undefined) : FREE_RULE)),
-      );
+      // every chain's rule at once (their requests to the grammar worker overlap); no await without a constraint
+      const rules: (PositionRule | undefined)[] = chain.some((c) => c.request.guide)
+        ? await Promise.all(chain.map((c) => (c.request.guide ? c.request.guide.currentRule().catch(() => undefined) : FREE_RULE)))
+        : chain.map(() => FREE_RULE);
       for (const [i, c] of chain.entries()) {
         const guide = c.request.guide;
         const rule = rules[i];
