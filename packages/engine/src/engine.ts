@@ -52,6 +52,12 @@ import { StreamingDetokenizer, Tokenizer } from "./tokenizer/index.js";
 import { defaultModelPath } from "./default-model.js";
 import { cpuAvailableMemory } from "./planner/devices.js";
 
+/**
+ * How long the step loop waits, when every schedulable sequence waits on the grammar worker's compile,
+ * before it schedules again (a request that arrives meanwhile gets in without waiting for the compile).
+ */
+const HELD_STEP_RETRY_MS = 5;
+
 interface ResolvedOptions {
   numerics: Numerics;
   threads: number | undefined;
@@ -166,6 +172,8 @@ class Request implements ScheduledSequence, SpeculativeSequence {
   specAccepted = 0;
   /** constrained decoding and the thinking budget (undefined: unguided) */
   guide: DecodeGuide | undefined;
+  /** why the guide could not prepare this step's rules (the request then fails) */
+  guideError: unknown;
   readonly generated: number[] = [];
   text = "";
   readonly submittedAt = performance.now();
@@ -737,7 +745,19 @@ export class Engine {
 
   /** One scheduler step: pick chunks, run the batched forward, sample where logits came back. */
   private async step(): Promise<void> {
-    const chunks = this.scheduler.schedule();
+    // a constrained sequence whose next mask would wait behind a compile on the grammar worker (up to seconds
+    // for a new schema) sits this step out, so that the sequences batched with it do not wait too
+    const held = new Set<Promise<void>>();
+    const chunks = this.scheduler.schedule((sequence) => {
+      const waits = (sequence as Request).guide?.blockedBy();
+      if (waits) held.add(waits);
+      return waits !== undefined;
+    });
+    if (chunks.length === 0 && held.size > 0) {
+      // every sequence waits on the grammar worker: step again when it is done, or soon (new requests get in)
+      await Promise.race([...held, new Promise<void>((resolve) => setTimeout(resolve, HELD_STEP_RETRY_MS))]);
+      return;
+    }
     if (chunks.length === 0) {
       // nothing fits: the head of the queue needs more blocks than the whole pool holds
       const head = this.scheduler.waiting[0] as Request | undefined;
@@ -758,8 +778,9 @@ export class Engine {
       }
       return { ...base, tokens: known, logits: chunk.needsLogits ? "last" : "none", ...(drafter ? { hidden: true } : {}) };
     });
-    // the grammar engine computes the next masks on this thread while the native step runs off it
-    const [logits] = await Promise.all([this.runForward(entries), this.prepareGuides(chunks)]);
+    // the grammar worker computes the next masks while the native step runs
+    const [logits, unguided] = await Promise.all([this.runForward(entries), this.prepareGuides(chunks)]);
+    for (const request of unguided) this.failRequest(request, request.guideError);
     // the drafter needs the target's hidden states after the next forward overwrote them
     const hidden = drafter ? this.lastHiddenRows().slice() : undefined;
     this.counters.steps++;
@@ -805,15 +826,25 @@ export class Engine {
     await this.spec?.draft(drafterWork);
   }
 
-  /** The constraint rules of the positions each chunk samples (the next token, and after each draft). */
-  private async prepareGuides(chunks: readonly { sequence: unknown; needsLogits: boolean; draftTokens: number }[]): Promise<void> {
+  /**
+   * The constraint rules of the positions each chunk samples (the next token, and after each draft).
+   * A request whose grammar engine failed (its worker died) fails alone; the others step on.
+   */
+  private async prepareGuides(chunks: readonly { sequence: unknown; needsLogits: boolean; draftTokens: number }[]): Promise<Request[]> {
+    const failed: Request[] = [];
     const work: Promise<void>[] = [];
     for (const chunk of chunks) {
       const request = chunk.sequence as Request;
       if (!request.guide || (!chunk.needsLogits && chunk.draftTokens === 0)) continue;
-      work.push(request.guide.prepare(request.drafts.slice(0, chunk.draftTokens)));
+      work.push(
+        request.guide.prepare(request.drafts.slice(0, chunk.draftTokens)).catch((error: unknown) => {
+          request.guideError = error;
+          failed.push(request);
+        }),
+      );
     }
     await Promise.all(work);
+    return failed;
   }
 
   private acceptToken(request: Request, token: number, logprobs?: SampledLogprobs): void {
@@ -948,6 +979,7 @@ export class Engine {
     if (this.disposed) return;
     for (const request of [...this.requests]) this.finishRequest(request, "abort");
     this.disposed = true;
+    void this.guided.dispose();
     if (!this.loopRunning) this.releaseNative();
   }
 

@@ -177,8 +177,8 @@ export class Scheduler {
     while (sequence.blockTable.length > keep) this.kv.pool.release(sequence.blockTable.pop()!);
   }
 
-  /** Picks the chunks of the next step. */
-  schedule(): ScheduledChunk[] {
+  /** Picks the chunks of the next step; a running sequence that would sample and is `held` sits it out. */
+  schedule(held?: (sequence: ScheduledSequence) => boolean): ScheduledChunk[] {
     const chunks: ScheduledChunk[] = [];
     let budget = this.maxBatchTokens;
     const scheduled = new Set<ScheduledSequence>();
@@ -186,7 +186,8 @@ export class Scheduler {
     for (let i = 0; i < this.running.length && budget > 0; ) {
       const sequence = this.running[i]!;
       const n = this.chunkLength(sequence, budget);
-      if (n <= 0) {
+      // `held`: a sequence that cannot sample now (its constraint's mask waits on the grammar worker) skips the step
+      if (n <= 0 || (held && sequence.numComputed + n === sequence.tokens.length && held(sequence))) {
         i++;
         continue;
       }

@@ -6,7 +6,7 @@
  */
 import { MAX_DRAFT_TOKENS, type SpeculativeStats } from "./engine-types.js";
 import { EngineOptionError } from "./errors.js";
-import { applyRule, type DecodeGuide } from "./constrain/index.js";
+import { applyRule, type DecodeGuide, type PositionRule } from "./constrain/index.js";
 import { allocateJsStorage, type AllocateStorage } from "./kv/paged-kv.js";
 import { GdnStatePool } from "./kv/state-pool.js";
 import type { DrafterEntry } from "./model/forward.js";
@@ -23,6 +23,8 @@ import {
 
 /** Drafts per step when `speculative.draftTokens` is not given. */
 const DEFAULT_DRAFT_TOKENS = 3;
+/** The rule of an unconstrained drafter row. */
+const FREE_RULE: PositionRule = { kind: "free" };
 
 export interface ResolvedSpeculative {
   method: "mtp" | "function";
@@ -208,7 +210,7 @@ export class SpeculativeDecoder {
   /** After a target step: the next drafts of every sequence that can draft. */
   async draft(work: readonly DrafterWork[]): Promise<void> {
     if (this.options.method === "mtp") await this.draftWithMtp(work);
-    else this.draftWithFunction(work);
+    else await this.draftWithFunction(work);
   }
 
   /** One MTP drafter step, timed. */
@@ -310,15 +312,35 @@ export class SpeculativeDecoder {
     return Math.max(0, Math.min(this.options.draftTokens, remaining - 1, request.maxLength - request.tokens.length - 1));
   }
 
-  /** Test/benchmark drafter: the caller's proposals. */
-  private draftWithFunction(work: readonly DrafterWork[]): void {
+  /**
+   * Test/benchmark drafter: the caller's proposals (a constrained request's, up to the first its
+   * grammar refuses: one round trip to the grammar worker per request, all of them at once).
+   */
+  private async draftWithFunction(work: readonly DrafterWork[]): Promise<void> {
     const propose = this.options.propose!;
+    const checks: Promise<void>[] = [];
     for (const { request, lastValid } of work) {
       const count = this.draftBudget(request);
       if (count === 0 || lastValid + 1 !== request.tokens.length - 1) continue;
       const drafts = this.validProposals(propose(request.tokens, count).slice(0, count));
-      request.drafts = request.guide ? request.guide.validDrafts(drafts) : drafts;
+      const guide = request.guide;
+      if (!guide) {
+        request.drafts = drafts;
+        continue;
+      }
+      // a grammar engine that failed fails the request at its next step's rules; no drafts meanwhile
+      checks.push(
+        guide.validDrafts(drafts).then(
+          (valid) => {
+            request.drafts = valid;
+          },
+          () => {
+            request.drafts = [];
+          },
+        ),
+      );
     }
+    await Promise.all(checks);
   }
 
   /** The proposals up to the first that is not a token id. */
@@ -395,9 +417,20 @@ export class SpeculativeDecoder {
     // constrained requests: the drafter's logits are masked too, the guide advancing through the drafts (rolled back below)
     const saved = chain.flatMap((c) => (c.request.guide ? [{ guide: c.request.guide, state: c.request.guide.checkpoint() }] : []));
     while (chain.length > 0) {
-      for (const c of chain) {
+      // every chain's rule at once (their requests to the grammar worker overlap); no await without a constraint
+      const rules: (PositionRule | undefined)[] = chain.some((c) => c.request.guide)
+        ? await Promise.all(chain.map((c) => (c.request.guide ? c.request.guide.currentRule().catch(() => undefined) : FREE_RULE)))
+        : chain.map(() => FREE_RULE);
+      for (const [i, c] of chain.entries()) {
         const guide = c.request.guide;
-        const logits = guide ? applyRule(await guide.currentRule(), c.logits, new Set()) : c.logits;
+        const rule = rules[i];
+        if (!rule) {
+          // the grammar engine failed (the request fails at its next step's rules): no more drafts
+          c.budget = c.request.drafts.length;
+          c.request.draftDistributions.length = Math.min(c.request.draftDistributions.length, c.budget);
+          continue;
+        }
+        const logits = applyRule(rule, c.logits, new Set());
         const picked = this.pickDraft(c.request, logits);
         const draft = c.override ? c.override[c.request.drafts.length]! : picked;
         if (guide && !guide.advance(draft)) {

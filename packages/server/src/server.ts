@@ -61,10 +61,10 @@ export interface KeepquantServerOptions {
   /** The sizes `planCapacity` chose (shown as /metrics gauges). */
   capacity?: Capacity;
   /**
-   * Build the constrained decoder's vocabulary tables while the engine loads (before the server reports ready),
-   * so that the first request with a `response_format` or a forced `tool_choice` does not hold the event loop
-   * for them (about 0.8 s on a 248,320-token vocabulary). Default false (`keepquant serve` warms the engine it
-   * passes itself, before it says ready).
+   * Start the engine's grammar worker and build its vocabulary tables while the engine loads (before the server
+   * reports ready), so that the first request with a `response_format` or a forced `tool_choice` does not wait
+   * for them (about 0.8 s on a 248,320-token vocabulary; on the worker thread, the event loop runs meanwhile
+   * either way). Default false (`keepquant serve` warms the engine it passes itself, before it says ready).
    */
   warmConstraints?: boolean;
   /** Thinking budget of chat requests that send no `thinking_budget` (default: none, the model thinks until it closes </think>). */
@@ -183,8 +183,8 @@ export class KeepquantServer {
       async (engine) => {
         // the tokenizer's merge tables and byte bound, built now (while /health says loading) rather than on the first request
         void engine.tokenizer?.maxTokenBytes;
-        // likewise the grammar engine's vocabulary tables (about 0.8 s of main-thread work on a 248,320-token
-        // vocabulary): built on the first constrained request, they would stall every other stream once
+        // likewise the grammar worker and its vocabulary tables (about 0.8 s on a 248,320-token vocabulary, on the
+        // worker thread): built on the first constrained request, they would delay that request's first token
         if (warmConstraints && engine.tokenizer) {
           await engine.prepareConstraint({ type: "json_object" }).catch(() => undefined);
         }

@@ -191,8 +191,8 @@ export const command = defineCommand({
     // the planner first (header only): a model that cannot fit is refused before the port opens
     await refuseUnlessFitsCpu(modelPath, options, { force: values.force === true, io });
     await applyThreadCount(threadCount);
-    // the grammar engine's vocabulary tables are built while /health says loading (about 0.8 s on a 248,320-token
-    // vocabulary), so the first structured-output request does not hold the event loop for them
+    // the grammar worker is started and its vocabulary tables built while /health says loading (about 0.8 s on a
+    // 248,320-token vocabulary, off the event loop), so the first structured-output request does not wait for them
     const loading = Engine.load(modelPath, options).then(async (engine) => {
       if (engine.tokenizer) await engine.prepareConstraint({ type: "json_object" }).catch(() => undefined);
       return engine;

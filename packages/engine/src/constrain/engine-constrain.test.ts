@@ -377,12 +377,97 @@ describe("the grammar engine's view of the vocabulary", () => {
       const [quote] = tokenizer.encode('"');
       const [tab] = tokenizer.encode("\t");
       const [letter] = tokenizer.encode("a");
-      expect(matcher.acceptToken(quote!)).toBe(true);
-      expect(matcher.acceptToken(tab!)).toBe(false);
-      expect(matcher.acceptToken(letter!)).toBe(true);
-      expect(matcher.acceptToken(quote!)).toBe(true);
+      // the matcher's mirror answers from the position's mask (fetched from the grammar worker)
+      const accept = async (token: number): Promise<boolean> => {
+        await matcher.mask();
+        return matcher.acceptToken(token);
+      };
+      expect(await accept(quote!)).toBe(true);
+      expect(await accept(tab!)).toBe(false);
+      expect(await accept(letter!)).toBe(true);
+      expect(await accept(quote!)).toBe(true);
     } finally {
       release();
+      await compiler.dispose();
+    }
+  });
+});
+
+describe("the grammar worker in the engine", () => {
+  it("while a new schema compiles, a running constrained sequence sits its steps out: an unconstrained stream batched with it keeps streaming", async () => {
+    const own = await Engine.loadDefault({ maxSequences: 2 });
+    try {
+      // letters and spaces with no end (the grammar never allows an end-of-generation token)
+      const endless: ConstraintSpec = { type: "grammar", ebnf: "root ::= [a-z ] root" };
+      let constrainedEnd = 0;
+      const constrained = own.generateToEnd("Tell me", { temperature: 1, seed: 2, maxTokens: 4000, constraint: endless }).then((result) => {
+        constrainedEnd = performance.now();
+        return result;
+      });
+      // the arrival time of every event of an unconstrained stream batched with it
+      const times: number[] = [];
+      let started!: () => void;
+      const first = new Promise<void>((resolve) => (started = resolve));
+      const streaming = (async () => {
+        for await (const event of own.generate("Once", { temperature: 0, maxTokens: 4000, stopAtEog: false })) {
+          times.push(performance.now());
+          started();
+          if (event.type === "done") return event.result;
+        }
+        return undefined;
+      })();
+      await first;
+      const properties: Record<string, unknown> = {};
+      for (let i = 0; i < 400; i++) {
+        properties[`field_${i}`] =
+          i % 3 === 0
+            ? { type: "string", maxLength: 16 }
+            : i % 3 === 1
+              ? { type: "integer", minimum: 0, maximum: 1000 }
+              : { enum: ["a", `b${i}`] };
+      }
+      const compileStart = performance.now();
+      await own.prepareConstraint({ type: "json_schema", schema: { type: "object", properties, required: Object.keys(properties) } });
+      const compileEnd = performance.now();
+      const result = await constrained;
+      expect((await streaming)?.tokens).toHaveLength(4000);
+      // the constrained sequence ran all along the compile, and after it
+      expect(constrainedEnd).toBeGreaterThan(compileEnd);
+      expect(result.stopReason).toBe("max_tokens");
+      expect(result.text).toMatch(/^[a-z ]+$/);
+      // the stream's largest gap overlapping the compile (hundreds of ms; the bound has slack for a loaded machine)
+      let gap = 0;
+      let during = 0;
+      for (let i = 1; i < times.length; i++) {
+        if (times[i]! < compileStart || times[i - 1]! > compileEnd) continue;
+        gap = Math.max(gap, times[i]! - times[i - 1]!);
+        during++;
+      }
+      expect(during).toBeGreaterThan(10);
+      expect(gap, JSON.stringify({ gap, during, compileMs: compileEnd - compileStart })).toBeLessThan(150);
+    } finally {
+      own.dispose();
+    }
+  });
+
+  it("a worker that dies fails the constrained request alone (CONSTRAINT_ENGINE_UNAVAILABLE); the next one starts a new worker", async () => {
+    const own = await Engine.loadDefault({ maxSequences: 2 });
+    try {
+      const free = own.generateToEnd("Tell me", { temperature: 0, maxTokens: 40, stopAtEog: false });
+      const stream = own.generate("Tell me about a person", { temperature: 0, maxTokens: 200, constraint: schemaSpec(PERSON) });
+      const failed = stream.result.catch((e: unknown) => e);
+      const events = stream[Symbol.asyncIterator]();
+      expect((await events.next()).value).toMatchObject({ type: "token" });
+      const { compiler } = (own as unknown as { guided: { compiler: import("./compiler.js").ConstraintCompiler } }).guided;
+      const worker = compiler.workerForTests!;
+      worker.crashForTests();
+      expect(await failed).toMatchObject({ code: "CONSTRAINT_ENGINE_UNAVAILABLE", message: expect.stringMatching(/worker thread died/) });
+      expect((await free).tokens).toHaveLength(40);
+      const again = await own.generateToEnd("Tell me", { temperature: 0, maxTokens: 200, constraint: schemaSpec(POINT) });
+      expect(violation(JSON.parse(again.text), POINT)).toBeUndefined();
+      expect(compiler.workerForTests).not.toBe(worker);
+    } finally {
+      own.dispose();
     }
   });
 });

@@ -4,12 +4,11 @@
  * it is several tokens), then the matcher; drafts and checkpoints roll the matcher back.
  */
 import { describe, expect, it } from "vitest";
-import { DecodeGuide } from "./guide.js";
-import type { XgGrammarMatcher } from "./xgrammar.js";
+import { DecodeGuide, type GuideMatcher } from "./guide.js";
 
 const EOG = 99;
 /** A matcher that accepts the tokens of `script` in order, then EOG (terminated). */
-function scriptedMatcher(script: readonly number[]): XgGrammarMatcher & { accepted: number[] } {
+function scriptedMatcher(script: readonly number[]): GuideMatcher & { accepted: number[] } {
   const accepted: number[] = [];
   return {
     accepted,
@@ -19,7 +18,8 @@ function scriptedMatcher(script: readonly number[]): XgGrammarMatcher & { accept
       accepted.push(token);
       return true;
     },
-    async getNextTokenBitmask() {
+    async lookahead() {},
+    async mask() {
       const next = accepted.length < script.length ? script[accepted.length]! : EOG;
       const bits = new Int32Array(4);
       bits[next >> 5] = 1 << (next & 31);
@@ -29,12 +29,11 @@ function scriptedMatcher(script: readonly number[]): XgGrammarMatcher & { accept
     rollBack(n) {
       accepted.length -= n;
     },
-    dispose() {},
   };
 }
 
 const THINK_END = [50, 51];
-const guideOf = (matcher: XgGrammarMatcher | undefined, thinkingBudget?: number): DecodeGuide =>
+const guideOf = (matcher: GuideMatcher | undefined, thinkingBudget?: number): DecodeGuide =>
   new DecodeGuide({ matcher, reasoning: true, thinkingBudget, thinkEnd: THINK_END, eogIds: new Set([EOG]) });
 
 describe("DecodeGuide", () => {
@@ -81,7 +80,7 @@ describe("DecodeGuide", () => {
   it("prepare(drafts) gives one rule per position and rolls the matcher back; validDrafts cuts at the first refused", async () => {
     const matcher = scriptedMatcher([7, 8, 9]);
     const guide = new DecodeGuide({ matcher, reasoning: false, thinkingBudget: undefined, thinkEnd: THINK_END, eogIds: new Set([EOG]) });
-    expect(guide.validDrafts([7, 8, 5, 9])).toEqual([7, 8]);
+    expect(await guide.validDrafts([7, 8, 5, 9])).toEqual([7, 8]);
     expect(matcher.accepted).toEqual([]);
     await guide.prepare([7, 8]);
     expect(guide.prepared).toHaveLength(3);

@@ -3,12 +3,30 @@
  * engine once the thinking budget is spent) and then the grammar matcher of the constraint.
  *
  * The engine asks for the rules of the next positions *before* a step (`prepare`: the grammar
- * engine computes its token bitmasks on the JS thread while the native step runs off it), applies
- * them to the logits rows after the step (`apply`, synchronous) and feeds every token it keeps
- * (`advance`). Speculative decoding prepares one rule per draft position by advancing through the
- * drafts and rolling the matcher back, and drafts are checked against the grammar (`validDrafts`).
+ * worker computes its token bitmasks while the native step runs), applies them to the logits rows
+ * after the step (`apply`, synchronous) and feeds every token it keeps (`advance`, synchronous: the
+ * matcher answers from the masks `prepare` made known). Speculative decoding prepares one rule per
+ * draft position by advancing through the drafts and rolling the matcher back (one round trip to the
+ * worker for all of them), and drafts are checked against the grammar (`validDrafts`).
  */
-import type { XgGrammarMatcher } from "./xgrammar.js";
+
+/**
+ * The grammar matcher as the guide uses it (a RemoteMatcher: the mirror of a matcher on the grammar
+ * worker). `acceptToken` is synchronous and needs the current position's mask known: the guide calls
+ * `mask` or `lookahead` before it advances.
+ */
+export interface GuideMatcher {
+  /** the current position's bitmask (bit `id` of word `id >> 5` set = allowed) */
+  mask(): Promise<Int32Array>;
+  /** makes the masks along `drafts` known (the current one, and after each draft the grammar allows) */
+  lookahead(drafts: readonly number[]): Promise<void>;
+  /** accepts `token` if the grammar allows it */
+  acceptToken(token: number): boolean;
+  isTerminated(): boolean;
+  rollBack(tokens: number): void;
+  /** what the next mask would wait behind (a compile of the grammar engine), undefined when nothing */
+  blockedBy?(): Promise<void> | undefined;
+}
 
 /** What may come at one position. */
 export type PositionRule =
@@ -34,7 +52,7 @@ interface GuideState {
 
 export interface GuideOptions {
   /** the constraint's matcher (none: a thinking budget alone) */
-  matcher: XgGrammarMatcher | undefined;
+  matcher: GuideMatcher | undefined;
   /** gives the matcher back (disposes it) */
   release?: () => void;
   /** the prompt ends inside an open <think> block */
@@ -66,6 +84,14 @@ export class DecodeGuide {
     return this.state.phase === "done";
   }
 
+  /**
+   * What preparing the next position's rule would wait behind (the grammar worker compiling a new
+   * grammar), or undefined: the engine steps the other sequences meanwhile.
+   */
+  blockedBy(): Promise<void> | undefined {
+    return this.state.phase === "constrained" ? this.options.matcher!.blockedBy?.() : undefined;
+  }
+
   /** Still in the reasoning block. */
   get reasoning(): boolean {
     return this.state.phase === "reasoning";
@@ -85,7 +111,7 @@ export class DecodeGuide {
         return this.options.matcher ? { kind: "no_eog" } : { kind: "free" };
       }
       case "constrained":
-        return { kind: "mask", bits: await this.options.matcher!.getNextTokenBitmask() };
+        return { kind: "mask", bits: await this.options.matcher!.mask() };
     }
   }
 
@@ -95,17 +121,33 @@ export class DecodeGuide {
    * whose logits `apply` masks; any `advance` invalidates them.
    */
   async prepare(drafts: readonly number[] = []): Promise<void> {
+    this.rules = (await this.walk(drafts, true)).rules;
+  }
+
+  /**
+   * Steps through `drafts` from the current position (rolled back afterwards): how many the
+   * constraint allows, and with `withRules` the rule before each of them and after the last. The
+   * matcher's masks along the drafts are made known first (one round trip at most).
+   */
+  private async walk(drafts: readonly number[], withRules: boolean): Promise<{ rules: PositionRule[]; allowed: number }> {
     const saved = { ...this.state };
     const rules: PositionRule[] = [];
+    let allowed = 0;
+    let lookedAhead = false;
     try {
       for (let i = 0; ; i++) {
-        rules.push(await this.ruleNow());
+        if (this.state.phase === "constrained" && !lookedAhead) {
+          lookedAhead = true;
+          await this.options.matcher!.lookahead(drafts.slice(i));
+        }
+        if (withRules) rules.push(await this.ruleNow());
         if (i === drafts.length || !this.step(drafts[i]!)) break;
+        allowed++;
       }
     } finally {
       this.restore(saved);
     }
-    this.rules = rules;
+    return { rules, allowed };
   }
 
   /** The rules `prepare` computed (tests, diagnostics). */
@@ -133,15 +175,8 @@ export class DecodeGuide {
    * The longest prefix of `drafts` the constraint allows from the current position (speculative
    * decoding never verifies a draft the grammar would reject).
    */
-  validDrafts(drafts: readonly number[]): number[] {
-    const saved = { ...this.state };
-    let n = 0;
-    try {
-      while (n < drafts.length && this.step(drafts[n]!)) n++;
-    } finally {
-      this.restore(saved);
-    }
-    return drafts.slice(0, n);
+  async validDrafts(drafts: readonly number[]): Promise<number[]> {
+    return drafts.slice(0, (await this.walk(drafts, false)).allowed);
   }
 
   /** Saves the state (drafting advances through the drafts, then `restore` rolls back). */
@@ -156,7 +191,7 @@ export class DecodeGuide {
     this.state = { ...saved };
   }
 
-  /** The rule at the current position, for the drafter's own logits (MTP drafting). */
+  /** The rule at the current position, for the drafter's own logits (MTP drafting; its mask becomes known for `advance`). */
   async currentRule(): Promise<PositionRule> {
     return this.ruleNow();
   }

@@ -11,7 +11,7 @@ import { type GrammarSource, resolveConstraint } from "./spec.js";
 
 export { ConstraintError, type ConstraintErrorCode, type ConstraintErrorDetails } from "./errors.js";
 export { checkJsonSchema, ENFORCED_FORMATS } from "./schema.js";
-export { DecodeGuide, applyRule, type PositionRule } from "./guide.js";
+export { DecodeGuide, applyRule, type GuideMatcher, type PositionRule } from "./guide.js";
 export { resolveConstraint, type GrammarSource } from "./spec.js";
 
 /** The reasoning block's closing text in Qwen templates. */
@@ -57,7 +57,7 @@ export function planGuide(params: { constraint?: unknown; reasoning?: unknown; t
   };
 }
 
-/** The engine's side of guided decoding: one compiler per tokenizer, created on first use. */
+/** The engine's side of guided decoding: one compiler (and grammar worker) per tokenizer, created on first use. */
 export class GuidedDecoding {
   private compiler: ConstraintCompiler | undefined;
   private thinkEndIds: number[] | undefined;
@@ -82,6 +82,13 @@ export class GuidedDecoding {
         field: "thinkingBudget",
       });
     }
+  }
+
+  /** Ends the grammar worker, if one was started (the engine's dispose). */
+  async dispose(): Promise<void> {
+    const compiler = this.compiler;
+    this.compiler = undefined;
+    await compiler?.dispose();
   }
 
   /** The token ids of `</think>` (one added token in Qwen3 / Qwen3.5 vocabularies). */

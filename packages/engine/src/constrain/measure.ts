@@ -39,6 +39,7 @@ export async function measureGuidedSteps(tokenizer: Tokenizer, spec: ConstraintS
     }
   } finally {
     guide.dispose();
+    await guided.dispose();
   }
   return { tokens: replayed, prepareMs, applyMs };
 }

@@ -1,0 +1,399 @@
+/**
+ * The grammar engine's thread: xgrammar's WebAssembly build with the tokenizer's vocabulary, the
+ * compiled-grammar cache and every matcher of one ConstraintCompiler live in one worker (web-xgrammar
+ * cannot serialize a compiled grammar, so compiling and matching share one WebAssembly instance).
+ *
+ * `grammarWorkerMain` is the worker's whole program. It runs from its source text (`eval` worker,
+ * see `grammarWorkerSource`), so the same code works from the TypeScript sources under vitest, from
+ * the engine's dist and from the CLI's bundle, with no worker file to locate. It must therefore be
+ * self-contained: no imports (the worker receives a loader of Node's built-in modules), no helpers of
+ * this module, only types.
+ *
+ * Messages are handled one at a time in arrival order, so a fire-and-forget `accept` or `rollBack`
+ * followed by an awaited `mask` sees the matcher after them.
+ */
+import type { ConstraintErrorCode } from "./errors.js";
+import type { GrammarSource } from "./spec.js";
+import type { XgCompiledGrammar, XgGrammarMatcher, XgModule } from "./xgrammar.js";
+
+/** What the worker is started with (its `workerData`). */
+export interface GrammarWorkerData {
+  /** the resolved file of @mlc-ai/web-xgrammar (resolved by the host, so bundles find it too) */
+  xgrammarFile: string;
+  /** the vocabulary in xgrammar's byte-level alphabet, concatenated (one string clones fast) */
+  vocabText: string;
+  /** each token's length in `vocabText` (UTF-16 units) */
+  vocabLengths: Uint32Array;
+  vocabSize: number;
+  stopTokenIds: number[];
+  /** compiled grammars kept for reuse */
+  cacheEntries: number;
+}
+
+/** The grammar worker's exit code after its WebAssembly runtime aborted (it cannot run anything again). */
+export const GRAMMAR_WORKER_EXIT_ABORTED = 70;
+
+/** Requests with an `id` get one reply; the others are fire-and-forget. */
+export type GrammarWorkerRequest =
+  /** compiles `source` into the cache under `key` */
+  | { op: "compile"; id: number; key: string; source: GrammarSource; field: string }
+  /** a new matcher `matcher` of `source` (compiled if needed); replies with its first mask */
+  | { op: "create"; id: number; matcher: number; key: string; source: GrammarSource; field: string }
+  /** the matcher's current mask */
+  | { op: "mask"; id: number; matcher: number }
+  /**
+   * The masks along `drafts` from the current position (the current one first when `withCurrent`),
+   * up to the first draft the grammar refuses or the stop token that ends it; the matcher is rolled
+   * back afterwards.
+   */
+  | { op: "prepare"; id: number; matcher: number; drafts: number[]; withCurrent: boolean }
+  /** accepts `tokens` (the host knows they are allowed); `terminated`: the state the host expects after them */
+  | { op: "accept"; matcher: number; tokens: number[]; terminated: boolean }
+  | { op: "rollBack"; matcher: number; tokens: number }
+  | { op: "dispose"; matcher: number }
+  /** tests: the worker dies as a crash would kill it, or (`abort`) its WebAssembly runtime aborts */
+  | { op: "crash"; abort?: boolean };
+
+export interface GrammarWorkerError {
+  /** a ConstraintError code, or "internal" (a host/worker disagreement: a bug) */
+  code: ConstraintErrorCode | "internal";
+  message: string;
+  field?: string;
+  /** the worker cannot serve anything any more (its WebAssembly runtime aborted) */
+  fatal?: boolean;
+}
+
+export type GrammarWorkerReply =
+  | { id: number; masks: Int32Array[]; accepted: number; terminated: boolean }
+  | { id: number; error: GrammarWorkerError };
+
+/** The worker program (see the module comment: self-contained, `load` returns a built-in module). */
+export function grammarWorkerMain(load: (id: string) => unknown): void {
+  const { parentPort, workerData } = load("node:worker_threads") as typeof import("node:worker_threads");
+  const fs = load("node:fs") as typeof import("node:fs");
+  const path = load("node:path") as typeof import("node:path");
+  const Module = load("node:module") as typeof import("node:module");
+  const data = workerData as GrammarWorkerData;
+  const port = parentPort!;
+
+  // JSON is generated in one canonical layout: one line, `", "` and `": "` as separators, no other
+  // whitespace (xgrammar's `any_whitespace = false, indent = -1`). Free whitespace would let a model
+  // fill its whole budget with blanks between tokens; a fixed layout is also what a parser expects.
+  const JSON_ANY_WHITESPACE = false;
+  const JSON_ONE_LINE = -1;
+  // xgrammar's character class of a length-bounded string, and JSON's unescaped string character
+  const BOUNDED_STRING_CHAR = String.raw`[^"\\\r\n]`;
+  const JSON_STRING_CHAR = String.raw`[^\0-\x1f"\\]`;
+  const MAX_PRINTED_LINES = 16;
+  /** the worker's exit code after its WebAssembly runtime aborted (GRAMMAR_WORKER_EXIT_ABORTED) */
+  const EXIT_ABORTED = 70;
+
+  // The WebAssembly runtime writes diagnostics ("[FATAL] ...") to the console: this thread never
+  // prints, its console is a sink whose last lines become the messages of our errors.
+  const printed: string[] = [];
+  const sink = (...parts: unknown[]): void => {
+    printed.push(parts.map(String).join(" "));
+    if (printed.length > MAX_PRINTED_LINES) printed.shift();
+  };
+  const quiet = console as unknown as Record<string, unknown>;
+  for (const name of ["log", "error", "warn", "info", "debug", "trace"]) quiet[name] = sink;
+  for (const stream of [process.stdout, process.stderr]) {
+    stream.write = ((chunk: unknown) => {
+      sink(String(chunk).trimEnd());
+      return true;
+    }) as typeof stream.write;
+  }
+  const takePrinted = (): string[] => printed.splice(0, printed.length);
+
+  class WorkerError extends Error {
+    constructor(readonly detail: GrammarWorkerError) {
+      super(detail.message);
+    }
+  }
+
+  interface Engine {
+    xg: XgModule;
+    compiler: Awaited<ReturnType<XgModule["GrammarCompiler"]["createGrammarCompiler"]>>;
+  }
+  let engine: Promise<Engine> | undefined;
+
+  /** xgrammar, initialized once, with the vocabulary (its TokenizerInfo) and a compiler. */
+  const ready = (): Promise<Engine> => {
+    engine ??= (async () => {
+      try {
+        // a UMD script in a "type": "module" package: compiled here as the CommonJS module it is
+        const mod = new Module(data.xgrammarFile) as InstanceType<typeof Module> & {
+          _compile(source: string, filename: string): void;
+          paths: string[];
+        };
+        mod.filename = data.xgrammarFile;
+        mod.paths = (Module as unknown as { _nodeModulePaths(dir: string): string[] })._nodeModulePaths(path.dirname(data.xgrammarFile));
+        mod._compile(fs.readFileSync(data.xgrammarFile, "utf8"), data.xgrammarFile);
+        const xg = mod.exports as XgModule;
+        const vocab = new Array<string>(data.vocabSize);
+        let at = 0;
+        for (let id = 0; id < data.vocabSize; id++) {
+          const length = data.vocabLengths[id]!;
+          vocab[id] = data.vocabText.slice(at, at + length);
+          at += length;
+        }
+        const info = await xg.TokenizerInfo.createTokenizerInfo(vocab, "byte_level", false, data.vocabSize, data.stopTokenIds);
+        const compiler = await xg.GrammarCompiler.createGrammarCompiler(info);
+        takePrinted();
+        return { xg, compiler };
+      } catch (error) {
+        engine = undefined;
+        const lines = takePrinted().join("; ");
+        throw new WorkerError({
+          code: "CONSTRAINT_ENGINE_UNAVAILABLE",
+          message: `the grammar engine failed to start: ${(error as Error).message ?? String(error)}${lines ? ` (${lines})` : ""}`,
+        });
+      }
+    })();
+    return engine;
+  };
+
+  /** Runs a grammar-engine call; a failure becomes the request error with the runtime's message. */
+  const guarded = async <T>(
+    work: () => Promise<T>,
+    code: "CONSTRAINT_BAD_SCHEMA" | "CONSTRAINT_BAD_GRAMMAR",
+    field: string,
+    what: string,
+  ): Promise<T> => {
+    takePrinted();
+    try {
+      return await work();
+    } catch (error) {
+      const lines = takePrinted()
+        .filter((line) => /FATAL|error/i.test(line))
+        .map((line) => line.replace(/^\[FATAL\]\s*\S+:\d+:\s*/, ""));
+      const reason = lines.length > 0 ? lines.join("; ") : String((error as Error).message ?? error);
+      throw new WorkerError({ code, message: `${field}: ${what} was refused by the grammar engine: ${reason}`, field });
+    }
+  };
+
+  // The EBNF grammar of a JSON Schema in the canonical layout. xgrammar 0.1.27 writes the characters
+  // of a length-bounded string (minLength / maxLength) as `[^"\\\r\n]`, which admits raw control
+  // characters (a tab) that JSON forbids inside strings: they are narrowed to JSON's string characters.
+  const jsonSchemaGrammar = async (xg: XgModule, schema: string, strictMode: boolean): Promise<string> => {
+    const ebnf = await xg.Testings._jsonSchemaToEBNF(schema, JSON_ANY_WHITESPACE, JSON_ONE_LINE, undefined, strictMode);
+    return ebnf.split(BOUNDED_STRING_CHAR).join(JSON_STRING_CHAR);
+  };
+
+  // A structural tag whose `json_schema` contents are replaced by their grammars in the canonical
+  // JSON layout (a structural tag's own JSON contents allow any whitespace).
+  const withJsonGrammars = async (xg: XgModule, node: unknown): Promise<unknown> => {
+    if (Array.isArray(node)) return Promise.all(node.map((item) => withJsonGrammars(xg, item)));
+    if (typeof node !== "object" || node === null) return node;
+    const record = node as Record<string, unknown>;
+    if (record["type"] === "qwen_xml_parameter") return record;
+    if (record["type"] === "json_schema") {
+      return { type: "grammar", grammar: await jsonSchemaGrammar(xg, JSON.stringify(record["json_schema"]), true) };
+    }
+    const out: Record<string, unknown> = {};
+    for (const [key, value] of Object.entries(record)) out[key] = await withJsonGrammars(xg, value);
+    return out;
+  };
+
+  interface CacheEntry {
+    grammar: XgCompiledGrammar;
+    users: number;
+  }
+  /** compiled grammars by their source, least recently used first */
+  const cache = new Map<string, CacheEntry>();
+
+  const evict = (): void => {
+    for (const [key, entry] of cache) {
+      if (cache.size <= data.cacheEntries) return;
+      if (entry.users > 0) continue;
+      cache.delete(key);
+      entry.grammar.dispose();
+    }
+  };
+
+  const compile = async (key: string, source: GrammarSource, field: string): Promise<CacheEntry> => {
+    const hit = cache.get(key);
+    if (hit) {
+      cache.delete(key);
+      cache.set(key, hit);
+      return hit;
+    }
+    const { xg, compiler } = await ready();
+    let grammar: XgCompiledGrammar;
+    switch (source.kind) {
+      case "json_schema":
+        grammar = await guarded(
+          async () => compiler.compileGrammar(await jsonSchemaGrammar(xg, source.schema, source.strictMode), "root"),
+          "CONSTRAINT_BAD_SCHEMA",
+          `${field}.schema`,
+          "the JSON Schema",
+        );
+        break;
+      case "ebnf":
+        grammar = await guarded(
+          () => compiler.compileGrammar(source.ebnf, "root"),
+          "CONSTRAINT_BAD_GRAMMAR",
+          `${field}.ebnf`,
+          "the grammar",
+        );
+        break;
+      case "structural_tag":
+        grammar = await guarded(
+          async () => compiler.compileStructuralTag((await withJsonGrammars(xg, source.tag)) as Record<string, unknown>),
+          "CONSTRAINT_BAD_SCHEMA",
+          `${field}.tools`,
+          "the tool schemas",
+        );
+        break;
+    }
+    const entry: CacheEntry = { grammar, users: 0 };
+    cache.set(key, entry);
+    evict();
+    return entry;
+  };
+
+  interface MatcherEntry {
+    matcher: XgGrammarMatcher;
+    grammar: CacheEntry;
+    /** set when the host and the matcher disagreed (then every later request of it fails) */
+    broken?: string;
+  }
+  const matchers = new Map<number, MatcherEntry>();
+
+  const matcherOf = (id: number): MatcherEntry => {
+    const entry = matchers.get(id);
+    if (!entry) throw new WorkerError({ code: "internal", message: `internal: grammar matcher ${id} does not exist` });
+    if (entry.broken) throw new WorkerError({ code: "internal", message: entry.broken });
+    return entry;
+  };
+
+  const reply = (message: GrammarWorkerReply): void => {
+    port.postMessage(message, "masks" in message ? message.masks.map((mask) => mask.buffer as ArrayBuffer) : []);
+  };
+  const masksReply = (id: number, masks: Int32Array[], accepted = 0, terminated = false): void =>
+    reply({ id, masks, accepted, terminated });
+
+  const handle = async (request: GrammarWorkerRequest): Promise<void> => {
+    switch (request.op) {
+      case "compile":
+        await compile(request.key, request.source, request.field);
+        return masksReply(request.id, []);
+      case "create": {
+        const grammar = await compile(request.key, request.source, request.field);
+        const { xg } = await ready();
+        const matcher = await xg.GrammarMatcher.createGrammarMatcher(grammar.grammar);
+        grammar.users++;
+        matchers.set(request.matcher, { matcher, grammar });
+        return masksReply(request.id, [await matcher.getNextTokenBitmask()]);
+      }
+      case "mask":
+        return masksReply(request.id, [await matcherOf(request.matcher).matcher.getNextTokenBitmask()]);
+      case "prepare": {
+        const { matcher } = matcherOf(request.matcher);
+        const masks = request.withCurrent ? [await matcher.getNextTokenBitmask()] : [];
+        let accepted = 0;
+        let terminated = false;
+        try {
+          for (const draft of request.drafts) {
+            if (!matcher.acceptToken(draft)) break;
+            accepted++;
+            if (matcher.isTerminated()) {
+              terminated = true;
+              break;
+            }
+            masks.push(await matcher.getNextTokenBitmask());
+          }
+        } finally {
+          if (accepted > 0) matcher.rollBack(accepted);
+        }
+        return masksReply(request.id, masks, accepted, terminated);
+      }
+      case "accept": {
+        const entry = matcherOf(request.matcher);
+        for (const token of request.tokens) {
+          if (!entry.matcher.acceptToken(token)) {
+            entry.broken = `internal: the grammar matcher refused token ${token}, which its mask allowed`;
+            return;
+          }
+        }
+        if (entry.matcher.isTerminated() !== request.terminated) {
+          entry.broken = `internal: the grammar matcher is ${request.terminated ? "not " : ""}terminated after token ${request.tokens.at(-1)}, unlike its mirror`;
+        }
+        return;
+      }
+      case "rollBack":
+        matcherOf(request.matcher).matcher.rollBack(request.tokens);
+        return;
+      case "dispose": {
+        const entry = matchers.get(request.matcher);
+        if (!entry) return;
+        matchers.delete(request.matcher);
+        entry.matcher.dispose();
+        entry.grammar.users--;
+        evict();
+        return;
+      }
+      case "crash":
+        if (request.abort) throw Object.assign(new Error("Aborted(tests)"), { name: "RuntimeError" });
+        // the messages after this one are never handled (as when the thread dies mid-request)
+        await new Promise<never>(() =>
+          setImmediate(() => {
+            throw new Error("the grammar worker was told to crash (tests)");
+          }),
+        );
+        return;
+    }
+  };
+
+  // An aborted WebAssembly runtime (emscripten's "Aborted(...)", e.g. a grammar past an internal limit)
+  // cannot run anything again: every request fails from then on with `fatal` (the host then ends this
+  // worker and starts a new one for the next request), and the worker ends itself.
+  const isAbort = (error: unknown): boolean =>
+    (error as Error)?.name === "RuntimeError" || /^Aborted\(/.test(String((error as Error)?.message ?? ""));
+  let aborted: GrammarWorkerError | undefined;
+
+  let queue = Promise.resolve();
+  port.on("message", (request: GrammarWorkerRequest) => {
+    queue = queue.then(async () => {
+      if (aborted) {
+        if ("id" in request) reply({ id: request.id, error: aborted });
+        return;
+      }
+      try {
+        await handle(request);
+      } catch (error) {
+        if (isAbort(error)) {
+          aborted = {
+            code: "CONSTRAINT_ENGINE_UNAVAILABLE",
+            message: `the grammar engine's WebAssembly runtime aborted (${(error as Error).message}); the next constrained request starts a new one`,
+            fatal: true,
+          };
+          // told even when nothing waits for a reply (a fire-and-forget accept aborted)
+          reply({ id: "id" in request ? request.id : -1, error: aborted });
+          setImmediate(() => process.exit(EXIT_ABORTED));
+          return;
+        }
+        const detail =
+          error instanceof WorkerError
+            ? error.detail
+            : {
+                code: "CONSTRAINT_ENGINE_UNAVAILABLE" as const,
+                message: `the grammar engine failed: ${(error as Error).message ?? String(error)}`,
+              };
+        if ("id" in request) reply({ id: request.id, error: detail });
+        else if ("matcher" in request) {
+          const entry = matchers.get(request.matcher);
+          if (entry) entry.broken = `internal: ${request.op} failed in the grammar engine: ${detail.message}`;
+        }
+      }
+    });
+  });
+}
+
+/**
+ * The worker's source text: the program above, given `process.getBuiltinModule` (Node >= 20.16), which
+ * an eval worker has both as a script and as a module (it inherits the host's --input-type).
+ */
+export function grammarWorkerSource(): string {
+  return `(${grammarWorkerMain.toString()})((id) => process.getBuiltinModule(id));\n`;
+}

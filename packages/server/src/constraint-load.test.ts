@@ -1,0 +1,141 @@
+/**
+ * A new schema never stalls the server (issue 22): while a stream runs, a request with a new
+ * response_format json_schema arrives, whose grammar (a 400-property schema) is compiled by the
+ * engine's grammar worker; /health keeps answering and the stream keeps streaming meanwhile.
+ * Asserted: the slowest /health answer and the largest gap between the stream's chunks while the
+ * compile runs (bounds with slack for a loaded 2-core machine; the compile alone takes hundreds of ms).
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { Engine } from "@keepquant/engine";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { defaultModelFile, startTestServer, TEST_ENGINE_OPTIONS } from "./test-support.js";
+
+/** The largest stall allowed of /health and of the stream (the goal is ~50 ms). */
+const MAX_STALL_MS = 150;
+
+const cacheDir = mkdtempSync(path.join(tmpdir(), "kq-constraint-load-"));
+let modelFile: string;
+
+beforeAll(async () => {
+  modelFile = await defaultModelFile(cacheDir);
+});
+
+afterAll(() => {
+  rmSync(cacheDir, { recursive: true, force: true });
+});
+
+/** A JSON Schema with `count` required properties of mixed types. */
+function bigSchema(count: number): Record<string, unknown> {
+  const properties: Record<string, unknown> = {};
+  for (let i = 0; i < count; i++) {
+    properties[`field_${i}`] =
+      i % 3 === 0
+        ? { type: "string", maxLength: 16 }
+        : i % 3 === 1
+          ? { type: "integer", minimum: 0, maximum: 1000 }
+          : { enum: ["a", "b", `c${i}`] };
+  }
+  return { type: "object", properties, required: Object.keys(properties), additionalProperties: false };
+}
+
+function post(url: string, route: string, body: unknown, signal?: AbortSignal): Promise<Response> {
+  return fetch(`${url}${route}`, {
+    method: "POST",
+    headers: { "Content-Type": "application/json" },
+    body: JSON.stringify(body),
+    ...(signal ? { signal } : {}),
+  });
+}
+
+describe("a new schema under load", () => {
+  it(`a new response_format json_schema compiles while /health and a running stream stay under ${MAX_STALL_MS} ms`, async () => {
+    const engine = await Engine.load(modelFile, { ...TEST_ENGINE_OPTIONS, maxSequences: 2 });
+    const serving = await startTestServer(engine, { contextTokens: 4096 });
+    const abort = new AbortController();
+    try {
+      // the grammar engine is running (a first constrained request started it), the big schema is new to it
+      const warm = await post(serving.url, "/v1/chat/completions", {
+        messages: [{ role: "user", content: "hi" }],
+        max_tokens: 8,
+        response_format: { type: "json_object" },
+      });
+      expect(warm.status).toBe(200);
+      const stream = await post(
+        serving.url,
+        "/v1/completions",
+        { prompt: "Once", max_tokens: 3800, ignore_eos: true, stream: true },
+        abort.signal,
+      );
+      expect(stream.status).toBe(200);
+      const reader = stream.body!.getReader();
+      let compiling = false;
+      let chunksDuring = 0;
+      let streamGap = 0;
+      let lastChunk = performance.now();
+      let firstChunk!: () => void;
+      const started = new Promise<void>((resolve) => (firstChunk = resolve));
+      const streaming = (async () => {
+        for (;;) {
+          const { done } = await reader.read().catch(() => ({ done: true }));
+          if (done) return;
+          const now = performance.now();
+          if (compiling) {
+            chunksDuring++;
+            streamGap = Math.max(streamGap, now - lastChunk);
+          }
+          lastChunk = now;
+          firstChunk();
+        }
+      })();
+      await started;
+      compiling = true;
+      let answered = false;
+      const structured = post(serving.url, "/v1/chat/completions", {
+        messages: [{ role: "user", content: "Fill the form" }],
+        max_tokens: 24,
+        thinking_budget: 0,
+        response_format: { type: "json_schema", json_schema: { name: "form", schema: bigSchema(400) } },
+      }).then((response) => {
+        answered = true;
+        compiling = false;
+        return response;
+      });
+      let healthSlowest = 0;
+      let healthChecks = 0;
+      while (!answered) {
+        const t0 = performance.now();
+        const health = await fetch(`${serving.url}/health`);
+        expect(health.status).toBe(200);
+        await health.arrayBuffer();
+        if (!answered) {
+          healthSlowest = Math.max(healthSlowest, performance.now() - t0);
+          healthChecks++;
+        }
+        await new Promise((resolve) => setTimeout(resolve, 5));
+      }
+      const response = await structured;
+      expect(response.status).toBe(200);
+      const body = (await response.json()) as { choices: { finish_reason: string; message: { content: string } }[] };
+      // the grammar's canonical layout: the first property first
+      expect(body.choices[0]!.message.content).toMatch(/^\{"field_0": "/);
+      abort.abort();
+      await streaming;
+      // the compile took long enough to be seen (several /health answers and chunks arrived during it)
+      expect(healthChecks).toBeGreaterThan(2);
+      expect(chunksDuring).toBeGreaterThan(2);
+      expect(
+        { healthSlowest: healthSlowest < MAX_STALL_MS, streamGap: streamGap < MAX_STALL_MS },
+        JSON.stringify({ healthSlowest, streamGap, healthChecks, chunksDuring }),
+      ).toEqual({
+        healthSlowest: true,
+        streamGap: true,
+      });
+    } finally {
+      abort.abort();
+      await serving.close();
+      engine.dispose();
+    }
+  }, 60_000);
+});
