@@ -10,6 +10,7 @@ import { GgmlType } from "@keepquant/gguf";
 import { afterAll, describe, expect, it } from "vitest";
 import type { DecodeVariant, MatmulRole, NativeAddon } from "./index.js";
 import {
+  candidateStages,
   DEFAULT_VARIANT,
   parseTuneMode,
   searchVariants,
@@ -122,14 +123,39 @@ describe("searchVariants (fake timer and clock)", () => {
     expect(q4.filter((c) => c.variant.prefetch !== 0).every((c) => c.variant.weightRows === 1)).toBe(true);
   });
 
-  it("the ISA stage offers the SIMD levels below the best (never generic); rows kernels' fields only at avx512", () => {
+  it("the ISA stage offers the SIMD levels below the best (never generic); the rows kernels' fields around each level's defaults", () => {
     const cost = costModel({ isa: { avx2: 300_000 } });
     const { choices, calls } = run((v) => cost(v));
     expect(calls.some((c) => c.variant.isa === "generic")).toBe(false);
     expect(choices[0]!.variant.isa).toBe("avx2");
-    // with avx2 chosen, weightRows and prefetch move nothing there: not timed
+    // with avx2 chosen, its row kernels' prefetch distances (default 8) are timed, not row counts (one at a time)
     const afterIsa = calls.filter((c) => c.group === "layer/Q4_K" && c.variant.isa === "avx2");
-    expect(afterIsa.every((c) => c.variant.weightRows === 0 && c.variant.prefetch === 0)).toBe(true);
+    expect([...new Set(afterIsa.map((c) => c.variant.weightRows))]).toEqual([0]);
+    expect([...new Set(afterIsa.map((c) => c.variant.prefetch))].sort((a, b) => a - b)).toEqual([0, 16, 32]);
+  });
+
+  it("a type without row kernels at a level gets no weightRows or prefetch candidates there", () => {
+    const q8 = tuneGroups([
+      { role: "layer", type: GgmlType.Q8_0, rows: 4096, cols: 1024, rowBytes: 1088, data: new Uint8Array(4096 * 1088) },
+    ]);
+    const stages = candidateStages(q8[0]!, ["generic", "avx2"], 2);
+    const fromDefault = stages.flatMap((stage) => stage(DEFAULT_VARIANT));
+    expect(fromDefault.some((v) => v.weightRows !== 0 || v.prefetch !== 0)).toBe(false);
+    expect(
+      candidateStages(q8[0]!, ["generic", "avx2", "avx512"], 2)
+        .flatMap((stage) => stage(DEFAULT_VARIANT))
+        .some((v) => v.prefetch === 64),
+    ).toBe(true);
+    // Q4_K: at avx512 (the best level here) the pair kernels are the default, so one and four rows are
+    // the candidates; at avx2 rows run one at a time, so none
+    const q4 = tuneGroups(MODEL).find((g) => g.typeName === "Q4_K")!;
+    const rowsFrom = (v: FullVariant) =>
+      candidateStages(q4, ["generic", "avx2", "avx512"], 2)
+        .flatMap((stage) => stage(v))
+        .filter((c) => c.weightRows !== v.weightRows)
+        .map((c) => c.weightRows);
+    expect(rowsFrom(DEFAULT_VARIANT)).toEqual([1, 4]);
+    expect(rowsFrom({ ...DEFAULT_VARIANT, isa: "avx2" })).toEqual([]);
   });
 
   it("rows per task candidates: fine, coarse and one task per thread, below the matrix height", () => {

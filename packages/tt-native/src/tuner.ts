@@ -37,8 +37,19 @@ export const TUNE_MIN_GAIN = 0.03;
 export const TUNE_CACHE_VERSION = 1;
 export const TUNE_CACHE_FILE = "decode-tuning.json";
 
-/** Levels with the decode row kernels (weightRows and prefetch act there; elsewhere they move nothing). */
-const ROWS_KERNEL_LEVELS: readonly IsaLevelName[] = ["avx512"];
+/**
+ * The decode row kernels per level: the weight types that have them, their default weight rows per call
+ * and the candidates around the defaults (weightRows and prefetch act only there; elsewhere they move
+ * nothing and are not timed). AVX2: one row at a time (interleaved rows were slower on Zen 4, so no
+ * count is timed) and 8 blocks ahead by default; AVX-512: two rows, 32 K-quant blocks and 128 Q8_0 blocks
+ * ahead (cpu/x86/simd_x86.inc, simd_avx512.inc).
+ */
+const ROWS_KERNELS: Partial<
+  Record<IsaLevelName, { types: readonly string[]; weightRows: readonly number[]; prefetch: (kQuant: boolean) => number[] }>
+> = {
+  avx2: { types: ["Q4_K", "Q6_K"], weightRows: [], prefetch: () => [16, 32] },
+  avx512: { types: ["Q4_K", "Q6_K", "Q8_0"], weightRows: [1, 4], prefetch: (kQuant) => (kQuant ? [16, 64] : [64, 256]) },
+};
 
 /** A decode matmul weight of the loaded model. */
 export interface TunerMatrix {
@@ -236,11 +247,14 @@ export function candidateStages(
   // ISA path (AVX2 vs AVX-512 where both exist): "current" is the best level
   const levels = isaLevels.filter((l) => l !== "generic");
   if (levels.length > 1) stages.push((v) => levels.slice(0, -1).map((isa) => ({ ...v, isa })));
-  const rowsKernels = (v: FullVariant) => ROWS_KERNEL_LEVELS.includes(v.isa === "current" ? (isaLevels.at(-1) ?? "generic") : v.isa);
-  // single vs pair (vs four-row) kernels
-  stages.push((v) => (rowsKernels(v) ? (kQuant ? [1, 4] : [1]).map((weightRows) => ({ ...v, weightRows })) : []));
-  // prefetch distance (the defaults: 32 K-quant blocks, 128 Q8_0 blocks)
-  stages.push((v) => (rowsKernels(v) ? (kQuant ? [16, 64] : [64, 256]).map((prefetch) => ({ ...v, prefetch })) : []));
+  const rowsKernels = (v: FullVariant) => {
+    const rows = ROWS_KERNELS[v.isa === "current" ? (isaLevels.at(-1) ?? "generic") : v.isa];
+    return rows?.types.includes(group.typeName) ? rows : undefined;
+  };
+  // single vs pair (vs four-row) kernels: the level's other counts (Q8_0 at AVX-512: one row only)
+  stages.push((v) => (rowsKernels(v)?.weightRows.filter((r) => kQuant || r === 1) ?? []).map((weightRows) => ({ ...v, weightRows })));
+  // prefetch distance around the level's default
+  stages.push((v) => (rowsKernels(v)?.prefetch(kQuant) ?? []).map((prefetch) => ({ ...v, prefetch })));
   // rows per task: fine (balance), coarse (fewer claims), one task per thread
   const perThread = Math.ceil(group.maxRows / Math.max(1, threads));
   stages.push((v) =>

@@ -202,7 +202,10 @@ describe.skipIf(reason !== undefined)("native step", () => {
       ...native
         .availableNativeIsas()
         .filter((isa) => isa !== "generic")
-        .map((isa) => ({ isa, weightRows: 1, prefetch: 2, rowsPerTask: 3 })),
+        .flatMap((isa) => [
+          { isa, weightRows: 1, prefetch: 2, rowsPerTask: 3 },
+          { isa, weightRows: 4, prefetch: 5, rowsPerTask: 7 },
+        ]),
       { weightRows: 2, prefetch: 7, rowsPerTask: 5 },
       { weightRows: 4, prefetch: 0, rowsPerTask: 64, threads: 1 },
     ];
