@@ -35,8 +35,11 @@ export function runWorker(engine: string, file: string, options: WorkerOptions):
   });
   const line = result.stdout.trim().split("\n").at(-1) ?? "";
   if (result.status !== 0 || !line.startsWith("{")) {
+    // a crash after the result line was written (at exit) is told apart from one during the measurement
+    const when = line.startsWith("{") ? "after writing its result" : "before writing a result";
+    const how = result.signal ? `signal ${result.signal}` : `exit ${result.status}`;
     throw new Error(
-      `${engine} on ${path.basename(file)} failed (exit ${result.status}): ${result.stderr.trim().split("\n").slice(-5).join(" | ")}`,
+      `${engine} on ${path.basename(file)} failed (${how}, ${when}): ${result.stderr.trim().split("\n").slice(-5).join(" | ")}`,
     );
   }
   return JSON.parse(line) as WorkerResult;
