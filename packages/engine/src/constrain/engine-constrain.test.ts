@@ -435,7 +435,7 @@ describe("the grammar worker in the engine", () => {
       expect(constrainedEnd).toBeGreaterThan(compileEnd);
       expect(result.stopReason).toBe("max_tokens");
       expect(result.text).toMatch(/^[a-z ]+$/);
-      // the stream's largest gap overlapping the compile (hundreds of ms; the bound has slack for a loaded machine)
+      // the stream's events that arrived while the compile ran (and its largest gap, for the message)
       let gap = 0;
       let during = 0;
       for (let i = 1; i < times.length; i++) {
@@ -443,8 +443,8 @@ describe("the grammar worker in the engine", () => {
         gap = Math.max(gap, times[i]! - times[i - 1]!);
         during++;
       }
-      expect(during).toBeGreaterThan(10);
-      expect(gap, JSON.stringify({ gap, during, compileMs: compileEnd - compileStart })).toBeLessThan(150);
+      // counted, never timed: a compile on this thread would let no token through while it runs
+      expect(during, JSON.stringify({ gap, during, compileMs: compileEnd - compileStart })).toBeGreaterThan(10);
     } finally {
       own.dispose();
     }
