@@ -3,8 +3,7 @@
  * response_format json_schema arrives, whose grammar (a 400-property schema) is compiled by the
  * engine's grammar worker; /health keeps answering and the stream keeps streaming meanwhile.
  * Counted, never timed: /health answers and stream chunks that arrive while the engine's grammar worker
- * has the compile in flight (a compile on the server's thread would let none through); the slowest
- * answer and the largest gap are only reported.
+ * has the compile in flight (a compile on the server's thread would let none through).
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -76,20 +75,15 @@ describe("a new schema under load", () => {
       const reader = stream.body!.getReader();
       let compiling = false;
       let chunksDuring = 0;
-      let streamGap = 0;
-      let lastChunk = performance.now();
       let firstChunk!: () => void;
       const started = new Promise<void>((resolve) => (firstChunk = resolve));
       const streaming = (async () => {
         for (;;) {
           const { done } = await reader.read().catch(() => ({ done: true }));
           if (done) return;
-          const now = performance.now();
           if (compiling && workerCompiling(engine)) {
             chunksDuring++;
-            streamGap = Math.max(streamGap, now - lastChunk);
           }
-          lastChunk = now;
           firstChunk();
         }
       })();
@@ -106,15 +100,12 @@ describe("a new schema under load", () => {
         compiling = false;
         return response;
       });
-      let healthSlowest = 0;
       let healthChecks = 0;
       while (!answered) {
-        const t0 = performance.now();
         const health = await fetch(`${serving.url}/health`);
         expect(health.status).toBe(200);
         await health.arrayBuffer();
         if (!answered && workerCompiling(engine)) {
-          healthSlowest = Math.max(healthSlowest, performance.now() - t0);
           healthChecks++;
         }
         await new Promise((resolve) => setTimeout(resolve, 5));
@@ -126,8 +117,8 @@ describe("a new schema under load", () => {
       expect(body.choices[0]!.message.content).toMatch(/^\{"field_0": "/);
       abort.abort();
       await streaming;
-      // answers and chunks arrived while the worker compiled (the slowest and the largest gap only in the message)
-      const seen = JSON.stringify({ healthSlowest, streamGap, healthChecks, chunksDuring });
+      // answers and chunks arrived while the worker compiled
+      const seen = JSON.stringify({ healthChecks, chunksDuring });
       expect(healthChecks, seen).toBeGreaterThan(2);
       expect(chunksDuring, seen).toBeGreaterThan(2);
     } finally {
