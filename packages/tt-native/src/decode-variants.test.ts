@@ -82,6 +82,45 @@ describe.skipIf(NO_ADDON)("decode variants are bit-identical", () => {
     }
   }
 
+  // a batched decode step (2 .. 8 activation rows): the block kernels and their register form, at every
+  // row count, with 37 weight rows (odd tails) and a K of several blocks, against matmulLlama's default
+  for (const threads of [1, 2]) {
+    for (const [type, k] of cases) {
+      it(`${GGML_TYPE_TRAITS[type].name} K=${k}, ${threads} pool thread(s): batched steps of 2..8 rows under both batch kernels`, () => {
+        setNativeThreads(threads);
+        resetNativeDecodeVariants();
+        const w = weight(type, 37, k, 21 + type);
+        for (let m = 2; m <= 8; m++) {
+          const x = randomFloats(m * k, 17 + m + type);
+          const expected = matmulLlama(w, x, m);
+          for (const batchKernel of [0, 1]) {
+            const y = matmulDecodeVariant(w, x, { batchKernel }, undefined, m);
+            const at = firstBitMismatch(y, expected);
+            if (at >= 0) expect.fail(`m=${m} batchKernel=${batchKernel}: output ${at} is ${y[at]}, the default gives ${expected[at]}`);
+          }
+          // and against one row at a time (each output one kernel chain whatever the batch)
+          for (let r = 0; r < m; r++) {
+            const one = matmulLlama(w, x.subarray(r * k, (r + 1) * k), 1);
+            const at = firstBitMismatch(expected.subarray(r * 37, (r + 1) * 37), one);
+            if (at >= 0) expect.fail(`m=${m}: row ${r} output ${at} differs from the one-row matmul`);
+          }
+        }
+      });
+    }
+  }
+
+  it("a tuned batch kernel set for (role, type) changes no bit of a batched matmulLlama", () => {
+    setNativeThreads(2);
+    const w = weight(GgmlType.Q6_K, 37, 512, 8);
+    const x = randomFloats(8 * 512, 9);
+    resetNativeDecodeVariants();
+    const expected = matmulLlama(w, x, 8);
+    nativeAddon()!.setDecodeVariant("layer", GgmlType.Q6_K, { batchKernel: 1 });
+    expect(nativeAddon()!.getDecodeVariant("layer", GgmlType.Q6_K).batchKernel).toBe(1);
+    expect(firstBitMismatch(matmulLlama(w, x, 8), expected)).toBe(-1);
+    resetNativeDecodeVariants();
+  });
+
   it("a tuned variant set for (role, type) changes no bit of matmulLlama", () => {
     setNativeThreads(2);
     const w = weight(GgmlType.Q4_K, 37, 512, 5);
@@ -102,6 +141,8 @@ describe.skipIf(NO_ADDON)("decode variants are bit-identical", () => {
     expect(() => matmulDecodeVariant(w, x, { weightRows: 3 })).toThrow(/weightRows must be 0 \(default\), 1, 2 or 4, got 3/);
     expect(() => matmulDecodeVariant(w, x, { threads: 5 })).toThrow(/threads must be 0/);
     expect(() => matmulDecodeVariant(w, x, { prefetch: -1 })).toThrow(/prefetch must be/);
+    expect(() => matmulDecodeVariant(w, x, { batchKernel: 2 })).toThrow(/batchKernel must be 0 \(the block kernels\) or 1/);
+    expect(() => matmulDecodeVariant(w, x, {}, undefined, 9)).toThrow(/invalid argument m: must be an integer 1 \.\. 8, got 9/);
     expect(() => matmulDecodeVariant(w, x, { isa: "sse9" as never })).toThrow(/unknown ISA level 'sse9'/);
     expect(() => matmulDecodeVariant(w, x, { isa: "neon" })).toThrow(NativeArgumentError);
     if (availableNativeIsas().length > 1)
@@ -183,8 +224,12 @@ describe.skipIf(NO_ADDON)("the tuner on the native timer", () => {
       prefetch: 0,
       rowsPerTask: 0,
       threads: 0,
+      batchKernel: 0,
     });
-    const pinned = tuneNativeDecode(matrices, { cacheDir, env: { KEEPQUANT_TUNE: "pin:weightRows=1,prefetch=64,threads=1" } });
+    const pinned = tuneNativeDecode(matrices, {
+      cacheDir,
+      env: { KEEPQUANT_TUNE: "pin:weightRows=1,prefetch=64,threads=1,batchKernel=1" },
+    });
     expect(pinned.source).toBe("pinned");
     for (const role of ["layer", "head"] as const)
       expect(getNativeDecodeVariant(role, GgmlType.Q8_0)).toEqual({
@@ -193,6 +238,7 @@ describe.skipIf(NO_ADDON)("the tuner on the native timer", () => {
         prefetch: 64,
         rowsPerTask: 0,
         threads: 1,
+        batchKernel: 1,
       });
     expect(() => tuneNativeDecode(matrices, { cacheDir, env: { KEEPQUANT_TUNE: "pin:weightRows=3" } })).toThrow(
       /KEEPQUANT_TUNE: .*weightRows must be 0 \(default\), 1, 2 or 4, got 3/,

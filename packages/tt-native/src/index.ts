@@ -606,14 +606,24 @@ export function resetNativeDecodeVariants(): void {
   requireAddon("resetNativeDecodeVariants").resetDecodeVariants();
 }
 
-/** y[N] = W x for one activation row with `variant` (llama numerics; every variant gives the same bits). */
-export function matmulDecodeVariant(weight: NativeLlamaWeight, x: Float32Array, variant: DecodeVariant, out?: Float32Array): Float32Array {
+/**
+ * y[M, N] = x[M, K] W^T with `variant` (llama numerics; every variant gives the same bits): M = 1 is a
+ * decode step, M = 2 .. 8 a batched one (where `batchKernel` applies).
+ */
+export function matmulDecodeVariant(
+  weight: NativeLlamaWeight,
+  x: Float32Array,
+  variant: DecodeVariant,
+  out?: Float32Array,
+  m = 1,
+): Float32Array {
   const op = "matmulDecodeVariant";
   const addon = requireAddon(op);
-  checkLlama(op, addon, weight, x, 1, out);
-  const y = out ?? new Float32Array(weight.rows);
+  if (!Number.isInteger(m) || m < 1 || m > 8) throw new NativeArgumentError(op, "m", `must be an integer 1 .. 8, got ${m}`);
+  checkLlama(op, addon, weight, x, m, out);
+  const y = out ?? new Float32Array(weight.rows * m);
   try {
-    addon.matmulDecodeVariant(weight.type, weight.data, weight.rows, weight.cols, x, y, variant);
+    addon.matmulDecodeVariant(weight.type, weight.data, weight.rows, weight.cols, x, y, variant, m);
   } catch (error) {
     throw new NativeArgumentError(op, "variant", (error as Error).message);
   }

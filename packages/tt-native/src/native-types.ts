@@ -4,7 +4,7 @@
  */
 import type { GgmlType } from "@keepquant/gguf";
 
-export const NATIVE_ABI_VERSION = 5;
+export const NATIVE_ABI_VERSION = 6;
 
 export type IsaLevelName = "generic" | "avx2" | "avx512" | "neon";
 
@@ -168,6 +168,12 @@ export interface DecodeVariant {
   rowsPerTask?: number;
   /** 1: on the calling thread alone (no dispatch); 0: every pool thread */
   threads?: number;
+  /**
+   * A batched decode step (2 .. 8 activation rows, one per sequence): 0 = the block kernels, 1 = their
+   * register form (one weight row against up to 8 activation rows) where the type has one. The other fields
+   * are one-row fields; a batched step runs at the current level with automatic tasks.
+   */
+  batchKernel?: number;
 }
 
 /** Which decode matmuls a variant applies to: the layers' dense matmuls or the output head. */
@@ -193,9 +199,17 @@ export interface NativeAddon {
   setDecodeVariant(role: MatmulRole, type: GgmlType, variant: DecodeVariant): void;
   getDecodeVariant(role: MatmulRole, type: GgmlType): Required<DecodeVariant>;
   resetDecodeVariants(): void;
-  /** nanoseconds of each of `passes` passes of one-row matmuls over every matrix (`rows[i]` rows of K) */
-  timeDecodeMatmul(type: GgmlType, k: number, weights: ByteView[], rows: number[], variant: DecodeVariant, passes: number): Float64Array;
-  /** y[N] = W[N, K] x (one row) with `variant` (llama numerics) */
+  /** nanoseconds of each of `passes` passes of matmuls of `actRows` (default 1, at most 8) activation rows over every matrix (`rows[i]` rows of K) */
+  timeDecodeMatmul(
+    type: GgmlType,
+    k: number,
+    weights: ByteView[],
+    rows: number[],
+    variant: DecodeVariant,
+    passes: number,
+    actRows?: number,
+  ): Float64Array;
+  /** y[M, N] = x[M, K] W[N, K]^T with `variant` (llama numerics; M = `m`, default 1, at most 8) */
   matmulDecodeVariant(
     type: GgmlType,
     weight: ByteView,
@@ -204,6 +218,7 @@ export interface NativeAddon {
     x: Float32Array,
     y: Float32Array,
     variant: DecodeVariant,
+    m?: number,
   ): void;
   /** turns the step phase timers on (reset) or off */
   setProfiling(on: boolean): void;

@@ -10,12 +10,15 @@ import { GgmlType } from "@keepquant/gguf";
 import { afterAll, describe, expect, it } from "vitest";
 import type { DecodeVariant, MatmulRole, NativeAddon } from "./index.js";
 import {
+  batchSlice,
   candidateStages,
   DEFAULT_VARIANT,
   parseTuneMode,
   searchVariants,
   TUNE_CACHE_FILE,
   TUNE_MIN_GROUP_BYTES,
+  TUNE_BATCH_PASS_BYTES,
+  TUNE_BATCH_ROWS,
   TUNE_PASS_BYTES,
   tuneCacheDir,
   tuneDecode,
@@ -88,18 +91,18 @@ describe("searchVariants (fake timer and clock)", () => {
   const groups = tuneGroups(MODEL);
   const levels = ["generic", "avx2", "avx512"] as const;
 
-  function run(cost: (v: FullVariant, g: TuneGroup) => number, budgetMs = 1e9) {
+  function run(cost: (v: FullVariant, g: TuneGroup, actRows: number) => number, budgetMs = 1e9, isaLevels: readonly string[] = levels) {
     const clock = fakeClock();
-    const calls: { group: string; variant: FullVariant; passes: number }[] = [];
+    const calls: { group: string; variant: FullVariant; passes: number; actRows: number }[] = [];
     const result = searchVariants(
       groups,
-      (group, variant, passes) => {
-        calls.push({ group: `${group.role}/${group.typeName}`, variant, passes });
-        const ns = cost(variant, group);
+      (group, variant, passes, actRows = 1) => {
+        calls.push({ group: `${group.role}/${group.typeName}`, variant, passes, actRows });
+        const ns = cost(variant, group, actRows);
         clock.advance((ns * passes) / 1e6);
         return Array.from({ length: passes }, () => ns);
       },
-      { budgetMs, passes: 2, now: clock.now, isaLevels: levels, threads: 2 },
+      { budgetMs, passes: 2, now: clock.now, isaLevels: isaLevels as typeof levels, threads: 2 },
     );
     return { ...result, calls };
   }
@@ -115,8 +118,8 @@ describe("searchVariants (fake timer and clock)", () => {
     // the threads candidate gained only 10 000 / 750 000 = 1.3%: under the noise guard, not taken
     expect(choices[0]!.variant.threads).toBe(0);
     // a warm-up pass per group, then the default, then each candidate; every timing `passes` passes
-    const q4 = calls.filter((c) => c.group === "layer/Q4_K");
-    expect(q4[0]).toEqual({ group: "layer/Q4_K", variant: DEFAULT_VARIANT, passes: 1 });
+    const q4 = calls.filter((c) => c.group === "layer/Q4_K" && c.actRows === 1);
+    expect(q4[0]).toEqual({ group: "layer/Q4_K", variant: DEFAULT_VARIANT, passes: 1, actRows: 1 });
     expect(q4.length - 1).toBe(choices[0]!.timed);
     expect(q4.slice(1).every((c) => c.passes === 2)).toBe(true);
     // the prefetch stage started from the weightRows winner
@@ -158,6 +161,53 @@ describe("searchVariants (fake timer and clock)", () => {
     expect(rowsFrom({ ...DEFAULT_VARIANT, isa: "avx2" })).toEqual([]);
   });
 
+  it("the batched step's kernel: both timed at TUNE_BATCH_ROWS rows where the best level has both, the faster kept", () => {
+    // registers faster for the layers' Q4_K, slower for the head (as measured on a Zen 4), a tie for layer Q6_K
+    const { choices, calls } = run((v, g, actRows) => {
+      if (actRows === 1) return 1_000_000;
+      if (v.batchKernel === 0) return 4_000_000;
+      return g.role === "head" ? 5_000_000 : g.typeName === "Q4_K" ? 3_000_000 : 3_950_000;
+    });
+    const batchCalls = calls.filter((c) => c.actRows !== 1);
+    expect(batchCalls.every((c) => c.actRows === TUNE_BATCH_ROWS)).toBe(true);
+    // per group: a warm-up pass of the register form, then both forms `passes` passes each
+    expect(batchCalls.filter((c) => c.group === "layer/Q4_K").map((c) => [c.variant.batchKernel, c.passes])).toEqual([
+      [1, 1],
+      [0, 2],
+      [1, 2],
+    ]);
+    expect(choices.map((c) => c.variant.batchKernel)).toEqual([1, 0, 0]); // the Q6_K tie is under the noise guard
+    expect(choices[0]!.batch).toEqual({ rows: TUNE_BATCH_ROWS, blockNs: 4_000_000, registersNs: 3_000_000, passBytes: groups[0]!.bytes });
+    expect(choices[2]!.batch?.registersNs).toBe(5_000_000);
+    // the one-row search started from the batch winner and its candidates keep it
+    expect(
+      calls
+        .filter((c) => c.group === "layer/Q4_K" && c.actRows === 1 && c.passes === 2)
+        .slice(1)
+        .every((c) => c.variant.batchKernel === 1),
+    ).toBe(true);
+  });
+
+  it("no batch kernel is timed where the best level has only the block kernels", () => {
+    const { choices, calls } = run(() => 1_000_000, 1e9, ["generic", "avx2"]);
+    expect(calls.some((c) => c.actRows !== 1)).toBe(false);
+    expect(choices.every((c) => c.batch === undefined && c.variant.batchKernel === 0)).toBe(true);
+  });
+
+  it("a batched-step pass reads a slice of the group: at most about TUNE_BATCH_PASS_BYTES", () => {
+    const head = groups[2]!;
+    const slice = batchSlice(head);
+    expect(slice.weights.length).toBe(1);
+    expect(slice.rows[0]).toBe(Math.ceil(TUNE_BATCH_PASS_BYTES / 840));
+    expect(slice.weights[0]!.byteLength).toBe(slice.rows[0]! * 840);
+    expect(slice.weights[0]!.byteOffset).toBe(head.weights[0]!.byteOffset);
+    // a group under the slice size: all of it
+    const q4 = batchSlice(groups[0]!);
+    expect(groups[0]!.bytes).toBeLessThan(TUNE_BATCH_PASS_BYTES);
+    expect(q4.bytes).toBe(groups[0]!.bytes);
+    expect(q4.weights.length).toBe(groups[0]!.weights.length);
+  });
+
   it("rows per task candidates: fine, coarse and one task per thread, below the matrix height", () => {
     const { calls } = run(() => 1_000_000);
     const head = calls.filter((c) => c.group === "head/Q6_K").map((c) => c.variant.rowsPerTask);
@@ -167,10 +217,11 @@ describe("searchVariants (fake timer and clock)", () => {
   });
 
   it("the budget stops the search: the group keeps what it found, later groups the defaults, with a note", () => {
-    // every timing costs 2 x 1 ms on the fake clock: a 7 ms budget covers the first group's first few
+    // every timing costs 2 x 1 ms on the fake clock (a warm-up 1 ms): a 12 ms budget covers the first
+    // group's batch kernels (5 ms) and its first one-row candidates
     const cost = costModel({ weightRows: { "1": 100_000 } });
-    const { choices, notes, calls } = run((v) => cost(v), 7);
-    expect(notes.join("\n")).toMatch(/budget \(7 ms\) was reached/);
+    const { choices, notes, calls } = run((v) => cost(v), 12);
+    expect(notes.join("\n")).toMatch(/budget \(12 ms\) was reached/);
     expect(choices[0]!.variant.weightRows).toBe(1);
     expect(choices[0]!.timed).toBeLessThan(8);
     expect(choices.slice(1).every((c) => c.timed === 0 && c.variant === DEFAULT_VARIANT)).toBe(true);

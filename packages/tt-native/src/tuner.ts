@@ -7,7 +7,10 @@
  *
  * `KEEPQUANT_TUNE`: unset or empty = tune at load (the cache first), `off` = the built-in defaults,
  * `force` = measure again (ignore the cache), `pin:<field>=<value>,...` = this variant for every
- * matmul (fields of DecodeVariant: isa, weightRows, prefetch, rowsPerTask, threads).
+ * matmul (fields of DecodeVariant: isa, weightRows, prefetch, rowsPerTask, threads, batchKernel).
+ *
+ * Besides the one-row fields it times the batched decode step's kernel (`batchKernel`: the block kernels
+ * or their register form, at TUNE_BATCH_ROWS activation rows) where the level has both.
  */
 import { createHash } from "node:crypto";
 import { mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
@@ -31,6 +34,10 @@ export const TUNE_FULL_BUDGET_MS = 5000;
 export const TUNE_PASS_BYTES = 64 * 2 ** 20;
 /** Groups smaller than this (bytes over all their matrices) keep the default: too little of a token to matter. */
 export const TUNE_MIN_GROUP_BYTES = 4 * 2 ** 20;
+/** Activation rows of the batched-step timing (a step of 8 sequences; the kernels' choice applies to 2 .. 8). */
+export const TUNE_BATCH_ROWS = 8;
+/** Bytes one batched-step pass reads: those kernels are compute-bound, so a smaller slice of the group serves. */
+export const TUNE_BATCH_PASS_BYTES = 16 * 2 ** 20;
 /** A candidate replaces the incumbent only when faster by more than this fraction (noise guard). */
 export const TUNE_MIN_GAIN = 0.03;
 /** Version of the cache file's layout; another version is ignored with a note. */
@@ -50,6 +57,9 @@ const ROWS_KERNELS: Partial<
   avx2: { types: ["Q4_K", "Q6_K"], weightRows: [], prefetch: () => [16, 32] },
   avx512: { types: ["Q4_K", "Q6_K", "Q8_0"], weightRows: [1, 4], prefetch: (kQuant) => (kQuant ? [16, 64] : [64, 256]) },
 };
+
+/** The weight types with a register form of the block kernels per level (cpu/x86/simd_avx512.inc). */
+const BATCH_KERNELS: Partial<Record<IsaLevelName, readonly string[]>> = { avx512: ["Q4_K", "Q6_K"] };
 
 /** A decode matmul weight of the loaded model. */
 export interface TunerMatrix {
@@ -90,6 +100,8 @@ export interface TuneChoice {
   timed: number;
   /** bytes one pass reads */
   passBytes: number;
+  /** the batched-step timing (median ns of one pass of TUNE_BATCH_ROWS rows), where both kernels exist */
+  batch?: { rows: number; blockNs: number; registersNs: number; passBytes: number };
 }
 
 export interface TuneReport {
@@ -108,8 +120,11 @@ export interface TuneReport {
   budgetMs: number;
 }
 
-/** One timing: nanoseconds of each pass of `group` with `variant` (the native timer by default). */
-export type TuneTimer = (group: TuneGroup, variant: FullVariant, passes: number) => number[];
+/**
+ * One timing: nanoseconds of each pass of `group` with `variant` (the native timer by default), with
+ * `actRows` activation rows (1, or TUNE_BATCH_ROWS for the batched-step kernel over batchSlice(group)).
+ */
+export type TuneTimer = (group: TuneGroup, variant: FullVariant, passes: number, actRows?: number) => number[];
 
 export interface TuneOptions {
   /** measuring budget in ms (default TUNE_LOAD_BUDGET_MS) */
@@ -130,7 +145,7 @@ export interface TuneOptions {
   passes?: number;
 }
 
-export const DEFAULT_VARIANT: FullVariant = { isa: "current", weightRows: 0, prefetch: 0, rowsPerTask: 0, threads: 0 };
+export const DEFAULT_VARIANT: FullVariant = { isa: "current", weightRows: 0, prefetch: 0, rowsPerTask: 0, threads: 0, batchKernel: 0 };
 
 function full(v: DecodeVariant): FullVariant {
   return { ...DEFAULT_VARIANT, ...v };
@@ -140,7 +155,7 @@ function full(v: DecodeVariant): FullVariant {
 
 export type TuneMode = { mode: "auto" } | { mode: "off" } | { mode: "force" } | { mode: "pin"; variant: FullVariant };
 
-const VARIANT_FIELDS = ["isa", "weightRows", "prefetch", "rowsPerTask", "threads"] as const;
+const VARIANT_FIELDS = ["isa", "weightRows", "prefetch", "rowsPerTask", "threads", "batchKernel"] as const;
 const ISA_VALUES = ["current", "generic", "avx2", "avx512", "neon"] as const;
 
 /** KEEPQUANT_TUNE parsed; a bad value is a NativeArgumentError that names the variable. */
@@ -164,7 +179,7 @@ export function parseTuneMode(env: TunerEnv = process.env): TuneMode {
     if (name === "isa") {
       if (!(ISA_VALUES as readonly string[]).includes(value)) throw bad(`isa must be one of ${ISA_VALUES.join(", ")}, got "${value}"`);
       variant.isa = value as FullVariant["isa"];
-    } else if (name === "weightRows" || name === "prefetch" || name === "rowsPerTask" || name === "threads") {
+    } else if (name === "weightRows" || name === "prefetch" || name === "rowsPerTask" || name === "threads" || name === "batchKernel") {
       if (!/^\d+$/.test(value)) throw bad(`${name} must be a non-negative integer, got "${value}"`);
       variant[name] = Number(value);
     } else {
@@ -234,6 +249,25 @@ export function tuneKey(cpuModel: string, addonVersion: string, threads: number,
   return createHash("sha256").update(`${cpuModel}\n${addonVersion}\nthreads=${threads}\n${shape}`).digest("hex");
 }
 
+/** The first matrices of `group` up to TUNE_BATCH_PASS_BYTES (a slice of the last one): what a batched-step pass reads. */
+export function batchSlice(group: TuneGroup): { weights: ByteView[]; rows: number[]; bytes: number } {
+  const rowBytes = group.bytes / group.rows.reduce((s, r) => s + r, 0);
+  const out = { weights: [] as ByteView[], rows: [] as number[], bytes: 0 };
+  for (let i = 0; i < group.weights.length && out.bytes < TUNE_BATCH_PASS_BYTES; i++) {
+    const rows = Math.min(group.rows[i]!, Math.max(1, Math.ceil((TUNE_BATCH_PASS_BYTES - out.bytes) / rowBytes)));
+    const w = group.weights[i]!;
+    out.weights.push(new Uint8Array(w.buffer, w.byteOffset, rows * rowBytes));
+    out.rows.push(rows);
+    out.bytes += rows * rowBytes;
+  }
+  return out;
+}
+
+/** Whether the best level has the register form of the block kernels for this group's type (a batchKernel to time). */
+export function hasBatchChoice(group: TuneGroup, isaLevels: readonly IsaLevelName[]): boolean {
+  return BATCH_KERNELS[isaLevels.at(-1) ?? "generic"]?.includes(group.typeName) ?? false;
+}
+
 // ---------------------------------------------------------------- candidates
 
 /** The stages of the search: each varies one field of the incumbent (coordinate descent from the default). */
@@ -291,6 +325,16 @@ export function searchVariants(
     let best = DEFAULT_VARIANT;
     let bestNs = defaultNs;
     let timed = 1;
+    // the batched step's kernel first (it is independent of the one-row fields, and cheap: a slice of the group)
+    let batch: TuneChoice["batch"];
+    if (hasBatchChoice(group, options.isaLevels) && options.now() - start < options.budgetMs) {
+      const registers = { ...DEFAULT_VARIANT, batchKernel: 1 };
+      timer(group, registers, 1, TUNE_BATCH_ROWS); // warm-up
+      const blockNs = median(timer(group, DEFAULT_VARIANT, options.passes, TUNE_BATCH_ROWS));
+      const registersNs = median(timer(group, registers, options.passes, TUNE_BATCH_ROWS));
+      batch = { rows: TUNE_BATCH_ROWS, blockNs, registersNs, passBytes: Math.min(group.bytes, batchSlice(group).bytes) };
+      if (registersNs < blockNs * (1 - TUNE_MIN_GAIN)) best = registers;
+    }
     for (const stage of candidateStages(group, options.isaLevels, options.threads)) {
       for (const candidate of stage(best)) {
         if (options.now() - start >= options.budgetMs) {
@@ -306,7 +350,16 @@ export function searchVariants(
       }
       if (budgetHit) break;
     }
-    choices.push({ role: group.role, type: group.typeName, variant: best, chosenNs: bestNs, defaultNs, timed, passBytes: group.bytes });
+    choices.push({
+      role: group.role,
+      type: group.typeName,
+      variant: best,
+      chosenNs: bestNs,
+      defaultNs,
+      timed,
+      passBytes: group.bytes,
+      ...(batch ? { batch } : {}),
+    });
     if (budgetHit) break;
   }
   for (const group of groups.slice(choices.length))
@@ -336,6 +389,7 @@ function validChoice(c: unknown, isaLevels: readonly IsaLevelName[]): c is TuneC
   const v = o.variant as Record<string, unknown> | undefined;
   if ((o.role !== "layer" && o.role !== "head") || typeof o.type !== "string" || typeof v !== "object" || v === null) return false;
   if (v.isa !== "current" && (v.isa === "generic" || !isaLevels.includes(v.isa as IsaLevelName))) return false;
+  if (v.batchKernel !== undefined && v.batchKernel !== 0 && v.batchKernel !== 1) return false;
   return ["weightRows", "prefetch", "rowsPerTask", "threads"].every((f) => Number.isInteger(v[f]) && (v[f] as number) >= 0);
 }
 
@@ -405,7 +459,11 @@ export function writeTuneCache(file: string, key: string, entry: CacheFile["entr
 // ---------------------------------------------------------------- the tuner
 
 export function nativeTimer(addon: NativeAddon): TuneTimer {
-  return (group, variant, passes) => Array.from(addon.timeDecodeMatmul(group.type, group.k, group.weights, group.rows, variant, passes));
+  return (group, variant, passes, actRows = 1) => {
+    if (actRows <= 1) return Array.from(addon.timeDecodeMatmul(group.type, group.k, group.weights, group.rows, variant, passes));
+    const slice = batchSlice(group);
+    return Array.from(addon.timeDecodeMatmul(group.type, group.k, slice.weights, slice.rows, variant, passes, actRows));
+  };
 }
 
 /**

@@ -4,7 +4,10 @@
  * dispatches and the caller's wait for the other threads, and the rate of each matmul class against
  * the machine's read bandwidth. Also prints the decode tuner's report (a forced, full-budget tuning).
  *
- *   tsx src/decode-profile.ts <file.gguf> [--threads 2] [--tokens 48] [--no-tune] [--budget 5000]
+ * With `--seqs N` (N > 1) it profiles N concurrent greedy generations instead: the figures are then per
+ * batched step (one token of every sequence), so they compare directly with the one-sequence step.
+ *
+ *   tsx src/decode-profile.ts <file.gguf> [--threads 2] [--tokens 48] [--seqs 1] [--no-tune] [--budget 5000]
  */
 import { performance } from "node:perf_hooks";
 import { Engine } from "@keepquant/engine";
@@ -23,9 +26,10 @@ const option = (name: string, fallback: number) => {
 const threads = option("--threads", 2);
 const tokens = option("--tokens", 48);
 const budgetMs = option("--budget", 5000);
+const seqs = option("--seqs", 1);
 const tune = args.includes("--no-tune") ? false : { budgetMs, force: true };
 
-const engine = await Engine.load(file, { threads, kvCacheTokens: 1024, maxSequences: 1, tune });
+const engine = await Engine.load(file, { threads, kvCacheTokens: 1024, maxSequences: seqs, tune });
 const vocab = engine.weights.vocab;
 const prompt = Array.from({ length: 8 }, (_, i) => (i * 7919 + 13) % vocab);
 const run = async (maxTokens: number): Promise<number[]> => {
@@ -38,13 +42,35 @@ await run(4); // warm-up
 // the first token is the prefill: profile from the second on
 const times: number[] = [];
 let profiled = false;
-for await (const event of engine.generate(prompt, { maxTokens: tokens + 1, temperature: 0, ignoreEog: true })) {
-  if (event.type !== "token") continue;
-  times.push(performance.now());
-  if (!profiled) {
-    native.setNativeProfiling(true);
-    profiled = true;
+if (seqs <= 1) {
+  for await (const event of engine.generate(prompt, { maxTokens: tokens + 1, temperature: 0, ignoreEog: true })) {
+    if (event.type !== "token") continue;
+    times.push(performance.now());
+    if (!profiled) {
+      native.setNativeProfiling(true);
+      profiled = true;
+    }
   }
+} else {
+  // profiling starts once every sequence has its first token (the prefills are behind), and the steps are
+  // counted on sequence 0: each of its tokens after that is one batched step
+  let started = 0;
+  await Promise.all(
+    Array.from({ length: seqs }, async (_, s) => {
+      const ids = prompt.map((t) => (t + 101 * s) % vocab);
+      let first = true;
+      for await (const event of engine.generate(ids, { maxTokens: tokens + 8, temperature: 0, ignoreEog: true })) {
+        if (event.type !== "token") continue;
+        if (first && ++started === seqs) {
+          native.setNativeProfiling(true);
+          profiled = true;
+          times.push(performance.now());
+        } else if (s === 0 && profiled && times.length <= tokens) times.push(performance.now());
+        if (times.length > tokens && profiled) native.setNativeProfiling(false);
+        first = false;
+      }
+    }),
+  );
 }
 const profile = native.nativeProfile();
 native.setNativeProfiling(false);
@@ -75,6 +101,7 @@ const rate = (phase: string, bytes: number) => {
 const result = {
   file,
   threads,
+  sequences: seqs,
   decodedTokens: decoded,
   decodeTokensPerSecond: (decoded / wallMs) * 1000,
   stepMsPerToken: total,

@@ -46,6 +46,20 @@ function pools(weights: ModelWeights, kvType: KvType, storage = (bytes: number) 
   return { kv: PagedKvCache.forModel(weights.config, 24, 8, kvType, storage), states: GdnStatePool.forModel(weights.config, 4, storage) };
 }
 
+/** Every weight type of a model (the experts' stacked matrices sit deeper in a layer). */
+function weightTypes(weights: ModelWeights): Set<number> {
+  const types = new Set<number>();
+  const collect = (node: unknown, depth: number): void => {
+    if (typeof node !== "object" || node === null || depth > 4 || ArrayBuffer.isView(node)) return;
+    const record = node as Record<string, unknown>;
+    if (typeof record["type"] === "number" && "rowBytes" in record) types.add(record["type"]);
+    for (const value of Object.values(record)) collect(value, depth + 1);
+  };
+  collect(weights.layers, 0);
+  collect(weights.output, 0);
+  return types;
+}
+
 /**
  * A batch schedule over three sequences: a 70-token prefill alone (the tiled attention path), two
  * prefills batched (one with logits at every row), a prefill chunk next to a decode, then five
@@ -212,16 +226,7 @@ describe.skipIf(reason !== undefined)("native step", () => {
     try {
       for (const fixture of fixtures) {
         const weights = await loadWeights(await parityFixtureFile(fixture), "llama");
-        // every weight type of the file (the experts' stacked matrices sit deeper in a layer)
-        const types = new Set<number>();
-        const collect = (node: unknown, depth: number): void => {
-          if (typeof node !== "object" || node === null || depth > 4 || ArrayBuffer.isView(node)) return;
-          const record = node as Record<string, unknown>;
-          if (typeof record["type"] === "number" && "rowBytes" in record) types.add(record["type"]);
-          for (const value of Object.values(record)) collect(value, depth + 1);
-        };
-        collect(weights.layers, 0);
-        collect(weights.output, 0);
+        const types = weightTypes(weights);
         expect(types.size).toBeGreaterThan(1);
         const run = async (): Promise<Float32Array[]> => {
           const p = pools(weights, "f16");
@@ -246,6 +251,51 @@ describe.skipIf(reason !== undefined)("native step", () => {
         for (const variant of variants) {
           for (const type of types) for (const role of ["layer", "head"] as const) addon.setDecodeVariant(role, type as never, variant);
           expect(firstDifference(await run(), expected), `${fixture.name} ${JSON.stringify(variant)}`).toBeUndefined();
+        }
+      }
+    } finally {
+      addon.resetDecodeVariants();
+    }
+  });
+
+  it("gives the same bits under both batch kernels in steps of several sequences, MoE experts included", async () => {
+    // 4 sequences (the pool's state slots): a prefill each, then batched steps of one token per sequence (4 rows in
+    // the dense matmuls and the head, a few per routed expert), under batchKernel 0 and 1
+    const addon = native.nativeAddon()!;
+    const fixtures = ["moe-4l-e8k2-q4_k_m", "untied-mtp-6l-q4_k_m"].map((name) => PARITY_FIXTURES.find((f) => f.name === name)!);
+    try {
+      for (const fixture of fixtures) {
+        const weights = await loadWeights(await parityFixtureFile(fixture), "llama");
+        const types = weightTypes(weights);
+        const run = async (): Promise<Float32Array[]> => {
+          const p = pools(weights, "f16");
+          const step = NativeStep.create(native, weights, p.kv, p.states, { numerics: "llama", flashAttention: true, maxBatchTokens: 128 });
+          const random = seededRandom(11);
+          const seqs = Array.from({ length: 4 }, () => ({
+            blockTable: Array.from({ length: p.kv.blocksFor(24) }, () => p.kv.pool.allocate()),
+            stateSlot: p.states.allocate(),
+            tokens: Array.from({ length: 14 }, () => Math.floor(random() * weights.vocab)),
+          }));
+          const out: Float32Array[] = [];
+          const at = (pos: number, n: number) =>
+            seqs.map((s) => ({
+              tokens: s.tokens.slice(pos, pos + n),
+              startPos: pos,
+              blockTable: s.blockTable,
+              stateSlot: s.stateSlot,
+              logits: "last" as const,
+            }));
+          out.push((await step.forward(at(0, 8))).slice());
+          for (let pos = 8; pos < 14; pos++) out.push((await step.forward(at(pos, 1))).slice());
+          step.dispose();
+          return out;
+        };
+        addon.resetDecodeVariants();
+        const expected = await run();
+        for (const batchKernel of [1, 0]) {
+          for (const type of types)
+            for (const role of ["layer", "head"] as const) addon.setDecodeVariant(role, type as never, { batchKernel });
+          expect(firstDifference(await run(), expected), `${fixture.name} batchKernel=${batchKernel}`).toBeUndefined();
         }
       }
     } finally {

@@ -50,6 +50,9 @@ struct CpuTypeTraits {
   VecDotRowsFn vec_dot_rows;    // null: decode takes one weight row at a time
   int weight_rows;              // weight rows one vec_dot_rows call takes (at most)
   VecDotBlockFn vec_dot_block;  // null: prefill through vec_dot_multi / vec_dot
+  // the same contract with register kernels for a few activation rows (a batched decode step): chosen by
+  // the decode variant's batchKernel = 1; null: the type has only vec_dot_block
+  VecDotBlockFn vec_dot_block_regs;
 };
 typedef std::array<CpuTypeTraits, kTypeCount> CpuTypeTraitsTable;
 

@@ -30,7 +30,9 @@ namespace {
 // Rows [r0, r1) of one job. Each task owns a block of weight rows; activation rows are walked in
 // tiles that stay in cache. Every y[mi, r] is one kernel call's result whatever the split, so
 // threads never change bits.
-void rowBlock(const LlamaRowsJob& job, const DecodeVariant* v, int64_t r0, int64_t r1) {
+// `regs`: a batched decode step (2 .. kBatchKernelMaxRows activation rows) whose variant asks for the block
+// kernels' register form.
+void rowBlock(const LlamaRowsJob& job, const DecodeVariant* v, bool regs, int64_t r0, int64_t r1) {
   const CpuTypeTraits& kt = (v && v->isa >= 0 ? kernelsAt((IsaLevel)v->isa) : kernels()).type[job.type];
   const VecDotFn dot = kt.vec_dot;
   const VecDotMultiFn multi = kt.vec_dot_multi;
@@ -49,7 +51,7 @@ void rowBlock(const LlamaRowsJob& job, const DecodeVariant* v, int64_t r0, int64
     return;
   }
   const int64_t mTile = 32;
-  const VecDotBlockFn blockFn = kt.vec_dot_block;
+  const VecDotBlockFn blockFn = regs && kt.vec_dot_block_regs ? kt.vec_dot_block_regs : kt.vec_dot_block;
   if (blockFn) {
     // prefill: the kernel takes the task's whole block of weight rows per activation tile
     for (int64_t m0 = 0; m0 < m; m0 += mTile) {
@@ -83,11 +85,14 @@ void matmulLlamaRowsBatch(const LlamaRowsJob* jobs, int count) {
   int64_t rpt[kMaxJobs];
   int first[kMaxJobs + 1];
   const DecodeVariant* variant[kMaxJobs];
+  bool regs[kMaxJobs];
   bool inline_ = true;  // every job asks for the calling thread alone
   first[0] = 0;
   for (int j = 0; j < count; ++j) {
     const LlamaRowsJob& job = jobs[j];
-    variant[j] = job.m == 1 ? (job.variant ? job.variant : &decodeVariant(job.role, job.type)) : nullptr;
+    const DecodeVariant* tuned = job.variant ? job.variant : &decodeVariant(job.role, job.type);
+    variant[j] = job.m == 1 ? tuned : nullptr;
+    regs[j] = job.m > 1 && job.m <= kBatchKernelMaxRows && tuned->batchKernel == 1;
     rpt[j] = variant[j] && variant[j]->rowsPerTask > 0
                  ? std::min<int64_t>(variant[j]->rowsPerTask, job.n)
                  : rowsPerTask(job.n, job.m, job.m > 1 && kernels().type[job.type].vec_dot_block != nullptr);
@@ -98,7 +103,7 @@ void matmulLlamaRowsBatch(const LlamaRowsJob* jobs, int count) {
     int j = 0;
     while (t >= first[j + 1]) ++j;
     const int64_t r0 = (int64_t)(t - first[j]) * rpt[j];
-    rowBlock(jobs[j], variant[j], r0, std::min(jobs[j].n, r0 + rpt[j]));
+    rowBlock(jobs[j], variant[j], regs[j], r0, std::min(jobs[j].n, r0 + rpt[j]));
   };
   if (inline_) {
     for (int t = 0; t < first[count]; ++t) task(t);

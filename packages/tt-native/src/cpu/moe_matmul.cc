@@ -38,10 +38,14 @@ void groupedRowBlock(const LlamaRowsJob& job, int64_t r0, int64_t r1) {
     return;
   }
   const int64_t mTile = 32;
-  if (kt.vec_dot_block) {
+  // a few rows (the tokens of a batched step routed to this expert): the tuned batch kernel
+  const bool regs = m > 1 && m <= kBatchKernelMaxRows && kt.vec_dot_block_regs &&
+                    (job.variant ? job.variant : &decodeVariant(kRoleLayer, job.type))->batchKernel == 1;
+  const VecDotBlockFn blockFn = regs ? kt.vec_dot_block_regs : kt.vec_dot_block;
+  if (blockFn) {
     for (int64_t m0 = 0; m0 < m; m0 += mTile) {
       const int64_t m1 = std::min(m, m0 + mTile);
-      kt.vec_dot_block((int)job.k, job.w + (size_t)r0 * wBytes, wBytes, (int)(r1 - r0), job.act + (size_t)m0 * job.actBytes,
+      blockFn((int)job.k, job.w + (size_t)r0 * wBytes, wBytes, (int)(r1 - r0), job.act + (size_t)m0 * job.actBytes,
                        job.actBytes, (int)(m1 - m0), job.y + (size_t)m0 * n + r0, (size_t)n);
     }
     return;

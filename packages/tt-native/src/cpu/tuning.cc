@@ -38,6 +38,8 @@ std::string checkDecodeVariant(const DecodeVariant& v) {
   if (v.rowsPerTask < 0 || v.rowsPerTask > kMaxRowsPerTask)
     return "rowsPerTask must be 0 (automatic) .. " + std::to_string(kMaxRowsPerTask) + ", got " + std::to_string(v.rowsPerTask);
   if (v.threads != 0 && v.threads != 1) return "threads must be 0 (the pool) or 1 (the calling thread), got " + std::to_string(v.threads);
+  if (v.batchKernel != 0 && v.batchKernel != 1)
+    return "batchKernel must be 0 (the block kernels) or 1 (the register kernels), got " + std::to_string(v.batchKernel);
   return "";
 }
 
@@ -58,26 +60,27 @@ void resetDecodeVariants() {
 }
 
 std::vector<double> timeDecodeMatmul(int type, int64_t k, const std::vector<TimedMatrix>& matrices, const DecodeVariant& v,
-                                     int passes) {
+                                     int passes, int actRows) {
   const int actType = typeTraits(type).vecDotType;
-  std::vector<float> x((size_t)k);
-  fillActivation(x.data(), k);
+  const int64_t m = std::max(1, std::min(actRows, kBatchKernelMaxRows));
+  std::vector<float> x((size_t)(k * m));
+  fillActivation(x.data(), k * m);
   const size_t actBytes = actRowBytes(actType, k);
-  std::vector<uint8_t> act(actBytes);
+  std::vector<uint8_t> act(actBytes * (size_t)m);
   const uint8_t* actData = reinterpret_cast<const uint8_t*>(x.data());
   if (actType != T_F32) {
-    quantizeActRow(actType, x.data(), act.data(), k);
+    for (int64_t r = 0; r < m; ++r) quantizeActRow(actType, x.data() + r * k, act.data() + (size_t)r * actBytes, k);
     actData = act.data();
   }
   int64_t maxRows = 0;
-  for (const TimedMatrix& m : matrices) maxRows = std::max(maxRows, m.rows);
-  std::vector<float> y((size_t)maxRows);
+  for (const TimedMatrix& mat : matrices) maxRows = std::max(maxRows, mat.rows);
+  std::vector<float> y((size_t)(maxRows * m));
   std::vector<double> out;
   out.reserve((size_t)passes);
   for (int p = 0; p < passes; ++p) {
     const auto start = std::chrono::steady_clock::now();
-    for (const TimedMatrix& m : matrices) {
-      LlamaRowsJob job{type, m.w, m.rows, k, actData, actBytes, 1, y.data()};
+    for (const TimedMatrix& mat : matrices) {
+      LlamaRowsJob job{type, mat.w, mat.rows, k, actData, actBytes, m, y.data()};
       job.variant = &v;
       matmulLlamaRowsBatch(&job, 1);
     }
@@ -86,16 +89,17 @@ std::vector<double> timeDecodeMatmul(int type, int64_t k, const std::vector<Time
   return out;
 }
 
-void matmulDecodeVariant(int type, const uint8_t* w, int64_t n, int64_t k, const float* x, float* y, const DecodeVariant& v) {
+void matmulDecodeVariant(int type, const uint8_t* w, int64_t n, int64_t k, const float* x, float* y, const DecodeVariant& v,
+                         int64_t m) {
   const int actType = typeTraits(type).vecDotType;
   const size_t actBytes = actRowBytes(actType, k);
-  std::vector<uint8_t> act(actBytes);
+  std::vector<uint8_t> act(actBytes * (size_t)m);
   const uint8_t* actData = reinterpret_cast<const uint8_t*>(x);
   if (actType != T_F32) {
-    quantizeActRow(actType, x, act.data(), k);
+    for (int64_t r = 0; r < m; ++r) quantizeActRow(actType, x + r * k, act.data() + (size_t)r * actBytes, k);
     actData = act.data();
   }
-  LlamaRowsJob job{type, w, n, k, actData, actBytes, 1, y};
+  LlamaRowsJob job{type, w, n, k, actData, actBytes, m, y};
   job.variant = &v;
   matmulLlamaRowsBatch(&job, 1);
 }

@@ -24,7 +24,14 @@ struct DecodeVariant {
   int prefetch = 0;     // software prefetch distance in weight blocks; 0: the level's default
   int rowsPerTask = 0;  // weight rows per pool task; 0: automatic (about 8 tasks per thread, at most 64 rows)
   int threads = 0;      // 1: on the calling thread alone (no dispatch); 0: every pool thread
+  // A batched decode step (2 .. kBatchKernelMaxRows activation rows, one per sequence): 0 the block kernels
+  // of the current level, 1 their register form (vec_dot_block_regs) where the type has one. The other
+  // fields are one-row fields: a batched step runs at the current level with automatic tasks.
+  int batchKernel = 0;
 };
+
+// Activation rows up to which a matmul is a batched decode step (the variant's batchKernel applies).
+constexpr int kBatchKernelMaxRows = 8;
 
 // Limits of the fields (checkDecodeVariant).
 constexpr int kMaxPrefetchBlocks = 1024;
@@ -43,15 +50,15 @@ struct TimedMatrix {
   int64_t rows;
 };
 
-// Times decode matmuls of one activation row (K columns, random values quantized to the type's
+// Times decode matmuls of `actRows` activation rows (1: one; up to kBatchKernelMaxRows: a batched step) (K columns, random values quantized to the type's
 // vec_dot_type) against every matrix of `matrices` in turn, `passes` times, with variant `v`. Returns
 // the nanoseconds of each pass (steady clock). A pass should read more bytes than the last-level cache
 // holds, so each one streams its weights from memory as a decode step does.
 std::vector<double> timeDecodeMatmul(int type, int64_t k, const std::vector<TimedMatrix>& matrices,
-                                     const DecodeVariant& v, int passes);
+                                     const DecodeVariant& v, int passes, int actRows = 1);
 
-// y[N] = W x (one activation row) with variant `v` (tests hold every variant bit-identical).
+// y[m, N] = x[m, K] W^T (m = 1: decode; 2 .. 8: a batched step) with variant `v` (tests hold every variant bit-identical).
 void matmulDecodeVariant(int type, const uint8_t* w, int64_t n, int64_t k, const float* x, float* y,
-                         const DecodeVariant& v);
+                         const DecodeVariant& v, int64_t m = 1);
 
 }  // namespace kq

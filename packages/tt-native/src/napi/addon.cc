@@ -20,7 +20,7 @@ void registerModelExports(Napi::Env env, Napi::Object exports);
 namespace {
 
 // Bump when any exported function's signature or semantics change; checked by the TS loader.
-constexpr int kAbiVersion = 5;
+constexpr int kAbiVersion = 6;
 
 struct Bytes {
   const uint8_t* data;
@@ -266,7 +266,12 @@ LlamaArgs parseLlamaRow(const Napi::CallbackInfo& info) {
   a.k = intArg(info, 3, "K", 1);
   Napi::Float32Array x = f32Arg(info, 4, "x");
   Napi::Float32Array y = f32Arg(info, 5, "y");
-  a.m = 1;
+  a.m = 1;  // optional argument 7: activation rows (a batched decode step)
+  if (info.Length() > 7 && !info[7].IsUndefined()) {
+    a.m = intArg(info, 7, "M", 1);
+    if (a.m > kq::kBatchKernelMaxRows)
+      throw Napi::RangeError::New(env, "matmulDecodeVariant: M must be 1 .. " + str(kq::kBatchKernelMaxRows) + ", got " + str(a.m));
+  }
   const int act = llamaActType(a.type);
   if (act < 0) throw Napi::RangeError::New(env, "matmulDecodeVariant: ggml type " + str(a.type) + " has no vec_dot kernel");
   checkK(env, a.type, a.k);
@@ -274,8 +279,8 @@ LlamaArgs parseLlamaRow(const Napi::CallbackInfo& info) {
   if (w.length < kq::rowBytes(a.type, a.k) * (size_t)a.n)
     throw Napi::RangeError::New(env, "weight holds " + str((int64_t)w.length) + " bytes, [N=" + str(a.n) + ", K=" + str(a.k) + "] needs " +
                                          str((int64_t)(kq::rowBytes(a.type, a.k) * a.n)));
-  if ((int64_t)x.ElementLength() < a.k) throw Napi::RangeError::New(env, "x is shorter than K");
-  if ((int64_t)y.ElementLength() < a.n) throw Napi::RangeError::New(env, "y is shorter than N");
+  if ((int64_t)x.ElementLength() < a.k * a.m) throw Napi::RangeError::New(env, "x is shorter than M x K");
+  if ((int64_t)y.ElementLength() < a.n * a.m) throw Napi::RangeError::New(env, "y is shorter than M x N");
   a.w = w.data;
   a.x = x.Data();
   a.y = y.Data();
@@ -424,6 +429,7 @@ kq::DecodeVariant variantArg(const Napi::CallbackInfo& info, size_t i) {
   field("prefetch", &v.prefetch);
   field("rowsPerTask", &v.rowsPerTask);
   field("threads", &v.threads);
+  field("batchKernel", &v.batchKernel);
   const std::string err = kq::checkDecodeVariant(v);
   if (!err.empty()) throw Napi::RangeError::New(env, "variant: " + err);
   return v;
@@ -436,6 +442,7 @@ Napi::Object variantObject(Napi::Env env, const kq::DecodeVariant& v) {
   o.Set("prefetch", v.prefetch);
   o.Set("rowsPerTask", v.rowsPerTask);
   o.Set("threads", v.threads);
+  o.Set("batchKernel", v.batchKernel);
   return o;
 }
 
@@ -493,7 +500,13 @@ Napi::Value TimeDecodeMatmul(const Napi::CallbackInfo& info) {
   }
   const kq::DecodeVariant v = variantArg(info, 4);
   const int passes = (int)intArg(info, 5, "passes", 1);
-  const std::vector<double> ns = kq::timeDecodeMatmul(type, k, matrices, v, passes);
+  int actRows = 1;
+  if (info.Length() > 6 && !info[6].IsUndefined()) {
+    actRows = (int)intArg(info, 6, "actRows", 1);
+    if (actRows > kq::kBatchKernelMaxRows)
+      throw Napi::RangeError::New(env, "actRows must be 1 .. " + str(kq::kBatchKernelMaxRows) + ", got " + str(actRows));
+  }
+  const std::vector<double> ns = kq::timeDecodeMatmul(type, k, matrices, v, passes, actRows);
   Napi::Float64Array out = Napi::Float64Array::New(env, ns.size());
   for (size_t i = 0; i < ns.size(); ++i) out[i] = ns[i];
   return out;
@@ -502,7 +515,7 @@ Napi::Value TimeDecodeMatmul(const Napi::CallbackInfo& info) {
 // matmulDecodeVariant(type, w, N, K, x, y, variant): one activation row
 Napi::Value MatmulDecodeVariant(const Napi::CallbackInfo& info) {
   const LlamaArgs a = parseLlamaRow(info);
-  kq::matmulDecodeVariant(a.type, a.w, a.n, a.k, a.x, a.y, variantArg(info, 6));
+  kq::matmulDecodeVariant(a.type, a.w, a.n, a.k, a.x, a.y, variantArg(info, 6), a.m);
   return info.Env().Undefined();
 }
 
