@@ -332,7 +332,7 @@ export function searchVariants(
       timer(group, registers, 1, TUNE_BATCH_ROWS); // warm-up
       const blockNs = median(timer(group, DEFAULT_VARIANT, options.passes, TUNE_BATCH_ROWS));
       const registersNs = median(timer(group, registers, options.passes, TUNE_BATCH_ROWS));
-      batch = { rows: TUNE_BATCH_ROWS, blockNs, registersNs, passBytes: Math.min(group.bytes, batchSlice(group).bytes) };
+      batch = { rows: TUNE_BATCH_ROWS, blockNs, registersNs, passBytes: batchSlice(group).bytes };
       if (registersNs < blockNs * (1 - TUNE_MIN_GAIN)) best = registers;
     }
     for (const stage of candidateStages(group, options.isaLevels, options.threads)) {
