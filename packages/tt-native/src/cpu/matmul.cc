@@ -92,7 +92,7 @@ void matmulLlamaRowsBatch(const LlamaRowsJob* jobs, int count) {
     const LlamaRowsJob& job = jobs[j];
     const DecodeVariant* tuned = job.variant ? job.variant : &decodeVariant(job.role, job.type);
     variant[j] = job.m == 1 ? tuned : nullptr;
-    regs[j] = job.m > 1 && job.m <= kBatchKernelMaxRows && tuned->batchKernel == 1;
+    regs[j] = usesBatchRegisters(*tuned, job.m);
     rpt[j] = variant[j] && variant[j]->rowsPerTask > 0
                  ? std::min<int64_t>(variant[j]->rowsPerTask, job.n)
                  : rowsPerTask(job.n, job.m, job.m > 1 && kernels().type[job.type].vec_dot_block != nullptr);

@@ -39,8 +39,7 @@ void groupedRowBlock(const LlamaRowsJob& job, int64_t r0, int64_t r1) {
   }
   const int64_t mTile = 32;
   // a few rows (the tokens of a batched step routed to this expert): the tuned batch kernel
-  const bool regs = m > 1 && m <= kBatchKernelMaxRows && kt.vec_dot_block_regs &&
-                    (job.variant ? job.variant : &decodeVariant(kRoleLayer, job.type))->batchKernel == 1;
+  const bool regs = kt.vec_dot_block_regs && usesBatchRegisters(job.variant ? *job.variant : decodeVariant(kRoleLayer, job.type), m);
   const VecDotBlockFn blockFn = regs ? kt.vec_dot_block_regs : kt.vec_dot_block;
   if (blockFn) {
     for (int64_t m0 = 0; m0 < m; m0 += mTile) {

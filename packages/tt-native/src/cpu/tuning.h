@@ -33,6 +33,10 @@ struct DecodeVariant {
 // Activation rows up to which a matmul is a batched decode step (the variant's batchKernel applies).
 constexpr int kBatchKernelMaxRows = 8;
 
+// Whether a matmul of `m` activation rows with variant `v` takes the register form of the block kernels
+// (a batched decode step whose variant asks for it).
+inline bool usesBatchRegisters(const DecodeVariant& v, int64_t m) { return m > 1 && m <= kBatchKernelMaxRows && v.batchKernel == 1; }
+
 // Limits of the fields (checkDecodeVariant).
 constexpr int kMaxPrefetchBlocks = 1024;
 constexpr int kMaxRowsPerTask = 1 << 20;
