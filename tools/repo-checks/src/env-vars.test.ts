@@ -23,6 +23,8 @@ describe("environment variables", () => {
       'const a = process.env.KQ_ONE;\nconst b = process.env["KQ_TWO"];\nconst c = env.KQ_THREE;\nconst d = process.env.HOME;\n',
     );
     fs.writeFileSync(path.join(folder, "src", "b.cc"), 'const char* v = getenv("KQ_FOUR");\n');
+    // tsup's transient bundled config (deleted while a parallel build runs) is not source
+    fs.writeFileSync(path.join(folder, "src", "tsup.config.bundled_x1y2.mjs"), "const e = process.env.KQ_TRANSIENT;\n");
     const reads = findEnvironmentReads(folder, ["src"]);
     expect(reads.map((read) => read.variable).sort()).toEqual(["KQ_FOUR", "KQ_ONE", "KQ_THREE", "KQ_TWO"]);
     expect(

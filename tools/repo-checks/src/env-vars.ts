@@ -16,6 +16,8 @@ export const PLATFORM_VARIABLES: ReadonlySet<string> = new Set([
 
 const SOURCE_EXTENSIONS = new Set([".ts", ".mts", ".js", ".mjs", ".cc", ".cpp", ".h", ".hpp"]);
 const SKIPPED_FOLDERS = new Set(["node_modules", "dist", "build", ".turbo", ".cache", ".git"]);
+/** tsup's bundled config, written and deleted while a package builds (turbo builds packages side by side). */
+const TRANSIENT_FILE = /\.bundled_[^.]*\.mjs$/;
 
 /** Patterns for reads: process.env dot or bracket access, `env.<NAME>` on an env parameter, and getenv. */
 const READ_PATTERNS: readonly RegExp[] = [
@@ -37,7 +39,8 @@ function* sourceFiles(folder: string): Generator<string> {
     if (SKIPPED_FOLDERS.has(entry.name)) continue;
     const full = path.join(folder, entry.name);
     if (entry.isDirectory()) yield* sourceFiles(full);
-    else if (SOURCE_EXTENSIONS.has(path.extname(entry.name)) && !/\.test\.ts$/.test(entry.name)) yield full;
+    else if (SOURCE_EXTENSIONS.has(path.extname(entry.name)) && !/\.test\.ts$/.test(entry.name) && !TRANSIENT_FILE.test(entry.name))
+      yield full;
   }
 }
 
@@ -48,7 +51,15 @@ export function findEnvironmentReads(repoRoot: string, roots: readonly string[])
     const folder = path.join(repoRoot, root);
     if (!fs.existsSync(folder)) continue;
     for (const file of sourceFiles(folder)) {
-      const lines = fs.readFileSync(file, "utf8").split("\n");
+      let source: string;
+      try {
+        source = fs.readFileSync(file, "utf8");
+      } catch (error) {
+        // a build running beside the scan removed it after the listing: nothing left to read
+        if ((error as NodeJS.ErrnoException).code === "ENOENT") continue;
+        throw error;
+      }
+      const lines = source.split("\n");
       lines.forEach((text, index) => {
         const onLine = new Set<string>();
         for (const pattern of READ_PATTERNS) {
