@@ -138,12 +138,20 @@ describe("searchVariants (fake timer and clock)", () => {
   });
 
   it("a type without row kernels at a level gets no weightRows or prefetch candidates there", () => {
+    const q5 = tuneGroups([
+      { role: "layer", type: GgmlType.Q5_K, rows: 8192, cols: 1024, rowBytes: 704, data: new Uint8Array(8192 * 704) },
+    ]);
+    expect(q5[0]!.typeName).toBe("Q5_K");
+    const fromDefault = candidateStages(q5[0]!, ["generic", "avx2", "avx512"], 2).flatMap((stage) => stage(DEFAULT_VARIANT));
+    expect(fromDefault.some((v) => v.weightRows !== 0 || v.prefetch !== 0)).toBe(false);
+    // Q8_0 has a row kernel at both levels: at avx2 its prefetch distances around the default 64 are
+    // timed, one row at a time (no weightRows candidates)
     const q8 = tuneGroups([
       { role: "layer", type: GgmlType.Q8_0, rows: 4096, cols: 1024, rowBytes: 1088, data: new Uint8Array(4096 * 1088) },
     ]);
-    const stages = candidateStages(q8[0]!, ["generic", "avx2"], 2);
-    const fromDefault = stages.flatMap((stage) => stage(DEFAULT_VARIANT));
-    expect(fromDefault.some((v) => v.weightRows !== 0 || v.prefetch !== 0)).toBe(false);
+    const atAvx2 = candidateStages(q8[0]!, ["generic", "avx2"], 2).flatMap((stage) => stage(DEFAULT_VARIANT));
+    expect(atAvx2.filter((v) => v.prefetch !== 0).map((v) => v.prefetch)).toEqual([32, 128]);
+    expect(atAvx2.some((v) => v.weightRows !== 0)).toBe(false);
     expect(
       candidateStages(q8[0]!, ["generic", "avx2", "avx512"], 2)
         .flatMap((stage) => stage(DEFAULT_VARIANT))

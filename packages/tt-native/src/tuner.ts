@@ -54,7 +54,7 @@ export const TUNE_CACHE_FILE = "decode-tuning.json";
 const ROWS_KERNELS: Partial<
   Record<IsaLevelName, { types: readonly string[]; weightRows: readonly number[]; prefetch: (kQuant: boolean) => number[] }>
 > = {
-  avx2: { types: ["Q4_K", "Q6_K"], weightRows: [], prefetch: () => [16, 32] },
+  avx2: { types: ["Q4_K", "Q6_K", "Q8_0"], weightRows: [], prefetch: (kQuant) => (kQuant ? [16, 32] : [32, 128]) },
   avx512: { types: ["Q4_K", "Q6_K", "Q8_0"], weightRows: [1, 4], prefetch: (kQuant) => (kQuant ? [16, 64] : [64, 256]) },
 };
 
