@@ -225,6 +225,16 @@ export interface NativeAddon {
   profile(): NativeProfile;
   /** The thread pool's contention-guard rule (core/threadpool.h): is this wait a stall? */
   isContentionStall(waitedNs: number, callerWorkNs: number, callerTasks: number): boolean;
+  /**
+   * Tests only: `jobs` jobs of 1-64 tasks through the pool as configured; with `pauseEvery` > 0 every
+   * pauseEvery-th job pickup by a worker (and publication by the caller) sleeps `pauseUs` first, the
+   * windows a descheduled thread opens (core/threadpool.h). A correct pool: wrongTasks 0, executions == tasks.
+   */
+  poolStress(
+    jobs: number,
+    pauseEvery: number,
+    pauseUs: number,
+  ): { jobs: number; tasks: number; wrongTasks: number; executions: number; pauses: number };
   abiVersion(): number;
   buildInfo(): NativeBuildInfo;
   getIsa(): IsaLevelName;

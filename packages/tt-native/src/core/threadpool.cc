@@ -49,10 +49,22 @@ constexpr int kSoloJobs = 2048;
 
 thread_local bool tInsideTask = false;
 
-// Tasks are claimed through one 64-bit word, (job generation << 32) | next task index, so a worker
-// that wakes late for an old job can never claim a task of a newer one. The caller waits for its
-// job's tasks to finish, not for every worker to check in: a worker descheduled by the OS does not
-// hold the job up when the other threads have already taken all its tasks.
+// Tests only (poolStress): called by a worker between seeing a new job and claiming from it (kind 0), and
+// by the caller between publishing a job's callable and its claim word (kind 1). Null outside poolStress.
+std::atomic<void (*)(int kind)> gPauseHook{nullptr};
+
+// Tasks are claimed through one 64-bit word, (job generation << 32) | tasks not yet claimed, counted
+// down (task index = that count - 1), so a worker that wakes late for an old job can never claim a task
+// of a newer one. Everything a task needs besides its index (the callable) is read only after a
+// successful claim: the job cannot end before that task is done, so the caller cannot have replaced it.
+// (An earlier pool handed workers the callable and the task count with the generation, before the
+// claim: a worker descheduled between reading the generation and the claim word could read the next
+// job's callable and count against the previous job's exhausted claim word, run a task of the next job
+// before its claim word was set, and count it done there, so that job's caller returned while one of
+// its tasks was still running. tests: poolStress in pool.test.ts opens that window on purpose.)
+// The caller waits for its job's tasks to finish, not for every worker to check in: a worker
+// descheduled by the OS does not hold the job up when the other threads have already taken all its
+// tasks.
 struct Pool {
   std::mutex jobMutex;  // serializes jobs and reconfiguration
   std::mutex sleepMutex;
@@ -64,21 +76,23 @@ struct Pool {
   std::atomic<int> sleepers{0};
   std::atomic<bool> stop{false};
   std::atomic<int> total{0};  // threads incl. caller; 0 = not started
-  const TaskRef* task = nullptr;
-  int tasks = 0;
+  // The running job's callable: written by the caller before it publishes the job's claim word and only
+  // between jobs; read by a thread only after it claimed a task of that job.
+  std::atomic<const TaskRef*> task{nullptr};
   std::atomic<uint64_t> jobs{0}, inlineJobs{0}, waitNs{0}, stalledJobs{0}, soloJobs{0};
   int stallScore = 0;  // under jobMutex
   int soloLeft = 0;    // jobs still to run solo (under jobMutex)
 
   // Claims and runs tasks of job `g` until none is left (or a newer job has replaced it); returns how
   // many this thread ran.
-  int work(uint32_t g, const TaskRef* fn, int n) {
+  int work(uint32_t g) {
     int ran = 0;
     for (;;) {
       uint64_t c = claim.load(std::memory_order_acquire);
-      if ((uint32_t)(c >> 32) != g || (uint32_t)c >= (uint32_t)n) return ran;
-      if (!claim.compare_exchange_weak(c, c + 1, std::memory_order_acq_rel)) continue;
-      (*fn)((int)(uint32_t)c);
+      if ((uint32_t)(c >> 32) != g || (uint32_t)c == 0) return ran;
+      if (!claim.compare_exchange_weak(c, c - 1, std::memory_order_acq_rel)) continue;
+      // task (uint32_t)c - 1 of job g is ours, and job g lasts until it is done: its callable is current
+      (*task.load(std::memory_order_relaxed))((int)(uint32_t)c - 1);
       ++ran;
       done.fetch_add(1, std::memory_order_release);
     }
@@ -102,7 +116,8 @@ struct Pool {
       }
       if (stop.load(std::memory_order_acquire)) return;
       seen = generation.load(std::memory_order_acquire);
-      work(seen, task, tasks);
+      if (auto hook = gPauseHook.load(std::memory_order_relaxed)) hook(0);
+      work(seen);
     }
   }
 
@@ -146,10 +161,10 @@ struct Pool {
       return;
     }
     const uint32_t g = generation.load(std::memory_order_relaxed) + 1;
-    task = &fn;
-    tasks = n;
+    task.store(&fn, std::memory_order_relaxed);
     done.store(0, std::memory_order_relaxed);
-    claim.store((uint64_t)g << 32, std::memory_order_release);
+    if (auto hook = gPauseHook.load(std::memory_order_relaxed)) hook(1);
+    claim.store(((uint64_t)g << 32) | (uint32_t)n, std::memory_order_release);
     generation.store(g, std::memory_order_release);
     if (sleepers.load() > 0) {
       std::lock_guard<std::mutex> lock(sleepMutex);
@@ -157,7 +172,7 @@ struct Pool {
     }
     jobs.fetch_add(1, std::memory_order_relaxed);
     const auto workStart = std::chrono::steady_clock::now();
-    const int ran = work(g, &fn, n);
+    const int ran = work(g);
     const auto waitStart = std::chrono::steady_clock::now();
     bool stalled = false;
     bool yielded = false;
@@ -211,6 +226,51 @@ int hardwareThreads() {
 }
 
 void runParallel(int tasks, TaskRef task) { pool().run(tasks, task); }
+
+namespace {
+std::atomic<int64_t> gPauses{0};
+std::atomic<int64_t> gPauseCalls{0};
+int gPauseEvery = 0;
+int gPauseUs = 0;
+void stressPause(int kind) {
+  if (gPauseCalls.fetch_add(1, std::memory_order_relaxed) % gPauseEvery != 0) return;
+  gPauses.fetch_add(1, std::memory_order_relaxed);
+  std::this_thread::sleep_for(std::chrono::microseconds(kind == 0 ? gPauseUs : gPauseUs / 2));
+}
+}  // namespace
+
+PoolStressResult poolStress(int jobs, int pauseEvery, int pauseUs) {
+  constexpr int kMaxTasks = 64;
+  std::atomic<int> runs[kMaxTasks];
+  std::atomic<int64_t> executions{0};
+  PoolStressResult r{0, 0, 0, 0, 0};
+  gPauseEvery = pauseEvery > 0 ? pauseEvery : 1;
+  gPauseUs = pauseUs > 0 ? pauseUs : 0;
+  gPauses.store(0);
+  gPauseCalls.store(0);
+  if (pauseEvery > 0) gPauseHook.store(stressPause);
+  for (int j = 0; j < jobs; ++j) {
+    // task counts that rise and fall (a job with more tasks than the one before is what a stale worker
+    // could mistake for unclaimed work)
+    const int n = 1 + (int)(((uint32_t)j * 2654435761u) >> 26);
+    for (int t = 0; t < n; ++t) runs[t].store(0, std::memory_order_relaxed);
+    parallelFor(n, [&](int t) {
+      for (int spin = 0; spin < 64; ++spin) KQ_PAUSE();  // a task lasts a little while
+      runs[t].fetch_add(1, std::memory_order_relaxed);
+      executions.fetch_add(1, std::memory_order_relaxed);
+    });
+    for (int t = 0; t < n; ++t)
+      if (runs[t].load(std::memory_order_relaxed) != 1) ++r.wrongTasks;
+    r.tasks += n;
+    ++r.jobs;
+  }
+  gPauseHook.store(nullptr);
+  // one more job per thread: a straggler still inside the last job's tasks would have to finish first
+  parallelFor(threadCount(), [](int) {});
+  r.executions = executions.load();
+  r.pauses = gPauses.load();
+  return r;
+}
 
 PoolStats poolStats() {
   Pool& p = pool();

@@ -49,6 +49,20 @@ PoolStats poolStats();
 bool isContentionStall(double waitedNs, double callerWorkNs, int callerTasks);
 void resetPoolStats();
 
+// Tests only: `jobs` jobs of 1 to 64 tasks each (the counts rising and falling), every task counting its
+// runs, through the pool as it is configured. With `pauseEvery` > 0, every pauseEvery-th time a worker
+// picks up a job or a caller publishes one, it sleeps first (`pauseUs`, the caller half of it): the windows
+// an OS that deschedules a thread opens. A correct pool has every task of every job run exactly once
+// before its job returns (wrongTasks 0, executions == tasks).
+struct PoolStressResult {
+  int64_t jobs;
+  int64_t tasks;
+  int64_t wrongTasks;  // a task that had not run, or had run twice, when its job returned
+  int64_t executions;  // task runs in all, counted after the last job
+  int64_t pauses;
+};
+PoolStressResult poolStress(int jobs, int pauseEvery, int pauseUs);
+
 // Total threads used by parallelFor (workers + caller). n <= 0 means hardware concurrency.
 void setThreadCount(int n);
 int threadCount();

@@ -564,8 +564,28 @@ Napi::Value IsContentionStall(const Napi::CallbackInfo& info) {
                                                        info[2].As<Napi::Number>().Int32Value()));
 }
 
+// poolStress(jobs, pauseEvery, pauseUs) -> { jobs, tasks, wrongTasks, executions, pauses }: tests only (the
+// pool's claim protocol with descheduled threads simulated: core/threadpool.h)
+Napi::Value PoolStress(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const int64_t jobs = intArg(info, 0, "jobs", 0);
+  const int64_t every = intArg(info, 1, "pauseEvery", 0);
+  const int64_t us = intArg(info, 2, "pauseUs", 0);
+  if (jobs < 1 || jobs > 1000000 || every < 0 || us < 0 || us > 100000)
+    throw Napi::RangeError::New(env, "poolStress(jobs 1..1e6, pauseEvery >= 0, pauseUs 0..1e5)");
+  const kq::PoolStressResult r = kq::poolStress((int)jobs, (int)every, (int)us);
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("jobs", (double)r.jobs);
+  o.Set("tasks", (double)r.tasks);
+  o.Set("wrongTasks", (double)r.wrongTasks);
+  o.Set("executions", (double)r.executions);
+  o.Set("pauses", (double)r.pauses);
+  return o;
+}
+
 Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("isContentionStall", Napi::Function::New(env, IsContentionStall));
+  exports.Set("poolStress", Napi::Function::New(env, PoolStress));
   exports.Set("setDecodeVariant", Napi::Function::New(env, SetDecodeVariant));
   exports.Set("getDecodeVariant", Napi::Function::New(env, GetDecodeVariant));
   exports.Set("resetDecodeVariants", Napi::Function::New(env, ResetDecodeVariants));
