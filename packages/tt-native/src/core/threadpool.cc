@@ -54,7 +54,7 @@ thread_local bool tInsideTask = false;
 std::atomic<void (*)(int kind)> gPauseHook{nullptr};
 
 // Tasks are claimed through one 64-bit word, (job generation << 32) | tasks not yet claimed, counted
-// down (task index = that count - 1), so a worker that wakes late for an old job can never claim a task
+// down (task index = the job's task count - that count), so a worker that wakes late for an old job can never claim a task
 // of a newer one. Everything a task needs besides its index (the callable) is read only after a
 // successful claim: the job cannot end before that task is done, so the caller cannot have replaced it.
 // (An earlier pool handed workers the callable and the task count with the generation, before the
@@ -76,9 +76,10 @@ struct Pool {
   std::atomic<int> sleepers{0};
   std::atomic<bool> stop{false};
   std::atomic<int> total{0};  // threads incl. caller; 0 = not started
-  // The running job's callable: written by the caller before it publishes the job's claim word and only
-  // between jobs; read by a thread only after it claimed a task of that job.
+  // The running job's callable and task count: written by the caller before it publishes the job's claim
+  // word and only between jobs; read by a thread only after it claimed a task of that job.
   std::atomic<const TaskRef*> task{nullptr};
+  std::atomic<int> tasks{0};
   std::atomic<uint64_t> jobs{0}, inlineJobs{0}, waitNs{0}, stalledJobs{0}, soloJobs{0};
   int stallScore = 0;  // under jobMutex
   int soloLeft = 0;    // jobs still to run solo (under jobMutex)
@@ -91,8 +92,10 @@ struct Pool {
       uint64_t c = claim.load(std::memory_order_acquire);
       if ((uint32_t)(c >> 32) != g || (uint32_t)c == 0) return ran;
       if (!claim.compare_exchange_weak(c, c - 1, std::memory_order_acq_rel)) continue;
-      // task (uint32_t)c - 1 of job g is ours, and job g lasts until it is done: its callable is current
-      (*task.load(std::memory_order_relaxed))((int)(uint32_t)c - 1);
+      // a task of job g is ours, and job g lasts until it is done: its callable and count are current.
+      // Tasks go out in ascending order, as they always did (a thread's next row block tends to follow
+      // its last one in memory).
+      (*task.load(std::memory_order_relaxed))(tasks.load(std::memory_order_relaxed) - (int)(uint32_t)c);
       ++ran;
       done.fetch_add(1, std::memory_order_release);
     }
@@ -162,6 +165,7 @@ struct Pool {
     }
     const uint32_t g = generation.load(std::memory_order_relaxed) + 1;
     task.store(&fn, std::memory_order_relaxed);
+    tasks.store(n, std::memory_order_relaxed);
     done.store(0, std::memory_order_relaxed);
     if (auto hook = gPauseHook.load(std::memory_order_relaxed)) hook(1);
     claim.store(((uint64_t)g << 32) | (uint32_t)n, std::memory_order_release);
