@@ -50,13 +50,15 @@ constexpr int kSoloJobs = 2048;
 thread_local bool tInsideTask = false;
 
 // Tests only (poolStress): called by a worker between seeing a new job and claiming from it (kind 0), and
-// by the caller between publishing a job's callable and its claim word (kind 1). Null outside poolStress.
+// by the caller between publishing a job's callable and its claim word (kind 1). Null outside poolStress
+// (acquired, so that the settings poolStress wrote before setting it are seen; on x86 a plain load).
 std::atomic<void (*)(int kind)> gPauseHook{nullptr};
 
 // Tasks are claimed through one 64-bit word, (job generation << 32) | tasks not yet claimed, counted
-// down (task index = the job's task count - that count), so a worker that wakes late for an old job can never claim a task
-// of a newer one. Everything a task needs besides its index (the callable) is read only after a
-// successful claim: the job cannot end before that task is done, so the caller cannot have replaced it.
+// down (task index = the job's task count - that count), so a worker that wakes late for an old job can
+// never claim a task of a newer one. What a task needs besides that word (the job's callable and task
+// count) is read only after a successful claim: the job cannot end before that task is done, so the
+// caller cannot have replaced them.
 // (An earlier pool handed workers the callable and the task count with the generation, before the
 // claim: a worker descheduled between reading the generation and the claim word could read the next
 // job's callable and count against the previous job's exhausted claim word, run a task of the next job
@@ -119,7 +121,7 @@ struct Pool {
       }
       if (stop.load(std::memory_order_acquire)) return;
       seen = generation.load(std::memory_order_acquire);
-      if (auto hook = gPauseHook.load(std::memory_order_relaxed)) hook(0);
+      if (auto hook = gPauseHook.load(std::memory_order_acquire)) hook(0);
       work(seen);
     }
   }
@@ -167,7 +169,7 @@ struct Pool {
     task.store(&fn, std::memory_order_relaxed);
     tasks.store(n, std::memory_order_relaxed);
     done.store(0, std::memory_order_relaxed);
-    if (auto hook = gPauseHook.load(std::memory_order_relaxed)) hook(1);
+    if (auto hook = gPauseHook.load(std::memory_order_acquire)) hook(1);
     claim.store(((uint64_t)g << 32) | (uint32_t)n, std::memory_order_release);
     generation.store(g, std::memory_order_release);
     if (sleepers.load() > 0) {
@@ -269,8 +271,6 @@ PoolStressResult poolStress(int jobs, int pauseEvery, int pauseUs) {
     ++r.jobs;
   }
   gPauseHook.store(nullptr);
-  // one more job per thread: a straggler still inside the last job's tasks would have to finish first
-  parallelFor(threadCount(), [](int) {});
   r.executions = executions.load();
   r.pauses = gPauses.load();
   return r;
