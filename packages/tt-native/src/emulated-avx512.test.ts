@@ -91,8 +91,8 @@ function weightBytes(type: GgmlType, k: number, seed: number): Uint8Array {
   }
   const block = { [GgmlType.IQ4_NL]: [32, 18], [GgmlType.IQ4_XS]: [256, 136], [GgmlType.MXFP4]: [32, 17] }[type as number];
   if (!block) return quantizeTensor(type, values);
-  const [values_, bytes] = block as [number, number];
-  const blocks = (ROWS * k) / values_;
+  const [blockValues, bytes] = block as [number, number];
+  const blocks = (ROWS * k) / blockValues;
   const out = new Uint8Array(blocks * bytes);
   const noise = randomFloats(out.length, seed + 1, 1);
   for (let i = 0; i < out.length; i++) out[i] = Math.floor((noise[i]! + 1) * 128) & 0xff;
