@@ -4,6 +4,7 @@
  * when absent and must match the manifest's sha256 bit for bit.
  */
 import fs from "node:fs";
+import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
@@ -46,12 +47,16 @@ async function fixtureFile(name: string): Promise<string> {
 const asMeasurement = (report: ParityReport): string =>
   `measured, verdict not asserted: ${formatParityReport(report).replace(/\s+(PASS|FAIL\b.*)$/, "")}`;
 
-async function gate(name: string, numerics: ParityNumerics, print: "verdict" | "measurement" = "verdict"): Promise<ParityReport> {
+/** A gate's report and where it ran (the CPU, the native step's ISA path and threads): a failure message names them. */
+type GateRun = ParityReport & { where: string };
+
+async function gate(name: string, numerics: ParityNumerics, print: "verdict" | "measurement" = "verdict"): Promise<GateRun> {
   const engine = await Engine.load(await fixtureFile(name), { ...PARITY_ENGINE_OPTIONS, numerics });
   try {
     const report = await runParityGate(readGoldensFile(path.join(GOLDENS_DIR, `${name}.json`)), engineParityRunner(engine), { numerics });
     console.log(print === "verdict" ? formatParityReport(report) : asMeasurement(report));
-    return report;
+    const step = engine.stats().providers.step ?? "no step provider";
+    return { ...report, where: `ran on ${os.cpus()[0]?.model ?? "an unknown CPU"} (${os.cpus().length} cores), step ${step}` };
   } finally {
     engine.dispose();
   }
@@ -106,7 +111,7 @@ describe("parity gate vs llama.cpp goldens", () => {
     const reason = skipReason(entry.name);
     it.skipIf(reason !== undefined)(`${entry.name}: llama numerics pass the gate`, async () => {
       const report = await gate(entry.name, "llama");
-      expect(report.passed, describeParityFailures(report)).toBe(true);
+      expect(report.passed, `${describeParityFailures(report)}\n  ${report.where}`).toBe(true);
     });
     // Quantized weights: our kernels reproduce the haswell variant's arithmetic, so the prompt's logits
     // (step 0, computed by llama.cpp's prefill) are llama.cpp's to the bit. Later steps came from
@@ -139,7 +144,7 @@ describe("parity gate vs llama.cpp goldens", () => {
     if (!moe && BF16_GATE_WEIGHT_TYPES.has(entry.weightType.toUpperCase())) {
       it.skipIf(reason !== undefined)(`${entry.name}: bf16 numerics have 0 forward-divergent prompts`, async () => {
         const report = await gate(entry.name, "bf16");
-        expect(report.forwardDivergent, describeParityFailures(report)).toBe(0);
+        expect(report.forwardDivergent, `${describeParityFailures(report)}\n  ${report.where}`).toBe(0);
       });
       continue;
     }
