@@ -5,6 +5,7 @@
 // (Debian: libsimde-dev) it builds nothing and says why; that test then skips with the reason.
 import { execFileSync } from "node:child_process";
 import fs from "node:fs";
+import { createRequire } from "node:module";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -12,15 +13,11 @@ const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const out = path.join("build", "emulated-avx512");
 
 function whyNot() {
-  if (process.arch !== "x64" || process.platform !== "linux") return `x86-64 Linux only (this is ${process.platform}-${process.arch})`;
-  const flags =
-    fs
-      .readFileSync("/proc/cpuinfo", "utf8")
-      .match(/^flags\s*:(.*)$/m)?.[1]
-      ?.split(/\s+/) ?? [];
-  if (!flags.includes("avx2")) return "the CPU has no AVX2 (the emulation runs on AVX2)";
-  if (["avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_vnni"].every((f) => flags.includes(f)))
-    return "the CPU runs the real AVX-512 kernels";
+  if (process.arch !== "x64") return `x86-64 only (this is ${process.arch})`;
+  // the levels this CPU runs, as the addon just built dispatches them (its cpuid checks, not a copy of them)
+  const { isaAvailable } = createRequire(import.meta.url)(path.join(root, "build", "Release", "keepquant_native.node")).buildInfo();
+  if (!isaAvailable.includes("avx2")) return "the CPU has no AVX2 (the emulation runs on AVX2)";
+  if (isaAvailable.includes("avx512")) return "the CPU runs the real AVX-512 kernels";
   const dirs = [...(process.env.CPATH ?? "").split(":").filter(Boolean), "/usr/include", "/usr/local/include"];
   if (!dirs.some((d) => fs.existsSync(path.join(d, "simde", "x86", "avx512.h"))))
     return "SIMDe's headers are not installed (Debian: apt-get install libsimde-dev)";

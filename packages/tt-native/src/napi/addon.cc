@@ -571,7 +571,7 @@ Napi::Value PoolStress(const Napi::CallbackInfo& info) {
   const int64_t jobs = intArg(info, 0, "jobs", 0);
   const int64_t every = intArg(info, 1, "pauseEvery", 0);
   const int64_t us = intArg(info, 2, "pauseUs", 0);
-  if (jobs < 1 || jobs > 1000000 || every < 0 || us < 0 || us > 100000)
+  if (jobs < 1 || jobs > 1000000 || us > 100000)  // intArg refuses negative values
     throw Napi::RangeError::New(env, "poolStress(jobs 1..1e6, pauseEvery >= 0, pauseUs 0..1e5)");
   const kq::PoolStressResult r = kq::poolStress((int)jobs, (int)every, (int)us);
   Napi::Object o = Napi::Object::New(env);
