@@ -24,6 +24,7 @@ import {
   tuneDecode,
   tuneGroups,
   tuneKey,
+  TUNE_SEARCH_VERSION,
   type FullVariant,
   type TuneGroup,
   type TunerMatrix,
@@ -84,6 +85,9 @@ describe("tuneGroups", () => {
     expect(tuneKey("cpu A", "abi 6", 2, groups)).not.toBe(key);
     expect(tuneKey("cpu A", "abi 5", 1, groups)).not.toBe(key);
     expect(tuneKey("cpu A", "abi 5", 2, groups.slice(1))).not.toBe(key);
+    // a cache written by another candidate set is measured again
+    expect(tuneKey("cpu A", "abi 5", 2, groups, TUNE_SEARCH_VERSION)).toBe(key);
+    expect(tuneKey("cpu A", "abi 5", 2, groups, TUNE_SEARCH_VERSION - 1)).not.toBe(key);
   });
 });
 
@@ -216,12 +220,12 @@ describe("searchVariants (fake timer and clock)", () => {
     expect(q4.weights.length).toBe(groups[0]!.weights.length);
   });
 
-  it("rows per task candidates: fine, coarse and one task per thread, below the matrix height", () => {
+  it("rows per task candidates: fine, coarse, coarser and one task per thread, below the matrix height", () => {
     const { calls } = run(() => 1_000_000);
     const head = calls.filter((c) => c.group === "head/Q6_K").map((c) => c.variant.rowsPerTask);
-    expect([...new Set(head)].sort((a, b) => a - b)).toEqual([0, 16, 256, 60_000]);
+    expect([...new Set(head)].sort((a, b) => a - b)).toEqual([0, 16, 256, 1024, 4096, 60_000]);
     const q4 = calls.filter((c) => c.group === "layer/Q4_K").map((c) => c.variant.rowsPerTask);
-    expect([...new Set(q4)].sort((a, b) => a - b)).toEqual([0, 16, 256, 1792]);
+    expect([...new Set(q4)].sort((a, b) => a - b)).toEqual([0, 16, 256, 1024, 1792]);
   });
 
   it("the budget stops the search: the group keeps what it found, later groups the defaults, with a note", () => {

@@ -93,8 +93,10 @@ void matmulLlamaRowsBatch(const LlamaRowsJob* jobs, int count) {
     const DecodeVariant* tuned = job.variant ? job.variant : &decodeVariant(job.role, job.type);
     variant[j] = job.m == 1 ? tuned : nullptr;
     regs[j] = usesBatchRegisters(*tuned, job.m);
+    // a tuned size applies to every matrix of its (role, type) group: capped at one task per thread, so that
+    // the group's smaller matrices still split over the threads
     rpt[j] = variant[j] && variant[j]->rowsPerTask > 0
-                 ? std::min<int64_t>(variant[j]->rowsPerTask, job.n)
+                 ? std::min<int64_t>(variant[j]->rowsPerTask, (job.n + threadCount() - 1) / threadCount())
                  : rowsPerTask(job.n, job.m, job.m > 1 && kernels().type[job.type].vec_dot_block != nullptr);
     first[j + 1] = first[j] + (int)((job.n + rpt[j] - 1) / rpt[j]);
     if (!variant[j] || variant[j]->threads != 1) inline_ = false;
