@@ -71,6 +71,44 @@ function dotRows(w: Float32Array, wOffset: number, x: Float32Array, xOffset: num
 }
 
 /**
+ * dotRows for activation rows t and t + 1 (at `xOffset` and `xOffset + n`) against one weight row, each
+ * output summed exactly as dotRows sums it (the same four accumulators, the same order): the same bits,
+ * with each weight element read once for both rows. Writes y[yAt] and y[yAt + yStride].
+ */
+function dotRowsPair(w: Float32Array, wOffset: number, x: Float32Array, xOffset: number, n: number, y: Float32Array, yAt: number, yStride: number): void {
+  let a0 = 0;
+  let a1 = 0;
+  let a2 = 0;
+  let a3 = 0;
+  let b0 = 0;
+  let b1 = 0;
+  let b2 = 0;
+  let b3 = 0;
+  const xb = xOffset + n;
+  let i = 0;
+  for (; i + 4 <= n; i += 4) {
+    const w0 = w[wOffset + i]!;
+    const w1 = w[wOffset + i + 1]!;
+    const w2 = w[wOffset + i + 2]!;
+    const w3 = w[wOffset + i + 3]!;
+    a0 += w0 * x[xOffset + i]!;
+    a1 += w1 * x[xOffset + i + 1]!;
+    a2 += w2 * x[xOffset + i + 2]!;
+    a3 += w3 * x[xOffset + i + 3]!;
+    b0 += w0 * x[xb + i]!;
+    b1 += w1 * x[xb + i + 1]!;
+    b2 += w2 * x[xb + i + 2]!;
+    b3 += w3 * x[xb + i + 3]!;
+  }
+  for (; i < n; i++) {
+    a0 += w[wOffset + i]! * x[xOffset + i]!;
+    b0 += w[wOffset + i]! * x[xb + i]!;
+  }
+  y[yAt] = a0 + a1 + a2 + a3;
+  y[yAt + yStride] = b0 + b1 + b2 + b3;
+}
+
+/**
  * Pure TypeScript provider (the reference tier, priority 0). `llama` numerics: F32 weights see f32
  * activations, F16 weights f16-rounded activations, BF16 weights bf16-rounded activations (the
  * vec_dot_type rule); quantized weights are computed by `quantizedLlama` when given (integer dots
@@ -146,7 +184,9 @@ export class TsMatmulProvider implements MatmulProvider {
         w = row;
         wOffset = 0;
       }
-      for (let t = 0; t < m; t++) y[t * rows + n] = dotRows(w, wOffset, xs, t * cols, cols);
+      let t = 0;
+      for (; t + 2 <= m; t += 2) dotRowsPair(w, wOffset, xs, t * cols, cols, y, t * rows + n, rows);
+      for (; t < m; t++) y[t * rows + n] = dotRows(w, wOffset, xs, t * cols, cols);
     }
   }
 }
