@@ -44,24 +44,34 @@ const llamaReason = llamaUnavailableReason();
 
 const typeName = (type: GgmlType): string => GGML_TYPE_TRAITS[type].name;
 
+/** The 4-layer spec of the generator's own tests, and its file written once, uninterrupted (with its progress events). */
+const SMALL_4: PooledQwen35Spec = { ...SMALL_64, layers: 4 };
+let wholeRun: Promise<{ file: string; bytes: number; sha256: string; events: WriteProgress[] }> | undefined;
+function wholeFile(): Promise<{ file: string; bytes: number; sha256: string; events: WriteProgress[] }> {
+  wholeRun ??= (async () => {
+    const file = path.join(dir, "whole.gguf");
+    const events: WriteProgress[] = [];
+    const written = await writeQuantizedQwen35(file, SMALL_4, { onProgress: (p) => events.push(p) });
+    return { file, ...written, events };
+  })();
+  return wholeRun;
+}
+
 describe("writeQuantizedQwen35 (the 27B generator's recipe)", () => {
   it("writes the layout's size, reports progress per tensor and leaves no partial file", async () => {
-    const file = path.join(dir, "progress.gguf");
-    const events: WriteProgress[] = [];
-    const { bytes } = await writeQuantizedQwen35(file, { ...SMALL_64, layers: 4 }, { onProgress: (p) => events.push(p) });
-    const layout = quantizedQwen35Layout({ ...SMALL_64, layers: 4 });
+    const { file, bytes, events } = await wholeFile();
+    const layout = quantizedQwen35Layout(SMALL_4);
     expect(bytes).toBe(layout.fileSize);
     expect(fs.statSync(file).size).toBe(layout.fileSize);
     expect(events.at(-1)).toMatchObject({ tensorsDone: layout.tensors.length, bytesDone: layout.fileSize });
     expect(fs.readdirSync(dir).filter((name) => name.includes("partial"))).toEqual([]);
-    fs.rmSync(file);
   });
 
   it("resumes an interrupted partial file to the same bytes as an uninterrupted run", async () => {
-    const spec = { ...SMALL_64, layers: 4 };
-    const whole = path.join(dir, "whole.gguf");
+    const spec = SMALL_4;
     const resumed = path.join(dir, "resumed.gguf");
-    const reference = await writeQuantizedQwen35(whole, spec);
+    // the uninterrupted run (shared with the test above: the generator is deterministic, so one write serves both)
+    const reference = await wholeFile();
     // Interrupt after 10 tensors: the progress callback throws.
     await expect(
       writeQuantizedQwen35(resumed, spec, {
@@ -78,8 +88,7 @@ describe("writeQuantizedQwen35 (the 27B generator's recipe)", () => {
     const again = await writeQuantizedQwen35(resumed, spec, { onProgress: (p) => events.push(p) });
     expect(events[0]).toMatchObject({ resumed: true, tensorsDone: 10 });
     expect(again.sha256).toBe(reference.sha256);
-    expect(Buffer.compare(fs.readFileSync(resumed), fs.readFileSync(whole))).toBe(0);
-    fs.rmSync(whole);
+    expect(Buffer.compare(fs.readFileSync(resumed), fs.readFileSync(reference.file))).toBe(0);
     fs.rmSync(resumed);
   });
 
