@@ -26,6 +26,7 @@ import {
   tuneKey,
   TUNE_SEARCH_VERSION,
   type FullVariant,
+  type TuneChoice,
   type TuneGroup,
   type TunerMatrix,
 } from "./tuner.js";
@@ -62,17 +63,33 @@ function costModel(gains: Partial<Record<keyof FullVariant, Record<string, numbe
   };
 }
 
+/** MODEL's group `name` ("role/type"). */
+function group(name: string): TuneGroup {
+  const found = tuneGroups(MODEL).find((g) => `${g.role}/${g.typeName}` === name);
+  if (!found) throw new Error(`no group ${name}`);
+  return found;
+}
+
+/** The choice of group `name` ("role/type"). */
+function choice(choices: readonly TuneChoice[], name: string): TuneChoice {
+  const found = choices.find((c) => `${c.role}/${c.type}` === name);
+  if (!found) throw new Error(`no choice ${name}`);
+  return found;
+}
+
 describe("tuneGroups", () => {
   const groups = tuneGroups(MODEL);
-  it("one group per (role, type) with enough bytes; the K with the most bytes; heads last", () => {
-    expect(groups.map((g) => `${g.role}/${g.typeName}/K=${g.k}`)).toEqual(["layer/Q4_K/K=1024", "layer/Q6_K/K=3584", "head/Q6_K/K=1024"]);
+  it("one group per (role, type) with enough bytes; the K with the most bytes; the groups a token reads most of first", () => {
+    // the head's 100.8 MB, the layers' Q4_K at both widths (16.5 MB), the layers' Q6_K (12.0 MB)
+    expect(groups.map((g) => `${g.role}/${g.typeName}/K=${g.k}`)).toEqual(["head/Q6_K/K=1024", "layer/Q4_K/K=1024", "layer/Q6_K/K=3584"]);
+    expect(groups.map((g) => g.modelBytes)).toEqual([120_000 * 840, 6 * 3584 * 576 + 2 * 1024 * 2016, 4 * 1024 * 2940]);
     expect(MODEL.filter((m) => m.type === GgmlType.F32)[0]!.rows * 4096).toBeLessThan(TUNE_MIN_GROUP_BYTES);
   });
   it("a pass reads at most about TUNE_PASS_BYTES: whole matrices, then a slice of a tall one", () => {
-    const q4 = groups[0]!;
+    const q4 = group("layer/Q4_K");
     expect(q4.weights.length).toBe(6); // 6 x 2 MiB: all of them, under the pass size
     expect(q4.bytes).toBe(6 * 3584 * 576);
-    const head = groups[2]!;
+    const head = group("head/Q6_K");
     expect(head.weights.length).toBe(1);
     expect(head.rows[0]).toBe(Math.ceil(TUNE_PASS_BYTES / 840));
     expect(head.weights[0]!.byteLength).toBe(head.rows[0]! * 840);
@@ -120,11 +137,11 @@ describe("searchVariants (fake timer and clock)", () => {
       expect(c.defaultNs).toBe(1_000_000);
     }
     // the threads candidate gained only 10 000 / 750 000 = 1.3%: under the noise guard, not taken
-    expect(choices[0]!.variant.threads).toBe(0);
+    expect(choice(choices, "layer/Q4_K").variant.threads).toBe(0);
     // a warm-up pass per group, then the default, then each candidate; every timing `passes` passes
     const q4 = calls.filter((c) => c.group === "layer/Q4_K" && c.actRows === 1);
     expect(q4[0]).toEqual({ group: "layer/Q4_K", variant: DEFAULT_VARIANT, passes: 1, actRows: 1 });
-    expect(q4.length - 1).toBe(choices[0]!.timed);
+    expect(q4.length - 1).toBe(choice(choices, "layer/Q4_K").timed);
     expect(q4.slice(1).every((c) => c.passes === 2)).toBe(true);
     // the prefetch stage started from the weightRows winner
     expect(q4.filter((c) => c.variant.prefetch !== 0).every((c) => c.variant.weightRows === 1)).toBe(true);
@@ -134,7 +151,7 @@ describe("searchVariants (fake timer and clock)", () => {
     const cost = costModel({ isa: { avx2: 300_000 } });
     const { choices, calls } = run((v) => cost(v));
     expect(calls.some((c) => c.variant.isa === "generic")).toBe(false);
-    expect(choices[0]!.variant.isa).toBe("avx2");
+    expect(choices.every((c) => c.variant.isa === "avx2")).toBe(true);
     // with avx2 chosen, its row kernels' prefetch distances (default 8) are timed, not row counts (one at a time)
     const afterIsa = calls.filter((c) => c.group === "layer/Q4_K" && c.variant.isa === "avx2");
     expect([...new Set(afterIsa.map((c) => c.variant.weightRows))]).toEqual([0]);
@@ -188,9 +205,15 @@ describe("searchVariants (fake timer and clock)", () => {
       [0, 2],
       [1, 2],
     ]);
-    expect(choices.map((c) => c.variant.batchKernel)).toEqual([1, 0, 0]); // the Q6_K tie is under the noise guard
-    expect(choices[0]!.batch).toEqual({ rows: TUNE_BATCH_ROWS, blockNs: 4_000_000, registersNs: 3_000_000, passBytes: groups[0]!.bytes });
-    expect(choices[2]!.batch?.registersNs).toBe(5_000_000);
+    // head, layer Q4_K, layer Q6_K (the Q6_K tie is under the noise guard)
+    expect(choices.map((c) => c.variant.batchKernel)).toEqual([0, 1, 0]);
+    expect(choice(choices, "layer/Q4_K").batch).toEqual({
+      rows: TUNE_BATCH_ROWS,
+      blockNs: 4_000_000,
+      registersNs: 3_000_000,
+      passBytes: group("layer/Q4_K").bytes,
+    });
+    expect(choice(choices, "head/Q6_K").batch?.registersNs).toBe(5_000_000);
     // the one-row search started from the batch winner and its candidates keep it
     expect(
       calls
@@ -207,17 +230,17 @@ describe("searchVariants (fake timer and clock)", () => {
   });
 
   it("a batched-step pass reads a slice of the group: at most about TUNE_BATCH_PASS_BYTES", () => {
-    const head = groups[2]!;
+    const head = group("head/Q6_K");
     const slice = batchSlice(head);
     expect(slice.weights.length).toBe(1);
     expect(slice.rows[0]).toBe(Math.ceil(TUNE_BATCH_PASS_BYTES / 840));
     expect(slice.weights[0]!.byteLength).toBe(slice.rows[0]! * 840);
     expect(slice.weights[0]!.byteOffset).toBe(head.weights[0]!.byteOffset);
     // a group under the slice size: all of it
-    const q4 = batchSlice(groups[0]!);
-    expect(groups[0]!.bytes).toBeLessThan(TUNE_BATCH_PASS_BYTES);
-    expect(q4.bytes).toBe(groups[0]!.bytes);
-    expect(q4.weights.length).toBe(groups[0]!.weights.length);
+    const q4 = batchSlice(group("layer/Q4_K"));
+    expect(group("layer/Q4_K").bytes).toBeLessThan(TUNE_BATCH_PASS_BYTES);
+    expect(q4.bytes).toBe(group("layer/Q4_K").bytes);
+    expect(q4.weights.length).toBe(group("layer/Q4_K").weights.length);
   });
 
   it("rows per task candidates: fine, coarse, coarser and one task per thread, below the matrix height", () => {
@@ -230,15 +253,15 @@ describe("searchVariants (fake timer and clock)", () => {
 
   it("the budget stops the search: the group keeps what it found, later groups the defaults, with a note", () => {
     // every timing costs 2 x 1 ms on the fake clock (a warm-up 1 ms): a 12 ms budget covers the first
-    // group's batch kernels (5 ms) and its first one-row candidates
+    // group's (the head's: the most bytes) batch kernels (5 ms) and its first one-row candidates
     const cost = costModel({ weightRows: { "1": 100_000 } });
     const { choices, notes, calls } = run((v) => cost(v), 12);
     expect(notes.join("\n")).toMatch(/budget \(12 ms\) was reached/);
     expect(choices[0]!.variant.weightRows).toBe(1);
     expect(choices[0]!.timed).toBeLessThan(8);
     expect(choices.slice(1).every((c) => c.timed === 0 && c.variant === DEFAULT_VARIANT)).toBe(true);
-    expect(calls.every((c) => c.group === "layer/Q4_K")).toBe(true);
-    expect(choices.map((c) => c.type)).toEqual(["Q4_K", "Q6_K", "Q6_K"]);
+    expect(calls.every((c) => c.group === "head/Q6_K")).toBe(true);
+    expect(choices.map((c) => `${c.role}/${c.type}`)).toEqual(["head/Q6_K", "layer/Q4_K", "layer/Q6_K"]);
   });
 });
 

@@ -85,6 +85,8 @@ export interface TuneGroup {
   bytes: number;
   /** rows of the tallest matrix (the split into tasks depends on it) */
   maxRows: number;
+  /** bytes of every matrix of this (role, type) in the model, every K: what one decode token reads of it */
+  modelBytes: number;
 }
 
 export type FullVariant = Required<DecodeVariant>;
@@ -197,7 +199,10 @@ export function tuneCacheDir(env: TunerEnv = process.env): string {
 
 // ---------------------------------------------------------------- groups
 
-/** The (role, type) groups worth tuning: per group the K with the most bytes, its matrices up to TUNE_PASS_BYTES. */
+/**
+ * The (role, type) groups worth tuning: per group the K with the most bytes, its matrices up to TUNE_PASS_BYTES;
+ * the groups in order of the bytes a decode token reads of them, most first.
+ */
 export function tuneGroups(matrices: readonly TunerMatrix[]): TuneGroup[] {
   const byKey = new Map<string, TunerMatrix[]>();
   for (const m of matrices) {
@@ -207,15 +212,17 @@ export function tuneGroups(matrices: readonly TunerMatrix[]): TuneGroup[] {
     byKey.set(key, list);
   }
   const best = new Map<string, { bytes: number; list: TunerMatrix[] }>();
+  const modelBytes = new Map<string, number>();
   for (const list of byKey.values()) {
     const first = list[0]!;
     const bytes = list.reduce((s, m) => s + m.rows * m.rowBytes, 0);
     const key = `${first.role}/${first.type}`;
+    modelBytes.set(key, (modelBytes.get(key) ?? 0) + bytes);
     const current = best.get(key);
     if (!current || bytes > current.bytes) best.set(key, { bytes, list });
   }
   const groups: TuneGroup[] = [];
-  for (const { bytes: total, list } of best.values()) {
+  for (const [key, { bytes: total, list }] of best) {
     if (total < TUNE_MIN_GROUP_BYTES) continue;
     const first = list[0]!;
     const group: TuneGroup = {
@@ -227,6 +234,7 @@ export function tuneGroups(matrices: readonly TunerMatrix[]): TuneGroup[] {
       rows: [],
       bytes: 0,
       maxRows: 0,
+      modelBytes: modelBytes.get(key)!,
     };
     for (const m of list) {
       if (group.bytes >= TUNE_PASS_BYTES) break;
@@ -239,12 +247,14 @@ export function tuneGroups(matrices: readonly TunerMatrix[]): TuneGroup[] {
     }
     groups.push(group);
   }
-  groups.sort((a, b) => (a.role === b.role ? a.type - b.type : a.role < b.role ? 1 : -1));
+  // the groups a token reads most of first, so that the budget at load runs out on the smallest (in role order
+  // the 0.8B Q4_K_M file's head came last); ties in role, then type order
+  groups.sort((a, b) => b.modelBytes - a.modelBytes || (a.role === b.role ? a.type - b.type : a.role < b.role ? 1 : -1));
   return groups;
 }
 
 /** The search's version in the cache key: a choice made from another candidate set is measured again. */
-export const TUNE_SEARCH_VERSION = 2;
+export const TUNE_SEARCH_VERSION = 3;
 
 /** The cache key: CPU model, addon version, the search's version, threads and every group's shape. */
 export function tuneKey(
