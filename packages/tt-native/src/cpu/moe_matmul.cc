@@ -11,11 +11,17 @@
 namespace kq {
 namespace {
 
-// Rows per task (matmul.cc's split): enough tasks to balance the threads, few enough to amortize
+// Rows per task. Decode (one routed row per expert): one contiguous run of each expert matrix per thread.
+// The jobs of a dispatch are equal in size (the selected experts' gate and up, or their down matrices,
+// and the shared expert's), so their tasks still balance, and each thread streams long runs of rows the
+// hardware prefetcher follows: on an AMD EPYC Zen 1 the FFN phase of a 35B-A3B decode step took
+// 0.88-0.91x the time of 32-64-row tasks (in-process A/B, min and median over 8 rounds).
+// Batched steps (matmul.cc's split): enough tasks to balance the threads, few enough to amortize
 // scheduling; a block kernel prepares its activation tile once per task, so it gets bigger tasks.
 int64_t groupedRowsPerTask(int64_t n, int64_t m, bool blockKernel) {
+  if (m == 1) return std::max<int64_t>(1, (n + threadCount() - 1) / threadCount());
   const int64_t target = (int64_t)threadCount() * 8;
-  const int64_t cap = m > 1 && !blockKernel ? 16 : 64;
+  const int64_t cap = blockKernel ? 64 : 16;
   return std::max<int64_t>(1, std::min((n + target - 1) / target, cap));
 }
 
