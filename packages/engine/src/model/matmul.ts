@@ -75,7 +75,16 @@ function dotRows(w: Float32Array, wOffset: number, x: Float32Array, xOffset: num
  * output summed exactly as dotRows sums it (the same four accumulators, the same order): the same bits,
  * with each weight element read once for both rows. Writes y[yAt] and y[yAt + yStride].
  */
-function dotRowsPair(w: Float32Array, wOffset: number, x: Float32Array, xOffset: number, n: number, y: Float32Array, yAt: number, yStride: number): void {
+function dotRowsPair(
+  w: Float32Array,
+  wOffset: number,
+  x: Float32Array,
+  xOffset: number,
+  n: number,
+  y: Float32Array,
+  yAt: number,
+  yStride: number,
+): void {
   let a0 = 0;
   let a1 = 0;
   let a2 = 0;
