@@ -31,8 +31,11 @@ constexpr int kMultiRows = 4;  // the default; a level may take more rows per ca
 
 // One activation row against `rows` consecutive weight rows `ws` bytes apart: out[0..rows). Gives the
 // same bits per weight row as the VecDotFn of the same level (decode: independent chains per row).
-// `prefetch`: the software prefetch distance in weight blocks (0: the level's default); it moves no bit.
-typedef void (*VecDotRowsFn)(int n, const uint8_t* w, size_t ws, int rows, const uint8_t* a, float* out, int prefetch);
+// A call takes a whole task's rows, so that the activation row's per-block values and the kernel's
+// constants are prepared once for all of them; `width` is how many weight rows the kernel's body runs side
+// by side (1, 2 or 4; 0: the level's `weight_rows`; a level may have one width only).
+// `prefetch`: the software prefetch distance in weight blocks (0: the level's default); neither moves a bit.
+typedef void (*VecDotRowsFn)(int n, const uint8_t* w, size_t ws, int rows, const uint8_t* a, float* out, int prefetch, int width);
 
 // `wrows` consecutive weight rows (`ws` bytes apart) against `arows` activation rows (`as` bytes
 // apart): out[ar * os + wr]. Gives the same bits per output as the VecDotFn of the same level
@@ -48,7 +51,7 @@ struct CpuTypeTraits {
   VecDotMultiFn vec_dot_multi;  // null: prefill loops over vec_dot
   int multi_rows;               // activation rows one vec_dot_multi call takes (at most)
   VecDotRowsFn vec_dot_rows;    // null: decode takes one weight row at a time
-  int weight_rows;              // weight rows one vec_dot_rows call takes (at most)
+  int weight_rows;              // vec_dot_rows' default width (weight rows its body runs side by side)
   VecDotBlockFn vec_dot_block;  // null: prefill through vec_dot_multi / vec_dot
   // the same contract with register kernels for a few activation rows (a batched decode step): chosen by
   // the decode variant's batchKernel = 1; null: the type has only vec_dot_block

@@ -41,13 +41,10 @@ void rowBlock(const LlamaRowsJob& job, const DecodeVariant* v, bool regs, int64_
   const int64_t m = job.m, n = job.n;
   const VecDotRowsFn rowsFn = kt.vec_dot_rows;
   if (m == 1 && rowsFn) {
-    // decode: several weight rows per call (independent chains), the activation row loaded once
-    const int step = v && v->weightRows > 0 ? v->weightRows : kt.weight_rows;
-    const int prefetch = v ? v->prefetch : 0;
-    for (int64_t r = r0; r < r1; r += step) {
-      const int rows = (int)std::min<int64_t>(step, r1 - r);
-      rowsFn((int)job.k, job.w + (size_t)r * wBytes, wBytes, rows, job.act, job.y + r, prefetch);
-    }
+    // decode: the task's weight rows in one call, several side by side (independent chains), the activation
+    // row's per-block values prepared once
+    rowsFn((int)job.k, job.w + (size_t)r0 * wBytes, wBytes, (int)(r1 - r0), job.act, job.y + r0, v ? v->prefetch : 0,
+           v && v->weightRows > 0 ? v->weightRows : kt.weight_rows);
     return;
   }
   const int64_t mTile = 32;

@@ -36,11 +36,8 @@ void groupedRowBlock(const LlamaRowsJob& job, int64_t r0, int64_t r1) {
   const DecodeVariant* v = m == 1 ? (job.variant ? job.variant : &decodeVariant(kRoleLayer, job.type)) : nullptr;
   const CpuTypeTraits& kt = (v && v->isa >= 0 ? kernelsAt((IsaLevel)v->isa) : kernels()).type[job.type];
   if (v && kt.vec_dot_rows) {
-    const int step = v->weightRows > 0 ? v->weightRows : kt.weight_rows;
-    for (int64_t r = r0; r < r1; r += step) {
-      const int rows = (int)std::min<int64_t>(step, r1 - r);
-      kt.vec_dot_rows((int)job.k, job.w + (size_t)r * wBytes, wBytes, rows, job.act, job.y + r, v->prefetch);
-    }
+    kt.vec_dot_rows((int)job.k, job.w + (size_t)r0 * wBytes, wBytes, (int)(r1 - r0), job.act, job.y + r0, v->prefetch,
+                    v->weightRows > 0 ? v->weightRows : kt.weight_rows);
     return;
   }
   const int64_t mTile = 32;
