@@ -147,6 +147,25 @@ describe("searchVariants (fake timer and clock)", () => {
     expect(q4.filter((c) => c.variant.prefetch !== 0).every((c) => c.variant.weightRows === 1)).toBe(true);
   });
 
+  it("the prefetch distance is swept again over the chosen rows per task, and no variant is timed twice", () => {
+    // prefetch 64 pays only with long tasks (a thread streaming a long run of rows): the first prefetch sweep,
+    // over the default short tasks, finds nothing; the rows-per-task sweep then takes long tasks (4% faster);
+    // only a second prefetch sweep over them finds the 30% of prefetch 64
+    const cost = (v: FullVariant) => {
+      const long = v.rowsPerTask >= 1024;
+      return 1_000_000 - (long ? 40_000 : 0) - (long && v.prefetch === 64 ? 300_000 : 0);
+    };
+    const { choices, calls } = run(cost);
+    const q4 = choice(choices, "layer/Q4_K");
+    expect(q4.variant.rowsPerTask).toBeGreaterThanOrEqual(1024);
+    expect(q4.variant.prefetch).toBe(64);
+    expect(q4.chosenNs).toBe(660_000);
+    const q4Calls = calls.filter((c) => c.group === "layer/Q4_K" && c.actRows === 1).slice(1);
+    const keys = q4Calls.map((c) => JSON.stringify(c.variant));
+    expect(new Set(keys).size).toBe(keys.length);
+    expect(keys.length).toBe(q4.timed);
+  });
+
   it("the ISA stage offers the SIMD levels below the best (never generic); the rows kernels' fields around each level's defaults", () => {
     const cost = costModel({ isa: { avx2: 300_000 } });
     const { choices, calls } = run((v) => cost(v));
@@ -171,7 +190,7 @@ describe("searchVariants (fake timer and clock)", () => {
       { role: "layer", type: GgmlType.Q8_0, rows: 4096, cols: 1024, rowBytes: 1088, data: new Uint8Array(4096 * 1088) },
     ]);
     const atAvx2 = candidateStages(q8[0]!, ["generic", "avx2"], 2).flatMap((stage) => stage(DEFAULT_VARIANT));
-    expect(atAvx2.filter((v) => v.prefetch !== 0).map((v) => v.prefetch)).toEqual([32, 128]);
+    expect([...new Set(atAvx2.filter((v) => v.prefetch !== 0).map((v) => v.prefetch))]).toEqual([32, 128]);
     expect(atAvx2.some((v) => v.weightRows !== 0)).toBe(false);
     expect(
       candidateStages(q8[0]!, ["generic", "avx2", "avx512"], 2)
