@@ -307,8 +307,10 @@ export function candidateStages(
   // single vs pair (vs four-row) kernels: the level's other counts (Q8_0 at AVX-512: one row only)
   stages.push((v) => (rowsKernels(v)?.weightRows.filter((r) => kQuant || r === 1) ?? []).map((weightRows) => ({ ...v, weightRows })));
   // prefetch distance around the level's default (its own default included, for the second sweep below)
-  const prefetchStage = (v: FullVariant) =>
-    rowsKernels(v) ? [0, ...rowsKernels(v)!.prefetch(kQuant)].filter((p) => p !== v.prefetch).map((prefetch) => ({ ...v, prefetch })) : [];
+  const prefetchStage = (v: FullVariant) => {
+    const rows = rowsKernels(v);
+    return rows ? [0, ...rows.prefetch(kQuant)].filter((p) => p !== v.prefetch).map((prefetch) => ({ ...v, prefetch })) : [];
+  };
   stages.push(prefetchStage);
   // rows per task: fine (balance), coarse (fewer claims), coarser (each thread streams a longer run of rows: on an
   // AMD Zen 1, 1024-2048 rows of a 248,320-row Q6_K head read 1.1-1.2x faster than 64 or 256), one task per thread
