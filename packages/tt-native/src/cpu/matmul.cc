@@ -12,9 +12,11 @@
 namespace kq {
 namespace {
 
-// Rows per task: enough tasks to balance threads, few enough to amortize scheduling.
+// Rows per task: enough tasks to balance threads, few enough to amortize scheduling; a batched decode step
+// through a block kernel takes long runs (batchStepRowsPerTask).
 int64_t rowsPerTask(int64_t n, int64_t m, bool blockKernel) {
   const int64_t threads = threadCount();
+  if (blockKernel && m > 1 && m <= kBatchKernelMaxRows) return batchStepRowsPerTask(n, threads);
   const int64_t target = threads * 8;
   int64_t r = (n + target - 1) / target;
   // a block kernel prepares the activation tile once per task: bigger tasks amortize it

@@ -16,10 +16,11 @@ namespace {
 // and the shared expert's), so their tasks still balance, and each thread streams long runs of rows the
 // hardware prefetcher follows: on an AMD EPYC Zen 1 the FFN phase of a 35B-A3B decode step took
 // 0.88-0.91x the time of 32-64-row tasks (in-process A/B, min and median over 8 rounds).
-// Batched steps (matmul.cc's split): enough tasks to balance the threads, few enough to amortize
-// scheduling; a block kernel prepares its activation tile once per task, so it gets bigger tasks.
+// Batched steps (matmul.cc's split): a few rows per expert through a block kernel take long runs
+// (batchStepRowsPerTask); otherwise enough tasks to balance the threads, few enough to amortize scheduling.
 int64_t groupedRowsPerTask(int64_t n, int64_t m, bool blockKernel) {
   if (m == 1) return std::max<int64_t>(1, (n + threadCount() - 1) / threadCount());
+  if (blockKernel && m <= kBatchKernelMaxRows) return batchStepRowsPerTask(n, threadCount());
   const int64_t target = (int64_t)threadCount() * 8;
   const int64_t cap = blockKernel ? 64 : 16;
   return std::max<int64_t>(1, std::min((n + target - 1) / target, cap));
