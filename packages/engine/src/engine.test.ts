@@ -163,9 +163,10 @@ describe("Engine scheduling", () => {
     const stats = engine.stats();
     expect(stats.providers["matmul:F32"]).toBeDefined();
     // the native step when the addon loads (it computes every op), else the TypeScript forward
-    if (stats.providers.step!.startsWith("native-step-"))
+    if (stats.providers.step!.startsWith("native-step-")) {
       expect(stats.providers.embedding).toBe(`${stats.providers.step}-exact-row-decode`);
-    else expect(stats.providers.embedding).toBe("ts-exact-row-decode");
+      expect(stats.providers.greedy).toBe(`${stats.providers.step}-argmax`);
+    } else expect(stats.providers.embedding).toBe("ts-exact-row-decode");
     expect(stats.residentBytes.twin).toBe(0);
     expect(stats.residentBytes.packed).toBeGreaterThan(0);
     expect(stats.residentBytes.f32).toBeGreaterThan(0);
@@ -174,6 +175,7 @@ describe("Engine scheduling", () => {
     }
     const ts = await Engine.fromWeights(weights, { provider: "ts" });
     expect(ts.stats().providers.step).toBe("ts-forward");
+    expect(ts.stats().providers.greedy).toBe("ts-scan");
     expect(ts.stats().providers.embedding).toBe("ts-exact-row-decode");
     ts.dispose();
     engine.dispose();

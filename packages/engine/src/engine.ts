@@ -574,7 +574,7 @@ export class Engine {
     }
     let sampler: Sampler;
     try {
-      sampler = new Sampler({ ...samplingParams, temperature: samplingParams.temperature ?? 0 });
+      sampler = new Sampler({ ...samplingParams, temperature: samplingParams.temperature ?? 0 }, { argmax: this.backend.argmax });
     } catch (error) {
       throw new EngineOptionError("ENGINE_BAD_REQUEST", (error as Error).message, {
         field: (error as { field?: string }).field,

@@ -11,15 +11,7 @@ import { allocateJsStorage, type AllocateStorage } from "./kv/paged-kv.js";
 import { GdnStatePool } from "./kv/state-pool.js";
 import type { DrafterEntry } from "./model/forward.js";
 import type { ModelWeights } from "./model/weights.js";
-import {
-  drawFrom,
-  greedy,
-  logprobsOf,
-  type Sampler,
-  type SampledLogprobs,
-  speculativeAccept,
-  type TokenDistribution,
-} from "./sampling/index.js";
+import { drawFrom, logprobsOf, type Sampler, type SampledLogprobs, speculativeAccept, type TokenDistribution } from "./sampling/index.js";
 
 /** Drafts per step when `speculative.draftTokens` is not given. */
 const DEFAULT_DRAFT_TOKENS = 3;
@@ -528,7 +520,7 @@ export class SpeculativeDecoder {
    * the whole vocabulary.
    */
   private pickDraft(request: SpeculativeSequence, logits: Float32Array): number {
-    if (request.sampler.params.temperature <= 0) return greedy(logits);
+    if (request.sampler.params.temperature <= 0) return request.sampler.argmax(logits);
     const vocab = this.host.weights.vocab;
     if (logits.length < vocab) {
       const full = new Float32Array(vocab).fill(Number.NEGATIVE_INFINITY);

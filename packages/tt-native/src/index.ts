@@ -548,6 +548,17 @@ export function nativeLibm(): NativeLibm {
   return requireAddon("nativeLibm").libm;
 }
 
+/**
+ * Greedy sampling's argmax over a logits row, natively (vectorized where the CPU allows): the lowest index
+ * of the largest value (-0 and +0 equal), NaN never taken, 0 when no value is above -Infinity (or the row is
+ * empty). The same index as a linear scan that keeps the first strictly larger value (@keepquant/engine's
+ * `greedy`, llama_sampler_greedy's), in about a tenth of the time on a 248,320-entry row.
+ */
+export function nativeArgmax(x: Float32Array): number {
+  if (!(x instanceof Float32Array)) throw new NativeArgumentError("nativeArgmax", "x", "expected a Float32Array");
+  return requireAddon("nativeArgmax").argmaxF32(x);
+}
+
 // ---------------------------------------------------------------- memory bandwidth
 
 export interface ReadBandwidth {

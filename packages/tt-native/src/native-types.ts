@@ -4,7 +4,7 @@
  */
 import type { GgmlType } from "@keepquant/gguf";
 
-export const NATIVE_ABI_VERSION = 6;
+export const NATIVE_ABI_VERSION = 7;
 
 export type IsaLevelName = "generic" | "avx2" | "avx512" | "neon";
 
@@ -263,6 +263,8 @@ export interface NativeAddon {
   matmulBf16(...args: NativeBf16Args): void;
   /** wrapping sum of the buffer's 8-byte words, read once across the pool (bandwidth probe) */
   sumWords(buffer: ByteView): bigint;
+  /** greedy sampling's argmax: the lowest index of the largest value, NaN never taken; 0 when none is above -Infinity */
+  argmaxF32(x: Float32Array): number;
   matmulBf16Async(...args: NativeBf16Args): Promise<void>;
   NativeModel: new (spec: NativeModelSpec) => NativeModelHandle;
   /** The file mapped copy-on-write as one external ArrayBuffer; `populate` faults every page in now. */

@@ -135,6 +135,8 @@ export class NativeStep implements StepBackend {
 
   private hidden = new Float32Array(0);
   private hiddenCount = 0;
+  /** greedy sampling's argmax (tt-native's nativeArgmax: about a tenth of the scan's time on a 248,320-entry row) */
+  readonly argmax = (logits: Float32Array): number => this.native.nativeArgmax(logits);
 
   private constructor(
     private readonly native: TtNative,
@@ -156,6 +158,7 @@ export class NativeStep implements StepBackend {
       attention: `${name}-${options.flashAttention ? "flash-attn-llama" : "attn-llama-no-fa"}`,
       gdn: `${name}-fused-gdn`,
       norms: `${name}-f32`,
+      greedy: `${name}-argmax`,
     };
     return new NativeStep(
       native,

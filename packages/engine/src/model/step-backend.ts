@@ -12,6 +12,8 @@ export interface StepLabels {
   attention: string;
   gdn: string;
   norms: string;
+  /** greedy sampling's argmax over a logits row */
+  greedy: string;
 }
 
 export interface StepBackend {
@@ -22,6 +24,11 @@ export interface StepBackend {
    * runs on it, so the engine yields to the event loop between steps.
    */
   readonly offThread: boolean;
+  /**
+   * Greedy sampling's argmax over a logits row, where the backend has a faster one than the samplers' scan (the
+   * same index: the lowest of the largest value, NaN never taken); undefined: the scan.
+   */
+  readonly argmax?: (logits: Float32Array) => number;
   /** Logits `[logit rows, vocab]` of one step (entry order, then row order); valid until the next step. */
   forward(entries: readonly StepEntry[]): Promise<Float32Array>;
   /** One MTP drafter step: `hiddenIn` [rows, D] pairs with the rows; logits `[logit rows, drafter head rows]`. */
@@ -49,6 +56,7 @@ export class SpecStepBackend implements StepBackend {
       attention: options.flashAttention ? "ts-flash-attn-llama" : "ts-attn-llama-no-fa",
       gdn: "ts-fused-gdn",
       norms: "ts-f32",
+      greedy: "ts-scan",
     };
   }
 

@@ -18,13 +18,26 @@ import type { TokenDistribution } from "./speculative.js";
 import { type ResolvedSamplingParams, type SamplingParams, resolveSamplingParams } from "./params.js";
 import { type Rng, createRng } from "./rng.js";
 
+/** Faster kernels a sampler may use in place of its own code, each giving the same result. */
+export interface SamplerKernels {
+  /** `greedy`'s index (the lowest of the largest value, NaN never taken; 0 when none is above -Infinity). */
+  argmax?: ((logits: Float32Array) => number) | undefined;
+}
+
 export class Sampler {
   readonly params: Readonly<ResolvedSamplingParams>;
   private readonly rng: Rng;
+  private readonly argmaxKernel: (logits: Float32Array) => number;
 
-  constructor(params: SamplingParams = {}) {
+  constructor(params: SamplingParams = {}, kernels: SamplerKernels = {}) {
     this.params = resolveSamplingParams(params);
     this.rng = createRng(this.params.seed);
+    this.argmaxKernel = kernels.argmax ?? greedy;
+  }
+
+  /** The greedy pick of a logits row as it is (no penalties): the lowest id of the largest logit. */
+  argmax(logits: Float32Array): number {
+    return this.argmaxKernel(logits);
   }
 
   /**
@@ -33,7 +46,7 @@ export class Sampler {
    */
   distribution(logits: Float32Array, history: readonly number[] = []): TokenDistribution {
     const penalized = this.penalize(logits, history);
-    if (this.params.temperature <= 0) return { ids: Int32Array.of(greedy(penalized)), probabilities: Float32Array.of(1) };
+    if (this.params.temperature <= 0) return { ids: Int32Array.of(this.argmaxKernel(penalized)), probabilities: Float32Array.of(1) };
     const candidates = this.candidates(penalized);
     return { ids: candidates.ids, probabilities: softmax(candidates) };
   }
@@ -49,7 +62,7 @@ export class Sampler {
    */
   sample(logits: Float32Array, history: readonly number[] = []): number {
     const penalized = this.penalize(logits, history);
-    if (this.params.temperature <= 0) return greedy(penalized);
+    if (this.params.temperature <= 0) return this.argmaxKernel(penalized);
     return sampleCandidates(this.candidates(penalized), this.rng.next());
   }
 

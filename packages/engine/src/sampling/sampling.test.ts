@@ -143,6 +143,25 @@ describe("Sampler", () => {
     expect(new Sampler({ temperature: 0, repeatPenalty: 1.1 }).sample(f32([3, 2.9]), [0])).toBe(1);
   });
 
+  it("an argmax kernel replaces the scan for greedy picks, over the penalized logits, and only for them", () => {
+    const seen: number[][] = [];
+    const argmax = (x: Float32Array) => {
+      seen.push([...x]);
+      return 7;
+    };
+    expect(new Sampler({ temperature: 0 }, { argmax }).sample(f32([3, 2.9]), [])).toBe(7);
+    expect([...new Sampler({ temperature: 0 }, { argmax }).distribution(f32([3, 2.9])).ids]).toEqual([7]);
+    expect(new Sampler({ temperature: 0 }, { argmax }).argmax(f32([1, 5]))).toBe(7);
+    // the kernel sees the penalized row: 3 / 1.1 for the repeated token 0
+    new Sampler({ temperature: 0, repeatPenalty: 1.1 }, { argmax }).sample(f32([3, 2.9]), [0]);
+    expect(seen.at(-1)![0]).toBeCloseTo(3 / 1.1, 5);
+    const calls = seen.length;
+    expect(new Sampler({ temperature: 1, seed: 3 }, { argmax }).sample(f32([0, 100]), [])).toBe(1);
+    expect(seen.length).toBe(calls);
+    // without a kernel: the scan
+    expect(new Sampler({ temperature: 0 }).argmax(f32([1, 5, 5]))).toBe(1);
+  });
+
   it("samples the softmax distribution, reproducibly per seed", () => {
     const logits = logitsOf([0.1, 0.2, 0.7]);
     const params = { temperature: 1, topK: 0, topP: 1, minP: 0 };

@@ -39,6 +39,9 @@ struct ForwardOps {
   // sum rounded to f32 (s0..s2 the three previous raw inputs, oldest first), then the window shifts.
   // x/y rows are `stride` floats apart; state[c * 3 + j] and w[c * 4 + j] as the model stores them.
   void (*conv4)(const float* x, float* y, size_t stride, int nTokens, float* state, const float* w, int nch);
+  // Greedy sampling's argmax (the engine's `greedy`, llama_sampler_greedy's linear scan): the lowest index
+  // of the largest value (-0 and +0 equal), NaN never taken; 0 when no value is above -infinity or n is 0.
+  int64_t (*argmaxF32)(const float* x, int64_t n);
 };
 
 // The kernels of the current ISA level (see dispatch.h).

@@ -11,6 +11,7 @@
 #include "cpu/tuning.h"
 #include "core/profile.h"
 #include "core/threadpool.h"
+#include "model/forward_ops.h"
 #include "tt/tt_arm.h"
 
 namespace kq {
@@ -20,7 +21,7 @@ void registerModelExports(Napi::Env env, Napi::Object exports);
 namespace {
 
 // Bump when any exported function's signature or semantics change; checked by the TS loader.
-constexpr int kAbiVersion = 6;
+constexpr int kAbiVersion = 7;
 
 struct Bytes {
   const uint8_t* data;
@@ -384,6 +385,12 @@ Napi::Value MatmulBf16Async(const Napi::CallbackInfo& info) {
   return p;
 }
 
+// argmaxF32(x): greedy sampling's argmax over a logits row (forward_ops.h argmaxF32), on the calling thread
+Napi::Value ArgmaxF32(const Napi::CallbackInfo& info) {
+  Napi::Float32Array x = f32Arg(info, 0, "x");
+  return Napi::Number::New(info.Env(), (double)kq::forwardOps().argmaxF32(x.Data(), (int64_t)x.ElementLength()));
+}
+
 // sumWords(buf): wrapping sum of the buffer's 8-byte words as a bigint (read-bandwidth probe)
 Napi::Value SumWords(const Napi::CallbackInfo& info) {
   const Bytes b = bytesArg(info, 0, "buffer");
@@ -594,6 +601,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("setProfiling", Napi::Function::New(env, SetProfiling));
   exports.Set("profile", Napi::Function::New(env, Profile));
   exports.Set("sumWords", Napi::Function::New(env, SumWords));
+  exports.Set("argmaxF32", Napi::Function::New(env, ArgmaxF32));
   exports.Set("abiVersion", Napi::Function::New(env, AbiVersion));
   exports.Set("buildInfo", Napi::Function::New(env, BuildInfo));
   exports.Set("getIsa", Napi::Function::New(env, GetIsa));
