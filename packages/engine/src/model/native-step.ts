@@ -135,7 +135,7 @@ export class NativeStep implements StepBackend {
 
   private hidden = new Float32Array(0);
   private hiddenCount = 0;
-  /** greedy sampling's argmax (tt-native's nativeArgmax: about a tenth of the scan's time on a 248,320-entry row) */
+  /** greedy sampling's argmax (tt-native's nativeArgmax: 0.012 ms against the scan's 0.27-0.41 ms on a 248,320-entry row) */
   readonly argmax = (logits: Float32Array): number => this.native.nativeArgmax(logits);
 
   private constructor(
