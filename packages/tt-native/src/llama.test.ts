@@ -52,9 +52,15 @@ function blocksPerRow(type: GgmlType, k: number): number {
 }
 
 /** Real quantized weights (ggml's quantizer through the oracle; the quant package's when absent). */
-function makeWeight(type: GgmlType, n: number, k: number, seed: number): NativeLlamaWeight {
+/**
+ * `varied`: each 16-value group scaled by one of 7 factors (0.25 .. 1.75), so that the sub-block scales of a
+ * K-quant block differ: with uniform values they quantize to nearly one value, and a kernel that pairs a
+ * sub-block with the wrong scale would still give the right bits.
+ */
+function makeWeight(type: GgmlType, n: number, k: number, seed: number, varied = false): NativeLlamaWeight {
   const { blockSize, typeSize } = GGML_TYPE_TRAITS[type];
   const f = randomFloats(n * k, seed, 0.05);
+  if (varied) for (let i = 0; i < f.length; i++) f[i] = f[i]! * (0.25 + 0.25 * (((i >> 4) * 3) % 7));
   const data = new Uint8Array((n * k * typeSize) / blockSize);
   if (type === GgmlType.F32) data.set(new Uint8Array(f.buffer));
   else if (type === GgmlType.F16 || type === GgmlType.BF16) {
@@ -263,14 +269,15 @@ describe.skipIf(ORACLE_REASON)("matmulLlama", () => {
     const xs = randomFloats(33 * K, 21);
     for (const m of [2, 3, 4, 11, 33]) {
       for (const type of NATIVE_LLAMA_TYPES) {
-        const weight = makeWeight(type, 9, K, 400 + type);
+        // 37 weight rows: tasks of a few rows each, so the block kernels see pairs of weight rows and an odd one
+        const weight = makeWeight(type, 37, K, 400 + type, true);
         for (const isa of availableNativeIsas()) {
           setNativeIsa(isa);
           const batch = matmulLlama(weight, xs.subarray(0, m * K), m);
           for (let mi = 0; mi < m; mi++) {
             const alone = matmulLlama(weight, xs.slice(mi * K, (mi + 1) * K), 1);
             expect(
-              firstBitMismatch(batch.subarray(mi * 9, (mi + 1) * 9), alone),
+              firstBitMismatch(batch.subarray(mi * 37, (mi + 1) * 37), alone),
               `${GGML_TYPE_TRAITS[type].name} ${isa} m ${m} row ${mi}`,
             ).toBe(-1);
           }
