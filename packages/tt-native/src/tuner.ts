@@ -253,8 +253,12 @@ export function tuneGroups(matrices: readonly TunerMatrix[]): TuneGroup[] {
   return groups;
 }
 
-/** The search's version in the cache key: a choice made from another candidate set is measured again. */
-export const TUNE_SEARCH_VERSION = 4;
+/**
+ * The search's version in the cache key: a choice made from another candidate set, or among kernels whose speeds
+ * have since changed, is measured again. 5: the AVX-512 block kernels' dot4 form (December 2026) made them faster
+ * than the register kernels for some batched-step groups (batchKernel).
+ */
+export const TUNE_SEARCH_VERSION = 5;
 
 /** The cache key: CPU model, addon version, the search's version, threads and every group's shape. */
 export function tuneKey(
