@@ -59,7 +59,7 @@ const ROWS_KERNELS: Partial<
 };
 
 /** The weight types with a register form of the block kernels per level (cpu/x86/simd_avx512.inc). */
-const BATCH_KERNELS: Partial<Record<IsaLevelName, readonly string[]>> = { avx512: ["Q4_K", "Q6_K"] };
+const BATCH_KERNELS: Partial<Record<IsaLevelName, readonly string[]>> = { avx512: ["Q4_K", "Q6_K", "Q8_0"] };
 
 /** A decode matmul weight of the loaded model. */
 export interface TunerMatrix {
