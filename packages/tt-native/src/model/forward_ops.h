@@ -42,6 +42,11 @@ struct ForwardOps {
   // Greedy sampling's argmax (the engine's `greedy`, llama_sampler_greedy's linear scan): the lowest index
   // of the largest value (-0 and +0 equal), NaN never taken; 0 when no value is above -infinity or n is 0.
   int64_t (*argmaxF32)(const float* x, int64_t n);
+  // The gated delta rule of one head for one token over its Dv state rows of Dk values (rows Dk apart): for each
+  // row j, kv = decayDot(row, k, Dk, decay), delta = (v[j] - kv) * beta, o[j] = madDot(row, q, k, Dk, delta) * scale,
+  // with exactly those operations' bits (a level may run several rows side by side).
+  void (*deltaRule)(float* sHead, const float* q, const float* k, const float* v, int Dv, int Dk, float decay, float beta, float scale,
+                    float* o);
 };
 
 // The kernels of the current ISA level (see dispatch.h).
@@ -50,5 +55,6 @@ const ForwardOps& forwardOps();
 // Per-level tables (forward_ops_*.cc).
 const ForwardOps& genericForwardOps();
 const ForwardOps& avx2ForwardOps();
+const ForwardOps& avx512ForwardOps();
 
 }  // namespace kq

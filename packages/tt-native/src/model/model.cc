@@ -898,12 +898,7 @@ void Model::gatedDeltaNet(const LayerWeights& L, const std::vector<StepEntry>& e
       const float g = softplus(alphaRows_[(size_t)row * Hv + h] + L.dtBias[h]) * L.a[h];
       const float decay = expf(g);
       float* o = gdnOut_.data() + (size_t)row * valueDim + (size_t)h * Dv;
-      for (int j = 0; j < Dv; ++j) {
-        float* sRow = sHead + (size_t)j * Dk;
-        const float kvMem = ops.decayDot(sRow, k, Dk, decay);
-        const float delta = (v[j] - kvMem) * beta;
-        o[j] = ops.madDot(sRow, q, k, Dk, delta) * readoutScale;
-      }
+      ops.deltaRule(sHead, q, k, v, Dv, Dk, decay, beta, readoutScale, o);
       if (t == e.snapshotRow) {
         float* snap = spec_.snapshots.ssm[L.cacheIndex] + (size_t)e.stateSlot * ssmStride_ + (size_t)h * Dv * Dk;
         std::memcpy(snap, sHead, (size_t)Dv * Dk * sizeof(float));
@@ -923,10 +918,11 @@ void Model::gatedDeltaNet(const LayerWeights& L, const std::vector<StepEntry>& e
 
 const ForwardOps& forwardOps() {
   switch (currentIsaLevel()) {
-    case IsaLevel::Avx2:
-    case IsaLevel::Avx512:
 #if defined(KEEPQUANT_X86)
+    case IsaLevel::Avx2:
       return avx2ForwardOps();
+    case IsaLevel::Avx512:
+      return avx512ForwardOps();
 #endif
     default:
       return genericForwardOps();
