@@ -18,9 +18,6 @@ struct ForwardOps {
   // ggml_vec_dot_f16 with one side already in f32: x (f16, converted exactly) against y, the same
   // lanes, fused multiply-adds and reduction as vecDotF32 (the f32 tail added in f32).
   float (*vecDotF16F32)(const uint16_t* x, const float* y, int n);
-  // GDN row kernels: s <- s * decay, returns dot(s, k); s <- fma(k, delta, s), returns dot(s, q).
-  float (*decayDot)(float* s, const float* k, int n, float decay);
-  float (*madDot)(float* s, const float* q, const float* k, int n, float delta);
   // acc[i] <- f16(fma(f16->f32(v[i]), scale, acc[i])) (ggml_vec_mad_f16 on an f16 accumulator).
   void (*madF16Acc)(float* acc, const uint16_t* v, float scale, int n);
   // acc[i] <- f16(acc[i] * scale) (ggml_vec_scale_f16).
@@ -43,8 +40,9 @@ struct ForwardOps {
   // of the largest value (-0 and +0 equal), NaN never taken; 0 when no value is above -infinity or n is 0.
   int64_t (*argmaxF32)(const float* x, int64_t n);
   // The gated delta rule of one head for one token over its Dv state rows of Dk values (rows Dk apart): for each
-  // row j, kv = decayDot(row, k, Dk, decay), delta = (v[j] - kv) * beta, o[j] = madDot(row, q, k, Dk, delta) * scale,
-  // with exactly those operations' bits (a level may run several rows side by side).
+  // row j, kv = decayDot(row, k, Dk, decay) (row <- row * decay, then dot(row, k)), delta = (v[j] - kv) * beta,
+  // o[j] = madDot(row, q, k, Dk, delta) * scale (row <- fma(k, delta, row), then dot(row, q)), in the row kernels'
+  // lanes and order (forward_ops.inc); a level may run several rows side by side.
   void (*deltaRule)(float* sHead, const float* q, const float* k, const float* v, int Dv, int Dk, float decay, float beta, float scale,
                     float* o);
 };
