@@ -51,8 +51,8 @@ function blocksPerRow(type: GgmlType, k: number): number {
   return k / GGML_TYPE_TRAITS[type].blockSize;
 }
 
-/** Real quantized weights (ggml's quantizer through the oracle; the quant package's when absent). */
 /**
+ * Real quantized weights (ggml's quantizer through the oracle; the quant package's when absent).
  * `varied`: each 16-value group scaled by one of 7 factors (0.25 .. 1.75), so that the sub-block scales of a
  * K-quant block differ: with uniform values they quantize to nearly one value, and a kernel that pairs a
  * sub-block with the wrong scale would still give the right bits.
