@@ -256,9 +256,11 @@ export function tuneGroups(matrices: readonly TunerMatrix[]): TuneGroup[] {
 /**
  * The search's version in the cache key: a choice made from another candidate set, or among kernels whose speeds
  * have since changed, is measured again. 5: the AVX-512 block kernels' dot4 form (December 2026) made them faster
- * than the register kernels for some batched-step groups (batchKernel).
+ * than the register kernels for some batched-step groups (batchKernel). 6: the AVX-512 Q4_K register kernel's dot4
+ * form, which now takes every tile size, and the Q4_K decode row kernel's (December 2026) changed the batched-step
+ * and the AVX2-against-AVX-512 comparisons of Q4_K groups.
  */
-export const TUNE_SEARCH_VERSION = 5;
+export const TUNE_SEARCH_VERSION = 6;
 
 /** The cache key: CPU model, addon version, the search's version, threads and every group's shape. */
 export function tuneKey(
