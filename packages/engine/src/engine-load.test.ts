@@ -88,3 +88,49 @@ describe("qwen35moe", () => {
     }
   });
 });
+
+describe("weightMemory (where Engine.load keeps the weights)", () => {
+  const bytes = synthesizeQwen35({ ...QWEN35_TEST_SHAPE, seed: 11 });
+  const file = path.join(folder, "weight-memory.gguf");
+  writeFileSync(file, bytes);
+
+  it("huge-pages (read into private memory) and mapped give the same tokens, and stats say which", async () => {
+    const generate = async (weightMemory: "huge-pages" | "mapped") => {
+      const engine = await Engine.load(file, { weightMemory });
+      try {
+        const stats = engine.stats();
+        const result = await engine.generateToEnd([5, 9, 2, 7], { maxTokens: 6, stopAtEog: false });
+        return { memory: stats.weightMemory, native: stats.providers.step !== "ts-forward", tokens: result.tokens };
+      } finally {
+        engine.dispose();
+      }
+    };
+    const read = await generate("huge-pages");
+    const mapped = await generate("mapped");
+    if (read.native) {
+      // the kernel may refuse the huge-page advice (transparent huge pages off): the copy is then "anonymous"
+      expect(["huge-pages", "anonymous"]).toContain(read.memory);
+      expect(mapped.memory).toBe("mapped");
+    } else {
+      // without the addon the tensors are read by the TypeScript loader whatever the option
+      expect(read.memory).toBe("read");
+      expect(mapped.memory).toBe("read");
+    }
+    expect(read.tokens).toHaveLength(6);
+    expect(read.tokens).toEqual(mapped.tokens);
+  });
+
+  it("an engine over weights already in memory says so", async () => {
+    const engine = await Engine.fromWeights(await syntheticWeights(TINY_SPEC, { seed: 5 }));
+    try {
+      expect(engine.stats().weightMemory).toBe("in-memory");
+    } finally {
+      engine.dispose();
+    }
+  });
+
+  it("a bad value is a typed option error naming the field", async () => {
+    const error = await Engine.load(file, { weightMemory: "swap" as never }).catch((e: unknown) => e);
+    expect(error).toMatchObject({ code: "ENGINE_BAD_OPTION", field: "weightMemory" });
+  });
+});

@@ -9,6 +9,7 @@ import type {
   GenerationResult,
   GenerateParams,
   StopReason,
+  WeightMemory,
 } from "./engine-types.js";
 import { type DecodeGuide, GuidedDecoding, planGuide } from "./constrain/index.js";
 import { EngineError, EngineLoadError, EngineOptionError } from "./errors.js";
@@ -62,6 +63,7 @@ interface ResolvedOptions {
   numerics: Numerics;
   threads: number | undefined;
   kvType: KvType;
+  weightMemory: "auto" | "huge-pages" | "mapped";
   blockSize: number;
   kvCacheTokens: number;
   contextLength: number;
@@ -84,6 +86,21 @@ function positiveInteger(value: unknown, field: string, fallback: number): numbe
   return value;
 }
 
+/** KEEPQUANT_WEIGHT_MEMORY: the default of EngineOptions.weightMemory (unset or empty: none). */
+function weightMemoryFromEnv(): EngineOptions["weightMemory"] | undefined {
+  const value = process.env.KEEPQUANT_WEIGHT_MEMORY;
+  return value ? (value as EngineOptions["weightMemory"]) : undefined;
+}
+
+/** The kernel's transparent huge page mode (`always`, `madvise`, `never`), or undefined where it cannot be read. */
+function transparentHugePages(): string | undefined {
+  try {
+    return /\[(\w+)\]/.exec(fs.readFileSync("/sys/kernel/mm/transparent_hugepage/enabled", "utf8"))?.[1];
+  } catch {
+    return undefined;
+  }
+}
+
 function resolveOptions(options: EngineOptions): ResolvedOptions {
   const numerics = options.numerics ?? "llama";
   if (numerics !== "llama" && numerics !== "bf16" && numerics !== "exact") {
@@ -94,6 +111,12 @@ function resolveOptions(options: EngineOptions): ResolvedOptions {
   const kvType = options.kvType ?? "f16";
   if (kvType !== "f16" && kvType !== "f32") {
     throw new EngineOptionError("ENGINE_BAD_OPTION", `kvType must be "f16" or "f32", got ${String(kvType)}`, { field: "kvType" });
+  }
+  const weightMemory = options.weightMemory ?? weightMemoryFromEnv() ?? "auto";
+  if (weightMemory !== "auto" && weightMemory !== "huge-pages" && weightMemory !== "mapped") {
+    throw new EngineOptionError("ENGINE_BAD_OPTION", `weightMemory must be "auto", "huge-pages" or "mapped", got ${String(weightMemory)}`, {
+      field: "weightMemory",
+    });
   }
   const provider = options.provider ?? "auto";
   if (provider !== "auto" && provider !== "ts") {
@@ -108,6 +131,7 @@ function resolveOptions(options: EngineOptions): ResolvedOptions {
     numerics,
     threads: options.threads === undefined ? undefined : positiveInteger(options.threads, "threads", 1),
     kvType,
+    weightMemory,
     blockSize: positiveInteger(options.blockSize, "blockSize", 16),
     kvCacheTokens,
     contextLength,
@@ -278,6 +302,8 @@ export class Engine {
   private readonly guided: GuidedDecoding;
   /** The native decode tuner's report (undefined without the native step or with `tune: false`). */
   private tuning: DecodeTuning | undefined;
+  /** Where the weights are (set once by fromWeights). */
+  private weightMemory: WeightMemory = "in-memory";
 
   private constructor(
     readonly weights: ModelWeights,
@@ -444,19 +470,43 @@ export class Engine {
     const diagnostics: string[] = plan.diagnostics.filter((d) => d.level !== "info" || d.code === "MTP_SKIPPED").map((d) => d.message);
     const { native } = await loadTtNative();
     let bytes: TensorBytes = readTensorSource(path);
+    let weightMemory: WeightMemory = "read";
     if (native) {
-      try {
-        const size = fs.statSync(path).size;
-        // faulting in more than the memory available would only evict what it read: map lazily then
-        const populate = size <= cpuAvailableMemory().bytes;
-        if (size <= native.MAX_MAPPED_RANGE_BYTES) bytes = mappedTensorBytes(native.mapFile(path, { populate }));
-        else {
-          // Larger than one mapping holds: map whole-tensor ranges.
-          const ranges = planMappedRanges(file.tensors, native.MAX_MAPPED_RANGE_BYTES);
-          bytes = rangedTensorBytes(ranges.map((r) => ({ ...r, buffer: native.mapFileRange(path, r.offset, r.length, { populate }) })));
+      const size = fs.statSync(path).size;
+      // faulting in (or reading) more than the memory available would only evict what it read: map lazily then
+      const fits = size <= cpuAvailableMemory().bytes;
+      if (resolved.weightMemory === "huge-pages" || (resolved.weightMemory === "auto" && fits && transparentHugePages() !== "never")) {
+        try {
+          let huge = true;
+          const read = (offset: number, length: number): ArrayBuffer => {
+            const range = native.readFileRange(path, offset, length);
+            huge &&= range.hugePages;
+            return range.buffer;
+          };
+          if (size <= native.MAX_MAPPED_RANGE_BYTES) bytes = mappedTensorBytes(read(0, size));
+          else {
+            const ranges = planMappedRanges(file.tensors, native.MAX_MAPPED_RANGE_BYTES);
+            bytes = rangedTensorBytes(ranges.map((r) => ({ ...r, buffer: read(r.offset, r.length) })));
+          }
+          weightMemory = huge ? "huge-pages" : "anonymous";
+        } catch (error) {
+          diagnostics.push(`reading ${path} into memory failed (${(error as Error).message}); it is memory-mapped instead`);
         }
-      } catch (error) {
-        diagnostics.push(`memory-mapping ${path} failed (${(error as Error).message}); tensors are read instead`);
+      }
+      if (weightMemory === "read") {
+        try {
+          if (size <= native.MAX_MAPPED_RANGE_BYTES) bytes = mappedTensorBytes(native.mapFile(path, { populate: fits }));
+          else {
+            // Larger than one mapping holds: map whole-tensor ranges.
+            const ranges = planMappedRanges(file.tensors, native.MAX_MAPPED_RANGE_BYTES);
+            bytes = rangedTensorBytes(
+              ranges.map((r) => ({ ...r, buffer: native.mapFileRange(path, r.offset, r.length, { populate: fits }) })),
+            );
+          }
+          weightMemory = "mapped";
+        } catch (error) {
+          diagnostics.push(`memory-mapping ${path} failed (${(error as Error).message}); tensors are read instead`);
+        }
       }
     }
     const loaded = await loadQwen35Weights(plan, bytes, resolved.numerics, options.onProgress);
@@ -470,7 +520,7 @@ export class Engine {
     return Engine.fromWeights(
       loaded.weights,
       { ...options, contextLength: options.contextLength ?? plan.config.contextLength },
-      { tokenizer, diagnostics },
+      { tokenizer, diagnostics, weightMemory },
     );
   }
 
@@ -486,7 +536,7 @@ export class Engine {
   static async fromWeights(
     weights: ModelWeights,
     options: EngineOptions = {},
-    extras: { tokenizer?: Tokenizer | undefined; diagnostics?: string[] } = {},
+    extras: { tokenizer?: Tokenizer | undefined; diagnostics?: string[]; weightMemory?: WeightMemory } = {},
   ): Promise<Engine> {
     const resolved = resolveOptions(options);
     const diagnostics = extras.diagnostics ?? [];
@@ -526,7 +576,9 @@ export class Engine {
         diagnostics.push("native step off: a native kernel is not bit-exact with llama.cpp (see above); the TypeScript forward runs");
       else native = loaded.native;
     }
-    return new Engine(weights, resolved, { ...selection.opProviders }, diagnostics, selection.byWeight, extras.tokenizer, native);
+    const engine = new Engine(weights, resolved, { ...selection.opProviders }, diagnostics, selection.byWeight, extras.tokenizer, native);
+    engine.weightMemory = extras.weightMemory ?? "in-memory";
+    return engine;
   }
 
   /**
@@ -944,6 +996,7 @@ export class Engine {
     }
     return {
       numerics: this.numerics,
+      weightMemory: this.weightMemory,
       residentBytes: {
         packed,
         twin: this.weights.tokenEmbdTwin?.byteLength ?? 0,

@@ -2,7 +2,7 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { MAX_MAPPED_RANGE_BYTES, mapFile, mapFileRange, NativeArgumentError } from "./index.js";
+import { MAX_MAPPED_RANGE_BYTES, mapFile, mapFileRange, NativeArgumentError, readFileRange } from "./index.js";
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), "kq-map-range-"));
 afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
@@ -47,5 +47,42 @@ describe("mapFileRange (files larger than one mapping)", () => {
     const tail = new Uint8Array(mapFileRange(big, size - 5000, 5000, { populate: false }));
     expect([...tail.subarray(-4)]).toEqual([0, 1, 2, 3]);
     fs.rmSync(big);
+  });
+});
+
+describe("readFileRange (weights read into memory advised to take huge pages)", () => {
+  const file = path.join(dir, "read.bin");
+  const content = new Uint8Array(3 * 4096 + 321).map((_, i) => (i * 13 + 5) & 0xff);
+  fs.writeFileSync(file, content);
+
+  it("reads exactly the requested bytes, also from an offset that is not page-aligned", () => {
+    for (const [offset, length] of [
+      [0, content.length],
+      [4096, 100],
+      [5000, 7000],
+      [content.length - 1, 1],
+    ] as const) {
+      const { buffer, hugePages } = readFileRange(file, offset, length);
+      const view = new Uint8Array(buffer);
+      expect(view.length).toBe(length);
+      expect(typeof hugePages).toBe("boolean");
+      expect(Buffer.compare(Buffer.from(view), Buffer.from(content.subarray(offset, offset + length))), `[${offset}, +${length})`).toBe(0);
+    }
+  });
+
+  it("is private memory: writing through it changes neither the file nor another read", () => {
+    const a = new Uint8Array(readFileRange(file, 0, 64).buffer);
+    a[0] = a[0]! ^ 0xff;
+    expect(new Uint8Array(readFileRange(file, 0, 64).buffer)[0]).toBe(content[0]);
+    expect(fs.readFileSync(file)[0]).toBe(content[0]);
+  });
+
+  it("refuses ranges past the end, empty ranges, bad numbers and missing files with errors naming them", () => {
+    expect(() => readFileRange(file, content.length - 10, 11)).toThrow(/lie past the end/);
+    expect(() => readFileRange(file, 0, 0)).toThrow(NativeArgumentError);
+    expect(() => readFileRange(file, -1, 10)).toThrow(NativeArgumentError);
+    expect(() => readFileRange(file, 0, MAX_MAPPED_RANGE_BYTES + 1)).toThrow(NativeArgumentError);
+    expect(() => readFileRange(path.join(dir, "missing.bin"), 0, 1)).toThrow(/readFileRange: cannot open .*missing\.bin/);
+    expect(() => readFileRange(dir, 0, 1)).toThrow(/is not a regular file/);
   });
 });

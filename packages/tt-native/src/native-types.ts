@@ -271,6 +271,7 @@ export interface NativeAddon {
   mapFile(path: string, populate: boolean): ArrayBuffer;
   /** Bytes [offset, offset + length) of the file mapped copy-on-write (length <= 2^32). */
   mapFileRange(path: string, offset: number, length: number, populate: boolean): ArrayBuffer;
+  readFileRange(path: string, offset: number, length: number): { buffer: ArrayBuffer; hugePages: boolean };
   /** Zeroed native memory (resident when first touched), freed when the buffer is collected. */
   allocBuffer(bytes: number): ArrayBuffer;
   libm: NativeLibm;

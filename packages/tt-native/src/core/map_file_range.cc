@@ -39,12 +39,12 @@ struct RangeMapping {
 // The largest external ArrayBuffer Node 20 creates (napi_create_external_arraybuffer refuses more).
 constexpr double kMaxRangeBytes = 4294967296.0;
 
-size_t indexArg(const Napi::CallbackInfo& info, size_t i, const char* name) {
+size_t indexArg(const Napi::CallbackInfo& info, size_t i, const char* name, const char* op = "mapFileRange") {
   if (info.Length() <= i || !info[i].IsNumber())
-    throw Napi::TypeError::New(info.Env(), std::string("mapFileRange: ") + name + " must be a number");
+    throw Napi::TypeError::New(info.Env(), std::string(op) + ": " + name + " must be a number");
   const double value = info[i].As<Napi::Number>().DoubleValue();
   if (!(value >= 0) || value != std::floor(value) || value > 9007199254740991.0)
-    throw Napi::RangeError::New(info.Env(), std::string("mapFileRange: ") + name + " must be a non-negative integer");
+    throw Napi::RangeError::New(info.Env(), std::string(op) + ": " + name + " must be a non-negative integer");
   return (size_t)value;
 }
 
@@ -84,10 +84,78 @@ Napi::Value MapFileRange(const Napi::CallbackInfo& info) {
   }, mapping);
 }
 
+// readFileRange(path, offset, length): bytes [offset, offset + length) of a file read into fresh anonymous memory
+// (private to this process, not the page cache's) that the kernel is asked to back with transparent huge pages
+// (madvise MADV_HUGEPAGE): a decode step streams its weights through far fewer TLB entries and physically contiguous
+// 2 MiB runs. Returns { buffer, hugePages } (hugePages: the advice was taken). The buffer starts at the same offset
+// within a page as `offset` does (views keep the file's alignment); the finalizer unmaps it. A read error or a short
+// file is an Error naming the path and the byte; nothing is left mapped.
+Napi::Value ReadFileRange(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (info.Length() < 1 || !info[0].IsString()) throw Napi::TypeError::New(env, "readFileRange: path must be a string");
+  const std::string path = info[0].As<Napi::String>().Utf8Value();
+  const size_t offset = indexArg(info, 1, "offset", "readFileRange");
+  const size_t length = indexArg(info, 2, "length", "readFileRange");
+  if (length == 0 || (double)length > kMaxRangeBytes)
+    throw Napi::RangeError::New(env, "readFileRange: length " + std::to_string(length) + " is not in [1, 4294967296]");
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);  // a FIFO must not block the open
+  if (fd < 0) throw Napi::Error::New(env, "readFileRange: cannot open " + path + ": " + std::strerror(errno));
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw Napi::Error::New(env, "readFileRange: " + path + " is not a regular file");
+  }
+  if (offset > (size_t)st.st_size || length > (size_t)st.st_size - offset) {
+    ::close(fd);
+    throw Napi::RangeError::New(env, "readFileRange: bytes [" + std::to_string(offset) + ", " + std::to_string(offset + length) +
+                                         ") lie past the end of " + path + " (" + std::to_string((long long)st.st_size) + " B)");
+  }
+  const size_t page = (size_t)::sysconf(_SC_PAGESIZE);
+  const size_t lead = offset % page;
+  const size_t mapped = length + lead;
+  void* base = ::mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (base == MAP_FAILED) {
+    const int error = errno;
+    ::close(fd);
+    throw Napi::Error::New(env, "readFileRange: cannot allocate " + std::to_string(mapped) + " bytes: " + std::strerror(error));
+  }
+  bool huge = false;
+#if defined(MADV_HUGEPAGE)
+  huge = ::madvise(base, mapped, MADV_HUGEPAGE) == 0;
+#endif
+  uint8_t* dst = static_cast<uint8_t*>(base) + lead;
+  size_t done = 0;
+  int error = 0;
+  while (done < length) {
+    const ssize_t n = ::pread(fd, dst + done, length - done, (off_t)(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      error = n < 0 ? errno : -1;
+      break;
+    }
+    done += (size_t)n;
+  }
+  ::close(fd);
+  if (error != 0) {
+    ::munmap(base, mapped);
+    const std::string why = error < 0 ? "the file ended early" : std::strerror(error);
+    throw Napi::Error::New(env, "readFileRange: reading " + path + " at byte " + std::to_string(offset + done) + " failed: " + why);
+  }
+  RangeMapping* mapping = new RangeMapping{base, mapped};
+  Napi::Object result = Napi::Object::New(env);
+  result.Set("buffer", Napi::ArrayBuffer::New(env, dst, length, [](Napi::Env, void*, RangeMapping* m) {
+    ::munmap(m->base, m->length);
+    delete m;
+  }, mapping));
+  result.Set("hugePages", Napi::Boolean::New(env, huge));
+  return result;
+}
+
 }  // namespace
 
 void registerMapFileRangeExports(Napi::Env env, Napi::Object exports) {
   exports.Set("mapFileRange", Napi::Function::New(env, MapFileRange));
+  exports.Set("readFileRange", Napi::Function::New(env, ReadFileRange));
 }
 
 }  // namespace kq
