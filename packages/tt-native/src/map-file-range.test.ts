@@ -7,22 +7,27 @@ import { MAX_MAPPED_RANGE_BYTES, mapFile, mapFileRange, NativeArgumentError, rea
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), "kq-map-range-"));
 afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
 
+/** `get(offset, length)` holds exactly those bytes of `content`, for whole, page-aligned, unaligned and last-byte ranges. */
+function expectRanges(content: Uint8Array, get: (offset: number, length: number) => ArrayBuffer): void {
+  for (const [offset, length] of [
+    [0, content.length],
+    [4096, 100],
+    [5000, 7000],
+    [content.length - 1, 1],
+  ] as const) {
+    const view = new Uint8Array(get(offset, length));
+    expect(view.length).toBe(length);
+    expect(Buffer.compare(Buffer.from(view), Buffer.from(content.subarray(offset, offset + length))), `[${offset}, +${length})`).toBe(0);
+  }
+}
+
 describe("mapFileRange (files larger than one mapping)", () => {
   const file = path.join(dir, "bytes.bin");
   const content = new Uint8Array(3 * 4096 + 123).map((_, i) => (i * 31 + 7) & 0xff);
   fs.writeFileSync(file, content);
 
   it("maps exactly the requested bytes, also from an offset that is not page-aligned", () => {
-    for (const [offset, length] of [
-      [0, content.length],
-      [4096, 100],
-      [5000, 7000],
-      [content.length - 1, 1],
-    ] as const) {
-      const view = new Uint8Array(mapFileRange(file, offset, length, { populate: offset === 0 }));
-      expect(view.length).toBe(length);
-      expect(Buffer.compare(Buffer.from(view), Buffer.from(content.subarray(offset, offset + length))), `[${offset}, +${length})`).toBe(0);
-    }
+    expectRanges(content, (offset, length) => mapFileRange(file, offset, length, { populate: offset === 0 }));
   });
 
   it("refuses ranges past the end of the file, empty ranges and bad numbers with errors", () => {
@@ -56,18 +61,11 @@ describe("readFileRange (weights read into memory advised to take huge pages)", 
   fs.writeFileSync(file, content);
 
   it("reads exactly the requested bytes, also from an offset that is not page-aligned", () => {
-    for (const [offset, length] of [
-      [0, content.length],
-      [4096, 100],
-      [5000, 7000],
-      [content.length - 1, 1],
-    ] as const) {
+    expectRanges(content, (offset, length) => {
       const { buffer, hugePages } = readFileRange(file, offset, length);
-      const view = new Uint8Array(buffer);
-      expect(view.length).toBe(length);
       expect(typeof hugePages).toBe("boolean");
-      expect(Buffer.compare(Buffer.from(view), Buffer.from(content.subarray(offset, offset + length))), `[${offset}, +${length})`).toBe(0);
-    }
+      return buffer;
+    });
   });
 
   it("is private memory: writing through it changes neither the file nor another read", () => {

@@ -48,37 +48,49 @@ size_t indexArg(const Napi::CallbackInfo& info, size_t i, const char* name, cons
   return (size_t)value;
 }
 
+// The arguments (path, offset, length) of `op` checked and the file opened read-only: the descriptor, or a
+// thrown error naming the path (not a regular file, bytes past its end, a length outside [1, 2^32]).
+struct OpenRange {
+  std::string path;
+  size_t offset, length;
+  int fd;
+};
+OpenRange openRange(const Napi::CallbackInfo& info, const char* op) {
+  Napi::Env env = info.Env();
+  const std::string name(op);
+  if (info.Length() < 1 || !info[0].IsString()) throw Napi::TypeError::New(env, name + ": path must be a string");
+  OpenRange r{info[0].As<Napi::String>().Utf8Value(), indexArg(info, 1, "offset", op), indexArg(info, 2, "length", op), -1};
+  if (r.length == 0 || (double)r.length > kMaxRangeBytes)
+    throw Napi::RangeError::New(env, name + ": length " + std::to_string(r.length) + " is not in [1, 4294967296]");
+  r.fd = ::open(r.path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);  // a FIFO must not block the open
+  if (r.fd < 0) throw Napi::Error::New(env, name + ": cannot open " + r.path + ": " + std::strerror(errno));
+  struct stat st;
+  if (::fstat(r.fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(r.fd);
+    throw Napi::Error::New(env, name + ": " + r.path + " is not a regular file");
+  }
+  if (r.offset > (size_t)st.st_size || r.length > (size_t)st.st_size - r.offset) {
+    ::close(r.fd);
+    throw Napi::RangeError::New(env, name + ": bytes [" + std::to_string(r.offset) + ", " + std::to_string(r.offset + r.length) +
+                                         ") lie past the end of " + r.path + " (" + std::to_string((long long)st.st_size) + " B)");
+  }
+  return r;
+}
+
 Napi::Value MapFileRange(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  if (info.Length() < 1 || !info[0].IsString()) throw Napi::TypeError::New(env, "mapFileRange: path must be a string");
-  const std::string path = info[0].As<Napi::String>().Utf8Value();
-  const size_t offset = indexArg(info, 1, "offset");
-  const size_t length = indexArg(info, 2, "length");
+  const OpenRange r = openRange(info, "mapFileRange");
   const bool populate = info.Length() > 3 && info[3].ToBoolean().Value();
-  if (length == 0 || (double)length > kMaxRangeBytes)
-    throw Napi::RangeError::New(env, "mapFileRange: length " + std::to_string(length) + " is not in [1, 4294967296]");
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);  // a FIFO must not block the open
-  if (fd < 0) throw Napi::Error::New(env, "mapFileRange: cannot open " + path + ": " + std::strerror(errno));
-  struct stat st;
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    throw Napi::Error::New(env, "mapFileRange: " + path + " is not a regular file");
-  }
-  if (offset > (size_t)st.st_size || length > (size_t)st.st_size - offset) {
-    ::close(fd);
-    throw Napi::RangeError::New(env, "mapFileRange: bytes [" + std::to_string(offset) + ", " + std::to_string(offset + length) +
-                                         ") lie past the end of " + path + " (" + std::to_string((long long)st.st_size) + " B)");
-  }
   const size_t page = (size_t)::sysconf(_SC_PAGESIZE);
-  const size_t start = offset - offset % page;
-  const size_t mapped = length + (offset - start);
-  void* base = ::mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, (off_t)start);
+  const size_t start = r.offset - r.offset % page;
+  const size_t mapped = r.length + (r.offset - start);
+  void* base = ::mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE, r.fd, (off_t)start);
   const int mapError = errno;
-  ::close(fd);
-  if (base == MAP_FAILED) throw Napi::Error::New(env, "mapFileRange: mmap of " + path + " failed: " + std::strerror(mapError));
+  ::close(r.fd);
+  if (base == MAP_FAILED) throw Napi::Error::New(env, "mapFileRange: mmap of " + r.path + " failed: " + std::strerror(mapError));
   if (populate) populateMapping(base, mapped);
   RangeMapping* mapping = new RangeMapping{base, mapped};
-  return Napi::ArrayBuffer::New(env, static_cast<uint8_t*>(base) + (offset - start), length, [](Napi::Env, void*, RangeMapping* m) {
+  return Napi::ArrayBuffer::New(env, static_cast<uint8_t*>(base) + (r.offset - start), r.length, [](Napi::Env, void*, RangeMapping* m) {
     ::munmap(m->base, m->length);
     delete m;
   }, mapping);
@@ -92,31 +104,14 @@ Napi::Value MapFileRange(const Napi::CallbackInfo& info) {
 // file is an Error naming the path and the byte; nothing is left mapped.
 Napi::Value ReadFileRange(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  if (info.Length() < 1 || !info[0].IsString()) throw Napi::TypeError::New(env, "readFileRange: path must be a string");
-  const std::string path = info[0].As<Napi::String>().Utf8Value();
-  const size_t offset = indexArg(info, 1, "offset", "readFileRange");
-  const size_t length = indexArg(info, 2, "length", "readFileRange");
-  if (length == 0 || (double)length > kMaxRangeBytes)
-    throw Napi::RangeError::New(env, "readFileRange: length " + std::to_string(length) + " is not in [1, 4294967296]");
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);  // a FIFO must not block the open
-  if (fd < 0) throw Napi::Error::New(env, "readFileRange: cannot open " + path + ": " + std::strerror(errno));
-  struct stat st;
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    throw Napi::Error::New(env, "readFileRange: " + path + " is not a regular file");
-  }
-  if (offset > (size_t)st.st_size || length > (size_t)st.st_size - offset) {
-    ::close(fd);
-    throw Napi::RangeError::New(env, "readFileRange: bytes [" + std::to_string(offset) + ", " + std::to_string(offset + length) +
-                                         ") lie past the end of " + path + " (" + std::to_string((long long)st.st_size) + " B)");
-  }
+  const OpenRange r = openRange(info, "readFileRange");
   const size_t page = (size_t)::sysconf(_SC_PAGESIZE);
-  const size_t lead = offset % page;
-  const size_t mapped = length + lead;
+  const size_t lead = r.offset % page;
+  const size_t mapped = r.length + lead;
   void* base = ::mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (base == MAP_FAILED) {
     const int error = errno;
-    ::close(fd);
+    ::close(r.fd);
     throw Napi::Error::New(env, "readFileRange: cannot allocate " + std::to_string(mapped) + " bytes: " + std::strerror(error));
   }
   bool huge = false;
@@ -126,8 +121,8 @@ Napi::Value ReadFileRange(const Napi::CallbackInfo& info) {
   uint8_t* dst = static_cast<uint8_t*>(base) + lead;
   size_t done = 0;
   int error = 0;
-  while (done < length) {
-    const ssize_t n = ::pread(fd, dst + done, length - done, (off_t)(offset + done));
+  while (done < r.length) {
+    const ssize_t n = ::pread(r.fd, dst + done, r.length - done, (off_t)(r.offset + done));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
       error = n < 0 ? errno : -1;
@@ -135,15 +130,15 @@ Napi::Value ReadFileRange(const Napi::CallbackInfo& info) {
     }
     done += (size_t)n;
   }
-  ::close(fd);
+  ::close(r.fd);
   if (error != 0) {
     ::munmap(base, mapped);
     const std::string why = error < 0 ? "the file ended early" : std::strerror(error);
-    throw Napi::Error::New(env, "readFileRange: reading " + path + " at byte " + std::to_string(offset + done) + " failed: " + why);
+    throw Napi::Error::New(env, "readFileRange: reading " + r.path + " at byte " + std::to_string(r.offset + done) + " failed: " + why);
   }
   RangeMapping* mapping = new RangeMapping{base, mapped};
   Napi::Object result = Napi::Object::New(env);
-  result.Set("buffer", Napi::ArrayBuffer::New(env, dst, length, [](Napi::Env, void*, RangeMapping* m) {
+  result.Set("buffer", Napi::ArrayBuffer::New(env, dst, r.length, [](Napi::Env, void*, RangeMapping* m) {
     ::munmap(m->base, m->length);
     delete m;
   }, mapping));
