@@ -150,7 +150,8 @@ export interface EngineOptions {
    * costs the read at load. `mapped`: the file memory-mapped (no copy; the page cache's 4 KiB pages). `auto`
    * (default): `huge-pages` when the file is at most a quarter of the available memory and the kernel's
    * transparent huge pages are not `never`, else `mapped` (a 16.5 GB file read so with 22 GB available decoded
-   * 0.85x its mapping). KEEPQUANT_WEIGHT_MEMORY (docs/USAGE.md) sets the default. `stats().weightMemory`
+   * 0.85x its mapping). `huge-pages` for a file larger than the available memory maps it instead (said in
+   * diagnostics). KEEPQUANT_WEIGHT_MEMORY (docs/USAGE.md) sets the default. `stats().weightMemory`
    * says what was done.
    */
   weightMemory?: "auto" | "huge-pages" | "mapped";

@@ -479,7 +479,14 @@ export class Engine {
       // auto reads only a file of at most a quarter of the available memory: a 16.5 GB file read so with 22 GB
       // available decoded 0.85x its mapping (the kernel fell back to small pages, and compacted memory at length)
       const small = size <= available / 4;
-      if (resolved.weightMemory === "huge-pages" || (resolved.weightMemory === "auto" && small && transparentHugePages() !== "never")) {
+      if (resolved.weightMemory === "huge-pages" && !fits) {
+        diagnostics.push(
+          `weightMemory "huge-pages": ${path} (${size} B) is larger than the available memory (${available} B); it is memory-mapped instead`,
+        );
+      } else if (
+        resolved.weightMemory === "huge-pages" ||
+        (resolved.weightMemory === "auto" && small && transparentHugePages() !== "never")
+      ) {
         try {
           let huge = true;
           const read = (offset: number, length: number): ArrayBuffer => {
