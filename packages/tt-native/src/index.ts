@@ -548,7 +548,8 @@ export interface ResidentFileRange {
  * Reads bytes [offset, offset + length) of a file into fresh anonymous memory advised to be backed by
  * transparent huge pages (not the page cache's 4 KiB pages): decode streams weights through far fewer TLB
  * entries. The buffer starts at the same offset within a page as `offset` (views keep the file's alignment).
- * A copy, so it costs the read and `length` bytes of memory; a read error names the path and the byte.
+ * A copy, so it costs the read (two threads over the halves) and `length` bytes of memory; a read error names the
+ * path and the byte.
  */
 export function readFileRange(path: string, offset: number, length: number): ResidentFileRange {
   if (!Number.isSafeInteger(offset) || offset < 0)
