@@ -479,6 +479,13 @@ export class Engine {
       // auto reads only a file of at most a quarter of the available memory: a 16.5 GB file read so with 22 GB
       // available decoded 0.85x its mapping (the kernel fell back to small pages, and compacted memory at length)
       const small = size <= available / 4;
+      // the file's bytes from `get(offset, length)`: one buffer when one holds the file, else whole-tensor ranges
+      const fileBytes = (get: (offset: number, length: number) => ArrayBuffer): TensorBytes =>
+        size <= native.MAX_MAPPED_RANGE_BYTES
+          ? mappedTensorBytes(get(0, size))
+          : rangedTensorBytes(
+              planMappedRanges(file.tensors, native.MAX_MAPPED_RANGE_BYTES).map((r) => ({ ...r, buffer: get(r.offset, r.length) })),
+            );
       if (resolved.weightMemory === "huge-pages" && !fits) {
         diagnostics.push(
           `weightMemory "huge-pages": ${path} (${size} B) is larger than the available memory (${available} B); it is memory-mapped instead`,
@@ -494,11 +501,7 @@ export class Engine {
             huge &&= range.hugePages;
             return range.buffer;
           };
-          if (size <= native.MAX_MAPPED_RANGE_BYTES) bytes = mappedTensorBytes(read(0, size));
-          else {
-            const ranges = planMappedRanges(file.tensors, native.MAX_MAPPED_RANGE_BYTES);
-            bytes = rangedTensorBytes(ranges.map((r) => ({ ...r, buffer: read(r.offset, r.length) })));
-          }
+          bytes = fileBytes(read);
           weightMemory = huge ? "huge-pages" : "anonymous";
         } catch (error) {
           diagnostics.push(`reading ${path} into memory failed (${(error as Error).message}); it is memory-mapped instead`);
@@ -506,14 +509,7 @@ export class Engine {
       }
       if (weightMemory === "read") {
         try {
-          if (size <= native.MAX_MAPPED_RANGE_BYTES) bytes = mappedTensorBytes(native.mapFile(path, { populate: fits }));
-          else {
-            // Larger than one mapping holds: map whole-tensor ranges.
-            const ranges = planMappedRanges(file.tensors, native.MAX_MAPPED_RANGE_BYTES);
-            bytes = rangedTensorBytes(
-              ranges.map((r) => ({ ...r, buffer: native.mapFileRange(path, r.offset, r.length, { populate: fits }) })),
-            );
-          }
+          bytes = fileBytes((offset, length) => native.mapFileRange(path, offset, length, { populate: fits }));
           weightMemory = "mapped";
         } catch (error) {
           diagnostics.push(`memory-mapping ${path} failed (${(error as Error).message}); tensors are read instead`);
