@@ -14,6 +14,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import {
   availableNativeIsas,
   getNativeDecodeVariant,
+  MATMUL_VARIANT_MAX_ROWS,
   matmulDecodeVariant,
   matmulLlama,
   nativeAddon,
@@ -113,6 +114,44 @@ describe.skipIf(NO_ADDON)("decode variants are bit-identical", () => {
     }
   }
 
+  // a prefill (more than 8 activation rows): the block kernels over 32-row tiles and the register form over 8-row tiles
+  // (a last tile of 1 .. 8 rows), with 37 weight rows, against matmulLlama's default and one row at a time
+  for (const threads of [1, 2]) {
+    for (const [type, k] of batchCases) {
+      it(`${GGML_TYPE_TRAITS[type].name} K=${k}, ${threads} pool thread(s): prefills of 9..64 rows under both prefill kernels`, () => {
+        setNativeThreads(threads);
+        resetNativeDecodeVariants();
+        const w = weight(type, 37, k, 31 + type);
+        for (const m of [9, 10, 16, 17, 23, 32, 33, 64]) {
+          const x = randomFloats(m * k, 27 + m + type);
+          const expected = matmulLlama(w, x, m);
+          for (const variant of [{ prefillKernel: 1 }, { prefillKernel: 1, batchKernel: 1 }, { prefillKernel: 0, batchKernel: 1 }]) {
+            const y = matmulDecodeVariant(w, x, variant, undefined, m);
+            const at = firstBitMismatch(y, expected);
+            if (at >= 0) expect.fail(`m=${m} ${JSON.stringify(variant)}: output ${at} is ${y[at]}, the default gives ${expected[at]}`);
+          }
+          for (const r of [0, m - 1]) {
+            const one = matmulLlama(w, x.subarray(r * k, (r + 1) * k), 1);
+            const at = firstBitMismatch(expected.subarray(r * 37, (r + 1) * 37), one);
+            if (at >= 0) expect.fail(`m=${m}: row ${r} output ${at} differs from the one-row matmul`);
+          }
+        }
+      });
+    }
+  }
+
+  it("a tuned prefill kernel set for (role, type) changes no bit of a prefill's matmulLlama", () => {
+    setNativeThreads(2);
+    const w = weight(GgmlType.Q4_K, 37, 1024, 12);
+    const x = randomFloats(40 * 1024, 13);
+    resetNativeDecodeVariants();
+    const expected = matmulLlama(w, x, 40);
+    nativeAddon()!.setDecodeVariant("layer", GgmlType.Q4_K, { prefillKernel: 1 });
+    expect(nativeAddon()!.getDecodeVariant("layer", GgmlType.Q4_K).prefillKernel).toBe(1);
+    expect(firstBitMismatch(matmulLlama(w, x, 40), expected)).toBe(-1);
+    resetNativeDecodeVariants();
+  });
+
   it("a tuned batch kernel set for (role, type) changes no bit of a batched matmulLlama", () => {
     setNativeThreads(2);
     const w = weight(GgmlType.Q6_K, 37, 512, 8);
@@ -146,7 +185,10 @@ describe.skipIf(NO_ADDON)("decode variants are bit-identical", () => {
     expect(() => matmulDecodeVariant(w, x, { threads: 5 })).toThrow(/threads must be 0/);
     expect(() => matmulDecodeVariant(w, x, { prefetch: -1 })).toThrow(/prefetch must be/);
     expect(() => matmulDecodeVariant(w, x, { batchKernel: 2 })).toThrow(/batchKernel must be 0 \(the block kernels\) or 1/);
-    expect(() => matmulDecodeVariant(w, x, {}, undefined, 9)).toThrow(/invalid argument m: must be an integer 1 \.\. 8, got 9/);
+    expect(() => matmulDecodeVariant(w, x, { prefillKernel: -1 })).toThrow(/prefillKernel must be 0 \(the block kernels\) or 1/);
+    expect(() => matmulDecodeVariant(w, x, {}, undefined, MATMUL_VARIANT_MAX_ROWS + 1)).toThrow(
+      new RegExp(`invalid argument m: must be an integer 1 \\.\\. ${MATMUL_VARIANT_MAX_ROWS}, got ${MATMUL_VARIANT_MAX_ROWS + 1}`),
+    );
     expect(() => matmulDecodeVariant(w, x, { isa: "sse9" as never })).toThrow(/unknown ISA level 'sse9'/);
     expect(() => matmulDecodeVariant(w, x, { isa: "neon" })).toThrow(NativeArgumentError);
     if (availableNativeIsas().length > 1)
@@ -229,10 +271,11 @@ describe.skipIf(NO_ADDON)("the tuner on the native timer", () => {
       rowsPerTask: 0,
       threads: 0,
       batchKernel: 0,
+      prefillKernel: 0,
     });
     const pinned = tuneNativeDecode(matrices, {
       cacheDir,
-      env: { KEEPQUANT_TUNE: "pin:weightRows=1,prefetch=64,threads=1,batchKernel=1" },
+      env: { KEEPQUANT_TUNE: "pin:weightRows=1,prefetch=64,threads=1,batchKernel=1,prefillKernel=1" },
     });
     expect(pinned.source).toBe("pinned");
     for (const role of ["layer", "head"] as const)
@@ -243,6 +286,7 @@ describe.skipIf(NO_ADDON)("the tuner on the native timer", () => {
         rowsPerTask: 0,
         threads: 1,
         batchKernel: 1,
+        prefillKernel: 1,
       });
     expect(() => tuneNativeDecode(matrices, { cacheDir, env: { KEEPQUANT_TUNE: "pin:weightRows=3" } })).toThrow(
       /KEEPQUANT_TUNE: .*weightRows must be 0 \(default\), 1, 2 or 4, got 3/,

@@ -78,6 +78,8 @@ export {
   TUNE_MIN_GAIN,
   TUNE_MIN_GROUP_BYTES,
   TUNE_PASS_BYTES,
+  TUNE_PREFILL_PASS_BYTES,
+  TUNE_PREFILL_ROWS,
   candidateStages,
   parseTuneMode,
   readTuneCache,
@@ -641,9 +643,12 @@ export function resetNativeDecodeVariants(): void {
   requireAddon("resetNativeDecodeVariants").resetDecodeVariants();
 }
 
+/** The most activation rows matmulDecodeVariant takes (the addon's kTimedMaxRows). */
+export const MATMUL_VARIANT_MAX_ROWS = 64;
+
 /**
  * y[M, N] = x[M, K] W^T with `variant` (llama numerics; every variant gives the same bits): M = 1 is a
- * decode step, M = 2 .. 8 a batched one (where `batchKernel` applies).
+ * decode step, M = 2 .. 8 a batched one (where `batchKernel` applies), more a prefill (`prefillKernel`).
  */
 export function matmulDecodeVariant(
   weight: NativeLlamaWeight,
@@ -654,7 +659,8 @@ export function matmulDecodeVariant(
 ): Float32Array {
   const op = "matmulDecodeVariant";
   const addon = requireAddon(op);
-  if (!Number.isInteger(m) || m < 1 || m > 8) throw new NativeArgumentError(op, "m", `must be an integer 1 .. 8, got ${m}`);
+  if (!Number.isInteger(m) || m < 1 || m > MATMUL_VARIANT_MAX_ROWS)
+    throw new NativeArgumentError(op, "m", `must be an integer 1 .. ${MATMUL_VARIANT_MAX_ROWS}, got ${m}`);
   checkLlama(op, addon, weight, x, m, out);
   const y = out ?? new Float32Array(weight.rows * m);
   try {

@@ -174,6 +174,11 @@ export interface DecodeVariant {
    * are one-row fields; a batched step runs at the current level with automatic tasks.
    */
   batchKernel?: number;
+  /**
+   * A prefill matmul (more than 8 activation rows): 0 = the block kernels over tiles of 32 rows, 1 = their
+   * register form over tiles of 8 rows where the type has one (the tuner times both).
+   */
+  prefillKernel?: number;
 }
 
 /** Which decode matmuls a variant applies to: the layers' dense matmuls or the output head. */

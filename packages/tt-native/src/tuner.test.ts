@@ -19,6 +19,8 @@ import {
   TUNE_MIN_GROUP_BYTES,
   TUNE_BATCH_PASS_BYTES,
   TUNE_BATCH_ROWS,
+  TUNE_PREFILL_PASS_BYTES,
+  TUNE_PREFILL_ROWS,
   TUNE_PASS_BYTES,
   tuneCacheDir,
   tuneDecode,
@@ -216,8 +218,8 @@ describe("searchVariants (fake timer and clock)", () => {
       if (v.batchKernel === 0) return 4_000_000;
       return g.role === "head" ? 5_000_000 : g.typeName === "Q4_K" ? 3_000_000 : 3_950_000;
     });
-    const batchCalls = calls.filter((c) => c.actRows !== 1);
-    expect(batchCalls.every((c) => c.actRows === TUNE_BATCH_ROWS)).toBe(true);
+    const batchCalls = calls.filter((c) => c.actRows === TUNE_BATCH_ROWS);
+    expect(calls.every((c) => c.actRows === 1 || c.actRows === TUNE_BATCH_ROWS || c.actRows === TUNE_PREFILL_ROWS)).toBe(true);
     // per group: a warm-up pass of the register form, then both forms `passes` passes each
     expect(batchCalls.filter((c) => c.group === "layer/Q4_K").map((c) => [c.variant.batchKernel, c.passes])).toEqual([
       [1, 1],
@@ -242,10 +244,61 @@ describe("searchVariants (fake timer and clock)", () => {
     ).toBe(true);
   });
 
-  it("no batch kernel is timed where the best level has only the block kernels", () => {
+  it("the prefill's kernel: both timed at TUNE_PREFILL_ROWS rows for the layers' groups, the faster kept", () => {
+    // registers faster for the layers' Q4_K prefill (as measured on a Zen 4), a tie for Q6_K; the batched step's choice
+    // (registers everywhere here) is kept beside it
+    const { choices, calls } = run((v, g, actRows) => {
+      if (actRows === 1) return 1_000_000;
+      if (actRows === TUNE_BATCH_ROWS) return v.batchKernel === 1 ? 2_000_000 : 3_000_000;
+      if (v.prefillKernel === 0) return 8_000_000;
+      return g.typeName === "Q4_K" ? 6_800_000 : 7_900_000;
+    });
+    const prefillCalls = calls.filter((c) => c.actRows === TUNE_PREFILL_ROWS);
+    // never for the head (its prefill is one row)
+    expect(prefillCalls.some((c) => c.group === "head/Q6_K")).toBe(false);
+    // per layers' group: a warm-up pass of the register form, then both forms `passes` passes each, over the batch winner
+    expect(
+      prefillCalls.filter((c) => c.group === "layer/Q4_K").map((c) => [c.variant.prefillKernel, c.variant.batchKernel, c.passes]),
+    ).toEqual([
+      [1, 1, 1],
+      [0, 1, 2],
+      [1, 1, 2],
+    ]);
+    // head, layer Q4_K, layer Q6_K (the Q6_K tie is under the noise guard)
+    expect(choices.map((c) => [c.variant.batchKernel, c.variant.prefillKernel])).toEqual([
+      [1, 0],
+      [1, 1],
+      [1, 0],
+    ]);
+    expect(choice(choices, "layer/Q4_K").prefill).toEqual({
+      rows: TUNE_PREFILL_ROWS,
+      blockNs: 8_000_000,
+      registersNs: 6_800_000,
+      passBytes: batchSlice(group("layer/Q4_K"), TUNE_PREFILL_PASS_BYTES).bytes,
+    });
+    expect(choice(choices, "head/Q6_K").prefill).toBeUndefined();
+    // the one-row search started from both winners and its candidates keep them
+    expect(
+      calls
+        .filter((c) => c.group === "layer/Q4_K" && c.actRows === 1 && c.passes === 2)
+        .slice(1)
+        .every((c) => c.variant.prefillKernel === 1 && c.variant.batchKernel === 1),
+    ).toBe(true);
+  });
+
+  it("a prefill pass reads a slice of the group: at most about TUNE_PREFILL_PASS_BYTES", () => {
+    const q4 = group("layer/Q4_K");
+    const slice = batchSlice(q4, TUNE_PREFILL_PASS_BYTES);
+    expect(slice.bytes).toBeGreaterThanOrEqual(TUNE_PREFILL_PASS_BYTES);
+    expect(slice.bytes).toBeLessThan(TUNE_PREFILL_PASS_BYTES + 3584 * 576);
+    expect(slice.weights[0]!.byteOffset).toBe(q4.weights[0]!.byteOffset);
+  });
+
+  it("no batch or prefill kernel is timed where the best level has only the block kernels", () => {
     const { choices, calls } = run(() => 1_000_000, 1e9, ["generic", "avx2"]);
     expect(calls.some((c) => c.actRows !== 1)).toBe(false);
     expect(choices.every((c) => c.batch === undefined && c.variant.batchKernel === 0)).toBe(true);
+    expect(choices.every((c) => c.prefill === undefined && c.variant.prefillKernel === 0)).toBe(true);
   });
 
   it("a batched-step pass reads a slice of the group: at most about TUNE_BATCH_PASS_BYTES", () => {
@@ -293,6 +346,10 @@ describe("KEEPQUANT_TUNE and the cache directory", () => {
     expect(parseTuneMode({ KEEPQUANT_TUNE: "pin:isa=avx2, rowsPerTask=64" })).toEqual({
       mode: "pin",
       variant: { ...DEFAULT_VARIANT, isa: "avx2", rowsPerTask: 64 },
+    });
+    expect(parseTuneMode({ KEEPQUANT_TUNE: "pin:prefillKernel=1,batchKernel=1" })).toEqual({
+      mode: "pin",
+      variant: { ...DEFAULT_VARIANT, prefillKernel: 1, batchKernel: 1 },
     });
     expect(() => parseTuneMode({ KEEPQUANT_TUNE: "pin:speed=11" })).toThrow(/KEEPQUANT_TUNE: "pin:speed=11": unknown field "speed"/);
     expect(() => parseTuneMode({ KEEPQUANT_TUNE: "pin:prefetch=-3" })).toThrow(/prefetch must be a non-negative integer/);
@@ -384,6 +441,11 @@ describe("tuneDecode (fake timer, temp cache)", () => {
     const generic = tuneDecode(recordingAddon().addon, MODEL, { ...fixed, cacheDir, env: {}, timer, now: fakeClock().now });
     expect(generic.source).toBe("measured");
     expect(generic.notes.join("\n")).toMatch(/stale or malformed/);
+    cache.entries[first.key].choices[0].variant = { ...DEFAULT_VARIANT, prefillKernel: 2 };
+    writeFileSync(file, JSON.stringify(cache));
+    const prefill = tuneDecode(recordingAddon().addon, MODEL, { ...fixed, cacheDir, env: {}, timer, now: fakeClock().now });
+    expect(prefill.source).toBe("measured");
+    expect(prefill.notes.join("\n")).toMatch(/stale or malformed/);
     cache.entries[first.key].choices[0].variant = { ...DEFAULT_VARIANT, weightRows: 3 };
     writeFileSync(file, JSON.stringify(cache));
     const refusing = recordingAddon();

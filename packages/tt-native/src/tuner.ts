@@ -7,10 +7,12 @@
  *
  * `KEEPQUANT_TUNE`: unset or empty = tune at load (the cache first), `off` = the built-in defaults,
  * `force` = measure again (ignore the cache), `pin:<field>=<value>,...` = this variant for every
- * matmul (fields of DecodeVariant: isa, weightRows, prefetch, rowsPerTask, threads, batchKernel).
+ * matmul (fields of DecodeVariant: isa, weightRows, prefetch, rowsPerTask, threads, batchKernel, prefillKernel).
  *
  * Besides the one-row fields it times the batched decode step's kernel (`batchKernel`: the block kernels
- * or their register form, at TUNE_BATCH_ROWS activation rows) where the level has both.
+ * or their register form, at TUNE_BATCH_ROWS activation rows) where the level has both, and for the layers'
+ * groups the prefill's (`prefillKernel`: the block kernels over 32-row tiles or the register form over 8-row
+ * tiles, at TUNE_PREFILL_ROWS activation rows).
  */
 import { createHash } from "node:crypto";
 import { mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
@@ -38,6 +40,14 @@ export const TUNE_MIN_GROUP_BYTES = 4 * 2 ** 20;
 export const TUNE_BATCH_ROWS = 8;
 /** Bytes one batched-step pass reads: those kernels are compute-bound, so a smaller slice of the group serves. */
 export const TUNE_BATCH_PASS_BYTES = 16 * 2 ** 20;
+/** Activation rows of the prefill timing: a 32-row tile of the block kernels, four of the register form. */
+export const TUNE_PREFILL_ROWS = 32;
+/**
+ * Bytes one prefill pass reads: more than two cores' L2 caches hold (a prefill reads each weight row from memory once, then
+ * from cache for its other tiles; at 2 MiB, L2-resident on an AMD Zen 4, the block kernel won where a 128-row prefill ran
+ * 1.15x faster through the register form), and little enough for the budget at load (about 2 ms a pass at 32 rows).
+ */
+export const TUNE_PREFILL_PASS_BYTES = 4 * 2 ** 20;
 /** A candidate replaces the incumbent only when faster by more than this fraction (noise guard). */
 export const TUNE_MIN_GAIN = 0.03;
 /** Version of the cache file's layout; another version is ignored with a note. */
@@ -104,6 +114,8 @@ export interface TuneChoice {
   passBytes: number;
   /** the batched-step timing (median ns of one pass of TUNE_BATCH_ROWS rows), where both kernels exist */
   batch?: { rows: number; blockNs: number; registersNs: number; passBytes: number };
+  /** the prefill timing (median ns of one pass of TUNE_PREFILL_ROWS rows), for the layers where both kernels exist */
+  prefill?: { rows: number; blockNs: number; registersNs: number; passBytes: number };
 }
 
 export interface TuneReport {
@@ -147,7 +159,15 @@ export interface TuneOptions {
   passes?: number;
 }
 
-export const DEFAULT_VARIANT: FullVariant = { isa: "current", weightRows: 0, prefetch: 0, rowsPerTask: 0, threads: 0, batchKernel: 0 };
+export const DEFAULT_VARIANT: FullVariant = {
+  isa: "current",
+  weightRows: 0,
+  prefetch: 0,
+  rowsPerTask: 0,
+  threads: 0,
+  batchKernel: 0,
+  prefillKernel: 0,
+};
 
 function full(v: DecodeVariant): FullVariant {
   return { ...DEFAULT_VARIANT, ...v };
@@ -157,7 +177,7 @@ function full(v: DecodeVariant): FullVariant {
 
 export type TuneMode = { mode: "auto" } | { mode: "off" } | { mode: "force" } | { mode: "pin"; variant: FullVariant };
 
-const VARIANT_FIELDS = ["isa", "weightRows", "prefetch", "rowsPerTask", "threads", "batchKernel"] as const;
+const VARIANT_FIELDS = ["isa", "weightRows", "prefetch", "rowsPerTask", "threads", "batchKernel", "prefillKernel"] as const;
 const ISA_VALUES = ["current", "generic", "avx2", "avx512", "neon"] as const;
 
 /** KEEPQUANT_TUNE parsed; a bad value is a NativeArgumentError that names the variable. */
@@ -181,7 +201,14 @@ export function parseTuneMode(env: TunerEnv = process.env): TuneMode {
     if (name === "isa") {
       if (!(ISA_VALUES as readonly string[]).includes(value)) throw bad(`isa must be one of ${ISA_VALUES.join(", ")}, got "${value}"`);
       variant.isa = value as FullVariant["isa"];
-    } else if (name === "weightRows" || name === "prefetch" || name === "rowsPerTask" || name === "threads" || name === "batchKernel") {
+    } else if (
+      name === "weightRows" ||
+      name === "prefetch" ||
+      name === "rowsPerTask" ||
+      name === "threads" ||
+      name === "batchKernel" ||
+      name === "prefillKernel"
+    ) {
       if (!/^\d+$/.test(value)) throw bad(`${name} must be a non-negative integer, got "${value}"`);
       variant[name] = Number(value);
     } else {
@@ -258,9 +285,9 @@ export function tuneGroups(matrices: readonly TunerMatrix[]): TuneGroup[] {
  * have since changed, is measured again. 5: the AVX-512 block kernels' dot4 form (December 2026) made them faster
  * than the register kernels for some batched-step groups (batchKernel). 6: the AVX-512 Q4_K register kernel's dot4
  * form, which now takes every tile size, and the Q4_K decode row kernel's (December 2026) changed the batched-step
- * and the AVX2-against-AVX-512 comparisons of Q4_K groups.
+ * and the AVX2-against-AVX-512 comparisons of Q4_K groups. 7: the prefill's kernel (prefillKernel) is timed.
  */
-export const TUNE_SEARCH_VERSION = 6;
+export const TUNE_SEARCH_VERSION = 7;
 
 /** The cache key: CPU model, addon version, the search's version, threads and every group's shape. */
 export function tuneKey(
@@ -274,12 +301,15 @@ export function tuneKey(
   return createHash("sha256").update(`${cpuModel}\n${addonVersion}\nsearch=${searchVersion}\nthreads=${threads}\n${shape}`).digest("hex");
 }
 
-/** The first matrices of `group` up to TUNE_BATCH_PASS_BYTES (a slice of the last one): what a batched-step pass reads. */
-export function batchSlice(group: TuneGroup): { weights: ByteView[]; rows: number[]; bytes: number } {
+/**
+ * The first matrices of `group` up to `passBytes` (a slice of the last one): what a batched-step pass reads
+ * (TUNE_BATCH_PASS_BYTES) or a prefill pass (TUNE_PREFILL_PASS_BYTES).
+ */
+export function batchSlice(group: TuneGroup, passBytes = TUNE_BATCH_PASS_BYTES): { weights: ByteView[]; rows: number[]; bytes: number } {
   const rowBytes = group.bytes / group.rows.reduce((s, r) => s + r, 0);
   const out = { weights: [] as ByteView[], rows: [] as number[], bytes: 0 };
-  for (let i = 0; i < group.weights.length && out.bytes < TUNE_BATCH_PASS_BYTES; i++) {
-    const rows = Math.min(group.rows[i]!, Math.max(1, Math.ceil((TUNE_BATCH_PASS_BYTES - out.bytes) / rowBytes)));
+  for (let i = 0; i < group.weights.length && out.bytes < passBytes; i++) {
+    const rows = Math.min(group.rows[i]!, Math.max(1, Math.ceil((passBytes - out.bytes) / rowBytes)));
     const w = group.weights[i]!;
     out.weights.push(new Uint8Array(w.buffer, w.byteOffset, rows * rowBytes));
     out.rows.push(rows);
@@ -291,6 +321,11 @@ export function batchSlice(group: TuneGroup): { weights: ByteView[]; rows: numbe
 /** Whether the best level has the register form of the block kernels for this group's type (a batchKernel to time). */
 export function hasBatchChoice(group: TuneGroup, isaLevels: readonly IsaLevelName[]): boolean {
   return BATCH_KERNELS[isaLevels.at(-1) ?? "generic"]?.includes(group.typeName) ?? false;
+}
+
+/** Whether a prefillKernel is timed for this group: a layers' group with both kernels (the head's prefill is one row). */
+export function hasPrefillChoice(group: TuneGroup, isaLevels: readonly IsaLevelName[]): boolean {
+  return group.role === "layer" && hasBatchChoice(group, isaLevels);
 }
 
 // ---------------------------------------------------------------- candidates
@@ -372,6 +407,17 @@ export function searchVariants(
       batch = { rows: TUNE_BATCH_ROWS, blockNs, registersNs, passBytes: batchSlice(group).bytes };
       if (registersNs < blockNs * (1 - TUNE_MIN_GAIN)) best = registers;
     }
+    // the prefill's kernel (independent of the other fields too; a smaller slice at more rows)
+    let prefill: TuneChoice["prefill"];
+    if (hasPrefillChoice(group, options.isaLevels) && options.now() - start < options.budgetMs) {
+      const block = { ...best, prefillKernel: 0 };
+      const registers = { ...best, prefillKernel: 1 };
+      timer(group, registers, 1, TUNE_PREFILL_ROWS); // warm-up
+      const blockNs = median(timer(group, block, options.passes, TUNE_PREFILL_ROWS));
+      const registersNs = median(timer(group, registers, options.passes, TUNE_PREFILL_ROWS));
+      prefill = { rows: TUNE_PREFILL_ROWS, blockNs, registersNs, passBytes: batchSlice(group, TUNE_PREFILL_PASS_BYTES).bytes };
+      if (registersNs < blockNs * (1 - TUNE_MIN_GAIN)) best = registers;
+    }
     const seen = new Set<string>([JSON.stringify(DEFAULT_VARIANT), JSON.stringify(best)]);
     for (const stage of candidateStages(group, options.isaLevels, options.threads)) {
       for (const candidate of stage(best)) {
@@ -400,6 +446,7 @@ export function searchVariants(
       timed,
       passBytes: group.bytes,
       ...(batch ? { batch } : {}),
+      ...(prefill ? { prefill } : {}),
     });
     if (budgetHit) break;
   }
@@ -431,6 +478,7 @@ function validChoice(c: unknown, isaLevels: readonly IsaLevelName[]): c is TuneC
   if ((o.role !== "layer" && o.role !== "head") || typeof o.type !== "string" || typeof v !== "object" || v === null) return false;
   if (v.isa !== "current" && (v.isa === "generic" || !isaLevels.includes(v.isa as IsaLevelName))) return false;
   if (v.batchKernel !== undefined && v.batchKernel !== 0 && v.batchKernel !== 1) return false;
+  if (v.prefillKernel !== undefined && v.prefillKernel !== 0 && v.prefillKernel !== 1) return false;
   return ["weightRows", "prefetch", "rowsPerTask", "threads"].every((f) => Number.isInteger(v[f]) && (v[f] as number) >= 0);
 }
 
@@ -502,7 +550,7 @@ export function writeTuneCache(file: string, key: string, entry: CacheFile["entr
 export function nativeTimer(addon: NativeAddon): TuneTimer {
   return (group, variant, passes, actRows = 1) => {
     if (actRows <= 1) return Array.from(addon.timeDecodeMatmul(group.type, group.k, group.weights, group.rows, variant, passes));
-    const slice = batchSlice(group);
+    const slice = batchSlice(group, actRows > TUNE_BATCH_ROWS ? TUNE_PREFILL_PASS_BYTES : TUNE_BATCH_PASS_BYTES);
     return Array.from(addon.timeDecodeMatmul(group.type, group.k, slice.weights, slice.rows, variant, passes, actRows));
   };
 }

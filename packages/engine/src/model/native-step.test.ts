@@ -269,9 +269,10 @@ describe.skipIf(reason !== undefined)("native step", () => {
     }
   });
 
-  it("gives the same bits under both batch kernels in steps of several sequences, MoE experts included", async () => {
-    // 4 sequences (the pool's state slots): a prefill each, then batched steps of one token per sequence (4 rows in
-    // the dense matmuls and the head, a few per routed expert), under batchKernel 0 and 1
+  it("gives the same bits under both batch and prefill kernels in steps of several sequences, MoE experts included", async () => {
+    // 4 sequences (the pool's state slots): a prefill each (32 rows in the dense matmuls: prefillKernel applies), then
+    // batched steps of one token per sequence (4 rows in the dense matmuls and the head, a few per routed expert:
+    // batchKernel applies), under each kernel's choices
     const addon = native.nativeAddon()!;
     const fixtures = ["moe-4l-e8k2-q4_k_m", "untied-mtp-6l-q4_k_m"].map((name) => PARITY_FIXTURES.find((f) => f.name === name)!);
     try {
@@ -303,10 +304,17 @@ describe.skipIf(reason !== undefined)("native step", () => {
         };
         addon.resetDecodeVariants();
         const expected = await run();
-        for (const batchKernel of [1, 0]) {
+        for (const [batchKernel, prefillKernel] of [
+          [1, 1],
+          [0, 0],
+          [0, 1],
+        ]) {
           for (const type of types)
-            for (const role of ["layer", "head"] as const) addon.setDecodeVariant(role, type as never, { batchKernel });
-          expect(firstDifference(await run(), expected), `${fixture.name} batchKernel=${batchKernel}`).toBeUndefined();
+            for (const role of ["layer", "head"] as const) addon.setDecodeVariant(role, type as never, { batchKernel, prefillKernel });
+          expect(
+            firstDifference(await run(), expected),
+            `${fixture.name} batchKernel=${batchKernel} prefillKernel=${prefillKernel}`,
+          ).toBeUndefined();
         }
       }
     } finally {

@@ -32,8 +32,8 @@ namespace {
 // Rows [r0, r1) of one job. Each task owns a block of weight rows; activation rows are walked in
 // tiles that stay in cache. Every y[mi, r] is one kernel call's result whatever the split, so
 // threads never change bits.
-// `regs`: a batched decode step (2 .. kBatchKernelMaxRows activation rows) whose variant asks for the block
-// kernels' register form.
+// `regs`: a batched decode step (2 .. kBatchKernelMaxRows activation rows) or a prefill whose variant asks for the
+// block kernels' register form (a prefill's activation rows then go through it in tiles of kBatchKernelMaxRows).
 void rowBlock(const LlamaRowsJob& job, const DecodeVariant* v, bool regs, int64_t r0, int64_t r1) {
   const CpuTypeTraits& kt = (v && v->isa >= 0 ? kernelsAt((IsaLevel)v->isa) : kernels()).type[job.type];
   const VecDotFn dot = kt.vec_dot;
@@ -49,7 +49,7 @@ void rowBlock(const LlamaRowsJob& job, const DecodeVariant* v, bool regs, int64_
            v && v->weightRows > 0 ? v->weightRows : kt.weight_rows);
     return;
   }
-  const int64_t mTile = 32;
+  const int64_t mTile = regs ? kBatchKernelMaxRows : 32;
   const VecDotBlockFn blockFn = regs && kt.vec_dot_block_regs ? kt.vec_dot_block_regs : kt.vec_dot_block;
   if (blockFn) {
     // prefill: the kernel takes the task's whole block of weight rows per activation tile
@@ -91,7 +91,7 @@ void matmulLlamaRowsBatch(const LlamaRowsJob* jobs, int count) {
     const LlamaRowsJob& job = jobs[j];
     const DecodeVariant* tuned = job.variant ? job.variant : &decodeVariant(job.role, job.type);
     variant[j] = job.m == 1 ? tuned : nullptr;
-    regs[j] = usesBatchRegisters(*tuned, job.m);
+    regs[j] = usesBatchRegisters(*tuned, job.m) || usesPrefillRegisters(*tuned, job.m);
     // a tuned size applies to every matrix of its (role, type) group: capped at one task per thread, so that
     // the group's smaller matrices still split over the threads
     rpt[j] = variant[j] && variant[j]->rowsPerTask > 0

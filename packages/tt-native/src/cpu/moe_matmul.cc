@@ -29,7 +29,7 @@ int64_t groupedRowsPerTask(int64_t n, int64_t m, bool blockKernel) {
 // Weight rows [r0, r1) of one job with the kernel matmul.cc's row loop picks for the job's shape
 // (decode: several weight rows per call, with the tuned decode variant of the layers' matmuls of this
 // type: ISA path, rows per call, prefetch distance; prefill: the block kernel per activation tile of
-// 32, else the multi-row or single dot). Each y[mi, r] is one kernel call's result whatever the task
+// 32 or its register form per tile of 8 as the layers' variant says, else the multi-row or single dot). Each y[mi, r] is one kernel call's result whatever the task
 // split or the variant (every variant gives the same bits).
 void groupedRowBlock(const LlamaRowsJob& job, int64_t r0, int64_t r1) {
   const size_t wBytes = rowBytes(job.type, job.k);
@@ -41,9 +41,11 @@ void groupedRowBlock(const LlamaRowsJob& job, int64_t r0, int64_t r1) {
                     v->weightRows > 0 ? v->weightRows : kt.weight_rows);
     return;
   }
-  const int64_t mTile = 32;
-  // a few rows (the tokens of a batched step routed to this expert): the tuned batch kernel
-  const bool regs = kt.vec_dot_block_regs && usesBatchRegisters(job.variant ? *job.variant : decodeVariant(kRoleLayer, job.type), m);
+  // a few rows (the tokens of a batched step routed to this expert): the tuned batch kernel; more (a prefill's): the
+  // tuned prefill kernel, the register form over tiles of kBatchKernelMaxRows rows
+  const DecodeVariant& tuned = job.variant ? *job.variant : decodeVariant(kRoleLayer, job.type);
+  const bool regs = kt.vec_dot_block_regs && (usesBatchRegisters(tuned, m) || usesPrefillRegisters(tuned, m));
+  const int64_t mTile = regs ? kBatchKernelMaxRows : 32;
   const VecDotBlockFn blockFn = regs ? kt.vec_dot_block_regs : kt.vec_dot_block;
   if (blockFn) {
     for (int64_t m0 = 0; m0 < m; m0 += mTile) {

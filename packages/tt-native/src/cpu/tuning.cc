@@ -40,6 +40,8 @@ std::string checkDecodeVariant(const DecodeVariant& v) {
   if (v.threads != 0 && v.threads != 1) return "threads must be 0 (the pool) or 1 (the calling thread), got " + std::to_string(v.threads);
   if (v.batchKernel != 0 && v.batchKernel != 1)
     return "batchKernel must be 0 (the block kernels) or 1 (the register kernels), got " + std::to_string(v.batchKernel);
+  if (v.prefillKernel != 0 && v.prefillKernel != 1)
+    return "prefillKernel must be 0 (the block kernels) or 1 (the register kernels), got " + std::to_string(v.prefillKernel);
   return "";
 }
 
@@ -62,7 +64,7 @@ void resetDecodeVariants() {
 std::vector<double> timeDecodeMatmul(int type, int64_t k, const std::vector<TimedMatrix>& matrices, const DecodeVariant& v,
                                      int passes, int actRows) {
   const int actType = typeTraits(type).vecDotType;
-  const int64_t m = std::max(1, std::min(actRows, kBatchKernelMaxRows));
+  const int64_t m = std::max(1, std::min(actRows, kTimedMaxRows));
   std::vector<float> x((size_t)(k * m));
   fillActivation(x.data(), k * m);
   const size_t actBytes = actRowBytes(actType, k);

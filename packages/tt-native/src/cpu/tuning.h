@@ -29,6 +29,14 @@ struct DecodeVariant {
   // of the current level, 1 their register form (vec_dot_block_regs) where the type has one. The other
   // fields are one-row fields: a batched step runs at the current level with automatic tasks.
   int batchKernel = 0;
+  // A prefill matmul (more than kBatchKernelMaxRows activation rows): 0 the block kernels of the current level over
+  // tiles of 32 activation rows, 1 their register form (vec_dot_block_regs, where the type has one) over tiles of
+  // kBatchKernelMaxRows rows. On an AMD Zen 4 (one thread, tasks of 64 weight rows against 128 activation rows, the
+  // weights streamed): Q4_K 11.7-12.8 cycles per (block, row) in the register form against 14.1-15.0 in the block
+  // kernel at K = 1024 and 2048, 11.2 against 12.0 at K = 3584; Q6_K and Q8_0 the same either way. Which one wins
+  // depends on the CPU (the block kernel shares each activation load between two weight rows, the register form
+  // keeps its weights in registers), so the tuner times it.
+  int prefillKernel = 0;
 };
 
 // Activation rows up to which a matmul is a batched decode step (the variant's batchKernel applies).
@@ -37,6 +45,11 @@ constexpr int kBatchKernelMaxRows = 8;
 // Whether a matmul of `m` activation rows with variant `v` takes the register form of the block kernels
 // (a batched decode step whose variant asks for it).
 inline bool usesBatchRegisters(const DecodeVariant& v, int64_t m) { return m > 1 && m <= kBatchKernelMaxRows && v.batchKernel == 1; }
+// Whether a prefill matmul (more than kBatchKernelMaxRows activation rows) with variant `v` takes the register form
+// in tiles of kBatchKernelMaxRows rows.
+inline bool usesPrefillRegisters(const DecodeVariant& v, int64_t m) { return m > kBatchKernelMaxRows && v.prefillKernel == 1; }
+// Activation rows up to which timeDecodeMatmul and matmulDecodeVariant take a matmul (a prefill's tile for the tuner).
+constexpr int kTimedMaxRows = 64;
 
 // Weight rows per task of a batched decode step (2 .. kBatchKernelMaxRows activation rows through a block
 // kernel): about two tasks per thread, at most kBatchTaskMaxRows rows (the 0.8B head: 243 tasks). Long runs
@@ -69,14 +82,16 @@ struct TimedMatrix {
   int64_t rows;
 };
 
-// Times decode matmuls of `actRows` activation rows (1: one; up to kBatchKernelMaxRows: a batched step) (K columns, random values quantized to the type's
+// Times decode matmuls of `actRows` activation rows (1: one; up to kBatchKernelMaxRows: a batched step; up to kTimedMaxRows:
+// a prefill's) (K columns, random values quantized to the type's
 // vec_dot_type) against every matrix of `matrices` in turn, `passes` times, with variant `v`. Returns
 // the nanoseconds of each pass (steady clock). A pass should read more bytes than the last-level cache
 // holds, so each one streams its weights from memory as a decode step does.
 std::vector<double> timeDecodeMatmul(int type, int64_t k, const std::vector<TimedMatrix>& matrices,
                                      const DecodeVariant& v, int passes, int actRows = 1);
 
-// y[m, N] = x[m, K] W^T (m = 1: decode; 2 .. 8: a batched step) with variant `v` (tests hold every variant bit-identical).
+// y[m, N] = x[m, K] W^T (m = 1: decode; 2 .. 8: a batched step; more: a prefill) with variant `v` (tests hold every variant
+// bit-identical).
 void matmulDecodeVariant(int type, const uint8_t* w, int64_t n, int64_t k, const float* x, float* y,
                          const DecodeVariant& v, int64_t m = 1);
 

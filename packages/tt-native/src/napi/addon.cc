@@ -270,8 +270,8 @@ LlamaArgs parseLlamaRow(const Napi::CallbackInfo& info) {
   a.m = 1;  // optional argument 7: activation rows (a batched decode step)
   if (info.Length() > 7 && !info[7].IsUndefined()) {
     a.m = intArg(info, 7, "M", 1);
-    if (a.m > kq::kBatchKernelMaxRows)
-      throw Napi::RangeError::New(env, "matmulDecodeVariant: M must be 1 .. " + str(kq::kBatchKernelMaxRows) + ", got " + str(a.m));
+    if (a.m > kq::kTimedMaxRows)
+      throw Napi::RangeError::New(env, "matmulDecodeVariant: M must be 1 .. " + str(kq::kTimedMaxRows) + ", got " + str(a.m));
   }
   const int act = llamaActType(a.type);
   if (act < 0) throw Napi::RangeError::New(env, "matmulDecodeVariant: ggml type " + str(a.type) + " has no vec_dot kernel");
@@ -437,6 +437,7 @@ kq::DecodeVariant variantArg(const Napi::CallbackInfo& info, size_t i) {
   field("rowsPerTask", &v.rowsPerTask);
   field("threads", &v.threads);
   field("batchKernel", &v.batchKernel);
+  field("prefillKernel", &v.prefillKernel);
   const std::string err = kq::checkDecodeVariant(v);
   if (!err.empty()) throw Napi::RangeError::New(env, "variant: " + err);
   return v;
@@ -450,6 +451,7 @@ Napi::Object variantObject(Napi::Env env, const kq::DecodeVariant& v) {
   o.Set("rowsPerTask", v.rowsPerTask);
   o.Set("threads", v.threads);
   o.Set("batchKernel", v.batchKernel);
+  o.Set("prefillKernel", v.prefillKernel);
   return o;
 }
 
@@ -510,8 +512,8 @@ Napi::Value TimeDecodeMatmul(const Napi::CallbackInfo& info) {
   int actRows = 1;
   if (info.Length() > 6 && !info[6].IsUndefined()) {
     actRows = (int)intArg(info, 6, "actRows", 1);
-    if (actRows > kq::kBatchKernelMaxRows)
-      throw Napi::RangeError::New(env, "actRows must be 1 .. " + str(kq::kBatchKernelMaxRows) + ", got " + str(actRows));
+    if (actRows > kq::kTimedMaxRows)
+      throw Napi::RangeError::New(env, "actRows must be 1 .. " + str(kq::kTimedMaxRows) + ", got " + str(actRows));
   }
   const std::vector<double> ns = kq::timeDecodeMatmul(type, k, matrices, v, passes, actRows);
   Napi::Float64Array out = Napi::Float64Array::New(env, ns.size());
@@ -519,7 +521,7 @@ Napi::Value TimeDecodeMatmul(const Napi::CallbackInfo& info) {
   return out;
 }
 
-// matmulDecodeVariant(type, w, N, K, x, y, variant): one activation row
+// matmulDecodeVariant(type, w, N, K, x, y, variant, M): M activation rows (1: decode, 2 .. 8: a batched step, more: a prefill)
 Napi::Value MatmulDecodeVariant(const Napi::CallbackInfo& info) {
   const LlamaArgs a = parseLlamaRow(info);
   kq::matmulDecodeVariant(a.type, a.w, a.n, a.k, a.x, a.y, variantArg(info, 6), a.m);
