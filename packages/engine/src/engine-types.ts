@@ -282,11 +282,25 @@ export interface DecodeTuning {
   choices: {
     role: "layer" | "head";
     type: string;
-    variant: { isa: string; weightRows: number; prefetch: number; rowsPerTask: number; threads: number };
+    variant: {
+      isa: string;
+      weightRows: number;
+      prefetch: number;
+      rowsPerTask: number;
+      threads: number;
+      /** a batched decode step's kernel: 0 the block kernels, 1 their register form */
+      batchKernel: number;
+      /** a prefill's kernel: 0 the block kernels over 32-row tiles, 1 their register form over 8-row tiles */
+      prefillKernel: number;
+    };
     chosenNs: number;
     defaultNs: number;
     timed: number;
     passBytes: number;
+    /** median ns of one pass of each form at a batched step's rows, where both were timed */
+    batch?: { rows: number; blockNs: number; registersNs: number; passBytes: number };
+    /** median ns of one pass of each form at a prefill's rows (the layers' groups), where both were timed */
+    prefill?: { rows: number; blockNs: number; registersNs: number; passBytes: number };
   }[];
   notes: string[];
   measureMs: number;

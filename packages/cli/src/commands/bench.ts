@@ -19,8 +19,13 @@ const GB = 1e9;
 const TUNE_FULL_BUDGET_MS = 5000;
 const MiB = 2 ** 20;
 
+/** A batchKernel / prefillKernel value as the table prints it (the block kernels or their register form). */
+function kernelName(value: number | undefined): string {
+  return value === 1 ? "registers" : "block";
+}
+
 /** The decode tuner's choice, one line per (role, type), and its notes. */
-function tuningRows(result: BenchmarkResult): [string, string][] {
+export function tuningRows(result: Pick<BenchmarkResult, "tuning">): [string, string][] {
   const t = result.tuning;
   if (!t) return [["decode tuning", "off"]];
   const rows: [string, string][] = [
@@ -31,7 +36,8 @@ function tuningRows(result: BenchmarkResult): [string, string][] {
     const gain = c.defaultNs > 0 && c.chosenNs > 0 ? `, ${(c.defaultNs / c.chosenNs).toFixed(2)}x the default` : "";
     rows.push([
       `  ${c.role} ${c.type}`,
-      `isa ${v.isa}, weightRows ${v.weightRows}, prefetch ${v.prefetch}, rowsPerTask ${v.rowsPerTask}, threads ${v.threads}${gain}`,
+      `isa ${v.isa}, weightRows ${v.weightRows}, prefetch ${v.prefetch}, rowsPerTask ${v.rowsPerTask}, threads ${v.threads}` +
+        `, batch kernel ${kernelName(v.batchKernel)}, prefill kernel ${kernelName(v.prefillKernel)}${gain}`,
     ]);
   }
   for (const note of t.notes) rows.push(["  note", note]);

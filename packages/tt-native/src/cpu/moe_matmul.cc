@@ -29,8 +29,9 @@ int64_t groupedRowsPerTask(int64_t n, int64_t m, bool blockKernel) {
 // Weight rows [r0, r1) of one job with the kernel matmul.cc's row loop picks for the job's shape
 // (decode: several weight rows per call, with the tuned decode variant of the layers' matmuls of this
 // type: ISA path, rows per call, prefetch distance; prefill: the block kernel per activation tile of
-// 32 or its register form per tile of 8 as the layers' variant says, else the multi-row or single dot). Each y[mi, r] is one kernel call's result whatever the task
-// split or the variant (every variant gives the same bits).
+// 32 or its register form per tile of 8 as the layers' variant says, else the multi-row or single dot).
+// Each y[mi, r] is one kernel call's result whatever the task split or the variant (every variant gives
+// the same bits).
 void groupedRowBlock(const LlamaRowsJob& job, int64_t r0, int64_t r1) {
   const size_t wBytes = rowBytes(job.type, job.k);
   const int64_t m = job.m, n = job.n;

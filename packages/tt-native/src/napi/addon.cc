@@ -267,7 +267,7 @@ LlamaArgs parseLlamaRow(const Napi::CallbackInfo& info) {
   a.k = intArg(info, 3, "K", 1);
   Napi::Float32Array x = f32Arg(info, 4, "x");
   Napi::Float32Array y = f32Arg(info, 5, "y");
-  a.m = 1;  // optional argument 7: activation rows (a batched decode step)
+  a.m = 1;  // optional argument 7: activation rows (2 .. 8: a batched decode step, more: a prefill)
   if (info.Length() > 7 && !info[7].IsUndefined()) {
     a.m = intArg(info, 7, "M", 1);
     if (a.m > kq::kTimedMaxRows)
