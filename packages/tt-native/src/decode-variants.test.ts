@@ -140,29 +140,24 @@ describe.skipIf(NO_ADDON)("decode variants are bit-identical", () => {
     }
   }
 
-  it("a tuned prefill kernel set for (role, type) changes no bit of a prefill's matmulLlama", () => {
-    setNativeThreads(2);
-    const w = weight(GgmlType.Q4_K, 37, 1024, 12);
-    const x = randomFloats(40 * 1024, 13);
-    resetNativeDecodeVariants();
-    const expected = matmulLlama(w, x, 40);
-    nativeAddon()!.setDecodeVariant("layer", GgmlType.Q4_K, { prefillKernel: 1 });
-    expect(nativeAddon()!.getDecodeVariant("layer", GgmlType.Q4_K).prefillKernel).toBe(1);
-    expect(firstBitMismatch(matmulLlama(w, x, 40), expected)).toBe(-1);
-    resetNativeDecodeVariants();
-  });
-
-  it("a tuned batch kernel set for (role, type) changes no bit of a batched matmulLlama", () => {
-    setNativeThreads(2);
-    const w = weight(GgmlType.Q6_K, 37, 512, 8);
-    const x = randomFloats(8 * 512, 9);
-    resetNativeDecodeVariants();
-    const expected = matmulLlama(w, x, 8);
-    nativeAddon()!.setDecodeVariant("layer", GgmlType.Q6_K, { batchKernel: 1 });
-    expect(nativeAddon()!.getDecodeVariant("layer", GgmlType.Q6_K).batchKernel).toBe(1);
-    expect(firstBitMismatch(matmulLlama(w, x, 8), expected)).toBe(-1);
-    resetNativeDecodeVariants();
-  });
+  // a kernel choice set for (role, type) as the tuner sets it: a batched step's (8 rows) and a prefill's (40 rows)
+  const tunedKernels: [string, GgmlType, number, number, "batchKernel" | "prefillKernel"][] = [
+    ["batch", GgmlType.Q6_K, 512, 8, "batchKernel"],
+    ["prefill", GgmlType.Q4_K, 1024, 40, "prefillKernel"],
+  ];
+  for (const [what, type, k, m, field] of tunedKernels) {
+    it(`a tuned ${what} kernel set for (role, type) changes no bit of matmulLlama at ${m} rows`, () => {
+      setNativeThreads(2);
+      const w = weight(type, 37, k, 8 + m);
+      const x = randomFloats(m * k, 9 + m);
+      resetNativeDecodeVariants();
+      const expected = matmulLlama(w, x, m);
+      nativeAddon()!.setDecodeVariant("layer", type, { [field]: 1 });
+      expect(nativeAddon()!.getDecodeVariant("layer", type)[field]).toBe(1);
+      expect(firstBitMismatch(matmulLlama(w, x, m), expected)).toBe(-1);
+      resetNativeDecodeVariants();
+    });
+  }
 
   it("a tuned variant set for (role, type) changes no bit of matmulLlama", () => {
     setNativeThreads(2);
