@@ -49,8 +49,9 @@ void rowBlock(const LlamaRowsJob& job, const DecodeVariant* v, bool regs, int64_
            v && v->weightRows > 0 ? v->weightRows : kt.weight_rows);
     return;
   }
-  const int64_t mTile = regs ? kBatchKernelMaxRows : 32;
-  const VecDotBlockFn blockFn = regs && kt.vec_dot_block_regs ? kt.vec_dot_block_regs : kt.vec_dot_block;
+  const bool registers = regs && kt.vec_dot_block_regs;  // the level has the register form for this type
+  const int64_t mTile = registers ? kBatchKernelMaxRows : 32;
+  const VecDotBlockFn blockFn = registers ? kt.vec_dot_block_regs : kt.vec_dot_block;
   if (blockFn) {
     // prefill: the kernel takes the task's whole block of weight rows per activation tile
     for (int64_t m0 = 0; m0 < m; m0 += mTile) {
