@@ -20,6 +20,7 @@ import {
   nativeAddon,
   NativeArgumentError,
   resetNativeDecodeVariants,
+  setNativeIsa,
   setNativeThreads,
   TUNE_CACHE_FILE,
   tuneNativeDecode,
@@ -139,6 +140,26 @@ describe.skipIf(NO_ADDON)("decode variants are bit-identical", () => {
       });
     }
   }
+
+  // a pinned prefill kernel at every SIMD level, those without the register form included (which keep the block
+  // kernels' 32-row tiles): the same bits as the level's default
+  it("a prefill kernel pinned at every SIMD level gives that level's default bits", () => {
+    setNativeThreads(2);
+    resetNativeDecodeVariants();
+    const w = weight(GgmlType.Q4_K, 37, 512, 41);
+    const x = randomFloats(33 * 512, 42);
+    try {
+      for (const isa of availableNativeIsas().filter((l) => l !== "generic")) {
+        setNativeIsa(isa);
+        const expected = matmulLlama(w, x, 33);
+        const y = matmulDecodeVariant(w, x, { prefillKernel: 1 }, undefined, 33);
+        const at = firstBitMismatch(y, expected);
+        if (at >= 0) expect.fail(`isa ${isa}: output ${at} is ${y[at]}, the default gives ${expected[at]}`);
+      }
+    } finally {
+      setNativeIsa("best");
+    }
+  });
 
   // a kernel choice set for (role, type) as the tuner sets it: a batched step's (8 rows) and a prefill's (40 rows)
   const tunedKernels: [string, GgmlType, number, number, "batchKernel" | "prefillKernel"][] = [
