@@ -44,8 +44,9 @@ export const TUNE_BATCH_PASS_BYTES = 16 * 2 ** 20;
 export const TUNE_PREFILL_ROWS = 32;
 /**
  * Bytes one prefill pass reads: more than two cores' L2 caches hold (a prefill reads each weight row from memory once, then
- * from cache for its other tiles; at 2 MiB, L2-resident on an AMD Zen 4, the block kernel won where a 128-row prefill ran
- * 1.15x faster through the register form), and little enough for the budget at load (about 2 ms a pass at 32 rows).
+ * from cache for its other tiles; at 2 MiB, L2-resident on an AMD Zen 4, the block kernel won where 128-row prefill tasks of
+ * Q4_K ran 1.15x faster through the register form, one thread, K = 1024 and 2048), and little enough for the budget at
+ * load (about 2 ms a pass at 32 rows).
  */
 export const TUNE_PREFILL_PASS_BYTES = 4 * 2 ** 20;
 /** A candidate replaces the incumbent only when faster by more than this fraction (noise guard). */
