@@ -79,6 +79,16 @@ OpenRange openRange(const Napi::CallbackInfo& info, const char* op) {
   return r;
 }
 
+// An external ArrayBuffer of `length` bytes at `data` inside the mapping [base, base + mapped), which its finalizer
+// unmaps (mapFileRange's file mapping, readFileRange's anonymous memory).
+Napi::ArrayBuffer rangeBuffer(Napi::Env env, void* base, size_t mapped, uint8_t* data, size_t length) {
+  RangeMapping* mapping = new RangeMapping{base, mapped};
+  return Napi::ArrayBuffer::New(env, data, length, [](Napi::Env, void*, RangeMapping* m) {
+    ::munmap(m->base, m->length);
+    delete m;
+  }, mapping);
+}
+
 Napi::Value MapFileRange(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   const OpenRange r = openRange(info, "mapFileRange");
@@ -91,11 +101,7 @@ Napi::Value MapFileRange(const Napi::CallbackInfo& info) {
   ::close(r.fd);
   if (base == MAP_FAILED) throw Napi::Error::New(env, "mapFileRange: mmap of " + r.path + " failed: " + std::strerror(mapError));
   if (populate) populateMapping(base, mapped);
-  RangeMapping* mapping = new RangeMapping{base, mapped};
-  return Napi::ArrayBuffer::New(env, static_cast<uint8_t*>(base) + (r.offset - start), r.length, [](Napi::Env, void*, RangeMapping* m) {
-    ::munmap(m->base, m->length);
-    delete m;
-  }, mapping);
+  return rangeBuffer(env, base, mapped, static_cast<uint8_t*>(base) + (r.offset - start), r.length);
 }
 
 // readFileRange(path, offset, length): bytes [offset, offset + length) of a file read into fresh anonymous memory
@@ -156,12 +162,8 @@ Napi::Value ReadFileRange(const Napi::CallbackInfo& info) {
     const std::string why = p.error < 0 ? "the file ended early" : std::strerror(p.error);
     throw Napi::Error::New(env, "readFileRange: reading " + r.path + " at byte " + std::to_string(r.offset + p.done) + " failed: " + why);
   }
-  RangeMapping* mapping = new RangeMapping{base, mapped};
   Napi::Object result = Napi::Object::New(env);
-  result.Set("buffer", Napi::ArrayBuffer::New(env, dst, r.length, [](Napi::Env, void*, RangeMapping* m) {
-    ::munmap(m->base, m->length);
-    delete m;
-  }, mapping));
+  result.Set("buffer", rangeBuffer(env, base, mapped, dst, r.length));
   result.Set("hugePages", Napi::Boolean::New(env, huge));
   return result;
 }
