@@ -133,4 +133,23 @@ describe("weightMemory (where Engine.load keeps the weights)", () => {
     const error = await Engine.load(file, { weightMemory: "swap" as never }).catch((e: unknown) => e);
     expect(error).toMatchObject({ code: "ENGINE_BAD_OPTION", field: "weightMemory" });
   });
+
+  it("a bad KEEPQUANT_WEIGHT_MEMORY names the variable; an option passed in code wins over it", async () => {
+    const saved = process.env.KEEPQUANT_WEIGHT_MEMORY;
+    process.env.KEEPQUANT_WEIGHT_MEMORY = "swap";
+    try {
+      const error = await Engine.load(file).catch((e: unknown) => e);
+      expect(error).toMatchObject({ code: "ENGINE_BAD_OPTION", field: "weightMemory" });
+      expect((error as Error).message).toMatch(/got swap \(from KEEPQUANT_WEIGHT_MEMORY\)/);
+      const engine = await Engine.load(file, { weightMemory: "mapped" });
+      try {
+        expect(engine.stats().weightMemory).toMatch(/^(mapped|read)$/);
+      } finally {
+        engine.dispose();
+      }
+    } finally {
+      if (saved === undefined) delete process.env.KEEPQUANT_WEIGHT_MEMORY;
+      else process.env.KEEPQUANT_WEIGHT_MEMORY = saved;
+    }
+  });
 });

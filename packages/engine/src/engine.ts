@@ -112,11 +112,15 @@ function resolveOptions(options: EngineOptions): ResolvedOptions {
   if (kvType !== "f16" && kvType !== "f32") {
     throw new EngineOptionError("ENGINE_BAD_OPTION", `kvType must be "f16" or "f32", got ${String(kvType)}`, { field: "kvType" });
   }
-  const weightMemory = options.weightMemory ?? weightMemoryFromEnv() ?? "auto";
+  const fromEnv = options.weightMemory === undefined ? weightMemoryFromEnv() : undefined;
+  const weightMemory = options.weightMemory ?? fromEnv ?? "auto";
   if (weightMemory !== "auto" && weightMemory !== "huge-pages" && weightMemory !== "mapped") {
-    throw new EngineOptionError("ENGINE_BAD_OPTION", `weightMemory must be "auto", "huge-pages" or "mapped", got ${String(weightMemory)}`, {
-      field: "weightMemory",
-    });
+    const source = fromEnv === undefined ? "" : " (from KEEPQUANT_WEIGHT_MEMORY)";
+    throw new EngineOptionError(
+      "ENGINE_BAD_OPTION",
+      `weightMemory must be "auto", "huge-pages" or "mapped", got ${String(weightMemory)}${source}`,
+      { field: "weightMemory" },
+    );
   }
   const provider = options.provider ?? "auto";
   if (provider !== "auto" && provider !== "ts") {
