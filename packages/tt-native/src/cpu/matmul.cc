@@ -50,7 +50,7 @@ void rowBlock(const LlamaRowsJob& job, const DecodeVariant* v, bool regs, int64_
     return;
   }
   const bool registers = regs && kt.vec_dot_block_regs;  // the level has the register form for this type
-  const int64_t mTile = registers ? kBatchKernelMaxRows : 32;
+  const int64_t mTile = blockTileRows(registers);
   const VecDotBlockFn blockFn = registers ? kt.vec_dot_block_regs : kt.vec_dot_block;
   if (blockFn) {
     // prefill: the kernel takes the task's whole block of weight rows per activation tile
@@ -92,7 +92,7 @@ void matmulLlamaRowsBatch(const LlamaRowsJob* jobs, int count) {
     const LlamaRowsJob& job = jobs[j];
     const DecodeVariant* tuned = job.variant ? job.variant : &decodeVariant(job.role, job.type);
     variant[j] = job.m == 1 ? tuned : nullptr;
-    regs[j] = usesBatchRegisters(*tuned, job.m) || usesPrefillRegisters(*tuned, job.m);
+    regs[j] = usesRegisterForm(*tuned, job.m);
     // a tuned size applies to every matrix of its (role, type) group: capped at one task per thread, so that
     // the group's smaller matrices still split over the threads
     rpt[j] = variant[j] && variant[j]->rowsPerTask > 0

@@ -45,8 +45,8 @@ void groupedRowBlock(const LlamaRowsJob& job, int64_t r0, int64_t r1) {
   // a few rows (the tokens of a batched step routed to this expert): the tuned batch kernel; more (a prefill's): the
   // tuned prefill kernel, the register form over tiles of kBatchKernelMaxRows rows
   const DecodeVariant& tuned = job.variant ? *job.variant : decodeVariant(kRoleLayer, job.type);
-  const bool regs = kt.vec_dot_block_regs && (usesBatchRegisters(tuned, m) || usesPrefillRegisters(tuned, m));
-  const int64_t mTile = regs ? kBatchKernelMaxRows : 32;
+  const bool regs = kt.vec_dot_block_regs && usesRegisterForm(tuned, m);
+  const int64_t mTile = blockTileRows(regs);
   const VecDotBlockFn blockFn = regs ? kt.vec_dot_block_regs : kt.vec_dot_block;
   if (blockFn) {
     for (int64_t m0 = 0; m0 < m; m0 += mTile) {

@@ -42,12 +42,14 @@ struct DecodeVariant {
 // Activation rows up to which a matmul is a batched decode step (the variant's batchKernel applies).
 constexpr int kBatchKernelMaxRows = 8;
 
-// Whether a matmul of `m` activation rows with variant `v` takes the register form of the block kernels
-// (a batched decode step whose variant asks for it).
-inline bool usesBatchRegisters(const DecodeVariant& v, int64_t m) { return m > 1 && m <= kBatchKernelMaxRows && v.batchKernel == 1; }
-// Whether a prefill matmul (more than kBatchKernelMaxRows activation rows) with variant `v` takes the register form
-// in tiles of kBatchKernelMaxRows rows.
-inline bool usesPrefillRegisters(const DecodeVariant& v, int64_t m) { return m > kBatchKernelMaxRows && v.prefillKernel == 1; }
+// Whether a matmul of `m` activation rows with variant `v` takes the register form of the block kernels: a batched
+// decode step (2 .. kBatchKernelMaxRows rows) whose batchKernel asks for it, or a prefill (more rows) whose
+// prefillKernel does.
+inline bool usesRegisterForm(const DecodeVariant& v, int64_t m) {
+  return m > kBatchKernelMaxRows ? v.prefillKernel == 1 : m > 1 && v.batchKernel == 1;
+}
+// Activation rows per tile of a matmul through the block kernels (32) or their register form (kBatchKernelMaxRows).
+inline int64_t blockTileRows(bool registerForm) { return registerForm ? kBatchKernelMaxRows : 32; }
 // Activation rows up to which timeDecodeMatmul and matmulDecodeVariant take a matmul (a prefill's tile for the tuner).
 constexpr int kTimedMaxRows = 64;
 
