@@ -202,16 +202,10 @@ export function parseTuneMode(env: TunerEnv = process.env): TuneMode {
     if (name === "isa") {
       if (!(ISA_VALUES as readonly string[]).includes(value)) throw bad(`isa must be one of ${ISA_VALUES.join(", ")}, got "${value}"`);
       variant.isa = value as FullVariant["isa"];
-    } else if (
-      name === "weightRows" ||
-      name === "prefetch" ||
-      name === "rowsPerTask" ||
-      name === "threads" ||
-      name === "batchKernel" ||
-      name === "prefillKernel"
-    ) {
+    } else if ((VARIANT_FIELDS as readonly string[]).includes(name!)) {
+      // every field but isa is a non-negative integer
       if (!/^\d+$/.test(value)) throw bad(`${name} must be a non-negative integer, got "${value}"`);
-      variant[name] = Number(value);
+      variant[name as Exclude<(typeof VARIANT_FIELDS)[number], "isa">] = Number(value);
     } else {
       throw bad(`unknown field "${name}"`);
     }
@@ -391,6 +385,7 @@ export function searchVariants(
   const notes: string[] = [];
   const choices: TuneChoice[] = [];
   let budgetHit = false;
+  const inBudget = () => options.now() - start < options.budgetMs;
   for (const group of groups) {
     // warm-up pass (page faults of a freshly mapped file, frequency), not counted
     timer(group, DEFAULT_VARIANT, 1);
@@ -398,34 +393,34 @@ export function searchVariants(
     let best = DEFAULT_VARIANT;
     let bestNs = defaultNs;
     let timed = 1;
-    // the batched step's kernel first (it is independent of the one-row fields, and cheap: a slice of the group)
-    let batch: TuneChoice["batch"];
-    if (hasBatchChoice(group, options.isaLevels) && options.now() - start < options.budgetMs) {
-      const registers = { ...DEFAULT_VARIANT, batchKernel: 1 };
-      timer(group, registers, 1, TUNE_BATCH_ROWS); // warm-up
-      const blockNs = median(timer(group, DEFAULT_VARIANT, options.passes, TUNE_BATCH_ROWS));
-      const registersNs = median(timer(group, registers, options.passes, TUNE_BATCH_ROWS));
-      batch = { rows: TUNE_BATCH_ROWS, blockNs, registersNs, passBytes: batchSlice(group).bytes };
+    // the block kernels (`field` 0) against their register form (1) at `rows` activation rows over a slice of
+    // `passBytes`; the register form is kept when faster by more than TUNE_MIN_GAIN
+    const timeKernels = (field: "batchKernel" | "prefillKernel", rows: number, passBytes: number) => {
+      const block: FullVariant = { ...best, [field]: 0 };
+      const registers: FullVariant = { ...best, [field]: 1 };
+      timer(group, registers, 1, rows); // warm-up
+      const blockNs = median(timer(group, block, options.passes, rows));
+      const registersNs = median(timer(group, registers, options.passes, rows));
       if (registersNs < blockNs * (1 - TUNE_MIN_GAIN)) best = registers;
-    }
-    // the prefill's kernel (independent of the other fields too; a smaller slice at more rows)
-    let prefill: TuneChoice["prefill"];
-    if (hasPrefillChoice(group, options.isaLevels) && options.now() - start < options.budgetMs) {
-      const block = { ...best, prefillKernel: 0 };
-      const registers = { ...best, prefillKernel: 1 };
-      timer(group, registers, 1, TUNE_PREFILL_ROWS); // warm-up
-      const blockNs = median(timer(group, block, options.passes, TUNE_PREFILL_ROWS));
-      const registersNs = median(timer(group, registers, options.passes, TUNE_PREFILL_ROWS));
-      prefill = { rows: TUNE_PREFILL_ROWS, blockNs, registersNs, passBytes: batchSlice(group, TUNE_PREFILL_PASS_BYTES).bytes };
-      if (registersNs < blockNs * (1 - TUNE_MIN_GAIN)) best = registers;
-    }
+      return { rows, blockNs, registersNs, passBytes: batchSlice(group, passBytes).bytes };
+    };
+    // the batched step's kernel first (it is independent of the one-row fields, and cheap: a slice of the group),
+    // then the prefill's (independent of the other fields too; a smaller slice at more rows)
+    const batch =
+      hasBatchChoice(group, options.isaLevels) && inBudget()
+        ? timeKernels("batchKernel", TUNE_BATCH_ROWS, TUNE_BATCH_PASS_BYTES)
+        : undefined;
+    const prefill =
+      hasPrefillChoice(group, options.isaLevels) && inBudget()
+        ? timeKernels("prefillKernel", TUNE_PREFILL_ROWS, TUNE_PREFILL_PASS_BYTES)
+        : undefined;
     const seen = new Set<string>([JSON.stringify(DEFAULT_VARIANT), JSON.stringify(best)]);
     for (const stage of candidateStages(group, options.isaLevels, options.threads)) {
       for (const candidate of stage(best)) {
         const key = JSON.stringify(candidate);
         if (seen.has(key)) continue;
         seen.add(key);
-        if (options.now() - start >= options.budgetMs) {
+        if (!inBudget()) {
           budgetHit = true;
           break;
         }
