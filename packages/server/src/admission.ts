@@ -7,7 +7,7 @@
  * stream cut at the drain timeout ends with an error event, a chunk with `finish_reason: "abort"` and
  * `[DONE]` (docs/DEPLOY.md).
  */
-import type { Tokenizer } from "@keepquant/engine";
+import type { ChatMessage, Tokenizer } from "@keepquant/engine";
 import { ApiError, invalidRequest } from "./errors.js";
 
 /** Why the server aborted a request (the AbortSignal's reason). */
@@ -20,11 +20,22 @@ export function drainReason(signal: AbortSignal): DrainAbort | undefined {
   return signal.aborted && DRAIN_REASONS.has(signal.reason) ? (signal.reason as DrainAbort) : undefined;
 }
 
-/** The 503 of a request the drain stopped before it started (or before a non-streamed answer was sent). */
-export function shuttingDown(): ApiError {
-  return new ApiError(503, "unavailable_error", "the server is shutting down; nothing was started, retry", null, "shutting_down", {
-    "Retry-After": "1",
-  });
+/**
+ * The 503 of a request the drain stopped before its answer was sent: not started yet (nothing was computed:
+ * retry), or, for a non-streamed request, started and cut at the drain timeout (generation had begun; nothing of
+ * it was sent).
+ */
+export function shuttingDown(started = false): ApiError {
+  return new ApiError(
+    503,
+    "unavailable_error",
+    started
+      ? "the server is shutting down: the answer was cut at the drain timeout after generation had started, and nothing of it was sent"
+      : "the server is shutting down; nothing was started, retry",
+    null,
+    "shutting_down",
+    { "Retry-After": "1" },
+  );
 }
 
 /** One generation request in flight. */
@@ -80,14 +91,28 @@ export class RequestTracker {
  * of B bytes has at least ceil(B / maxTokenBytes) tokens. A vocabulary without that bound skips it.
  */
 export function refuseByteLength(tokenizer: Tokenizer, text: string, contextTokens: number, param: string): void {
+  refuseBytes(tokenizer, Buffer.byteLength(text, "utf8"), contextTokens, param, "the prompt");
+}
+
+/**
+ * refuseByteLength for a chat before its template runs: the content of system, user and tool messages, which a
+ * chat template renders as it is (an assistant turn's text may be cut, e.g. earlier turns' reasoning, so it is
+ * not counted), must fit.
+ */
+export function refuseChatBytes(tokenizer: Tokenizer, messages: readonly ChatMessage[], contextTokens: number): void {
+  let bytes = 0;
+  for (const message of messages) if (message.role !== "assistant") bytes += Buffer.byteLength(message.content, "utf8");
+  refuseBytes(tokenizer, bytes, contextTokens, "messages", "the text of the messages alone");
+}
+
+function refuseBytes(tokenizer: Tokenizer, bytes: number, contextTokens: number, param: string, what: string): void {
   const perToken = tokenizer.maxTokenBytes;
   if (perToken === undefined) return;
-  const bytes = Buffer.byteLength(text, "utf8");
   const atLeast = Math.ceil(bytes / perToken);
   if (atLeast >= contextTokens) {
     throw invalidRequest(
       param,
-      `This model's maximum context length is ${contextTokens} tokens; the prompt has at least ${atLeast} tokens (${bytes} bytes, and one token of this vocabulary covers at most ${perToken} bytes). Please shorten it.`,
+      `This model's maximum context length is ${contextTokens} tokens; ${what} has at least ${atLeast} tokens (${bytes} bytes, and one token of this vocabulary covers at most ${perToken} bytes). Please shorten it.`,
       "context_length_exceeded",
     );
   }

@@ -7,9 +7,9 @@ import { mkdtempSync, rmSync } from "node:fs";
 import http from "node:http";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { Engine, type Tokenizer } from "@keepquant/engine";
+import { Engine } from "@keepquant/engine";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { defaultModelFile, startTestServer, TEST_ENGINE_OPTIONS } from "./test-support.js";
+import { defaultModelFile, MiB, mixedText, startTestServer, TEST_ENGINE_OPTIONS, watchTokenizer } from "./test-support.js";
 
 const cacheDir = mkdtempSync(path.join(tmpdir(), "kq-hostile-"));
 let modelFile: string;
@@ -21,20 +21,6 @@ beforeAll(async () => {
 afterAll(() => {
   rmSync(cacheDir, { recursive: true, force: true });
 });
-
-const MiB = 1024 * 1024;
-
-/** Mixed text: words, numbers, punctuation, CJK, emoji, newlines and special-token texts. */
-function mixedText(bytes: number): string {
-  const pieces = ["hello", " world", ",", " 123", "\n", " 中文", " émoji 😀", "  ", "foo_bar", "<think>", "'s", "<|im_start|>"];
-  const parts: string[] = [];
-  for (let i = 0, size = 0; size < bytes; i++) {
-    const piece = pieces[(i * 7919) % pieces.length]!;
-    parts.push(piece);
-    size += Buffer.byteLength(piece);
-  }
-  return parts.join("");
-}
 
 function post(url: string, route: string, body: unknown, signal?: AbortSignal): Promise<Response> {
   return fetch(`${url}${route}`, {
@@ -89,29 +75,6 @@ async function readEvents(response: Response, onEvent: (data: string) => void = 
     }
   }
   return events;
-}
-
-/** Wraps the tokenizer's encodeAsync: `active` counts encodes of long texts in progress, `calls` all of them. */
-function watchTokenizer(tokenizer: Tokenizer, longer = MiB / 2): { active: () => number; longCalls: () => number; restore: () => void } {
-  const original = tokenizer.encodeAsync;
-  let active = 0;
-  let longCalls = 0;
-  tokenizer.encodeAsync = async function (this: Tokenizer, text, options) {
-    const long = text.length >= longer;
-    if (long) {
-      longCalls++;
-      active++;
-    }
-    try {
-      return await original.call(this, text, options);
-    } finally {
-      if (long) active--;
-    }
-  };
-  const restore = (): void => {
-    tokenizer.encodeAsync = original;
-  };
-  return { active: () => active, longCalls: () => longCalls, restore };
 }
 
 describe("huge prompts", () => {

@@ -337,9 +337,16 @@ function parseToolCalls(value: unknown, param: string): ChatToolCall[] {
   });
 }
 
-function parseMessages(value: unknown): ChatMessage[] {
+function parseMessages(value: unknown, maxMessages: number): ChatMessage[] {
   if (!Array.isArray(value)) throw invalidRequest("messages", `messages must be an array, got ${typeName(value)}`, "invalid_type");
   if (value.length === 0) throw invalidRequest("messages", "messages must not be empty");
+  // counted before any message is looked at, and long before the template would render them
+  if (value.length > maxMessages)
+    throw invalidRequest(
+      "messages",
+      `messages has ${value.length} messages; this server takes at most ${maxMessages}`,
+      "too_many_messages",
+    );
   const callNames = new Map<string, string>();
   return value.map((message, i) => {
     const param = `messages[${i}]`;
@@ -485,10 +492,10 @@ function requireObject(body: unknown): Body {
   return body;
 }
 
-export function parseChatRequest(raw: unknown): ChatRequest {
+export function parseChatRequest(raw: unknown, { maxMessages = Number.POSITIVE_INFINITY }: { maxMessages?: number } = {}): ChatRequest {
   const body = requireObject(raw);
   refuseUnknown(body, CHAT_FIELDS, "");
-  const messages = parseMessages(body["messages"]);
+  const messages = parseMessages(body["messages"], maxMessages);
   const logprobsOn = optionalBoolean(body, "logprobs") ?? false;
   const top = optionalNumber(
     body,

@@ -211,11 +211,48 @@ describe("errors surface as the client's typed errors", () => {
     }
   });
 
-  it("400 when prompt plus max_tokens exceeds the context", async () => {
-    const error = await client.completions.create({ model: "x", prompt: "hello", max_tokens: 5000 }).catch((e: unknown) => e);
+  it("max_tokens beyond what the context leaves is capped (finish_reason length, the cap in a header and the body); a prompt alone over the context is a 400", async () => {
+    const headers = { Authorization: `Bearer ${API_KEY}`, "Content-Type": "application/json" };
+    // 2040 prompt tokens in a 2048-token context leave 8 for the answer
+    const prompt = Array.from({ length: 2040 }, (_, i) => 100 + (i % 500));
+    for (const stream of [false, true]) {
+      const response = await fetch(`${serving.url}/v1/completions`, {
+        method: "POST",
+        headers,
+        body: JSON.stringify({ prompt, max_tokens: 32000, ignore_eos: true, temperature: 0, stream }),
+      });
+      expect(response.status).toBe(200);
+      expect(response.headers.get("x-max-tokens-capped")).toBe("8");
+      if (!stream) {
+        const body = (await response.json()) as {
+          choices: { finish_reason: string }[];
+          usage: { prompt_tokens: number; completion_tokens: number };
+          max_tokens_capped: unknown;
+        };
+        expect(body.choices[0]!.finish_reason).toBe("length");
+        expect(body.usage).toMatchObject({ prompt_tokens: 2040, completion_tokens: 8 });
+        expect(body.max_tokens_capped).toEqual({ requested: 32000, granted: 8 });
+      } else {
+        const events = (await response.text())
+          .split("\n\n")
+          .filter((event) => event.startsWith("data: ") && event !== "data: [DONE]")
+          .map((event) => JSON.parse(event.slice(6)) as { choices: { finish_reason: string | null }[]; max_tokens_capped?: unknown });
+        const last = events.at(-1)!;
+        expect(last.choices[0]!.finish_reason).toBe("length");
+        expect(last.max_tokens_capped).toEqual({ requested: 32000, granted: 8 });
+        expect(events.slice(0, -1).every((event) => event.max_tokens_capped === undefined)).toBe(true);
+      }
+    }
+    // a max_tokens that fits is not mentioned
+    const fits = await fetch(`${serving.url}/v1/completions`, { method: "POST", headers, body: JSON.stringify({ prompt, max_tokens: 2 }) });
+    expect(fits.headers.get("x-max-tokens-capped")).toBeNull();
+    expect(((await fits.json()) as Record<string, unknown>)["max_tokens_capped"]).toBeUndefined();
+    const error = await client.completions
+      .create({ model: "x", prompt: Array.from({ length: 2048 }, () => 100), max_tokens: 5 })
+      .catch((e: unknown) => e);
     expect(error).toBeInstanceOf(OpenAI.BadRequestError);
     expect((error as BadRequestError).code).toBe("context_length_exceeded");
-    expect((error as BadRequestError).message).toMatch(/maximum context length is 2048 tokens/);
+    expect((error as BadRequestError).message).toMatch(/maximum context length is 2048 tokens; the prompt has 2048 tokens/);
   });
 
   it("401 for a wrong or missing key, 404 for an unknown route", async () => {

@@ -8,7 +8,7 @@
  */
 import { randomBytes, randomInt, timingSafeEqual } from "node:crypto";
 import http from "node:http";
-import type { AddressInfo } from "node:net";
+import type { AddressInfo, Socket } from "node:net";
 import {
   type ChatMessage,
   ConstraintError,
@@ -26,14 +26,15 @@ import {
   type Tokenizer,
   toolCallFormatOf,
 } from "@keepquant/engine";
-import { drainReason, RequestTracker, refuseByteLength, shuttingDown, type TrackedRequest } from "./admission.js";
+import { drainReason, RequestTracker, refuseByteLength, refuseChatBytes, shuttingDown, type TrackedRequest } from "./admission.js";
+import { BodyReader, lingerAfterAnswer } from "./body.js";
 import type { Capacity } from "./capacity.js";
 import { chatConstraint, constraintError, constraintParam } from "./constraint.js";
 import { ApiError, invalidRequest } from "./errors.js";
 import { JsonParser, parseJsonBody } from "./json-worker.js";
 import { type FinishLabel, ServerMetrics } from "./metrics.js";
 import { type ChatRequest, type CompletionRequest, parseChatRequest, parseCompletionRequest, type SamplingFields } from "./requests.js";
-import { detokenizeRoute, tokenizeRoute } from "./tokenize-endpoint.js";
+import { detokenizeRoute, type TokenizationOptions, tokenizationLimit, tokenizeRoute } from "./tokenize-endpoint.js";
 import { ChatOutput } from "./tool-calls.js";
 import { loadWebUi, type StaticFile } from "./webui.js";
 
@@ -52,6 +53,16 @@ export interface KeepquantServerOptions {
   maxQueue?: number;
   /** Largest request body in bytes (default 8 MiB): 413 beyond. */
   maxBodyBytes?: number;
+  /** Bytes of all request bodies being read at once (default 8 x maxBodyBytes): 503 `server_busy` beyond. */
+  maxBodyBytesInFlight?: number;
+  /** Longest wait for the next bytes of a request body, in ms (default 10 s): 408 `request_timeout` beyond. */
+  bodyIdleTimeoutMs?: number;
+  /** Longest time to receive a whole request body, in ms (default 60 s): 408 `request_timeout` beyond. */
+  bodyTimeoutMs?: number;
+  /** How long `listen()`'s server keeps an idle keep-alive connection, in ms (default 5 s, as Node's). */
+  keepAliveTimeoutMs?: number;
+  /** Most messages in one chat request (default 4096): 400 `too_many_messages` beyond, before the template runs. */
+  maxMessages?: number;
   /** Serve the web chat page on GET / (default true). */
   webui?: boolean;
   /** Folder of the web page's files (default: the package's `webui/`). */
@@ -75,6 +86,10 @@ export const DEFAULT_CONTEXT_TOKENS = 4096;
 export const DEFAULT_MAX_QUEUE = 64;
 export const DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024;
 export const DEFAULT_DRAIN_TIMEOUT_MS = 10_000;
+export const DEFAULT_BODY_IDLE_TIMEOUT_MS = 10_000;
+export const DEFAULT_BODY_TIMEOUT_MS = 60_000;
+export const DEFAULT_KEEP_ALIVE_TIMEOUT_MS = 5_000;
+export const DEFAULT_MAX_MESSAGES = 4096;
 /**
  * The longest drain: Node's timer maximum, 2^31 - 1 ms (about 24.8 days). A longer setTimeout
  * delay is not honoured: Node warns (TimeoutOverflowWarning) and fires after 1 ms.
@@ -98,6 +113,19 @@ function duration(value: number | undefined, name: string, fallback: number): nu
   if (typeof value !== "number" || !Number.isFinite(value) || value < 0 || value > MAX_DRAIN_TIMEOUT_MS)
     throw new RangeError(`${name} must be a number of ms in [0, ${MAX_DRAIN_TIMEOUT_MS}] (Node's timer maximum), got ${value}`);
   return value;
+}
+
+/**
+ * An API key a client can send: HTTP header values are Latin-1 bytes, and the key received is trimmed, so a key
+ * with other characters or with white space at either end could never match. TypeError naming `apiKey` otherwise.
+ */
+function checkApiKey(key: string): string {
+  if (typeof key !== "string") throw new TypeError(`apiKey must be a string, got ${typeof key}`);
+  if (/[^\x20-\x7e\xa0-\xff]/.test(key))
+    throw new TypeError("apiKey must be printable Latin-1 text (an HTTP header carries nothing else): it could never match");
+  if (key.trim() !== key)
+    throw new TypeError("apiKey must not begin or end with white space (the key a client sends is trimmed): it could never match");
+  return key;
 }
 
 function positive(value: number | undefined, name: string, fallback: number): number {
@@ -140,6 +168,21 @@ function newId(prefix: string): string {
   return `${prefix}${randomBytes(12).toString("hex")}`;
 }
 
+/** The tokens an answer may take, and the request's max_tokens when the context made it smaller. */
+interface AnswerBudget {
+  maxTokens: number;
+  capped: { requested: number; granted: number } | undefined;
+}
+
+/** The answer's mention of a capped max_tokens: a header, and a `max_tokens_capped` field on the body or last chunk. */
+function capNotice(budget: AnswerBudget): {
+  headers: Record<string, string>;
+  field: { max_tokens_capped?: { requested: number; granted: number } };
+} {
+  if (!budget.capped) return { headers: {}, field: {} };
+  return { headers: { "X-Max-Tokens-Capped": String(budget.capped.granted) }, field: { max_tokens_capped: budget.capped } };
+}
+
 export class KeepquantServer {
   /** Mountable request listener. */
   readonly handler: (req: http.IncomingMessage, res: http.ServerResponse) => void;
@@ -152,7 +195,9 @@ export class KeepquantServer {
   readonly contextTokens: number;
   private readonly maxQueue: number;
   private readonly thinkingBudget: number | undefined;
-  private readonly maxBodyBytes: number;
+  private readonly bodies: BodyReader;
+  private readonly keepAliveTimeoutMs: number;
+  private readonly maxMessages: number;
   private readonly drainTimeoutMs: number;
   private readonly webui: Map<string, StaticFile> | undefined;
   private readonly routes = new Map<string, Route>();
@@ -167,14 +212,22 @@ export class KeepquantServer {
   constructor(options: KeepquantServerOptions) {
     this.modelName = options.modelName ?? "keepquant";
     this.synthetic = options.synthetic ?? false;
-    this.apiKey = options.apiKey ? Buffer.from(options.apiKey) : undefined;
+    this.apiKey = options.apiKey ? Buffer.from(checkApiKey(options.apiKey), "latin1") : undefined;
     this.contextTokens = positive(options.contextTokens, "contextTokens", DEFAULT_CONTEXT_TOKENS);
     this.maxQueue = options.maxQueue === 0 ? 0 : positive(options.maxQueue, "maxQueue", DEFAULT_MAX_QUEUE);
     this.thinkingBudget =
       options.thinkingBudget === undefined || options.thinkingBudget === 0
         ? options.thinkingBudget
         : positive(options.thinkingBudget, "thinkingBudget", 0);
-    this.maxBodyBytes = positive(options.maxBodyBytes, "maxBodyBytes", DEFAULT_MAX_BODY_BYTES);
+    const maxBodyBytes = positive(options.maxBodyBytes, "maxBodyBytes", DEFAULT_MAX_BODY_BYTES);
+    this.bodies = new BodyReader({
+      maxBodyBytes,
+      maxBodyBytesInFlight: positive(options.maxBodyBytesInFlight, "maxBodyBytesInFlight", 8 * maxBodyBytes),
+      bodyIdleTimeoutMs: duration(options.bodyIdleTimeoutMs, "bodyIdleTimeoutMs", DEFAULT_BODY_IDLE_TIMEOUT_MS),
+      bodyTimeoutMs: duration(options.bodyTimeoutMs, "bodyTimeoutMs", DEFAULT_BODY_TIMEOUT_MS),
+    });
+    this.keepAliveTimeoutMs = duration(options.keepAliveTimeoutMs, "keepAliveTimeoutMs", DEFAULT_KEEP_ALIVE_TIMEOUT_MS);
+    this.maxMessages = positive(options.maxMessages, "maxMessages", DEFAULT_MAX_MESSAGES);
     this.drainTimeoutMs = duration(options.drainTimeoutMs, "drainTimeoutMs", DEFAULT_DRAIN_TIMEOUT_MS);
     this.metrics = new ServerMetrics(() => this.engine?.stats(), options.capacity);
     this.webui = options.webui === false ? undefined : loadWebUi(options.webuiDir);
@@ -234,6 +287,11 @@ export class KeepquantServer {
     return this.engine !== undefined && !this.draining;
   }
 
+  /** Bytes of request bodies being read now (counted against `maxBodyBytesInFlight`). */
+  get bodyBytesInFlight(): number {
+    return this.bodies.inFlight;
+  }
+
   /** Generation requests in flight (running or waiting in the engine). */
   get inFlight(): number {
     return this.tracker.size;
@@ -242,7 +300,17 @@ export class KeepquantServer {
   /** Starts a node:http server on host:port (port 0 = any free port). */
   async listen(port: number, host = "127.0.0.1"): Promise<AddressInfo> {
     const server = http.createServer(this.handler);
-    server.keepAliveTimeout = 5_000;
+    server.keepAliveTimeout = this.keepAliveTimeoutMs;
+    // An idle keep-alive connection times out here. Node would destroy it at once, even when the client has just
+    // sent its next request and those bytes wait unread (the event loop was busy while the timer came due): the
+    // destroy then resets the connection under that request. So it is closed one turn later, after the poll phase
+    // has read what arrived, and only if nothing did.
+    server.on("timeout", (socket: Socket) => {
+      const seen = socket.bytesRead;
+      setImmediate(() => {
+        if (!socket.destroyed && socket.bytesRead === seen) socket.destroy();
+      });
+    });
     this.httpServer = server;
     await new Promise<void>((resolve, reject) => {
       server.once("error", reject);
@@ -303,6 +371,8 @@ export class KeepquantServer {
     const route = this.routes.get(path);
     // "close" comes for finished responses and for clients that went away mid-stream alike
     res.once("close", () => this.metrics.httpResponses.inc({ route: route?.name ?? "unknown", status: String(res.statusCode) }));
+    // an answer sent before the body was read (404, 401, 413, 415, 503, ...) stays readable: body.ts
+    lingerAfterAnswer(req, res);
     if (this.draining) res.setHeader("Connection", "close");
     try {
       if (!route) throw new ApiError(404, "not_found_error", `no route for ${req.method} ${path}`, null, "not_found");
@@ -322,7 +392,7 @@ export class KeepquantServer {
     if (!this.apiKey) return;
     const header = req.headers.authorization ?? "";
     const match = /^Bearer\s+(.+)$/i.exec(header);
-    const given = match ? Buffer.from(match[1]!.trim()) : undefined;
+    const given = match ? Buffer.from(match[1]!.trim(), "latin1") : undefined;
     if (!given || given.length !== this.apiKey.length || !timingSafeEqual(given, this.apiKey)) {
       throw new ApiError(
         401,
@@ -434,7 +504,6 @@ export class KeepquantServer {
       ?.slice("charset=".length)
       .replace(/^"|"$/g, "");
     if (mediaType !== "application/json" || (charset !== undefined && charset !== "utf-8" && charset !== "utf8")) {
-      req.resume();
       return Promise.reject(
         new ApiError(
           415,
@@ -448,46 +517,20 @@ export class KeepquantServer {
         ),
       );
     }
-    const limit = this.maxBodyBytes;
-    const declared = Number(req.headers["content-length"]);
-    const tooLarge = (): ApiError =>
-      new ApiError(413, "invalid_request_error", `request body is larger than ${limit} bytes`, null, "request_too_large", {
-        Connection: "close",
-      });
-    if (Number.isFinite(declared) && declared > limit) {
-      req.resume();
-      return Promise.reject(tooLarge());
-    }
-    return new Promise((resolve, reject) => {
-      const chunks: Buffer[] = [];
-      let size = 0;
-      let failed = false;
-      req.on("data", (chunk: Buffer) => {
-        if (failed) return;
-        size += chunk.length;
-        if (size > limit) {
-          failed = true;
-          reject(tooLarge());
-          return;
-        }
-        chunks.push(chunk);
-      });
-      req.on("error", (error) => {
-        if (!failed) reject(invalidRequest(null, `could not read the request body: ${error.message}`, "bad_body"));
-        failed = true;
-      });
-      req.on("end", () => {
-        if (failed) return;
-        // large bodies are parsed on a worker thread (json-worker.ts)
-        parseJsonBody(this.jsonParser, Buffer.concat(chunks)).then(resolve, (error: unknown) =>
-          reject(invalidRequest(null, `the request body is not valid JSON: ${(error as Error).message}`, "invalid_json")),
-        );
-      });
-    });
+    // large bodies are parsed on a worker thread (json-worker.ts)
+    return this.bodies.read(req).then((bytes) =>
+      parseJsonBody(this.jsonParser, bytes).catch((error: unknown) => {
+        throw invalidRequest(null, `the request body is not valid JSON: ${(error as Error).message}`, "invalid_json");
+      }),
+    );
   }
 
-  /** Prompt length checks against the context, and max_tokens resolved. */
-  private fitContext(promptTokens: number, requested: number | undefined, param: string): number {
+  /**
+   * The prompt checked against the context (a 400 when it alone fills it) and the tokens left for the answer: a
+   * `max_tokens` larger than what the context leaves is capped to it (as llama-server does; clients such as Qwen
+   * Code send 32000 to every model), and the cap is said in the answer (`capped`).
+   */
+  private fitContext(promptTokens: number, requested: number | undefined, param: string): AnswerBudget {
     const ctx = this.contextTokens;
     if (promptTokens >= ctx) {
       throw invalidRequest(
@@ -496,14 +539,9 @@ export class KeepquantServer {
         "context_length_exceeded",
       );
     }
-    if (requested !== undefined && promptTokens + requested > ctx) {
-      throw invalidRequest(
-        "max_tokens",
-        `This model's maximum context length is ${ctx} tokens. However, you requested ${promptTokens + requested} tokens (${promptTokens} in the prompt, ${requested} for the completion). Please reduce the prompt or max_tokens.`,
-        "context_length_exceeded",
-      );
-    }
-    return requested ?? ctx - promptTokens;
+    const room = ctx - promptTokens;
+    if (requested !== undefined && requested > room) return { maxTokens: room, capped: { requested, granted: room } };
+    return { maxTokens: requested ?? room, capped: undefined };
   }
 
   private admit(engine: Engine): void {
@@ -624,7 +662,7 @@ export class KeepquantServer {
       throw error;
     } finally {
       res.off("close", onClose);
-      if (!res.writableEnded && drainReason(controller.signal) && !res.headersSent) this.sendError(res, shuttingDown());
+      if (!res.writableEnded && drainReason(controller.signal) && !res.headersSent) this.sendError(res, shuttingDown(request.started));
       await flushed(res);
       this.tracker.remove(request);
     }
@@ -648,12 +686,13 @@ export class KeepquantServer {
     res.end("data: [DONE]\n\n");
   }
 
-  private startStream(res: http.ServerResponse): void {
+  private startStream(res: http.ServerResponse, headers: Record<string, string> = {}): void {
     res.writeHead(200, {
       "Content-Type": "text/event-stream; charset=utf-8",
       "Cache-Control": "no-cache",
       Connection: this.draining ? "close" : "keep-alive",
       "X-Accel-Buffering": "no",
+      ...headers,
     });
     res.flushHeaders();
   }
@@ -662,20 +701,24 @@ export class KeepquantServer {
   private async tokenization(
     req: http.IncomingMessage,
     res: http.ServerResponse,
-    route: (tokenizer: Tokenizer, body: unknown) => unknown,
+    route: (tokenizer: Tokenizer, body: unknown, options: TokenizationOptions) => Promise<string>,
   ): Promise<void> {
     const engine = this.requireEngine();
     const body = await this.readJson(req);
     if (!engine.tokenizer) throw invalidRequest(null, "this model has no usable tokenizer", "no_tokenizer");
-    this.sendJson(res, 200, route(engine.tokenizer, body));
+    const options = { limit: tokenizationLimit(this.contextTokens), signal: this.requestSignal(res) };
+    const text = await this.tokenizing(route(engine.tokenizer, body, options));
+    res.writeHead(200, { "Content-Type": "application/json; charset=utf-8", "Content-Length": Buffer.byteLength(text) });
+    res.end(text);
   }
 
   private async chat(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
     const arrival = performance.now();
     const engine = this.requireEngine();
-    const request: ChatRequest = parseChatRequest(await this.readJson(req));
+    const request: ChatRequest = parseChatRequest(await this.readJson(req), { maxMessages: this.maxMessages });
     const tokenizer = engine.tokenizer;
     if (!tokenizer) throw invalidRequest("messages", "this model has no usable tokenizer: use /v1/completions with token ids");
+    refuseChatBytes(tokenizer, request.messages, this.contextTokens);
     const useTools = request.tools !== undefined && request.tools.length > 0 && request.toolChoice !== "none";
     const signal = this.requestSignal(res);
     let encoded: ReturnType<typeof encodeChat>;
@@ -696,7 +739,9 @@ export class KeepquantServer {
       if (ApiError.isInstance(error) || signal.aborted) throw error;
       throw invalidRequest("messages", `the chat template failed: ${(error as Error).message}`, "template_error");
     }
-    const maxTokens = this.fitContext(encoded.ids.length, request.maxTokens, "messages");
+    const budget = this.fitContext(encoded.ids.length, request.maxTokens, "messages");
+    const maxTokens = budget.maxTokens;
+    const cap = capNotice(budget);
     const head = await this.tokenizing(
       sharedHeadLength(tokenizer, request.messages, useTools ? request.tools : undefined, request.templateKwargs, encoded.ids, signal),
     );
@@ -751,7 +796,7 @@ export class KeepquantServer {
         if (tracked.started || controller.signal.aborted) return;
         tracked.started = true;
         if (!request.stream) return;
-        this.startStream(res);
+        this.startStream(res, cap.headers);
         send({ role: "assistant", content: "" }, undefined, null);
       };
       const result = await this.run(
@@ -787,25 +832,31 @@ export class KeepquantServer {
       const finish = finishReason(result.stopReason, parser.toolCallCount);
       this.countFinish("chat", finish);
       if (request.stream) {
-        send({}, undefined, finish, { timings: timingsOf(result), ...output.warningsField() });
+        send({}, undefined, finish, { timings: timingsOf(result), ...output.warningsField(), ...cap.field });
         if (request.includeUsage) res.write(`data: ${JSON.stringify({ ...base, choices: [], usage: usageOf(result) })}\n\n`);
         res.end("data: [DONE]\n\n");
         return;
       }
       const message = output.message();
-      this.sendJson(res, 200, {
-        id,
-        object: "chat.completion",
-        created,
-        model: this.modelName,
-        system_fingerprint: SYSTEM_FINGERPRINT,
-        choices: [
-          { index: 0, message, logprobs: request.logprobs === undefined ? null : { content: logprobEntries }, finish_reason: finish },
-        ],
-        usage: usageOf(result),
-        timings: timingsOf(result),
-        ...output.warningsField(),
-      });
+      this.sendJson(
+        res,
+        200,
+        {
+          id,
+          object: "chat.completion",
+          created,
+          model: this.modelName,
+          system_fingerprint: SYSTEM_FINGERPRINT,
+          choices: [
+            { index: 0, message, logprobs: request.logprobs === undefined ? null : { content: logprobEntries }, finish_reason: finish },
+          ],
+          usage: usageOf(result),
+          timings: timingsOf(result),
+          ...output.warningsField(),
+          ...cap.field,
+        },
+        cap.headers,
+      );
     });
   }
 
@@ -827,7 +878,9 @@ export class KeepquantServer {
     }
     if (request.echo && request.logprobs !== undefined)
       throw invalidRequest("echo", "echo with logprobs is not supported", "unsupported_value");
-    const maxTokens = this.fitContext(ids.length, request.maxTokens, "prompt");
+    const budget = this.fitContext(ids.length, request.maxTokens, "prompt");
+    const maxTokens = budget.maxTokens;
+    const cap = capNotice(budget);
     this.admit(engine);
     await this.track(res, async (controller, tracked) => {
       const id = newId("cmpl-");
@@ -853,7 +906,7 @@ export class KeepquantServer {
         if (tracked.started || controller.signal.aborted) return;
         tracked.started = true;
         if (!request.stream) return;
-        this.startStream(res);
+        this.startStream(res, cap.headers);
         if (echo) send(echo, null, null);
       };
       const result = await this.run(
@@ -891,17 +944,23 @@ export class KeepquantServer {
       const finish = finishReason(result.stopReason, 0);
       this.countFinish("completions", finish);
       if (request.stream) {
-        send("", null, finish, { timings: timingsOf(result) });
+        send("", null, finish, { timings: timingsOf(result), ...cap.field });
         if (request.includeUsage) res.write(`data: ${JSON.stringify({ ...base, choices: [], usage: usageOf(result) })}\n\n`);
         res.end("data: [DONE]\n\n");
         return;
       }
-      this.sendJson(res, 200, {
-        ...base,
-        choices: [{ index: 0, text, logprobs: request.logprobs === undefined ? null : legacy, finish_reason: finish }],
-        usage: usageOf(result),
-        timings: timingsOf(result),
-      });
+      this.sendJson(
+        res,
+        200,
+        {
+          ...base,
+          choices: [{ index: 0, text, logprobs: request.logprobs === undefined ? null : legacy, finish_reason: finish }],
+          usage: usageOf(result),
+          timings: timingsOf(result),
+          ...cap.field,
+        },
+        cap.headers,
+      );
     });
   }
 

@@ -11,6 +11,66 @@ import { ensureFixture, fixtureTokenizerFromJson, parityFixture } from "@keepqua
 import { GgmlType, QWEN35_TINY_SHAPE, qwen35SpecLayout, type Qwen35Spec } from "@keepquant/gguf";
 import { createKeepquantServer, type KeepquantServer, type KeepquantServerOptions } from "./server.js";
 
+export const MiB = 1024 * 1024;
+
+/** Mixed text: words, numbers, punctuation, CJK, emoji, newlines and special-token texts. */
+export function mixedText(bytes: number): string {
+  const pieces = ["hello", " world", ",", " 123", "\n", " 中文", " émoji 😀", "  ", "foo_bar", "<think>", "'s", "<|im_start|>"];
+  const parts: string[] = [];
+  for (let i = 0, size = 0; size < bytes; i++) {
+    const piece = pieces[(i * 7919) % pieces.length]!;
+    parts.push(piece);
+    size += Buffer.byteLength(piece);
+  }
+  return parts.join("");
+}
+
+export interface TokenizerWatch {
+  /** encodes of long texts (at least `longer` characters) or decodes of long id lists in progress */
+  active(): number;
+  /** encodes of long texts (and decodes of long id lists) so far */
+  longCalls(): number;
+  /** every encode and decode so far */
+  calls(): number;
+  restore(): void;
+}
+
+/** Wraps the tokenizer's encodeAsync and decodeAsync, counting calls (and long ones in progress). */
+export function watchTokenizer(tokenizer: Tokenizer, longer = MiB / 2): TokenizerWatch {
+  const encode = tokenizer.encodeAsync;
+  const decode = tokenizer.decodeAsync;
+  let active = 0;
+  let longCalls = 0;
+  let calls = 0;
+  async function counted<T>(long: boolean, work: () => Promise<T>): Promise<T> {
+    calls++;
+    if (long) {
+      longCalls++;
+      active++;
+    }
+    try {
+      return await work();
+    } finally {
+      if (long) active--;
+    }
+  }
+  tokenizer.encodeAsync = function (this: Tokenizer, text, options) {
+    return counted(text.length >= longer, () => encode.call(this, text, options));
+  };
+  tokenizer.decodeAsync = function (this: Tokenizer, ids, options) {
+    return counted(ids.length >= longer / 8, () => decode.call(this, ids, options));
+  };
+  return {
+    active: () => active,
+    longCalls: () => longCalls,
+    calls: () => calls,
+    restore: () => {
+      tokenizer.encodeAsync = encode;
+      tokenizer.decodeAsync = decode;
+    },
+  };
+}
+
 /**
  * Engines in tests use one native thread: package test suites run in parallel on small CI machines,
  * and every engine's thread pool competes for the same cores.

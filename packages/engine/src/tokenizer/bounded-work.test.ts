@@ -1,7 +1,8 @@
 /**
  * The tokenizer's work is bounded: the pre-tokenizer scanner and the BPE merge loop count their steps,
  * and those counts grow linearly (BPE: n log n) with the text, long runs of one character included;
- * `encodeAsync` gives the same ids as `encode` in slices of bounded work. Work is counted, never timed.
+ * `encodeAsync` gives the same ids as `encode` (and `decodeAsync` the same text as `decode`) in slices of bounded
+ * work. Work is counted, never timed.
  */
 import { describe, expect, it } from "vitest";
 import { BYTE_TO_CHAR } from "./byte-unicode.js";
@@ -252,6 +253,37 @@ describe("encodeAsync", () => {
     controller.abort("stop");
     await expect(tokenizer.encodeAsync("some text", { signal: controller.signal })).rejects.toBe("stop");
     await expect(tokenizer.encodeAsync("x", { sliceSteps: 0 })).rejects.toSatisfy(
+      (error: unknown) => TokenizerError.isInstance(error) && error.code === "TOKENIZER_BAD_OPTION" && error.field === "sliceSteps",
+    );
+  });
+});
+
+describe("decodeAsync", () => {
+  const tokenizer = fixtureTokenizer();
+
+  it("gives decode's text on every golden text (special tokens, removeSpecial, a character split across slices), in slices as small as 1 id", async () => {
+    for (const text of oracleGolden().texts) {
+      const ids = tokenizer.encode(text, { parseSpecial: true });
+      for (const options of [{}, { special: true }, { special: true, removeSpecial: true }]) {
+        for (const sliceSteps of [1, 3, 1 << 16]) {
+          expect(await tokenizer.decodeAsync(ids, { ...options, sliceSteps })).toBe(tokenizer.decode(ids, options));
+        }
+      }
+    }
+  });
+
+  it("yields between slices on a long id list, stops at an aborted signal and refuses a bad slice size", async () => {
+    const ids = tokenizer.encode(" hello world, 中文 émoji 😀".repeat(20_000));
+    let turns = 0;
+    const turn = setInterval(() => turns++, 0);
+    const text = await tokenizer.decodeAsync(ids, { sliceSteps: 1024 });
+    clearInterval(turn);
+    expect(text).toBe(tokenizer.decode(ids));
+    expect(turns).toBeGreaterThan(0);
+    const controller = new AbortController();
+    controller.abort("stop");
+    await expect(tokenizer.decodeAsync(ids, { signal: controller.signal })).rejects.toBe("stop");
+    await expect(tokenizer.decodeAsync(ids, { sliceSteps: 0 })).rejects.toSatisfy(
       (error: unknown) => TokenizerError.isInstance(error) && error.code === "TOKENIZER_BAD_OPTION" && error.field === "sliceSteps",
     );
   });

@@ -502,6 +502,33 @@ export class Tokenizer {
 
   /** Ids -> bytes (llama_detokenize). */
   decodeBytes(ids: readonly number[], options: DecodeOptions = {}): Uint8Array {
+    const job = this.decodeJob(ids, options, Number.POSITIVE_INFINITY);
+    for (;;) {
+      const step = job.next();
+      if (step.done) return step.value;
+    }
+  }
+
+  /**
+   * The same text as `decode`, rendered in slices of `sliceSteps` tokens (default TOKENIZER_SLICE_STEPS) with
+   * the event loop turning between them, so that a million ids never stall other requests.
+   */
+  async decodeAsync(ids: readonly number[], options: DecodeOptions & Pick<EncodeAsyncOptions, "sliceSteps" | "signal"> = {}): Promise<string> {
+    const slice = options.sliceSteps ?? TOKENIZER_SLICE_STEPS;
+    if (!Number.isSafeInteger(slice) || slice < 1) {
+      throw new TokenizerError("TOKENIZER_BAD_OPTION", `sliceSteps must be a positive integer, got ${slice}`, { field: "sliceSteps" });
+    }
+    const job = this.decodeJob(ids, options, slice);
+    for (;;) {
+      options.signal?.throwIfAborted();
+      const step = job.next();
+      if (step.done) return new TextDecoder("utf-8", { ignoreBOM: true }).decode(step.value);
+      await new Promise<void>((resolve) => setImmediate(resolve));
+    }
+  }
+
+  /** decodeBytes' work, yielding after every `slice` ids. */
+  private *decodeJob(ids: readonly number[], options: DecodeOptions, slice: number): Generator<void, Uint8Array, void> {
     let begin = 0;
     let end = ids.length;
     let removeSpace = this.addSpacePrefix;
@@ -512,7 +539,11 @@ export class Tokenizer {
     if (options.removeSpecial && this.addEos && end > begin && ids[end - 1] === this.specials.eos) end--;
     const pieces: Uint8Array[] = [];
     let total = 0;
-    for (let i = begin; i < end; i++) {
+    for (let i = begin, sliceEnd = begin + slice; i < end; i++) {
+      if (i === sliceEnd) {
+        yield;
+        sliceEnd += slice;
+      }
       let piece = this.tokenToPiece(ids[i]!, { special: options.special ?? false });
       if (removeSpace && piece.length > 0 && piece[0] === 0x20) piece = piece.subarray(1);
       removeSpace = false;
