@@ -154,7 +154,7 @@ describe("keepquant inspect", () => {
   for (const [label, file, code] of [
     ["truncated file", "truncated", "GGUF_TRUNCATED"],
     ["bad magic", "badMagic", "GGUF_BAD_MAGIC"],
-    ["missing file", "missing", "GGUF_IO"],
+    ["missing file", "missing", "MODEL_NOT_FOUND"],
   ] as const) {
     it(`${label}: exit 1, one error line, JSON error document, no stack`, () => {
       const path = file === "missing" ? join(dir, "nope.gguf") : files[file];

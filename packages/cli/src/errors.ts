@@ -1,5 +1,6 @@
 import { GgufError } from "@keepquant/gguf";
 import { CliUsageError, toJson, write, type CommandIo } from "./command.js";
+import { ModelFileError } from "./model-file.js";
 
 export interface ErrorDocument {
   error: { code: string; message: string; offset: number | null; field?: string };
@@ -16,6 +17,7 @@ export function describeError(error: unknown): ErrorDocument["error"] {
     };
   }
   if (error instanceof CliUsageError) return { code: error.code, message: error.message, offset: null };
+  if (error instanceof ModelFileError) return { code: error.code, message: error.message, offset: null, field: error.field };
   if (
     typeof error === "object" &&
     error !== null &&

@@ -1,17 +1,18 @@
 import { runBenchmark, type BenchmarkProgress, type BenchmarkResult } from "@keepquant/engine/bench";
 import { CliUsageError, defineCommand, toJson, write, type CommandIo } from "../command.js";
 import { defaultModelInfo, defaultModelPath } from "@keepquant/default-model";
-import { checkModelFile, resolveSpeculative } from "./engine-options.js";
-import { parseNumber } from "./run.js";
+import { checkModelFile } from "../model-file.js";
+import { resolveSpeculative } from "./engine-options.js";
+import { decimalInteger, parseIntegerOption } from "./numeric-option.js";
 import { parseThreadCount } from "./threads.js";
 
 function parseSeqs(text: string | undefined): number[] {
   if (text === undefined) return [1];
-  const parts = text.split(",").map((p) => p.trim());
-  if (parts.some((p) => !/^\d+$/.test(p) || Number(p) < 1 || Number(p) > 256)) {
-    throw new CliUsageError(`--seqs ${JSON.stringify(text)}: expected comma-separated integers in [1, 256], e.g. 1,4,8`);
+  const counts = text.split(",").map(decimalInteger);
+  if (counts.some((n) => !(n >= 1 && n <= 256))) {
+    throw new CliUsageError(`--seqs ${JSON.stringify(text)}: expected comma-separated decimal integers in [1, 256], e.g. 1,4,8`);
   }
-  return [...new Set(parts.map(Number))].sort((a, b) => a - b);
+  return [...new Set(counts)].sort((a, b) => a - b);
 }
 
 const GB = 1e9;
@@ -122,10 +123,9 @@ export const command = defineCommand({
   },
   async run(values, positionals, io: CommandIo): Promise<number> {
     if (positionals.length > 1) throw new CliUsageError(`expected at most one model file, got ${positionals.length}`);
-    const promptTokens =
-      parseNumber("prompt", values.prompt, (n) => Number.isInteger(n) && n >= 1 && n <= 65_536, "an integer in [1, 65536]") ?? 128;
-    const genTokens = parseNumber("gen", values.gen, (n) => Number.isInteger(n) && n >= 2 && n <= 65_536, "an integer in [2, 65536]") ?? 64;
-    const repeat = parseNumber("repeat", values.repeat, (n) => Number.isInteger(n) && n >= 1 && n <= 100, "an integer in [1, 100]") ?? 3;
+    const promptTokens = parseIntegerOption("prompt", values.prompt, { min: 1, max: 65_536 }) ?? 128;
+    const genTokens = parseIntegerOption("gen", values.gen, { min: 2, max: 65_536 }) ?? 64;
+    const repeat = parseIntegerOption("repeat", values.repeat, { min: 1, max: 100 }) ?? 3;
     const { threads } = await parseThreadCount(values.threads);
     const seqs = parseSeqs(values.seqs);
     const numerics = values.numerics ?? "llama";

@@ -8,9 +8,11 @@
  * session; nothing is timed.
  */
 import { type ChildProcessWithoutNullStreams, spawn, spawnSync } from "node:child_process";
-import { existsSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 
 const bin = fileURLToPath(new URL("../../dist/keepquant.js", import.meta.url));
 const scriptMissing = spawnSync("script", ["--version"], { encoding: "utf8" }).status !== 0;
@@ -18,9 +20,13 @@ const SKIP = scriptMissing ? "util-linux `script` is not on the PATH (Debian: ap
 /** Only a hung session reaches it. */
 const HUNG = 240_000;
 
+/** Files the CLI's redirected stdout and stderr go to. */
+const scratch = mkdtempSync(path.join(tmpdir(), "kq-chat-terminal-"));
+
 beforeAll(() => {
   if (!existsSync(bin)) throw new Error(`${bin} is missing: run \`pnpm --filter @keepquant/cli build\` first`);
 });
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
 const quote = (word: string) => `'${word.replace(/'/g, "'\\''")}'`;
 const ENV = { ...process.env, KEEPQUANT_DEBUG: "", CI: "", TERM: "xterm" };
@@ -38,9 +44,11 @@ class TerminalSession {
   readonly exited: Promise<number | null>;
   private readonly child: ChildProcessWithoutNullStreams;
 
-  constructor(args: string[]) {
+  /** `redirect`: where the CLI's stdout (and stderr) go instead of the terminal: files. */
+  constructor(args: string[], redirect: { stdout?: string; stderr?: string } = {}) {
     // a fixed window size (the pty `script` makes has none), then the CLI itself
-    const command = `stty cols 100 rows 40 2>/dev/null; exec ${[process.execPath, bin, ...args].map(quote).join(" ")}`;
+    const redirects = `${redirect.stdout ? ` > ${quote(redirect.stdout)}` : ""}${redirect.stderr ? ` 2> ${quote(redirect.stderr)}` : ""}`;
+    const command = `stty cols 100 rows 40 2>/dev/null; exec ${[process.execPath, bin, ...args].map(quote).join(" ")}${redirects}`;
     this.child = spawn("script", ["-qfec", command, "/dev/null"], { env: ENV });
     this.child.stdout.setEncoding("utf8");
     this.child.stderr.setEncoding("utf8");
@@ -54,7 +62,7 @@ class TerminalSession {
     this.child.stdin.write(text);
   }
 
-  /** Waits until `test` holds for the output; fails only a hung session. */
+  /** Waits until `test` holds for the output (or for whatever `test` reads); fails only a hung session. */
   async until(what: string, test: (raw: string) => boolean): Promise<void> {
     const started = Date.now();
     while (!test(this.raw)) {
@@ -220,5 +228,59 @@ describe.skipIf(SKIP !== undefined)(
       session.type("\x03");
       expect(await session.exited).toBe(130);
     });
+
+    it("stdout not a terminal: a typed 6,000-character line arrives whole (no 4,095-byte canonical cut), the editor drawn on stderr", async () => {
+      // typed, not pasted: no bracketed-paste marks, as a terminal without bracketed paste (or a user) sends it
+      const long = typedLine(6_000);
+      const answers = path.join(scratch, "answers-stdout.txt");
+      const session = new TerminalSession(["chat", "--stats", "--max-tokens", "6"], { stdout: answers });
+      // the prompt on the terminal: the line editor, drawn on stderr, has the terminal in raw mode
+      await session.answered(0);
+      session.type(long);
+      session.type("\r");
+      await session.answered(1);
+      session.type("\x04");
+      expect(await session.exited).toBe(0);
+
+      const reference = piped(`${long}\n`, "--max-tokens", "6");
+      expect(reference.stats).toEqual([expect.stringMatching(/^stats: message 6000 characters, 1 lines;/)]);
+      expect(session.statsLines()).toEqual(reference.stats);
+      // the answers went to stdout (the file), as through the pipe
+      expect(readFileSync(answers, "utf8")).toBe(reference.stdout);
+    });
+
+    it("stdout and stderr not terminals: the editor draws on the controlling terminal (/dev/tty), a long typed line arrives whole", async () => {
+      const long = typedLine(6_000);
+      const answers = path.join(scratch, "answers-both.txt");
+      const log = path.join(scratch, "log-both.txt");
+      const session = new TerminalSession(["chat", "--stats", "--max-tokens", "6"], { stdout: answers, stderr: log });
+      const statsLines = () =>
+        existsSync(log)
+          ? readFileSync(log, "utf8")
+              .split("\n")
+              .filter((line) => line.startsWith("stats: "))
+          : [];
+      await session.until("the editor's prompt on /dev/tty", (raw) => raw.includes(PROMPT_DRAWN));
+      session.type(long);
+      session.type("\r");
+      await session.until("the stats line in the log", () => statsLines().length === 1);
+      // the editor's echo of the whole line on the terminal
+      expect(plain(session.raw).replace(/\n/g, "")).toContain(long);
+      session.type("\x04");
+      expect(await session.exited).toBe(0);
+
+      const reference = piped(`${long}\n`, "--max-tokens", "6");
+      expect(statsLines()).toEqual(reference.stats);
+      expect(reference.stats[0]).toMatch(/^stats: message 6000 characters, 1 lines;/);
+      expect(readFileSync(answers, "utf8")).toBe(reference.stdout);
+    });
   },
 );
+
+/** `length` characters of words and spaces ending with ".", as a person types them (no control characters). */
+function typedLine(length: number): string {
+  const words = ["a", "quiet", "river", "runs", "past", "the", "old", "mill", "and", "sings", "to", "everyone"];
+  let text = "";
+  for (let i = 0; text.length < length; i++) text += `${words[(i * 5 + (i >> 2)) % words.length]} `;
+  return `${text.slice(0, length - 1)}.`;
+}

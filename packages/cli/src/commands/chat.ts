@@ -4,7 +4,8 @@ import { refuseUnlessFitsCpu } from "../residency-check.js";
 import { chatInputIsTerminal, openChatInput } from "./chat-input.js";
 import { MAX_EDIT_CHARACTERS } from "./chat-line-editor.js";
 import { applyForcedThreads, chooseModel, resolveEngineOptions } from "./engine-options.js";
-import { GENERATION_OPTIONS, GENERATION_OPTIONS_HELP, parseNumber, parseSampling, parseThinkingBudget } from "./run.js";
+import { parseIntegerOption } from "./numeric-option.js";
+import { GENERATION_OPTIONS, GENERATION_OPTIONS_HELP, parseSampling, parseThinkingBudget } from "./run.js";
 
 /** Lines that end the session. */
 const EXIT_COMMANDS = new Set(["/exit", "/quit"]);
@@ -19,9 +20,10 @@ export const command = defineCommand({
     "--max-tokens N        tokens per answer (default 256)",
     ...GENERATION_OPTIONS_HELP,
     "--stats               after each answer, one line on stderr: the message's characters and lines, the prompt's and the answer's tokens",
-    "on a terminal: a line editor (arrows, Home/End, Ctrl-A/E/K/U/W, history with up/down); a paste is one message, newlines",
+    "stdin a terminal: a line editor (arrows, Home/End, Ctrl-A/E/K/U/W, history with up/down); a paste is one message, newlines",
     "included (Alt-Enter adds one by hand); keys typed during an answer wait for the next prompt; Ctrl-C stops an answer,",
-    "clears the line, or exits (130) on an empty line; Ctrl-D on an empty line exits",
+    "clears the line, or exits (130) on an empty line; Ctrl-D on an empty line exits; with stdout not a terminal",
+    "(`keepquant chat > answers.txt`) the editor draws on stderr, else on the controlling terminal",
     "from a pipe: one user message per line; /exit or end of input stops; Ctrl-C stops an answer (exits 130 when idle)",
     "a conversation longer than the context drops its oldest turns (the system message stays)",
   ],
@@ -31,7 +33,7 @@ export const command = defineCommand({
     ...GENERATION_OPTIONS,
   },
   async run(values, positionals, io: CommandIo): Promise<number> {
-    const maxTokens = parseNumber("max-tokens", values["max-tokens"], (n) => Number.isInteger(n) && n >= 1, "an integer >= 1") ?? 256;
+    const maxTokens = parseIntegerOption("max-tokens", values["max-tokens"], { min: 1 }) ?? 256;
     const sampling = parseSampling(values);
     const thinkingBudget = parseThinkingBudget(values["thinking-budget"]);
     const engineOptions = await resolveEngineOptions(values, io.env);
@@ -54,15 +56,15 @@ export const command = defineCommand({
     const budget = Math.max(1, context - Math.min(maxTokens, Math.floor(context / 2)));
     let toldDropping = false;
     let current: AbortController | undefined;
-    const input = openChatInput(process.stdin, io.stdout);
-    const terminal = chatInputIsTerminal(process.stdin, io.stdout);
+    const input = openChatInput(process.stdin, io);
+    const terminal = chatInputIsTerminal(process.stdin);
     input.onInterrupt = () => current?.abort();
     input.onTooLong = (characters) =>
       write(
         io.stderr,
         `error: CHAT_MESSAGE_TOO_LONG: this message has ${characters} characters, more than the line editor holds (${MAX_EDIT_CHARACTERS}): not inserted`,
       );
-    // piped input on a terminal's output keeps the plain prompt; the line editor draws its own
+    // piped input on a terminal's output keeps the plain prompt; on a terminal's input the line editor draws its own
     const prompt = (): void => {
       if (io.interactive && !terminal) io.stdout.write("> ");
     };

@@ -3,11 +3,11 @@
  * llama.cpp's knobs keep llama.cpp's names and defaults: `--kv-type` is `-ctk/-ctv` (default f16),
  * `--flash-attn` is `-fa` (default on).
  */
-import fs from "node:fs";
 import { defaultModelInfo, defaultModelPath } from "@keepquant/default-model";
 import type { EngineOptions } from "@keepquant/engine";
-import { assertRegularFile } from "@keepquant/gguf";
 import { CliUsageError } from "../command.js";
+import { checkModelFile } from "../model-file.js";
+import { decimalInteger, parseIntegerOption } from "./numeric-option.js";
 
 /** The option declarations (node:util parseArgs). */
 export const ENGINE_OPTIONS = {
@@ -59,20 +59,13 @@ export function resolveSpeculative(
   }
   if (values.speculative !== "mtp") throw new CliUsageError(`--speculative ${JSON.stringify(values.speculative)}: expected mtp`);
   const spec: EngineOptions["speculative"] & { method: "mtp" } = { method: "mtp" };
-  const text = values["draft-tokens"];
-  if (text !== undefined) {
-    const k = /^\s*-?\d+\s*$/.test(text) ? Number(text) : Number.NaN;
-    if (!Number.isInteger(k) || k < 1 || k > 8)
-      throw new CliUsageError(`--draft-tokens ${JSON.stringify(text)}: expected an integer in 1 .. 8`);
-    spec.draftTokens = k;
-  }
-  const vocabText = values["draft-vocab"];
-  if (vocabText !== undefined) {
-    const n = /^\s*-?\d+\s*$/.test(vocabText) ? Number(vocabText) : Number.NaN;
-    if (!Number.isSafeInteger(n) || n < 1)
-      throw new CliUsageError(`--draft-vocab ${JSON.stringify(vocabText)}: expected a positive integer (at most the model's vocabulary)`);
-    spec.draftVocab = n;
-  }
+  const draftTokens = parseIntegerOption("draft-tokens", values["draft-tokens"], { min: 1, max: 8 });
+  if (draftTokens !== undefined) spec.draftTokens = draftTokens;
+  const draftVocab = parseIntegerOption("draft-vocab", values["draft-vocab"], {
+    min: 1,
+    rule: "a positive integer (at most the model's vocabulary)",
+  });
+  if (draftVocab !== undefined) spec.draftVocab = draftVocab;
   return spec;
 }
 
@@ -85,13 +78,6 @@ export interface ResolvedEngineOptions {
   forcedThreads: number | undefined;
 }
 
-function parseInteger(name: string, text: string, min: number): number {
-  const value = /^\s*-?\d+\s*$/.test(text) ? Number(text) : Number.NaN;
-  if (!Number.isSafeInteger(value) || value < min)
-    throw new CliUsageError(`--${name} ${JSON.stringify(text)}: expected an integer >= ${min}`);
-  return value;
-}
-
 /**
  * Checks --threads against the native pool's policy (the same function the native arm applies,
  * so the CLI and the pool agree) and KEEPQUANT_NATIVE_THREADS, so that a bad thread count is a
@@ -101,11 +87,11 @@ async function resolveThreads(values: EngineOptionValues, env: NodeJS.ProcessEnv
   const native = (await import("@keepquant/tt-native")) as TtNative;
   const fromEnv = env[native.KEEPQUANT_NATIVE_THREADS];
   if (fromEnv !== undefined && fromEnv !== "") {
-    const problem = native.nativeThreadsProblem(/^\d+$/.test(fromEnv) ? Number(fromEnv) : Number.NaN);
+    const problem = native.nativeThreadsProblem(decimalInteger(fromEnv));
     if (problem) throw new CliUsageError(`${native.KEEPQUANT_NATIVE_THREADS}=${JSON.stringify(fromEnv)}: ${problem}`);
   }
   if (values.threads === undefined) return {};
-  const threads = /^\s*-?\d+\s*$/.test(values.threads) ? Number(values.threads) : Number.NaN;
+  const threads = decimalInteger(values.threads);
   const problem = native.nativeThreadsProblem(threads, { force: values.force === true });
   if (problem) throw new CliUsageError(`--threads ${JSON.stringify(values.threads)}: ${problem}`);
   // Above the default cap the engine would refuse the count: the pool is sized here, once.
@@ -122,7 +108,7 @@ export async function resolveEngineOptions(values: EngineOptionValues, env: Node
   if (kvType !== "f16" && kvType !== "f32") throw new CliUsageError(`--kv-type ${JSON.stringify(kvType)}: expected f16 or f32`);
   const flash = values["flash-attn"] ?? "on";
   if (flash !== "on" && flash !== "off") throw new CliUsageError(`--flash-attn ${JSON.stringify(flash)}: expected on or off`);
-  const contextLength = values.ctx === undefined ? undefined : parseInteger("ctx", values.ctx, 1);
+  const contextLength = parseIntegerOption("ctx", values.ctx, { min: 1 });
   const speculative = resolveSpeculative(values);
   const { threads, forced } = await resolveThreads(values, env);
   return {
@@ -156,17 +142,7 @@ export interface ModelChoice {
   notice: string | undefined;
 }
 
-/**
- * A model path the user named: MODEL_NOT_FOUND when nothing is there; a directory, FIFO, device or
- * socket is gguf's GGUF_NOT_A_FILE (from a stat: nothing is opened, so a FIFO cannot block). Every
- * command that takes a model file calls this first, so all of them give the same error line.
- */
-export async function checkModelFile(file: string): Promise<void> {
-  if (!fs.existsSync(file)) throw Object.assign(new Error(`model file not found: ${file}`), { code: "MODEL_NOT_FOUND" });
-  await assertRegularFile(file);
-}
-
-/** Resolves `[model.gguf]`: the named file (MODEL_NOT_FOUND when absent) or the verified default model. */
+/** Resolves `[model.gguf]`: the named file (checked by checkModelFile) or the verified default model. */
 export async function chooseModel(positionals: readonly string[]): Promise<ModelChoice> {
   if (positionals.length > 1) throw new CliUsageError(`expected at most one model file, got ${positionals.length}`);
   const named = positionals[0];

@@ -14,6 +14,7 @@ import {
 } from "@keepquant/gguf";
 import { CliUsageError, defineCommand, toJson, write, type CommandIo } from "../command.js";
 import { describeError } from "../errors.js";
+import { checkModelFile } from "../model-file.js";
 
 /** Arrays longer than this are summarised (length and first items) unless --full. */
 const ARRAY_PREVIEW = 16;
@@ -276,6 +277,7 @@ export const command = defineCommand({
     if (path === undefined || extra.length > 0) {
       throw new CliUsageError(`inspect takes exactly one file (usage: keepquant inspect <file.gguf> [--json] [--tensors] [--sha256])`);
     }
+    await checkModelFile(path);
     const file = await readGguf(path);
     let plan: LoadPlan | null = null;
     let planError: ReturnType<typeof describeError> | null = null;

@@ -14,6 +14,7 @@ import {
 } from "@keepquant/engine/parity";
 import { readGguf } from "@keepquant/gguf";
 import { CliUsageError, defineCommand, toJson, write, type CommandIo } from "../command.js";
+import { checkModelFile, isModelNotFound } from "../model-file.js";
 import { applyForcedThreads, ENGINE_OPTIONS, ENGINE_OPTIONS_HELP, resolveEngineOptions } from "./engine-options.js";
 
 /** Exit code of a skipped run (the automake convention): the model file is absent. */
@@ -83,12 +84,15 @@ export const command = defineCommand({
     const numerics = engineOptions.options.numerics;
     const modelFile = positionals[0]!;
     const json = values.json === true;
-    if (!fs.existsSync(modelFile)) {
-      const reason = `model file not found: ${modelFile}`;
-      write(io.stdout, json ? toJson({ skipped: true, reason }) : `SKIP: ${reason}`);
+    try {
+      await checkModelFile(modelFile);
+    } catch (error) {
+      // only a model that is not there skips; a symlink loop or an unreadable file fails as in every command
+      if (!isModelNotFound(error)) throw error;
+      write(io.stdout, json ? toJson({ skipped: true, reason: error.message }) : `SKIP: ${error.message}`);
       return EXIT_SKIP;
     }
-    await readGguf(modelFile); // a directory or a non-GGUF file: the same typed error inspect gives
+    await readGguf(modelFile); // a non-GGUF file: the same typed error inspect gives
     const goldens = findGoldens(values.goldens, modelFile, await sha256File(modelFile));
     // llama.cpp's knobs default to what it ran with for these goldens
     const recorded = goldens.oracle.settings ?? PARITY_ENGINE_OPTIONS;

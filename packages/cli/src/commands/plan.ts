@@ -12,8 +12,8 @@ import {
 import { readGguf } from "@keepquant/gguf";
 import { CliUsageError, defineCommand, toJson, write, type CommandIo } from "../command.js";
 import { defaultModelInfo, defaultModelPath } from "@keepquant/default-model";
-import { checkModelFile } from "./engine-options.js";
-import { parseNumber } from "./run.js";
+import { checkModelFile } from "../model-file.js";
+import { parseIntegerOption } from "./numeric-option.js";
 
 /** Exit code when the model does not fit (0: fits, 1: bad file or bad arguments). */
 export const PLAN_DOES_NOT_FIT_EXIT = 3;
@@ -194,20 +194,14 @@ export const command = defineCommand({
     if (positionals.length > 1) throw new CliUsageError(`expected at most one model file, got ${positionals.length}`);
     const device = choice("device", values.device, DEVICE_NAMES);
     const memoryBytes = values.memory === undefined ? undefined : parseByteSize(values.memory);
-    const integer = (name: string, text: string | undefined) =>
-      parseNumber(name, text, (n) => Number.isSafeInteger(n) && n >= 1, "an integer >= 1");
+    const integer = (name: string, text: string | undefined) => parseIntegerOption(name, text, { min: 1 });
     const contextLength = integer("ctx", values.ctx);
     const sequences = integer("seqs", values.seqs);
     const batchTokens = integer("batch-tokens", values["batch-tokens"]);
     const kvType = choice<KvType>("kv-type", values["kv-type"], ["f16", "f32"]);
     const policy = choice<ResidencyPolicy | "all">("policy", values.policy, [...RESIDENCY_POLICIES, "all"]);
     const speculative = choice("speculative", values.speculative, ["mtp"] as const);
-    const draftTokens = parseNumber(
-      "draft-tokens",
-      values["draft-tokens"],
-      (n) => Number.isInteger(n) && n >= 1 && n <= 8,
-      "an integer in 1 .. 8",
-    );
+    const draftTokens = parseIntegerOption("draft-tokens", values["draft-tokens"], { min: 1, max: 8 });
     if (draftTokens !== undefined && speculative === undefined) throw new CliUsageError("--draft-tokens needs --speculative mtp");
     const numerics = choice<Numerics>("numerics", values.numerics, ["llama", "bf16", "exact"]);
 

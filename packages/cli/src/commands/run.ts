@@ -5,24 +5,17 @@ import { defaultModelInfo } from "@keepquant/default-model";
 import { CliUsageError, defineCommand, toJson, write, type CommandIo } from "../command.js";
 import { refuseUnlessFitsCpu } from "../residency-check.js";
 import { applyForcedThreads, chooseModel, ENGINE_OPTIONS, ENGINE_OPTIONS_HELP, resolveEngineOptions } from "./engine-options.js";
+import { decimalInteger, parseIntegerOption, parseNumberOption } from "./numeric-option.js";
 
 /** Exit code after Ctrl-C (the shell convention: 128 + SIGINT). */
 export const EXIT_INTERRUPTED = 130;
 
-export function parseNumber(name: string, text: string | undefined, check: (n: number) => boolean, rule: string): number | undefined {
-  if (text === undefined) return undefined;
-  const value = Number(text);
-  if (text.trim() === "" || !Number.isFinite(value) || !check(value))
-    throw new CliUsageError(`--${name} ${JSON.stringify(text)}: expected ${rule}`);
-  return value;
-}
-
 export function parsePromptIds(text: string): number[] {
-  const parts = text.split(",").map((p) => p.trim());
-  if (parts.length === 0 || parts.some((p) => !/^\d+$/.test(p))) {
-    throw new CliUsageError(`--prompt-ids ${JSON.stringify(text)}: expected comma-separated token ids, e.g. 1,2,3`);
+  const ids = text.split(",").map(decimalInteger);
+  if (ids.some((id) => !(id >= 0))) {
+    throw new CliUsageError(`--prompt-ids ${JSON.stringify(text)}: expected comma-separated token ids in decimal digits, e.g. 1,2,3`);
   }
-  return parts.map(Number);
+  return ids;
 }
 
 /** A load progress reporter: a redrawn bar on a terminal, nothing per step otherwise. */
@@ -75,10 +68,10 @@ export function parseSampling(values: {
   seed?: string | undefined;
   "ignore-eog"?: boolean | undefined;
 }): Pick<GenerateParams, "temperature" | "topK" | "topP" | "seed" | "ignoreEog"> {
-  const temperature = parseNumber("temperature", values.temperature, (n) => n >= 0, "a number >= 0") ?? 0;
-  const topK = parseNumber("top-k", values["top-k"], (n) => Number.isInteger(n) && n >= 0, "an integer >= 0");
-  const topP = parseNumber("top-p", values["top-p"], (n) => n > 0 && n <= 1, "a number in (0, 1]");
-  const seed = parseNumber("seed", values.seed, (n) => Number.isInteger(n) && n >= 0, "an integer >= 0") ?? 0;
+  const temperature = parseNumberOption("temperature", values.temperature, { min: 0 }) ?? 0;
+  const topK = parseIntegerOption("top-k", values["top-k"], { min: 0 });
+  const topP = parseNumberOption("top-p", values["top-p"], { min: 0, minExclusive: true, max: 1 });
+  const seed = parseIntegerOption("seed", values.seed, { min: 0 }) ?? 0;
   return {
     temperature,
     seed,
@@ -90,7 +83,7 @@ export function parseSampling(values: {
 
 /** `--thinking-budget N` (an integer >= 0), or undefined. */
 export function parseThinkingBudget(text: string | undefined): number | undefined {
-  return parseNumber("thinking-budget", text, (n) => Number.isInteger(n) && n >= 0, "an integer >= 0");
+  return parseIntegerOption("thinking-budget", text, { min: 0 });
 }
 
 /** Longest --json-schema file read (bytes). */
@@ -156,8 +149,7 @@ export const command = defineCommand({
     const hasIds = values["prompt-ids"] !== undefined;
     if (hasText === hasIds) throw new CliUsageError("give exactly one of --prompt TEXT or --prompt-ids 1,2,3");
     const schema = values["json-schema"] === undefined ? undefined : readJsonSchemaFile(values["json-schema"]);
-    const maxTokens =
-      parseNumber("max-tokens", values["max-tokens"], (n) => Number.isInteger(n) && n >= 1, "an integer >= 1") ?? (schema ? 1024 : 64);
+    const maxTokens = parseIntegerOption("max-tokens", values["max-tokens"], { min: 1 }) ?? (schema ? 1024 : 64);
     const sampling = parseSampling(values);
     const thinkingBudget = parseThinkingBudget(values["thinking-budget"]);
     const engineOptions = await resolveEngineOptions(values, io.env);

@@ -15,14 +15,59 @@ import {
 import { CliUsageError, defineCommand, write, type CommandIo } from "../command.js";
 import { refuseUnlessFitsCpu } from "../residency-check.js";
 import { defaultModelInfo, defaultModelPath } from "@keepquant/default-model";
-import { checkModelFile, resolveSpeculative } from "./engine-options.js";
-import { parseNumber, parseThinkingBudget } from "./run.js";
+import { checkModelFile } from "../model-file.js";
+import { resolveSpeculative } from "./engine-options.js";
+import { parseIntegerOption, parseNumberOption } from "./numeric-option.js";
+import { parseThinkingBudget } from "./run.js";
 import { applyThreadCount, parseThreadCount } from "./threads.js";
 
 /** Prefix-cache snapshots `serve` keeps by default (each one: KV blocks of a prompt prefix plus a GDN state copy). */
 export const DEFAULT_PREFIX_CACHE_SNAPSHOTS = 8;
 /** The environment variable of --memory-budget (the flag wins). */
 export const KEEPQUANT_MEMORY_BUDGET = "KEEPQUANT_MEMORY_BUDGET";
+/** The environment variable of --api-key (the flag wins; empty is unset). */
+export const KEEPQUANT_API_KEY = "KEEPQUANT_API_KEY";
+
+/**
+ * One character an HTTP header value can carry: tab, space, visible ASCII, and latin-1's 0x80 .. 0xFF (a
+ * header value is bytes; Node reads them as latin-1 and refuses to send anything else).
+ */
+const HEADER_VALUE_CHARACTER = /^[\t\x20-\x7e\x80-\xff]$/;
+
+/**
+ * Why `key` can never authenticate a request, or undefined when it can. The server compares it with the
+ * `Authorization: Bearer` value it receives, trimmed; a header carries latin-1 text without control
+ * characters. The reason never quotes the key (it is a secret).
+ */
+export function apiKeyProblem(key: string): string | undefined {
+  if (key === "") return "empty (to serve without a key, leave the option out)";
+  if (key !== key.trim()) {
+    return "the key starts or ends with whitespace, and the server trims the key a request sends, so it could never match";
+  }
+  let position = 0;
+  for (const char of key) {
+    position++;
+    if (HEADER_VALUE_CHARACTER.test(char)) continue;
+    const codePoint = char.codePointAt(0)!;
+    const what = codePoint > 0xff ? "not latin-1" : "a control character";
+    return (
+      `character ${position} of the key (U+${codePoint.toString(16).toUpperCase().padStart(4, "0")}) is ${what}: ` +
+      "an HTTP header carries only latin-1 text without control characters, so no request could send this key"
+    );
+  }
+  return undefined;
+}
+
+/** The API key from --api-key, else KEEPQUANT_API_KEY (empty: none); a usage error naming its source when no request could match it. */
+export function resolveApiKey(flag: string | undefined, env: NodeJS.ProcessEnv): string | undefined {
+  const fromEnv = env[KEEPQUANT_API_KEY] || undefined;
+  const key = flag ?? fromEnv;
+  if (key === undefined) return undefined;
+  const problem = apiKeyProblem(key);
+  if (problem) throw new CliUsageError(`${flag !== undefined ? "--api-key" : KEEPQUANT_API_KEY}: ${problem}`);
+  return key;
+}
+
 export const command = defineCommand({
   name: "serve",
   summary: "serve a qwen35 GGUF model over an OpenAI-compatible HTTP API, with metrics and a web chat page",
@@ -31,7 +76,7 @@ export const command = defineCommand({
   help: [
     "--host H               address to listen on (default 127.0.0.1, loopback only)",
     "--port P               port (default 8080; 0 = any free port)",
-    "--api-key K            require Authorization: Bearer K (or KEEPQUANT_API_KEY); /health and the web page stay open",
+    `--api-key K            require Authorization: Bearer K (or ${KEEPQUANT_API_KEY}): latin-1 text, no control characters, no whitespace at its ends; /health and the web page stay open`,
     `--ctx N                most tokens per request, prompt + answer (default ${DEFAULT_CONTEXT_TOKENS}, at most the model's context_length)`,
     `--memory-budget SIZE   memory the engine may use, e.g. 4GiB (or ${KEEPQUANT_MEMORY_BUDGET}; default ${DEFAULT_MEMORY_BUDGET_SHARE * 100}% of the available memory): sizes --max-seqs and --kv-tokens`,
     `--max-seqs N           sequences computed at once, 1 .. 256 (default: the most the budget holds, at most ${MAX_PLANNED_SEQUENCES})`,
@@ -79,7 +124,7 @@ export const command = defineCommand({
   async run(values, positionals, io: CommandIo): Promise<number> {
     if (positionals.length > 1) throw new CliUsageError(`expected at most one model file, got ${positionals.length}`);
     const host = values.host ?? "127.0.0.1";
-    const port = parseNumber("port", values.port, (n) => Number.isInteger(n) && n >= 0 && n <= 65535, "an integer in [0, 65535]") ?? 8080;
+    const port = parseIntegerOption("port", values.port, { min: 0, max: 65535 }) ?? 8080;
     const numerics = values.numerics ?? "llama";
     if (numerics !== "llama" && numerics !== "bf16")
       throw new CliUsageError(`--numerics ${JSON.stringify(numerics)}: expected llama or bf16`);
@@ -89,13 +134,8 @@ export const command = defineCommand({
     if (flashAttn !== "on" && flashAttn !== "off") throw new CliUsageError(`--flash-attn ${JSON.stringify(flashAttn)}: expected on or off`);
     const threadCount = await parseThreadCount(values.threads, values.force === true);
     const threads = threadCount.threads;
-    const explicitSeqs = parseNumber(
-      "max-seqs",
-      values["max-seqs"],
-      (n) => Number.isInteger(n) && n >= 1 && n <= 256,
-      "an integer in [1, 256]",
-    );
-    const explicitKvTokens = parseNumber("kv-tokens", values["kv-tokens"], (n) => Number.isSafeInteger(n) && n >= 16, "an integer >= 16");
+    const explicitSeqs = parseIntegerOption("max-seqs", values["max-seqs"], { min: 1, max: 256 });
+    const explicitKvTokens = parseIntegerOption("kv-tokens", values["kv-tokens"], { min: 16 });
     const budgetText = values["memory-budget"] ?? (io.env[KEEPQUANT_MEMORY_BUDGET] || undefined);
     const budgetName = values["memory-budget"] !== undefined ? "--memory-budget" : KEEPQUANT_MEMORY_BUDGET;
     const givenBudget = budgetText === undefined ? undefined : parseByteSize(budgetText);
@@ -103,26 +143,24 @@ export const command = defineCommand({
       throw new CliUsageError(
         `${budgetName} ${JSON.stringify(budgetText)}: expected a size in bytes, e.g. 4GiB, 512MiB, 2GB or 1073741824`,
       );
-    const maxQueue =
-      parseNumber("max-queue", values["max-queue"], (n) => Number.isInteger(n) && n >= 0, "an integer >= 0") ?? DEFAULT_MAX_QUEUE;
-    const requestedCtx = parseNumber("ctx", values.ctx, (n) => Number.isInteger(n) && n >= 16, "an integer >= 16");
+    const maxQueue = parseIntegerOption("max-queue", values["max-queue"], { min: 0 }) ?? DEFAULT_MAX_QUEUE;
+    const requestedCtx = parseIntegerOption("ctx", values.ctx, { min: 16 });
     if (values["no-prefix-cache"] && values["prefix-cache"] !== undefined)
       throw new CliUsageError("give --prefix-cache N or --no-prefix-cache, not both");
     const speculative = resolveSpeculative(values);
     const snapshots = values["no-prefix-cache"]
       ? 0
-      : (parseNumber("prefix-cache", values["prefix-cache"], (n) => Number.isInteger(n) && n >= 0, "an integer >= 0") ??
-        DEFAULT_PREFIX_CACHE_SNAPSHOTS);
-    // Node's timers hold at most 2^31 - 1 ms: a longer drain would fire after 1 ms (TimeoutOverflowWarning)
+      : (parseIntegerOption("prefix-cache", values["prefix-cache"], { min: 0 }) ?? DEFAULT_PREFIX_CACHE_SNAPSHOTS);
     const thinkingBudget = parseThinkingBudget(values["thinking-budget"]);
+    // Node's timers hold at most 2^31 - 1 ms: a longer drain would fire after 1 ms (TimeoutOverflowWarning)
     const drainSeconds =
-      parseNumber(
-        "drain-timeout",
-        values["drain-timeout"],
-        (n) => n >= 0 && Math.round(n * 1000) <= MAX_DRAIN_TIMEOUT_MS,
-        `a number of seconds in [0, ${MAX_DRAIN_TIMEOUT_MS / 1000}] (Node's timer maximum, 2^31 - 1 ms)`,
-      ) ?? DEFAULT_DRAIN_TIMEOUT_MS / 1000;
-    const apiKey = values["api-key"] ?? (io.env.KEEPQUANT_API_KEY || undefined);
+      parseNumberOption("drain-timeout", values["drain-timeout"], {
+        min: 0,
+        max: MAX_DRAIN_TIMEOUT_MS / 1000,
+        rule: `a number of seconds in [0, ${MAX_DRAIN_TIMEOUT_MS / 1000}] (Node's timer maximum, 2^31 - 1 ms)`,
+      }) ?? DEFAULT_DRAIN_TIMEOUT_MS / 1000;
+    // before the model loads: a key no request can send is a usage error, not a server that refuses everyone
+    const apiKey = resolveApiKey(values["api-key"], io.env);
 
     const isDefault = positionals.length === 0;
     const synthetic = isDefault && defaultModelInfo().synthetic;

@@ -4,6 +4,7 @@
  * is a usage error naming the range instead of a native arm that does not load.
  */
 import { CliUsageError } from "../command.js";
+import { decimalInteger } from "./numeric-option.js";
 
 type TtNative = typeof import("@keepquant/tt-native");
 
@@ -18,7 +19,7 @@ export interface ThreadCount {
 export async function parseThreadCount(text: string | undefined, force = false): Promise<ThreadCount> {
   if (text === undefined) return {};
   const native = (await import("@keepquant/tt-native")) as TtNative;
-  const value = /^\s*-?\d+\s*$/.test(text) ? Number(text) : Number.NaN;
+  const value = decimalInteger(text);
   const problem = native.nativeThreadsProblem(value, { force });
   if (problem) throw new CliUsageError(`--threads ${JSON.stringify(text)}: ${problem}`);
   return native.nativeThreadsProblem(value) === undefined ? { threads: value } : { forced: value };
