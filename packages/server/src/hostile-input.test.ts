@@ -411,19 +411,27 @@ describe("/tokenize and /detokenize are bounded and sliced", () => {
 });
 
 describe("chats are bounded before the template runs", () => {
-  it("280,000 empty messages are refused by their count; 1,000 messages of 8 KiB by their text's length; neither is rendered nor tokenized", async () => {
+  it("280,000 empty messages are refused by the body's shape, 5,000 by their count, 1,000 messages of 8 KiB by their text's length; none is rendered nor tokenized", async () => {
     await withServer({ contextTokens: 2048, maxBodyBytes: 20 * MiB }, async ({ url }) => {
       const watch = watchTokenizer(engine.tokenizer!);
       try {
-        const many = await fetch(`${url}/v1/chat/completions`, {
-          method: "POST",
-          headers: JSON_HEADERS,
-          body: JSON.stringify({ messages: Array.from({ length: 280_000 }, () => ({ role: "user", content: "" })) }),
+        const chat = (count: number): Promise<Response> =>
+          fetch(`${url}/v1/chat/completions`, {
+            method: "POST",
+            headers: JSON_HEADERS,
+            body: JSON.stringify({ messages: Array.from({ length: count }, () => ({ role: "user", content: "" })) }),
+          });
+        const huge = await chat(280_000);
+        expect(huge.status).toBe(400);
+        expect(((await huge.json()) as { error: { code: string; message: string } }).error).toMatchObject({
+          code: "too_complex",
+          message: "the request body holds more than 100000 JSON objects and arrays",
         });
+        const many = await chat(5_000);
         expect(many.status).toBe(400);
         const manyBody = (await many.json()) as { error: { code: string; param: string; message: string } };
         expect(manyBody.error).toMatchObject({ code: "too_many_messages", param: "messages" });
-        expect(manyBody.error.message).toMatch(/280000 messages; this server takes at most 4096/);
+        expect(manyBody.error.message).toMatch(/5000 messages; this server takes at most 4096/);
         const long = await fetch(`${url}/v1/chat/completions`, {
           method: "POST",
           headers: JSON_HEADERS,
@@ -457,8 +465,9 @@ describe("chats are bounded before the template runs", () => {
 describe("API keys", () => {
   it("a key no client could send (outside Latin-1, white space at an end) is refused when the server is made; a Latin-1 key works", async () => {
     expect(() => createKeepquantServer({ engine, apiKey: " secret" })).toThrow(/apiKey must not begin or end with white space/);
+    expect(() => createKeepquantServer({ engine, apiKey: "sec\nret" })).toThrow(/without control characters/);
     expect(() => createKeepquantServer({ engine, apiKey: "secret\n" })).toThrow(TypeError);
-    expect(() => createKeepquantServer({ engine, apiKey: "ключ" })).toThrow(/apiKey must be printable Latin-1 text/);
+    expect(() => createKeepquantServer({ engine, apiKey: "ключ" })).toThrow(/apiKey must be Latin-1 text without control characters/);
     await withServer({ apiKey: "clé-1" }, async ({ url }) => {
       const ok = await fetch(`${url}/v1/models`, { headers: { Authorization: "Bearer clé-1" } });
       expect(ok.status).toBe(200);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { JsonParser, JsonSyntaxError, OFF_THREAD_JSON_BYTES, parseJsonBody } from "./json-worker.js";
+import { JsonParser, JsonShapeError, JsonSyntaxError, MAX_JSON_CONTAINERS, OFF_THREAD_JSON_BYTES, parseJsonBody } from "./json-worker.js";
 
 const bytesOf = (value: unknown): Uint8Array => Buffer.from(JSON.stringify(value));
 
@@ -28,6 +28,27 @@ describe("large JSON bodies parsed on a worker thread", () => {
     }
   });
 
+  it("refuse a body of more than MAX_JSON_CONTAINERS objects and arrays, on either side of the size limit (nested or flat)", async () => {
+    const parser = new JsonParser();
+    try {
+      const flat = { messages: Array.from({ length: MAX_JSON_CONTAINERS }, () => ({})) };
+      const padded = { ...flat, pad: " ".repeat(OFF_THREAD_JSON_BYTES) };
+      const nested = `${"[".repeat(MAX_JSON_CONTAINERS + 1)}${"]".repeat(MAX_JSON_CONTAINERS + 1)}`;
+      for (const bytes of [bytesOf(flat), bytesOf(padded), Buffer.from(nested), Buffer.from(nested.padEnd(OFF_THREAD_JSON_BYTES, " "))]) {
+        const error = await parseJsonBody(parser, bytes).catch((e: unknown) => e);
+        expect(error).toBeInstanceOf(JsonShapeError);
+        expect((error as JsonShapeError).containers).toBe(MAX_JSON_CONTAINERS + 1);
+      }
+      // exactly at the bound (the outer object and one fewer inner ones) is taken, on both sides
+      const most = { messages: Array.from({ length: MAX_JSON_CONTAINERS - 2 }, () => ({})) };
+      expect(await parseJsonBody(parser, bytesOf(most))).toEqual(most);
+      const mostPadded = { ...most, pad: " ".repeat(OFF_THREAD_JSON_BYTES) };
+      expect(await parseJsonBody(parser, bytesOf(mostPadded))).toEqual(mostPadded);
+    } finally {
+      await parser.close();
+    }
+  });
+
   it("report bad JSON with the parser's message, on either side of the size limit", async () => {
     const parser = new JsonParser();
     try {
@@ -41,10 +62,10 @@ describe("large JSON bodies parsed on a worker thread", () => {
     }
   });
 
-  it("a value nested 200,000 deep still gives JSON.parse's value (parsed on the main thread if the worker's reply cannot carry it)", async () => {
+  it("a value nested 100,000 deep (the most containers a body may hold) still gives JSON.parse's value (parsed on the main thread if the worker's reply cannot carry it)", async () => {
     const parser = new JsonParser();
     try {
-      const depth = 200_000;
+      const depth = MAX_JSON_CONTAINERS;
       const text = `${"[".repeat(depth)}${"]".repeat(depth)}`.padEnd(OFF_THREAD_JSON_BYTES, " ");
       const expected = (() => {
         try {

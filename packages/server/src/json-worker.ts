@@ -4,20 +4,53 @@
  * worker (started on first use, unref'd, ended by `close`). The parsed value comes back by structured
  * clone (a copy of its strings and arrays, a few milliseconds for 8 MiB). A body the clone cannot carry
  * (nesting deeper than V8's serializer goes) is parsed on the main thread instead, as smaller bodies are.
+ *
+ * A body may hold at most MAX_JSON_CONTAINERS objects and arrays, counted where it was parsed: copying a tree of
+ * 280,000 small objects back from the worker held the event loop for half a second, and no request the server
+ * takes needs a tenth of that many.
  */
 import { Worker } from "node:worker_threads";
 
 /** Bodies at least this large are parsed off the main thread. */
 export const OFF_THREAD_JSON_BYTES = 1024 * 1024;
 
+/** Most objects and arrays one body may hold (JsonShapeError beyond). */
+export const MAX_JSON_CONTAINERS = 100_000;
+
+/** Objects and arrays in `value`, counting stops past `most` (the worker runs the same function, from its source). */
+export function countContainers(value: unknown, most: number): number {
+  const stack: unknown[] = [value];
+  let count = 0;
+  while (stack.length > 0) {
+    const item = stack.pop();
+    if (typeof item !== "object" || item === null) continue;
+    if (++count > most) return count;
+    if (Array.isArray(item)) {
+      for (const element of item) if (typeof element === "object" && element !== null) stack.push(element);
+    } else {
+      for (const key in item) {
+        const element = (item as Record<string, unknown>)[key];
+        if (typeof element === "object" && element !== null) stack.push(element);
+      }
+    }
+  }
+  return count;
+}
+
 const WORKER_SOURCE = `
 const { parentPort } = require("node:worker_threads");
+const countContainers = ${countContainers.toString()};
 parentPort.on("message", ({ id, bytes }) => {
   let value;
   try {
     value = JSON.parse(Buffer.from(bytes).toString("utf8"));
   } catch (error) {
     parentPort.postMessage({ id, syntaxError: error instanceof Error ? error.message : String(error) });
+    return;
+  }
+  const containers = countContainers(value, ${MAX_JSON_CONTAINERS});
+  if (containers > ${MAX_JSON_CONTAINERS}) {
+    parentPort.postMessage({ id, containers });
     return;
   }
   try {
@@ -33,10 +66,19 @@ interface Reply {
   value?: unknown;
   syntaxError?: string;
   uncloneable?: boolean;
+  /** set when the body holds more than MAX_JSON_CONTAINERS objects and arrays */
+  containers?: number;
 }
 
 /** A JSON.parse failure, with the parser's message (the caller turns it into a 400). */
 export class JsonSyntaxError extends Error {}
+
+/** A body of more than MAX_JSON_CONTAINERS objects and arrays (the caller turns it into a 400). */
+export class JsonShapeError extends Error {
+  constructor(readonly containers: number) {
+    super(`the request body holds more than ${MAX_JSON_CONTAINERS} JSON objects and arrays`);
+  }
+}
 
 export class JsonParser {
   private worker: Worker | undefined;
@@ -48,6 +90,7 @@ export class JsonParser {
     if (bytes.length < OFF_THREAD_JSON_BYTES) return parseHere(bytes);
     const reply = await this.send(bytes);
     if (reply.syntaxError !== undefined) throw new JsonSyntaxError(reply.syntaxError);
+    if (reply.containers !== undefined) throw new JsonShapeError(reply.containers);
     if (reply.uncloneable) throw new Error("uncloneable");
     return reply.value;
   }
@@ -93,11 +136,15 @@ export class JsonParser {
 }
 
 function parseHere(bytes: Uint8Array): unknown {
+  let value: unknown;
   try {
-    return JSON.parse(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("utf8"));
+    value = JSON.parse(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("utf8"));
   } catch (error) {
     throw new JsonSyntaxError((error as Error).message);
   }
+  const containers = countContainers(value, MAX_JSON_CONTAINERS);
+  if (containers > MAX_JSON_CONTAINERS) throw new JsonShapeError(containers);
+  return value;
 }
 
 /** Parses off the main thread when large, and falls back to the main thread for what the worker cannot return. */
@@ -105,7 +152,7 @@ export async function parseJsonBody(parser: JsonParser, bytes: Uint8Array): Prom
   try {
     return await parser.parse(bytes);
   } catch (error) {
-    if (error instanceof JsonSyntaxError) throw error;
+    if (error instanceof JsonSyntaxError || error instanceof JsonShapeError) throw error;
     return parseHere(bytes);
   }
 }

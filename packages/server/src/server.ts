@@ -31,7 +31,7 @@ import { BodyReader, lingerAfterAnswer } from "./body.js";
 import type { Capacity } from "./capacity.js";
 import { chatConstraint, constraintError, constraintParam } from "./constraint.js";
 import { ApiError, invalidRequest } from "./errors.js";
-import { JsonParser, parseJsonBody } from "./json-worker.js";
+import { JsonParser, JsonShapeError, parseJsonBody } from "./json-worker.js";
 import { type FinishLabel, ServerMetrics } from "./metrics.js";
 import { type ChatRequest, type CompletionRequest, parseChatRequest, parseCompletionRequest, type SamplingFields } from "./requests.js";
 import { detokenizeRoute, type TokenizationOptions, tokenizationLimit, tokenizeRoute } from "./tokenize-endpoint.js";
@@ -121,8 +121,11 @@ function duration(value: number | undefined, name: string, fallback: number): nu
  */
 function checkApiKey(key: string): string {
   if (typeof key !== "string") throw new TypeError(`apiKey must be a string, got ${typeof key}`);
-  if (/[^\x20-\x7e\xa0-\xff]/.test(key))
-    throw new TypeError("apiKey must be printable Latin-1 text (an HTTP header carries nothing else): it could never match");
+  // what Node accepts in a header value: tab, printable ASCII and the bytes 0x80-0xff (as Latin-1)
+  if (/[^\t\x20-\x7e\x80-\xff]/.test(key))
+    throw new TypeError(
+      "apiKey must be Latin-1 text without control characters (an HTTP header carries nothing else): it could never match",
+    );
   if (key.trim() !== key)
     throw new TypeError("apiKey must not begin or end with white space (the key a client sends is trimmed): it could never match");
   return key;
@@ -520,6 +523,7 @@ export class KeepquantServer {
     // large bodies are parsed on a worker thread (json-worker.ts)
     return this.bodies.read(req).then((bytes) =>
       parseJsonBody(this.jsonParser, bytes).catch((error: unknown) => {
+        if (error instanceof JsonShapeError) throw invalidRequest(null, error.message, "too_complex");
         throw invalidRequest(null, `the request body is not valid JSON: ${(error as Error).message}`, "invalid_json");
       }),
     );
