@@ -513,7 +513,10 @@ export class Tokenizer {
    * The same text as `decode`, rendered in slices of `sliceSteps` tokens (default TOKENIZER_SLICE_STEPS) with
    * the event loop turning between them, so that a million ids never stall other requests.
    */
-  async decodeAsync(ids: readonly number[], options: DecodeOptions & Pick<EncodeAsyncOptions, "sliceSteps" | "signal"> = {}): Promise<string> {
+  async decodeAsync(
+    ids: readonly number[],
+    options: DecodeOptions & Pick<EncodeAsyncOptions, "sliceSteps" | "signal"> = {},
+  ): Promise<string> {
     const slice = options.sliceSteps ?? TOKENIZER_SLICE_STEPS;
     if (!Number.isSafeInteger(slice) || slice < 1) {
       throw new TokenizerError("TOKENIZER_BAD_OPTION", `sliceSteps must be a positive integer, got ${slice}`, { field: "sliceSteps" });
