@@ -3,6 +3,7 @@ import type { Numerics } from "./model/matmul.js";
 import type { PrefixCacheStats } from "./kv/prefix-cache.js";
 import type { SamplingParams as SamplingModuleParams, StopReason, TokenLogprob } from "./sampling/index.js";
 import type { ToolCallFormat } from "./chat/tool-format.js";
+import type { GrammarLimits } from "./constrain/limits.js";
 
 /**
  * Constrained decoding (docs/usage/structured-output.md): every sampled token keeps the output a
@@ -157,6 +158,12 @@ export interface EngineOptions {
   weightMemory?: "auto" | "huge-pages" | "mapped";
   /** Speculative decoding (off by default); see SpeculativeOptions. */
   speculative?: SpeculativeOptions;
+  /**
+   * Bounds of constrained decoding's grammar engine (docs/usage/structured-output.md), each optional:
+   * `compileTimeoutMs` (30000), `maxRepetition` (256), `maxRepetitionSum` (2048), `memoryMiB` (1024),
+   * `workers` (2). A constraint past one is refused with ConstraintError CONSTRAINT_TOO_COMPLEX.
+   */
+  grammarLimits?: Partial<GrammarLimits>;
 }
 
 /**

@@ -11,7 +11,7 @@ import type {
   StopReason,
   WeightMemory,
 } from "./engine-types.js";
-import { type DecodeGuide, GuidedDecoding, planGuide } from "./constrain/index.js";
+import { type DecodeGuide, type GrammarLimits, GuidedDecoding, planGuide, resolveGrammarLimits } from "./constrain/index.js";
 import { EngineError, EngineLoadError, EngineOptionError } from "./errors.js";
 import { allocateJsStorage, PagedKvCache, type AllocateStorage, type KvType } from "./kv/paged-kv.js";
 import { GdnStatePool } from "./kv/state-pool.js";
@@ -54,10 +54,43 @@ import { defaultModelPath } from "./default-model.js";
 import { cpuAvailableMemory } from "./planner/devices.js";
 
 /**
- * How long the step loop waits, when every schedulable sequence waits on the grammar worker's compile,
- * before it schedules again (a request that arrives meanwhile gets in without waiting for the compile).
+ * How long the step loop waits, when every schedulable sequence waits on a grammar worker (a compile, a
+ * mask), before it schedules again (a request that arrives meanwhile gets in without waiting for it).
  */
 const HELD_STEP_RETRY_MS = 5;
+
+/** The constraint rules of one chunk, asked for before its step (a grammar worker computes them while the forward runs). */
+interface PendingRules {
+  /** settles when the rules are known or failed (never rejects) */
+  promise: Promise<void>;
+  settled: boolean;
+  failed: boolean;
+  error: unknown;
+}
+
+/** What a step computed for one chunk, taken in (verified, sampled) by `takeChunk`. */
+interface ChunkOutcome {
+  request: Request;
+  numTokens: number;
+  draftTokens: number;
+  /** the chunk's first position */
+  startPos: number;
+  /** its logits rows (the last known row first for a verification; none when it samples nothing) */
+  logits: Float32Array;
+  /** the target's hidden rows the step kept for it (from position keptFirst; the drafter's and the prefix cache's) */
+  keptFirst: number;
+  keptHidden: Float32Array | undefined;
+  keptCount: number;
+  /** its step entry asked for the hidden state of every row */
+  allHidden: boolean;
+}
+
+/** A chunk whose rules came after its forward: taken in once they are there (its logits copied out of the step's buffer). */
+interface DeferredChunk extends ChunkOutcome {
+  rules: PendingRules;
+  /** the request's preemptions when deferred (a preempted request recomputes the chunk: this outcome is dropped) */
+  preemptions: number;
+}
 
 interface ResolvedOptions {
   numerics: Numerics;
@@ -76,6 +109,7 @@ interface ResolvedOptions {
   exactKernels: boolean;
   speculative: ResolvedSpeculative | undefined;
   tune: boolean | { budgetMs?: number; force?: boolean };
+  grammarLimits: GrammarLimits;
 }
 
 function positiveInteger(value: unknown, field: string, fallback: number): number {
@@ -151,6 +185,7 @@ function resolveOptions(options: EngineOptions): ResolvedOptions {
       options.prefixCacheSnapshots === undefined || options.prefixCacheSnapshots === 0
         ? 0
         : positiveInteger(options.prefixCacheSnapshots, "prefixCacheSnapshots", 0),
+    grammarLimits: resolveGrammarLimits(options.grammarLimits),
   };
 }
 
@@ -200,8 +235,8 @@ class Request implements ScheduledSequence, SpeculativeSequence {
   specAccepted = 0;
   /** constrained decoding and the thinking budget (undefined: unguided) */
   guide: DecodeGuide | undefined;
-  /** why the guide could not prepare this step's rules (the request then fails) */
-  guideError: unknown;
+  /** a step's outcome whose constraint rules were not ready when its forward was done (sampled once they are) */
+  deferred: DeferredChunk | undefined;
   readonly generated: number[] = [];
   text = "";
   readonly submittedAt = performance.now();
@@ -321,7 +356,7 @@ export class Engine {
     const c = weights.config;
     this.numerics = options.numerics;
     this.tokenizer = tokenizer;
-    this.guided = new GuidedDecoding(tokenizer);
+    this.guided = new GuidedDecoding(tokenizer, options.grammarLimits);
     this.contextLength = options.contextLength;
     const numBlocks = Math.ceil(options.kvCacheTokens / options.blockSize);
     // llama.cpp casts an F32 K/V cache to F16 for flash attention: same numbers, so store f16.
@@ -626,7 +661,7 @@ export class Engine {
       params;
     void parseSpecial;
     // constraint, reasoning and thinkingBudget: checked here (ConstraintError), compiled before the request is scheduled
-    const guidePlan = planGuide({ constraint, reasoning, thinkingBudget });
+    const guidePlan = planGuide({ constraint, reasoning, thinkingBudget }, this.options.grammarLimits);
     if (guidePlan) this.guided.checkTokenizer(guidePlan);
     if (logprobs !== undefined && (!Number.isInteger(logprobs) || logprobs < 0 || logprobs > MAX_TOP_LOGPROBS)) {
       throw new EngineOptionError(
@@ -724,7 +759,7 @@ export class Engine {
    * grammar engine refuses fails before a response starts. Throws ConstraintError.
    */
   async prepareConstraint(spec: ConstraintSpec): Promise<void> {
-    planGuide({ constraint: spec });
+    planGuide({ constraint: spec }, this.options.grammarLimits);
     await this.guided.check(spec);
   }
 
@@ -808,16 +843,19 @@ export class Engine {
 
   /** One scheduler step: pick chunks, run the batched forward, sample where logits came back. */
   private async step(): Promise<void> {
-    // a constrained sequence whose next mask would wait behind a compile on the grammar worker (up to seconds
-    // for a new schema) sits this step out, so that the sequences batched with it do not wait too
+    await this.takeDeferred();
+    // a constrained sequence that cannot sample now sits this step out, so that the sequences batched with it do
+    // not wait: its last step's rules have not come yet, or its next mask would wait behind a compile on its
+    // grammar worker (up to seconds for a new schema) or for its matcher's move to a new worker
     const held = new Set<Promise<void>>();
     const chunks = this.scheduler.schedule((sequence) => {
-      const waits = (sequence as Request).guide?.blockedBy();
+      const request = sequence as Request;
+      const waits = request.deferred ? request.deferred.rules.promise : request.guide?.blockedBy();
       if (waits) held.add(waits);
       return waits !== undefined;
     });
     if (chunks.length === 0 && held.size > 0) {
-      // every sequence waits on the grammar worker: step again when it is done, or soon (new requests get in)
+      // every sequence waits on a grammar worker: step again when one is done, or soon (new requests get in)
       await Promise.race([...held, new Promise<void>((resolve) => setTimeout(resolve, HELD_STEP_RETRY_MS))]);
       return;
     }
@@ -841,9 +879,9 @@ export class Engine {
       }
       return { ...base, tokens: known, logits: chunk.needsLogits ? "last" : "none", ...(drafter ? { hidden: true } : {}) };
     });
-    // the grammar worker computes the next masks while the native step runs
-    const [logits, unguided] = await Promise.all([this.runForward(entries), this.prepareGuides(chunks)]);
-    for (const request of unguided) this.failRequest(request, request.guideError);
+    // the grammar workers compute the next rules while the native step runs; nothing waits for them after it
+    const rules = this.prepareGuides(chunks);
+    const logits = await this.runForward(entries);
     // the drafter needs the target's hidden states after the next forward overwrote them
     const hidden = drafter ? this.lastHiddenRows().slice() : undefined;
     this.counters.steps++;
@@ -864,50 +902,109 @@ export class Engine {
       hiddenRow += keptCount;
       // a request aborted while the step ran has left the scheduler: its results are dropped
       if (!this.requests.has(request)) return;
-      let lastValid: number;
-      if (chunk.draftTokens > 0) {
-        lastValid = this.spec!.verify(request, chunk.numTokens, chunk.draftTokens, rowsLogits);
-      } else {
-        lastValid = entry.startPos + chunk.numTokens - 1;
-        // drafts the step had no room for are stale now
-        request.drafts = [];
-        request.draftDistributions = [];
-        if (chunk.numTokens === 1 && request.numComputed >= request.promptLength) this.counters.decodeTokens++;
-        else this.counters.prefillTokens += chunk.numTokens;
-        request.numComputed += chunk.numTokens;
-        // the target's hidden state at the chunk's last row, for a prefix-cache entry the drafter can resume from
-        this.scheduler.afterStep(request, entry.hidden ? keptHidden?.subarray((keptCount - 1) * D, keptCount * D) : undefined);
-        if (logitCount > 0) {
-          const row = request.guide ? request.guide.apply(rowsLogits) : rowsLogits;
-          const token = request.sampler.sample(row, request.tokens);
-          const n = request.params.logprobs;
-          this.acceptToken(request, token, n === undefined ? undefined : logprobsOf(rowsLogits, token, n));
-        }
+      const outcome: ChunkOutcome = {
+        request,
+        numTokens: chunk.numTokens,
+        draftTokens: chunk.draftTokens,
+        startPos: entry.startPos,
+        logits: rowsLogits,
+        keptFirst,
+        keptHidden,
+        keptCount,
+        allHidden: entry.hidden === true,
+      };
+      const pending = rules.get(request);
+      if (pending && !pending.settled) {
+        // its rules have not come: it samples once they have (meanwhile it sits out), the others go on now
+        request.deferred = { ...outcome, logits: rowsLogits.slice(), rules: pending, preemptions: request.preemptions };
+        return;
       }
-      if (this.spec && this.requests.has(request)) drafterWork.push({ request, lastValid, keptFirst, keptHidden });
+      if (pending?.failed) {
+        // its grammar engine failed (its worker died): it fails alone
+        this.failRequest(request, pending.error);
+        return;
+      }
+      const work = this.takeChunk(outcome);
+      if (work) drafterWork.push(work);
     });
     await this.spec?.draft(drafterWork);
   }
 
   /**
-   * The constraint rules of the positions each chunk samples (the next token, and after each draft).
-   * A request whose grammar engine failed (its worker died) fails alone; the others step on.
+   * Takes in what a step computed for one chunk: verifies its drafts, or counts it and samples its next
+   * token. Returns the drafter's work for it (speculative decoding).
    */
-  private async prepareGuides(chunks: readonly { sequence: unknown; needsLogits: boolean; draftTokens: number }[]): Promise<Request[]> {
-    const failed: Request[] = [];
-    const work: Promise<void>[] = [];
+  private takeChunk(outcome: ChunkOutcome): DrafterWork | undefined {
+    const { request, numTokens, draftTokens, logits, keptFirst, keptHidden, keptCount } = outcome;
+    let lastValid: number;
+    if (draftTokens > 0) {
+      lastValid = this.spec!.verify(request, numTokens, draftTokens, logits);
+    } else {
+      lastValid = outcome.startPos + numTokens - 1;
+      // drafts the step had no room for are stale now
+      request.drafts = [];
+      request.draftDistributions = [];
+      if (numTokens === 1 && request.numComputed >= request.promptLength) this.counters.decodeTokens++;
+      else this.counters.prefillTokens += numTokens;
+      request.numComputed += numTokens;
+      // the target's hidden state at the chunk's last row, for a prefix-cache entry the drafter can resume from
+      const D = this.weights.config.embeddingLength;
+      this.scheduler.afterStep(request, outcome.allHidden ? keptHidden?.subarray((keptCount - 1) * D, keptCount * D) : undefined);
+      if (logits.length > 0) {
+        const row = request.guide ? request.guide.apply(logits) : logits;
+        const token = request.sampler.sample(row, request.tokens);
+        const n = request.params.logprobs;
+        this.acceptToken(request, token, n === undefined ? undefined : logprobsOf(logits, token, n));
+      }
+    }
+    return this.spec && this.requests.has(request) ? { request, lastValid, keptFirst, keptHidden } : undefined;
+  }
+
+  /**
+   * The chunks deferred by earlier steps whose rules have come: taken in now (before scheduling, so that
+   * their sequences step again at once), with their drafter work. One whose request was preempted
+   * meanwhile is dropped: its recompute gives the same logits again.
+   */
+  private async takeDeferred(): Promise<void> {
+    const drafterWork: DrafterWork[] = [];
+    for (const request of [...this.requests]) {
+      const deferred = request.deferred;
+      if (!deferred?.rules.settled) continue;
+      request.deferred = undefined;
+      if (request.preemptions !== deferred.preemptions || !this.requests.has(request)) continue;
+      if (deferred.rules.failed) {
+        this.failRequest(request, deferred.rules.error);
+        continue;
+      }
+      const work = this.takeChunk(deferred);
+      if (work) drafterWork.push(work);
+    }
+    if (drafterWork.length > 0) await this.spec?.draft(drafterWork);
+  }
+
+  /**
+   * Asks for the constraint rules of the positions each chunk samples (the next token, and after each
+   * draft); they settle while the forward runs, or later (never rejected: `failed` and `error` say why).
+   */
+  private prepareGuides(chunks: readonly { sequence: unknown; needsLogits: boolean; draftTokens: number }[]): Map<Request, PendingRules> {
+    const pending = new Map<Request, PendingRules>();
     for (const chunk of chunks) {
       const request = chunk.sequence as Request;
       if (!request.guide || (!chunk.needsLogits && chunk.draftTokens === 0)) continue;
-      work.push(
-        request.guide.prepare(request.drafts.slice(0, chunk.draftTokens)).catch((error: unknown) => {
-          request.guideError = error;
-          failed.push(request);
-        }),
+      const rules: PendingRules = { promise: Promise.resolve(), settled: false, failed: false, error: undefined };
+      rules.promise = request.guide.prepare(request.drafts.slice(0, chunk.draftTokens)).then(
+        () => {
+          rules.settled = true;
+        },
+        (error: unknown) => {
+          rules.settled = true;
+          rules.failed = true;
+          rules.error = error;
+        },
       );
+      pending.set(request, rules);
     }
-    await Promise.all(work);
-    return failed;
+    return pending;
   }
 
   private acceptToken(request: Request, token: number, logprobs?: SampledLogprobs): void {

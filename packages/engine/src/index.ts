@@ -21,6 +21,8 @@ export {
   type ConstraintErrorCode,
   type ConstraintErrorDetails,
   ENFORCED_FORMATS,
+  DEFAULT_GRAMMAR_LIMITS,
+  type GrammarLimits,
 } from "./constrain/index.js";
 export type { AllocateStorage, KvType, PagedKvCache } from "./kv/paged-kv.js";
 export type { RefCountedPool } from "./kv/block-pool.js";

@@ -320,6 +320,11 @@ export class SpeculativeDecoder {
         request.drafts = drafts;
         continue;
       }
+      // checking them would wait behind a compile on its grammar worker: no drafts this time
+      if (guide.blockedBy()) {
+        request.drafts = [];
+        continue;
+      }
       // a grammar engine that failed fails the request at its next step's rules; no drafts meanwhile
       checks.push(
         guide.validDrafts(drafts).then(
@@ -384,6 +389,8 @@ export class SpeculativeDecoder {
       }
       request.drafterFrontier = last + 1;
       let budget = last === request.tokens.length - 1 ? this.draftBudget(request) : 0;
+      // a constrained chain's masks would wait behind a compile on its grammar worker: no drafts this time
+      if (request.guide?.blockedBy()) budget = 0;
       let override: number[] | undefined;
       if (budget > 0 && this.options.propose) {
         override = this.validProposals(this.options.propose(request.tokens, budget).slice(0, budget));

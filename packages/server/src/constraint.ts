@@ -16,17 +16,18 @@ function isObject(value: unknown): value is Record<string, unknown> {
   return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
-/** A ConstraintError as the 400 of parameter `param` (its code: unsupported_schema_keyword, invalid_schema, ...). */
+/** The 400's code of each ConstraintError code (the others: invalid_value). */
+const CONSTRAINT_CODES: Partial<Record<ConstraintError["code"], string>> = {
+  CONSTRAINT_UNSUPPORTED_KEYWORD: "unsupported_schema_keyword",
+  CONSTRAINT_UNKNOWN_TOOL: "unknown_tool",
+  CONSTRAINT_BAD_SCHEMA: "invalid_schema",
+  // past a bound of the grammar engine (a length bound, or its compile's time or memory budget)
+  CONSTRAINT_TOO_COMPLEX: "schema_too_complex",
+};
+
+/** A ConstraintError as the 400 of parameter `param` (its code: unsupported_schema_keyword, invalid_schema, schema_too_complex, ...). */
 export function constraintError(error: ConstraintError, param: string | null): ApiError {
-  const code =
-    error.code === "CONSTRAINT_UNSUPPORTED_KEYWORD"
-      ? "unsupported_schema_keyword"
-      : error.code === "CONSTRAINT_UNKNOWN_TOOL"
-        ? "unknown_tool"
-        : error.code === "CONSTRAINT_BAD_SCHEMA"
-          ? "invalid_schema"
-          : "invalid_value";
-  return invalidRequest(param, error.message, code);
+  return invalidRequest(param, error.message, CONSTRAINT_CODES[error.code] ?? "invalid_value");
 }
 
 /** Checks a JSON Schema the output will be constrained to; a 400 naming `param` and the keyword otherwise. */

@@ -1,15 +1,28 @@
 /**
- * Compiles constraints for one tokenizer. The grammar engine runs on its own worker thread (one per
- * ConstraintCompiler, started by the first constrained request): its view of the vocabulary is built
- * there once, compiled grammars are cached there by their source, and each constrained sequence gets
- * a matcher there, mirrored on this thread by a RemoteMatcher. A worker that dies fails the requests
- * waiting on it (CONSTRAINT_ENGINE_UNAVAILABLE); the next request starts a new one.
+ * Compiles constraints for one tokenizer. The grammar engine runs on worker threads (at most
+ * GrammarLimits.workers, started by constrained requests as needed): each builds its own view of the
+ * vocabulary once and caches the grammars it compiled by their source, and each constrained sequence gets
+ * a matcher on the worker that compiled its grammar (web-xgrammar cannot move a compiled grammar),
+ * mirrored on this thread by a RemoteMatcher. A new grammar compiles on a worker where no sequence's
+ * matcher lives when there is one, so that running sequences keep getting their masks meanwhile.
+ *
+ * A worker that dies fails the requests waiting on it (CONSTRAINT_ENGINE_UNAVAILABLE); the next request
+ * starts a new one. A worker ended for one request's grammar (past its compile time or memory budget:
+ * that request fails with CONSTRAINT_TOO_COMPLEX) is replaced: the compiles queued on it are retried on
+ * another worker and the matchers that lived on it are recreated there, so their sequences go on.
  */
 import { BYTE_TO_CHAR } from "../tokenizer/byte-unicode.js";
 import type { Tokenizer } from "../tokenizer/tokenizer.js";
 import { TokenAttr } from "../tokenizer/vocab.js";
 import { ConstraintError } from "./errors.js";
-import { GrammarThread } from "./grammar-thread.js";
+import {
+  type GrammarThreadEnd,
+  type GrammarThreadReply,
+  type GrammarThreadRequest,
+  GrammarThread,
+  GrammarWorkerRestart,
+} from "./grammar-thread.js";
+import { DEFAULT_GRAMMAR_LIMITS, type GrammarLimits } from "./limits.js";
 import { RemoteMatcher } from "./remote-matcher.js";
 import type { GrammarSource } from "./spec.js";
 import { xgrammarFile } from "./xgrammar.js";
@@ -47,13 +60,37 @@ export function grammarVocab(tokenizer: Tokenizer, first = 0, end = tokenizer.vo
 /** Tokens whose byte-level text is built between two yields to the event loop (about 5 ms of work). */
 const VOCAB_TOKENS_PER_SLICE = 16_384;
 
+/**
+ * Times a request is sent again after its worker was ended for another request (each time, that other
+ * request was past a bound: a request is not retried forever behind a stream of them).
+ */
+const MAX_RESTART_RETRIES = 4;
+
+/** A matcher in use, and what recreates it on another worker. */
+interface LiveMatcher {
+  matcher: RemoteMatcher;
+  key: string;
+  source: GrammarSource;
+  field: string;
+  thread: GrammarThread;
+}
+
 export class ConstraintCompiler {
-  private thread: GrammarThread | undefined;
+  /** the live workers, oldest first */
+  private threads: GrammarThread[] = [];
+  /** the worker that holds (or is compiling) each grammar, by its key */
+  private readonly grammars = new Map<string, GrammarThread>();
+  private readonly live = new Map<number, LiveMatcher>();
+  /** the worker of the latest compile or matcher (tests) */
+  private latest: GrammarThread | undefined;
   private vocab: Promise<{ text: string; lengths: Uint32Array }> | undefined;
   private nextMatcher = 0;
   private readonly stopTokens: ReadonlySet<number>;
 
-  constructor(private readonly tokenizer: Tokenizer) {
+  constructor(
+    private readonly tokenizer: Tokenizer,
+    private readonly limits: GrammarLimits = { ...DEFAULT_GRAMMAR_LIMITS },
+  ) {
     this.stopTokens = new Set(tokenizer.eogIds);
   }
 
@@ -75,40 +112,105 @@ export class ConstraintCompiler {
     return this.vocab;
   }
 
-  /** The live worker (a new one after a death). */
-  private async worker(): Promise<GrammarThread> {
-    if (this.thread && !this.thread.dead) return this.thread;
+  /**
+   * The worker for grammar `key`: the one that holds it; else a worker with neither a compile in flight
+   * nor a live matcher; else a new one (up to GrammarLimits.workers); else the one whose fewest matchers
+   * would wait behind the compile (they sit their steps out meanwhile).
+   */
+  private async threadFor(key: string): Promise<GrammarThread> {
     const xgrammar = xgrammarFile();
     const vocab = await this.workerVocab();
-    if (this.thread && !this.thread.dead) return this.thread;
-    const thread = new GrammarThread({
-      xgrammarFile: xgrammar,
-      vocabText: vocab.text,
-      vocabLengths: vocab.lengths,
-      vocabSize: this.tokenizer.vocabSize,
-      stopTokenIds: [...this.stopTokens],
-      cacheEntries: COMPILED_GRAMMAR_CACHE_ENTRIES,
+    const holder = this.grammars.get(key);
+    if (holder && !holder.dead) return holder;
+    const matchersOn = (thread: GrammarThread): number => {
+      let count = 0;
+      for (const entry of this.live.values()) if (entry.thread === thread) count++;
+      return count;
+    };
+    let thread = this.threads.find((t) => t.compiling === undefined && matchersOn(t) === 0);
+    if (!thread && this.threads.length < this.limits.workers) thread = this.start(xgrammar, vocab);
+    thread ??= this.threads.reduce((best, t) => {
+      const cost = (x: GrammarThread): number => (x.compiling === undefined ? 0 : 1_000_000) + matchersOn(x);
+      return cost(t) < cost(best) ? t : best;
     });
-    thread.onDeath(() => {
-      if (this.thread === thread) this.thread = undefined;
-    });
-    this.thread = thread;
+    this.grammars.set(key, thread);
     return thread;
+  }
+
+  private start(xgrammar: string, vocab: { text: string; lengths: Uint32Array }): GrammarThread {
+    const thread = new GrammarThread(
+      {
+        xgrammarFile: xgrammar,
+        vocabText: vocab.text,
+        vocabLengths: vocab.lengths,
+        vocabSize: this.tokenizer.vocabSize,
+        stopTokenIds: [...this.stopTokens],
+        cacheEntries: COMPILED_GRAMMAR_CACHE_ENTRIES,
+        memoryBytes: this.limits.memoryMiB * 2 ** 20,
+      },
+      // the budget is read when a compile starts
+      this.limits,
+    );
+    thread.onDeath((end) => this.ended(thread, end));
+    this.threads.push(thread);
+    return thread;
+  }
+
+  /** A worker ended: it holds nothing any more; after a restart its matchers move to another worker. */
+  private ended(thread: GrammarThread, end: GrammarThreadEnd): void {
+    this.threads = this.threads.filter((t) => t !== thread);
+    for (const [key, holder] of this.grammars) if (holder === thread) this.grammars.delete(key);
+    if (!end.restart) return;
+    for (const entry of this.live.values()) {
+      if (entry.thread !== thread) continue;
+      if (entry.matcher.id === end.culprit?.matcher) entry.matcher.fail(end.culprit.error);
+      else entry.matcher.relocate(() => this.recreate(entry));
+    }
+  }
+
+  /** `entry`'s matcher made again on a live worker (its grammar compiled there, not timed: it compiled in time before). */
+  private async recreate(entry: LiveMatcher): Promise<GrammarThread> {
+    const { thread } = await this.send(
+      entry.key,
+      { op: "create", matcher: entry.matcher.id, key: entry.key, source: entry.source, field: entry.field },
+      false,
+    );
+    entry.thread = thread;
+    return thread;
+  }
+
+  /** Sends a compile or create of grammar `key` to its worker, again on another one when that worker was ended for another request. */
+  private async send(
+    key: string,
+    request: GrammarThreadRequest,
+    budgeted = true,
+  ): Promise<{ thread: GrammarThread; reply: GrammarThreadReply }> {
+    for (let attempt = 0; ; attempt++) {
+      const thread = await this.threadFor(key);
+      this.latest = thread;
+      try {
+        return { thread, reply: await thread.request(request, { budgeted }) };
+      } catch (error) {
+        // a grammar that failed is not kept there (the next attempt compiles it afresh)
+        if (this.grammars.get(key) === thread) this.grammars.delete(key);
+        if (!(error instanceof GrammarWorkerRestart) || attempt >= MAX_RESTART_RETRIES) throw error;
+      }
+    }
   }
 
   /** Compiles `source` and checks it compiles (the grammar engine's errors as ConstraintError). */
   async check(source: GrammarSource, field: string): Promise<void> {
-    const thread = await this.worker();
-    await thread.request({ op: "compile", key: JSON.stringify(source), source, field });
+    const key = JSON.stringify(source);
+    await this.send(key, { op: "compile", key, source, field });
   }
 
   /** A fresh matcher of `source` (compiled, cached); `release` gives it back (call it once). */
   async matcher(source: GrammarSource, field: string): Promise<{ matcher: RemoteMatcher; release: () => void }> {
-    const thread = await this.worker();
+    const key = JSON.stringify(source);
     const id = this.nextMatcher++;
-    let reply: Awaited<ReturnType<GrammarThread["request"]>>;
+    let sent: { thread: GrammarThread; reply: GrammarThreadReply };
     try {
-      reply = await thread.request({ op: "create", matcher: id, key: JSON.stringify(source), source, field });
+      sent = await this.send(key, { op: "create", matcher: id, key, source, field });
     } catch (error) {
       if (ConstraintError.isInstance(error)) throw error;
       throw new ConstraintError("CONSTRAINT_ENGINE_UNAVAILABLE", `the grammar engine failed: ${(error as Error).message}`, {
@@ -116,19 +218,35 @@ export class ConstraintCompiler {
         cause: error,
       });
     }
-    const matcher = new RemoteMatcher(thread, id, reply.masks[0]!, this.stopTokens);
-    return { matcher, release: () => matcher.dispose() };
+    const matcher = new RemoteMatcher(sent.thread, id, sent.reply.masks[0]!, this.stopTokens);
+    const entry: LiveMatcher = { matcher, key, source, field, thread: sent.thread };
+    this.live.set(id, entry);
+    return {
+      matcher,
+      release: () => {
+        this.live.delete(id);
+        matcher.dispose();
+      },
+    };
   }
 
-  /** Ends the grammar worker (requests waiting on it fail); the next request starts a new one. */
+  /** Ends the grammar workers (requests waiting on them fail); the next request starts a new one. */
   async dispose(): Promise<void> {
-    const thread = this.thread;
-    this.thread = undefined;
-    await thread?.terminate();
+    const threads = this.threads;
+    this.threads = [];
+    this.grammars.clear();
+    this.live.clear();
+    this.latest = undefined;
+    await Promise.all(threads.map((thread) => thread.terminate()));
   }
 
-  /** Tests: the live worker, if any. */
+  /** Tests: the worker of the latest compile or matcher, while it lives. */
   get workerForTests(): GrammarThread | undefined {
-    return this.thread;
+    return this.latest && !this.latest.dead ? this.latest : undefined;
+  }
+
+  /** Tests: the live workers. */
+  get workersForTests(): readonly GrammarThread[] {
+    return this.threads;
   }
 }

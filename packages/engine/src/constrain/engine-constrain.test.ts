@@ -394,7 +394,7 @@ describe("the grammar engine's view of the vocabulary", () => {
 });
 
 describe("the grammar worker in the engine", () => {
-  it("while a new schema compiles, a running constrained sequence sits its steps out: an unconstrained stream batched with it keeps streaming", async () => {
+  it("while a new schema compiles (on a worker of its own), a running constrained sequence goes on: an unconstrained stream batched with it keeps streaming", async () => {
     const own = await Engine.loadDefault({ maxSequences: 2 });
     try {
       // letters and spaces with no end (the grammar never allows an end-of-generation token)

@@ -19,7 +19,12 @@ export type ConstraintErrorCode =
   /** the grammar engine (xgrammar's WebAssembly build) could not be loaded */
   | "CONSTRAINT_ENGINE_UNAVAILABLE"
   /** a constraint needs the model's tokenizer */
-  | "CONSTRAINT_NO_TOKENIZER";
+  | "CONSTRAINT_NO_TOKENIZER"
+  /**
+   * the constraint's grammar is past a bound of the grammar engine (GrammarLimits): a string length bound
+   * or the sum of them, found before compiling, or a compile that ran past its time or memory budget
+   */
+  | "CONSTRAINT_TOO_COMPLEX";
 
 export interface ConstraintErrorDetails {
   /** the request parameter, e.g. "constraint.schema" or "constraint.tools[1].parameters" */

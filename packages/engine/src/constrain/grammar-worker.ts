@@ -28,6 +28,8 @@ export interface GrammarWorkerData {
   stopTokenIds: number[];
   /** compiled grammars kept for reuse */
   cacheEntries: number;
+  /** bytes of WebAssembly memory the grammar engine may grow to (GrammarLimits.memoryMiB) */
+  memoryBytes: number;
 }
 
 /** The grammar worker's exit code after its WebAssembly runtime aborted (it cannot run anything again). */
@@ -52,7 +54,9 @@ export type GrammarWorkerRequest =
   | { op: "rollBack"; matcher: number; tokens: number }
   | { op: "dispose"; matcher: number }
   /** tests: the worker dies as a crash would kill it, or (`abort`) its WebAssembly runtime aborts */
-  | { op: "crash"; abort?: boolean };
+  | { op: "crash"; abort?: boolean }
+  /** tests: the worker blocks until `flag[0]` is set (a slow mask holding it) */
+  | { op: "hold"; flag: Int32Array };
 
 export interface GrammarWorkerError {
   /** a ConstraintError code, or "internal" (a host/worker disagreement: a bug) */
@@ -61,11 +65,19 @@ export interface GrammarWorkerError {
   field?: string;
   /** the worker cannot serve anything any more (its WebAssembly runtime aborted) */
   fatal?: boolean;
+  /**
+   * With `fatal`: the request of this reply (or the fire-and-forget message of matcher `matcher`) alone is
+   * at fault (its grammar ran past the memory bound, or aborted the runtime): the others can move to a new worker.
+   */
+  alone?: boolean;
+  matcher?: number;
 }
 
 export type GrammarWorkerReply =
   | { id: number; masks: Int32Array[]; accepted: number; terminated: boolean }
-  | { id: number; error: GrammarWorkerError };
+  | { id: number; error: GrammarWorkerError }
+  /** a compile of request `id` starts now (its grammar was not cached): the host's time budget runs from here */
+  | { id: number; compiling: true; field: string };
 
 /** The worker program (see the module comment: self-contained, `load` returns a built-in module). */
 export function grammarWorkerMain(load: (id: string) => unknown): void {
@@ -87,6 +99,40 @@ export function grammarWorkerMain(load: (id: string) => unknown): void {
   const MAX_PRINTED_LINES = 16;
   /** the worker's exit code after its WebAssembly runtime aborted (GRAMMAR_WORKER_EXIT_ABORTED) */
   const EXIT_ABORTED = 70;
+  const WASM_PAGE_BYTES = 65_536;
+
+  // The memory bound: xgrammar's runtime grows its WebAssembly memory through Memory.prototype.grow (of
+  // this worker's own realm). Growth past the bound is refused; the runtime then aborts (or its call
+  // fails), which fails the request that asked for it with CONSTRAINT_TOO_COMPLEX.
+  let memoryRefused: number | undefined;
+  interface WasmMemory {
+    readonly buffer: ArrayBuffer;
+    grow(delta: number): number;
+  }
+  const memoryPrototype = (globalThis as unknown as { WebAssembly: { Memory: { prototype: WasmMemory } } }).WebAssembly.Memory.prototype;
+  const grow = memoryPrototype.grow;
+  memoryPrototype.grow = function (this: WasmMemory, delta: number): number {
+    const bytes = this.buffer.byteLength + delta * WASM_PAGE_BYTES;
+    if (bytes > data.memoryBytes) {
+      memoryRefused = Math.max(memoryRefused ?? 0, bytes);
+      throw new RangeError(`growing the grammar engine's memory to ${bytes} bytes was refused (bound ${data.memoryBytes})`);
+    }
+    const pages = grow.call(this, delta);
+    // the runtime retries a refused growth with smaller ones: one that fits means the allocation succeeded
+    memoryRefused = undefined;
+    return pages;
+  };
+  const memoryError = (field: string): GrammarWorkerError => ({
+    code: "CONSTRAINT_TOO_COMPLEX",
+    message: `${field}: the grammar engine needed more than ${Math.round(data.memoryBytes / 2 ** 20)} MiB of memory (grammarLimits.memoryMiB) for this grammar; simplify it (fewer or shorter length-bounded strings, fewer alternatives)`,
+    field,
+    fatal: true,
+    alone: true,
+  });
+  // An aborted WebAssembly runtime (emscripten's "Aborted(...)", e.g. a grammar past an internal limit)
+  // cannot run anything again.
+  const isAbort = (error: unknown): boolean =>
+    (error as Error)?.name === "RuntimeError" || /^Aborted\(/.test(String((error as Error)?.message ?? ""));
 
   // The WebAssembly runtime writes diagnostics ("[FATAL] ...") to the console: this thread never
   // prints, its console is a sink whose last lines become the messages of our errors.
@@ -144,6 +190,14 @@ export function grammarWorkerMain(load: (id: string) => unknown): void {
       } catch (error) {
         engine = undefined;
         const lines = takePrinted().join("; ");
+        if (memoryRefused !== undefined) {
+          // not a grammar's fault: every request fails, as the next worker's would with the same bound
+          throw new WorkerError({
+            code: "CONSTRAINT_ENGINE_UNAVAILABLE",
+            message: `the grammar engine failed to start: its view of the vocabulary needs more than ${Math.round(data.memoryBytes / 2 ** 20)} MiB of memory (grammarLimits.memoryMiB)`,
+            fatal: true,
+          });
+        }
         throw new WorkerError({
           code: "CONSTRAINT_ENGINE_UNAVAILABLE",
           message: `the grammar engine failed to start: ${(error as Error).message ?? String(error)}${lines ? ` (${lines})` : ""}`,
@@ -153,7 +207,10 @@ export function grammarWorkerMain(load: (id: string) => unknown): void {
     return engine;
   };
 
-  /** Runs a grammar-engine call; a failure becomes the request error with the runtime's message. */
+  /**
+   * Runs a grammar-engine call; a failure becomes the request error with the runtime's message (fatal,
+   * the request alone at fault, when it aborted the runtime or ran past the memory bound).
+   */
   const guarded = async <T>(
     work: () => Promise<T>,
     code: "CONSTRAINT_BAD_SCHEMA" | "CONSTRAINT_BAD_GRAMMAR",
@@ -168,7 +225,13 @@ export function grammarWorkerMain(load: (id: string) => unknown): void {
         .filter((line) => /FATAL|error/i.test(line))
         .map((line) => line.replace(/^\[FATAL\]\s*\S+:\d+:\s*/, ""));
       const reason = lines.length > 0 ? lines.join("; ") : String((error as Error).message ?? error);
-      throw new WorkerError({ code, message: `${field}: ${what} was refused by the grammar engine: ${reason}`, field });
+      if (memoryRefused !== undefined) throw new WorkerError(memoryError(field));
+      throw new WorkerError({
+        code,
+        message: `${field}: ${what} was refused by the grammar engine: ${reason}`,
+        field,
+        ...(isAbort(error) ? { fatal: true, alone: true } : {}),
+      });
     }
   };
 
@@ -211,7 +274,8 @@ export function grammarWorkerMain(load: (id: string) => unknown): void {
     }
   };
 
-  const compile = async (key: string, source: GrammarSource, field: string): Promise<CacheEntry> => {
+  /** `source` compiled (cached); `id`: the request, told when a compile starts (the host times it from there). */
+  const compile = async (key: string, source: GrammarSource, field: string, id: number): Promise<CacheEntry> => {
     const hit = cache.get(key);
     if (hit) {
       cache.delete(key);
@@ -219,29 +283,26 @@ export function grammarWorkerMain(load: (id: string) => unknown): void {
       return hit;
     }
     const { xg, compiler } = await ready();
+    const sourceField = `${field}.${source.kind === "json_schema" ? "schema" : source.kind === "ebnf" ? "ebnf" : "tools"}`;
+    port.postMessage({ id, compiling: true, field: sourceField } satisfies GrammarWorkerReply);
     let grammar: XgCompiledGrammar;
     switch (source.kind) {
       case "json_schema":
         grammar = await guarded(
           async () => compiler.compileGrammar(await jsonSchemaGrammar(xg, source.schema, source.strictMode), "root"),
           "CONSTRAINT_BAD_SCHEMA",
-          `${field}.schema`,
+          sourceField,
           "the JSON Schema",
         );
         break;
       case "ebnf":
-        grammar = await guarded(
-          () => compiler.compileGrammar(source.ebnf, "root"),
-          "CONSTRAINT_BAD_GRAMMAR",
-          `${field}.ebnf`,
-          "the grammar",
-        );
+        grammar = await guarded(() => compiler.compileGrammar(source.ebnf, "root"), "CONSTRAINT_BAD_GRAMMAR", sourceField, "the grammar");
         break;
       case "structural_tag":
         grammar = await guarded(
           async () => compiler.compileStructuralTag((await withJsonGrammars(xg, source.tag)) as Record<string, unknown>),
           "CONSTRAINT_BAD_SCHEMA",
-          `${field}.tools`,
+          sourceField,
           "the tool schemas",
         );
         break;
@@ -255,6 +316,8 @@ export function grammarWorkerMain(load: (id: string) => unknown): void {
   interface MatcherEntry {
     matcher: XgGrammarMatcher;
     grammar: CacheEntry;
+    /** the request parameter of its constraint (for errors) */
+    field: string;
     /** set when the host and the matcher disagreed (then every later request of it fails) */
     broken?: string;
   }
@@ -276,14 +339,14 @@ export function grammarWorkerMain(load: (id: string) => unknown): void {
   const handle = async (request: GrammarWorkerRequest): Promise<void> => {
     switch (request.op) {
       case "compile":
-        await compile(request.key, request.source, request.field);
+        await compile(request.key, request.source, request.field, request.id);
         return masksReply(request.id, []);
       case "create": {
-        const grammar = await compile(request.key, request.source, request.field);
+        const grammar = await compile(request.key, request.source, request.field, request.id);
         const { xg } = await ready();
         const matcher = await xg.GrammarMatcher.createGrammarMatcher(grammar.grammar);
         grammar.users++;
-        matchers.set(request.matcher, { matcher, grammar });
+        matchers.set(request.matcher, { matcher, grammar, field: request.field });
         return masksReply(request.id, [await matcher.getNextTokenBitmask()]);
       }
       case "mask":
@@ -333,6 +396,9 @@ export function grammarWorkerMain(load: (id: string) => unknown): void {
         evict();
         return;
       }
+      case "hold":
+        Atomics.wait(request.flag, 0, 0);
+        return;
       case "crash":
         if (request.abort) throw Object.assign(new Error("Aborted(tests)"), { name: "RuntimeError" });
         // the messages after this one are never handled (as when the thread dies mid-request)
@@ -345,11 +411,8 @@ export function grammarWorkerMain(load: (id: string) => unknown): void {
     }
   };
 
-  // An aborted WebAssembly runtime (emscripten's "Aborted(...)", e.g. a grammar past an internal limit)
-  // cannot run anything again: every request fails from then on with `fatal` (the host then ends this
-  // worker and starts a new one for the next request), and the worker ends itself.
-  const isAbort = (error: unknown): boolean =>
-    (error as Error)?.name === "RuntimeError" || /^Aborted\(/.test(String((error as Error)?.message ?? ""));
+  // After an aborted runtime (or a grammar past the memory bound) every request fails with `fatal` (the
+  // host then ends this worker and starts a new one for the next request), and the worker ends itself.
   let aborted: GrammarWorkerError | undefined;
 
   let queue = Promise.resolve();
@@ -359,9 +422,28 @@ export function grammarWorkerMain(load: (id: string) => unknown): void {
         if ("id" in request) reply({ id: request.id, error: aborted });
         return;
       }
+      memoryRefused = undefined;
       try {
         await handle(request);
-      } catch (error) {
+      } catch (caught) {
+        let error = caught;
+        if (memoryRefused !== undefined && !(error instanceof WorkerError && error.detail.fatal)) {
+          const field =
+            "field" in request
+              ? request.field
+              : "matcher" in request
+                ? (matchers.get(request.matcher)?.field ?? "constraint")
+                : "constraint";
+          error = new WorkerError(memoryError(field));
+        }
+        if (error instanceof WorkerError && error.detail.fatal) {
+          // `alone`: this request alone is at fault (it fails with its error, the host moves the others to a new
+          // worker); otherwise every request fails
+          aborted = { ...error.detail, ...(!("id" in request) && "matcher" in request ? { matcher: request.matcher } : {}) };
+          reply({ id: "id" in request ? request.id : -1, error: aborted });
+          setImmediate(() => process.exit(EXIT_ABORTED));
+          return;
+        }
         if (isAbort(error)) {
           aborted = {
             code: "CONSTRAINT_ENGINE_UNAVAILABLE",

@@ -7,12 +7,14 @@ import type { Tokenizer } from "../tokenizer/tokenizer.js";
 import { ConstraintCompiler } from "./compiler.js";
 import { ConstraintError } from "./errors.js";
 import { DecodeGuide } from "./guide.js";
+import { DEFAULT_GRAMMAR_LIMITS, type GrammarLimits } from "./limits.js";
 import { type GrammarSource, resolveConstraint } from "./spec.js";
 
 export { ConstraintError, type ConstraintErrorCode, type ConstraintErrorDetails } from "./errors.js";
 export { checkJsonSchema, ENFORCED_FORMATS } from "./schema.js";
 export { DecodeGuide, applyRule, type GuideMatcher, type PositionRule } from "./guide.js";
 export { resolveConstraint, type GrammarSource } from "./spec.js";
+export { DEFAULT_GRAMMAR_LIMITS, type GrammarLimits, resolveGrammarLimits } from "./limits.js";
 
 /** The reasoning block's closing text in Qwen templates. */
 export const THINK_END = "</think>";
@@ -25,10 +27,13 @@ export interface GuidePlan {
 }
 
 /**
- * Checks the guided-decoding fields of a request (synchronously: schema keywords, tool names,
- * budget), or returns undefined when the request is not guided.
+ * Checks the guided-decoding fields of a request (synchronously: schema keywords, tool names, the
+ * repetitions against `limits`, budget), or returns undefined when the request is not guided.
  */
-export function planGuide(params: { constraint?: unknown; reasoning?: unknown; thinkingBudget?: unknown }): GuidePlan | undefined {
+export function planGuide(
+  params: { constraint?: unknown; reasoning?: unknown; thinkingBudget?: unknown },
+  limits: GrammarLimits = DEFAULT_GRAMMAR_LIMITS,
+): GuidePlan | undefined {
   const { constraint, reasoning, thinkingBudget } = params;
   if (constraint === undefined && thinkingBudget === undefined) return undefined;
   if (reasoning !== undefined && typeof reasoning !== "boolean") {
@@ -51,7 +56,7 @@ export function planGuide(params: { constraint?: unknown; reasoning?: unknown; t
     }
   }
   return {
-    source: constraint === undefined ? undefined : resolveConstraint(constraint),
+    source: constraint === undefined ? undefined : resolveConstraint(constraint, "constraint", limits),
     reasoning: reasoning === true,
     thinkingBudget: thinkingBudget as number | undefined,
   };
@@ -62,7 +67,10 @@ export class GuidedDecoding {
   private compiler: ConstraintCompiler | undefined;
   private thinkEndIds: number[] | undefined;
 
-  constructor(private readonly tokenizer: Tokenizer | undefined) {}
+  constructor(
+    private readonly tokenizer: Tokenizer | undefined,
+    private readonly limits: GrammarLimits = DEFAULT_GRAMMAR_LIMITS,
+  ) {}
 
   private need(): { tokenizer: Tokenizer; compiler: ConstraintCompiler } {
     if (!this.tokenizer) {
@@ -70,7 +78,7 @@ export class GuidedDecoding {
         field: "constraint",
       });
     }
-    this.compiler ??= new ConstraintCompiler(this.tokenizer);
+    this.compiler ??= new ConstraintCompiler(this.tokenizer, this.limits);
     return { tokenizer: this.tokenizer, compiler: this.compiler };
   }
 
@@ -99,7 +107,7 @@ export class GuidedDecoding {
 
   /** Compiles `spec` (cached), so that a bad schema fails before a response starts. */
   async check(spec: ConstraintSpec): Promise<void> {
-    const source = resolveConstraint(spec);
+    const source = resolveConstraint(spec, "constraint", this.limits);
     await this.need().compiler.check(source, "constraint");
   }
 

@@ -11,9 +11,13 @@
  * ahead along drafts (`redo`: `lookahead`, or a rollback over accepted tokens), so that advancing
  * through the same tokens again needs no round trip. Accepts and rollbacks are posted to the worker
  * (fire-and-forget, in order before any later request); the worker checks that it agrees.
+ *
+ * A worker ended for another request's grammar (past a bound) takes its matchers with it: the owner
+ * `relocate`s the mirror, which is recreated on a new worker and given every token accepted so far (the
+ * mirror keeps them); meanwhile its known masks still answer, and what needs the worker waits for the move.
  */
 import type { GuideMatcher } from "./guide.js";
-import type { GrammarThreadMessage, GrammarThreadReply, GrammarThreadRequest } from "./grammar-thread.js";
+import { GrammarWorkerRestart, type GrammarThreadMessage, type GrammarThreadReply, type GrammarThreadRequest } from "./grammar-thread.js";
 
 /**
  * Masks of accepted positions kept for rollbacks (a position's mask is vocabSize / 8 bytes, 31 KB
@@ -46,6 +50,11 @@ export class RemoteMatcher implements GuideMatcher {
   private current: Int32Array | undefined;
   private terminated = false;
   private steps = 0;
+  /** every token accepted since the matcher was created (a new worker's matcher is brought here by them) */
+  private readonly accepted: number[] = [];
+  /** set while the matcher moves to a new worker (resolves when it is there, or failed: `failure`) */
+  private moving: Promise<void> | undefined;
+  private failure: unknown;
   /** bumped by every accept and rollback (a reply computed for an earlier position is refused) */
   private version = 0;
   private readonly history: KnownStep[] = [];
@@ -57,7 +66,7 @@ export class RemoteMatcher implements GuideMatcher {
    * @param stopTokens the grammar engine's stop tokens (accepting one ends the grammar)
    */
   constructor(
-    private readonly channel: MatcherChannel,
+    private channel: MatcherChannel,
     readonly id: number,
     firstMask: Int32Array,
     private readonly stopTokens: ReadonlySet<number>,
@@ -76,7 +85,53 @@ export class RemoteMatcher implements GuideMatcher {
    */
   blockedBy(): Promise<void> | undefined {
     if (this.current || this.terminated || this.disposed) return undefined;
-    return this.channel.compiling;
+    return this.moving ?? this.channel.compiling;
+  }
+
+  /**
+   * Recreates this matcher on another worker (its own was ended for another request): `recreate` makes a
+   * matcher of the same grammar there under this id; the tokens accepted so far follow in one message.
+   */
+  relocate(recreate: () => Promise<MatcherChannel>): void {
+    if (this.disposed || this.failure !== undefined) return;
+    const move = async (): Promise<void> => {
+      const channel = await recreate();
+      if (this.disposed) {
+        channel.post({ op: "dispose", matcher: this.id });
+        return;
+      }
+      if (this.accepted.length > 0) {
+        channel.post({ op: "accept", matcher: this.id, tokens: [...this.accepted], terminated: this.terminated });
+      }
+      this.channel = channel;
+    };
+    this.moving = move().then(
+      () => {
+        this.moving = undefined;
+      },
+      (error: unknown) => {
+        this.moving = undefined;
+        this.failure = error;
+      },
+    );
+  }
+
+  /** The matcher cannot be used any more (its worker was ended for its own grammar): requests fail with `error`. */
+  fail(error: unknown): void {
+    this.failure ??= error;
+  }
+
+  /** A request to the worker; one the worker's end interrupted is sent again once the matcher moved. */
+  private async ask(request: GrammarThreadRequest): Promise<GrammarThreadReply> {
+    for (;;) {
+      if (this.moving) await this.moving;
+      if (this.failure !== undefined) throw this.failure;
+      try {
+        return await this.channel.request(request);
+      } catch (error) {
+        if (!(error instanceof GrammarWorkerRestart) || (this.moving === undefined && this.failure === undefined)) throw error;
+      }
+    }
   }
 
   /** The current position's bitmask (from the worker when not known). */
@@ -85,7 +140,7 @@ export class RemoteMatcher implements GuideMatcher {
     this.checkUsable("mask");
     if (this.terminated) throw new Error("internal: the grammar has ended, no position follows its stop token");
     const version = this.version;
-    const { masks } = await this.channel.request({ op: "mask", matcher: this.id });
+    const { masks } = await this.ask({ op: "mask", matcher: this.id });
     this.checkVersion(version);
     this.current = masks[0]!;
     return this.current;
@@ -100,7 +155,7 @@ export class RemoteMatcher implements GuideMatcher {
     if (this.terminated || this.knowsAlong(drafts)) return;
     const version = this.version;
     const withCurrent = this.current === undefined;
-    const reply = await this.channel.request({ op: "prepare", matcher: this.id, drafts: [...drafts], withCurrent });
+    const reply = await this.ask({ op: "prepare", matcher: this.id, drafts: [...drafts], withCurrent });
     this.checkVersion(version);
     if (withCurrent) this.current = reply.masks[0]!;
     const after = withCurrent ? reply.masks.slice(1) : reply.masks;
@@ -137,6 +192,7 @@ export class RemoteMatcher implements GuideMatcher {
     if (!maskAllows(mask, token)) return false;
     this.history.push({ token, mask });
     if (this.history.length > MAX_KNOWN_HISTORY) this.history.shift();
+    this.accepted.push(token);
     const next = this.redo[0]?.token === token ? this.redo.shift() : undefined;
     if (!next) this.redo = [];
     this.current = next?.mask;
@@ -168,6 +224,7 @@ export class RemoteMatcher implements GuideMatcher {
       this.terminated = false;
     }
     this.steps -= tokens;
+    this.accepted.length -= tokens;
     this.version++;
     this.channel.post({ op: "rollBack", matcher: this.id, tokens });
   }

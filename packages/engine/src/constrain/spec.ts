@@ -3,6 +3,7 @@
  * an EBNF grammar, or an xgrammar structural tag (tool calls in the model's own format).
  */
 import { ConstraintError } from "./errors.js";
+import { addEbnfRepetitions, addSchemaRepetitions, type GrammarLimits, RepetitionBudget } from "./limits.js";
 import { checkJsonSchema } from "./schema.js";
 
 /** Longest EBNF grammar accepted (characters). */
@@ -43,9 +44,15 @@ const ANY_OBJECT: Record<string, unknown> = { type: "object" };
 
 /**
  * Checks `spec` (throws ConstraintError naming the field) and returns what to compile. `field` is
- * the parameter's name in errors ("constraint" for the engine API).
+ * the parameter's name in errors ("constraint" for the engine API). With `limits`, a constraint whose
+ * repetitions are past them is refused here, before any compile (CONSTRAINT_TOO_COMPLEX).
  */
-export function resolveConstraint(spec: unknown, field = "constraint"): GrammarSource {
+export function resolveConstraint(
+  spec: unknown,
+  field = "constraint",
+  limits?: Pick<GrammarLimits, "maxRepetition" | "maxRepetitionSum">,
+): GrammarSource {
+  const budget = limits ? new RepetitionBudget(limits) : undefined;
   const badSpec = (at: string, message: string): never => {
     throw new ConstraintError("CONSTRAINT_BAD_SPEC", `${at}: ${message}`, { field: at });
   };
@@ -56,6 +63,7 @@ export function resolveConstraint(spec: unknown, field = "constraint"): GrammarS
       const schema = s["schema"];
       if (!isObject(schema) && typeof schema !== "boolean") badSpec(`${field}.schema`, "must be a JSON Schema object");
       checkJsonSchema(schema, `${field}.schema`);
+      if (budget) addSchemaRepetitions(schema, `${field}.schema`, budget);
       if (s["strict"] !== undefined && typeof s["strict"] !== "boolean") badSpec(`${field}.strict`, "must be a boolean");
       return { kind: "json_schema", schema: JSON.stringify(schema), strictMode: s["strict"] !== false };
     }
@@ -67,16 +75,17 @@ export function resolveConstraint(spec: unknown, field = "constraint"): GrammarS
       if ((ebnf as string).length > MAX_EBNF_LENGTH) {
         badSpec(`${field}.ebnf`, `has ${(ebnf as string).length} characters; at most ${MAX_EBNF_LENGTH}`);
       }
+      if (budget) addEbnfRepetitions(ebnf as string, `${field}.ebnf`, budget);
       return { kind: "ebnf", ebnf: ebnf as string };
     }
     case "tool_call":
-      return { kind: "structural_tag", tag: toolCallTag(s, field) };
+      return { kind: "structural_tag", tag: toolCallTag(s, field, budget) };
     default:
       return badSpec(`${field}.type`, `must be "json_schema", "json_object", "tool_call" or "grammar", got ${JSON.stringify(s["type"])}`);
   }
 }
 
-function toolCallTag(s: Record<string, unknown>, field: string): Record<string, unknown> {
+function toolCallTag(s: Record<string, unknown>, field: string, budget: RepetitionBudget | undefined): Record<string, unknown> {
   const badSpec = (at: string, message: string): never => {
     throw new ConstraintError("CONSTRAINT_BAD_SPEC", `${at}: ${message}`, { field: at });
   };
@@ -108,7 +117,11 @@ function toolCallTag(s: Record<string, unknown>, field: string): Record<string, 
     if (t["strict"] !== undefined && typeof t["strict"] !== "boolean") badSpec(`${at}.strict`, "must be a boolean");
     // under "auto" only strict tools have their arguments checked; a forced call always does
     const enforce = choice !== "auto" || t["strict"] === true;
-    if (enforce && parameters !== undefined) checkJsonSchema(parameters, `${at}.parameters`);
+    if (enforce && parameters !== undefined) {
+      checkJsonSchema(parameters, `${at}.parameters`);
+      // only the tools the grammar includes count (a named choice compiles that tool alone)
+      if (budget && (named === undefined || named === name)) addSchemaRepetitions(parameters, `${at}.parameters`, budget);
+    }
     const schema = enforce && parameters !== undefined ? (parameters as Record<string, unknown>) : ANY_OBJECT;
     if (named === undefined || named === name) tags.push(callTag(format as "xml" | "json", name as string, schema));
   });
