@@ -7,7 +7,7 @@ import { defaultModelInfo, defaultModelPath } from "@keepquant/default-model";
 import type { EngineOptions } from "@keepquant/engine";
 import { CliUsageError } from "../command.js";
 import { checkModelFile } from "../model-file.js";
-import { decimalInteger, parseIntegerOption } from "./numeric-option.js";
+import { decimalInteger, parseIntegerOption, parseNumberOption } from "./numeric-option.js";
 
 /** The option declarations (node:util parseArgs). */
 export const ENGINE_OPTIONS = {
@@ -20,6 +20,8 @@ export const ENGINE_OPTIONS = {
   speculative: { type: "string" },
   "draft-tokens": { type: "string" },
   "draft-vocab": { type: "string" },
+  "grammar-max-repetition": { type: "string" },
+  "grammar-compile-timeout": { type: "string" },
 } as const;
 
 /** Help lines of ENGINE_OPTIONS, in the same column layout as the commands' own lines. */
@@ -33,6 +35,8 @@ export const ENGINE_OPTIONS_HELP: readonly string[] = [
   "--speculative mtp     speculative decoding with the model's MTP drafter block (greedy output unchanged)",
   "--draft-tokens K      tokens drafted per step with --speculative: 1 .. 8 (default 3)",
   "--draft-vocab N       cheaper drafter: its head scores token ids 0 .. N-1 only (default: the whole vocabulary)",
+  "--grammar-max-repetition N   longest maxLength (or EBNF {m,n}) a schema or grammar may ask for (default 256)",
+  "--grammar-compile-timeout S  seconds a schema's compile may take before it is refused (default 30)",
 ];
 
 /** The parsed values of ENGINE_OPTIONS. */
@@ -46,6 +50,8 @@ export interface EngineOptionValues {
   speculative?: string | undefined;
   "draft-tokens"?: string | undefined;
   "draft-vocab"?: string | undefined;
+  "grammar-max-repetition"?: string | undefined;
+  "grammar-compile-timeout"?: string | undefined;
 }
 
 /** Parses --speculative / --draft-tokens / --draft-vocab into the engine's `speculative` option (undefined when off). */
@@ -99,6 +105,27 @@ async function resolveThreads(values: EngineOptionValues, env: NodeJS.ProcessEnv
   return { threads };
 }
 
+/**
+ * --grammar-max-repetition and --grammar-compile-timeout as the engine's `grammarLimits` (undefined when neither
+ * is given). A larger repetition bound raises the sum of repetitions with it (eight strings of the longest bound).
+ */
+export function resolveGrammarLimits(
+  values: Pick<EngineOptionValues, "grammar-max-repetition" | "grammar-compile-timeout">,
+): EngineOptions["grammarLimits"] {
+  const maxRepetition = parseIntegerOption("grammar-max-repetition", values["grammar-max-repetition"], { min: 1 });
+  const compileTimeout = parseNumberOption("grammar-compile-timeout", values["grammar-compile-timeout"], {
+    min: 0,
+    minExclusive: true,
+    max: 2147483.647,
+    rule: "a number of seconds in (0, 2147483.647]",
+  });
+  if (maxRepetition === undefined && compileTimeout === undefined) return undefined;
+  return {
+    ...(maxRepetition === undefined ? {} : { maxRepetition, maxRepetitionSum: Math.max(8 * maxRepetition, 2048) }),
+    ...(compileTimeout === undefined ? {} : { compileTimeoutMs: Math.max(1, Math.round(compileTimeout * 1000)) }),
+  };
+}
+
 /** Parses the shared engine options; throws CliUsageError naming the option and what is allowed. */
 export async function resolveEngineOptions(values: EngineOptionValues, env: NodeJS.ProcessEnv): Promise<ResolvedEngineOptions> {
   const numerics = values.numerics ?? "llama";
@@ -110,6 +137,7 @@ export async function resolveEngineOptions(values: EngineOptionValues, env: Node
   if (flash !== "on" && flash !== "off") throw new CliUsageError(`--flash-attn ${JSON.stringify(flash)}: expected on or off`);
   const contextLength = parseIntegerOption("ctx", values.ctx, { min: 1 });
   const speculative = resolveSpeculative(values);
+  const grammarLimits = resolveGrammarLimits(values);
   const { threads, forced } = await resolveThreads(values, env);
   return {
     options: {
@@ -120,6 +148,7 @@ export async function resolveEngineOptions(values: EngineOptionValues, env: Node
       // an explicit context gets a KV pool that holds it
       ...(contextLength === undefined ? {} : { contextLength, kvCacheTokens: contextLength }),
       ...(threads === undefined ? {} : { threads }),
+      ...(grammarLimits === undefined ? {} : { grammarLimits }),
     },
     forcedThreads: forced,
   };

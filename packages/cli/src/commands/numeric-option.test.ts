@@ -144,6 +144,13 @@ const NUMERIC_OPTIONS: { command: string; option: string; valid: string; args?: 
     option: entry.split(":")[0]!,
     valid: entry.split(":")[1]!,
   })),
+  ...["serve", "run", "chat"].flatMap((command) =>
+    ["grammar-max-repetition:64", "grammar-compile-timeout:2.5"].map((entry) => ({
+      command,
+      option: entry.split(":")[0]!,
+      valid: entry.split(":")[1]!,
+    })),
+  ),
   ...["serve", "run", "chat", "bench", "plan", "parity"].flatMap((command) =>
     (command === "plan" ? ["draft-tokens:3"] : ["draft-tokens:3", "draft-vocab:8"]).map((entry) => ({
       command,

@@ -49,6 +49,32 @@ describe("keepquant run --json-schema", () => {
     }
   });
 
+  it("a maxLength past --grammar-max-repetition (default 256) is refused before compiling; a larger bound takes it", () => {
+    const wide = file(
+      "wide.json",
+      JSON.stringify({ type: "object", properties: { t: { type: "string", maxLength: 300 } }, required: ["t"] }),
+    );
+    const refused = run("run", "--prompt", "x", "--json-schema", wide, "--max-tokens", "4", "--threads", "1");
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toMatch(/CONSTRAINT_TOO_COMPLEX.*maxLength/);
+    // a larger bound compiles it (the 4 tokens then end the document unfinished: that is the next error)
+    const taken = run(
+      "run",
+      "--prompt",
+      "x",
+      "--json-schema",
+      wide,
+      "--max-tokens",
+      "4",
+      "--threads",
+      "1",
+      "--grammar-max-repetition",
+      "512",
+    );
+    expect(taken.stderr).not.toContain("CONSTRAINT_TOO_COMPLEX");
+    expect(taken.stderr).toContain("JSON_SCHEMA_INCOMPLETE");
+  });
+
   it("an unfinished document (max tokens) is an error, not printed as valid", () => {
     const long = file(
       "long.json",

@@ -16,7 +16,7 @@ import { CliUsageError, defineCommand, write, type CommandIo } from "../command.
 import { refuseUnlessFitsCpu } from "../residency-check.js";
 import { defaultModelInfo, defaultModelPath } from "@keepquant/default-model";
 import { checkModelFile } from "../model-file.js";
-import { resolveSpeculative } from "./engine-options.js";
+import { resolveGrammarLimits, resolveSpeculative } from "./engine-options.js";
 import { parseIntegerOption, parseNumberOption } from "./numeric-option.js";
 import { parseThinkingBudget } from "./run.js";
 import { applyThreadCount, parseThreadCount } from "./threads.js";
@@ -94,6 +94,8 @@ export const command = defineCommand({
     "--no-webui             do not serve the web chat page on /",
     "--model-name NAME      model id in /v1/models (default: the file name)",
     `--drain-timeout S      seconds SIGINT/SIGTERM wait for in-flight requests: 0 .. ${MAX_DRAIN_TIMEOUT_MS / 1000} (default ${DEFAULT_DRAIN_TIMEOUT_MS / 1000})`,
+    "--grammar-max-repetition N   longest maxLength (or EBNF {m,n}) a response_format or tool schema may ask for (default 256; more is a 400)",
+    "--grammar-compile-timeout S  seconds a schema's compile may take before the request gets a 400 (default 30)",
     "--force                serve even when the planner says the model does not fit in available memory (and allow --threads up to 1024)",
     "without model.gguf: the embedded default model (@keepquant/default-model)",
   ],
@@ -119,6 +121,8 @@ export const command = defineCommand({
     "model-name": { type: "string" },
     "drain-timeout": { type: "string" },
     "thinking-budget": { type: "string" },
+    "grammar-max-repetition": { type: "string" },
+    "grammar-compile-timeout": { type: "string" },
     force: { type: "boolean" },
   },
   async run(values, positionals, io: CommandIo): Promise<number> {
@@ -148,6 +152,7 @@ export const command = defineCommand({
     if (values["no-prefix-cache"] && values["prefix-cache"] !== undefined)
       throw new CliUsageError("give --prefix-cache N or --no-prefix-cache, not both");
     const speculative = resolveSpeculative(values);
+    const grammarLimits = resolveGrammarLimits(values);
     const snapshots = values["no-prefix-cache"]
       ? 0
       : (parseIntegerOption("prefix-cache", values["prefix-cache"], { min: 0 }) ?? DEFAULT_PREFIX_CACHE_SNAPSHOTS);
@@ -225,6 +230,7 @@ export const command = defineCommand({
       prefixCacheSnapshots: snapshots,
       ...(threads === undefined ? {} : { threads }),
       ...(speculative === undefined ? {} : { speculative }),
+      ...(grammarLimits === undefined ? {} : { grammarLimits }),
     };
     // the planner first (header only): a model that cannot fit is refused before the port opens
     await refuseUnlessFitsCpu(modelPath, options, { force: values.force === true, io });
