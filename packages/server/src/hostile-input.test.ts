@@ -96,6 +96,23 @@ function sendUntilAnswered(
   });
 }
 
+/** Runs `body` with a node:http agent that keeps connections alive, then with one that does not. */
+async function withEachAgent(body: (agent: http.Agent) => Promise<void>): Promise<void> {
+  for (const keepAlive of [true, false]) {
+    const agent = new http.Agent({ keepAlive });
+    try {
+      await body(agent);
+    } finally {
+      agent.destroy();
+    }
+  }
+}
+
+function expectTooLarge(answer: RawAnswer): void {
+  expect(answer.status).toBe(413);
+  expect(JSON.parse(answer.body)).toMatchObject({ error: { code: "request_too_large" } });
+}
+
 /** Resolves once `condition()` holds, checking between turns of the event loop. */
 async function until(condition: () => boolean): Promise<void> {
   while (!condition()) await new Promise((resolve) => setTimeout(resolve, 2));
@@ -148,23 +165,17 @@ describe("early refusals stay readable by a client that is still sending", () =>
           expect(response.status).toBe(413);
           expect(((await response.json()) as { error: { code: string } }).error.code).toBe("request_too_large");
         }
-        for (const keepAlive of [true, false]) {
-          const agent = new http.Agent({ keepAlive });
-          try {
-            for (let i = 0; i < 4; i++) {
-              const answer = await sendUntilAnswered(url, {
-                headers: { ...JSON_HEADERS, "Content-Length": 9 * MiB },
-                chunk: Buffer.alloc(MiB, 0x20),
-                chunks: 9,
-                agent,
-              });
-              expect(answer.status).toBe(413);
-              expect(JSON.parse(answer.body)).toMatchObject({ error: { code: "request_too_large" } });
-            }
-          } finally {
-            agent.destroy();
+        await withEachAgent(async (agent) => {
+          for (let i = 0; i < 4; i++) {
+            const answer = await sendUntilAnswered(url, {
+              headers: { ...JSON_HEADERS, "Content-Length": 9 * MiB },
+              chunk: Buffer.alloc(MiB, 0x20),
+              chunks: 9,
+              agent,
+            });
+            expectTooLarge(answer);
           }
-        }
+        });
         const folder = mkdtempSync(path.join(tmpdir(), "kq-curl-"));
         try {
           const file = path.join(folder, "body.json");
@@ -202,26 +213,18 @@ describe("early refusals stay readable by a client that is still sending", () =>
 
   it("a chunked body over the limit and a declared length past the linger bound (another process): the answer, then the connection ends", async () => {
     await withServerProcess({ maxBodyBytes: MiB }, async (url) => {
-      for (const keepAlive of [true, false]) {
-        const agent = new http.Agent({ keepAlive });
-        try {
-          // no Content-Length: the limit is found while reading
-          const chunked = await sendUntilAnswered(url, { headers: JSON_HEADERS, chunk: Buffer.alloc(256 * 1024, 0x20), chunks: 64, agent });
-          expect(chunked.status).toBe(413);
-          expect(JSON.parse(chunked.body)).toMatchObject({ error: { code: "request_too_large" } });
-          // a declared length beyond what the server discards: refused before reading, then half-closed
-          const declared = await sendUntilAnswered(url, {
-            headers: { ...JSON_HEADERS, "Content-Length": LINGER_BYTES * 4 },
-            chunk: Buffer.alloc(MiB, 0x20),
-            chunks: 64,
-            agent,
-          });
-          expect(declared.status).toBe(413);
-          expect(JSON.parse(declared.body)).toMatchObject({ error: { code: "request_too_large" } });
-        } finally {
-          agent.destroy();
-        }
-      }
+      await withEachAgent(async (agent) => {
+        // no Content-Length: the limit is found while reading
+        expectTooLarge(await sendUntilAnswered(url, { headers: JSON_HEADERS, chunk: Buffer.alloc(256 * 1024, 0x20), chunks: 64, agent }));
+        // a declared length beyond what the server discards: refused before reading, then half-closed
+        const declared = await sendUntilAnswered(url, {
+          headers: { ...JSON_HEADERS, "Content-Length": LINGER_BYTES * 4 },
+          chunk: Buffer.alloc(MiB, 0x20),
+          chunks: 64,
+          agent,
+        });
+        expectTooLarge(declared);
+      });
     });
   });
 
