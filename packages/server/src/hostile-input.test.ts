@@ -465,6 +465,31 @@ describe("chats are bounded before the template runs", () => {
   });
 });
 
+describe("what a request leaves behind", () => {
+  it("no signal of a finished request stays with the server (Node 20 kept one WeakRef per request on the drain's signal)", async () => {
+    await withServer({ contextTokens: 2048 }, async ({ url, server }) => {
+      const messages = [
+        { role: "system", content: "You are terse." },
+        { role: "user", content: "hi" },
+      ];
+      for (let i = 0; i < 20; i++) {
+        const routes: [string, unknown][] = [
+          ["/v1/chat/completions", { messages, max_tokens: 2 }],
+          ["/v1/completions", { prompt: "Once", max_tokens: 2 }],
+          ["/tokenize", { content: "hello world" }],
+        ];
+        for (const [route, body] of routes) {
+          const response = await fetch(`${url}${route}`, { method: "POST", headers: JSON_HEADERS, body: JSON.stringify(body) });
+          expect(response.status).toBe(200);
+          await response.arrayBuffer();
+        }
+      }
+      await until(() => server.requestsBeforeEngine === 0);
+      expect(server.requestsBeforeEngine).toBe(0);
+    });
+  });
+});
+
 describe("API keys", () => {
   it("a key no client could send (outside Latin-1, white space at an end) is refused when the server is made; a Latin-1 key works", async () => {
     expect(() => createKeepquantServer({ engine, apiKey: " secret" })).toThrow(/apiKey must not begin or end with white space/);

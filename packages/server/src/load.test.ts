@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { encodeChat, Engine } from "@keepquant/engine";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { runLoad } from "./load.js";
+import { metricValue, runLoad } from "./load.js";
 import { defaultModelFile, startTestServer, type TestServer, TEST_ENGINE_OPTIONS } from "./test-support.js";
 
 const cacheDir = mkdtempSync(path.join(tmpdir(), "kq-load-"));
@@ -29,13 +29,7 @@ afterAll(async () => {
 
 /** Sum of a metric's samples whose labels contain `labels` (e.g. `finish_reason="abort"`). */
 async function metric(name: string, labels: string[] = []): Promise<number> {
-  const text = await (await fetch(`${serving.url}/metrics`)).text();
-  let sum = 0;
-  for (const line of text.split("\n")) {
-    if (!line.startsWith(`${name}{`) && !line.startsWith(`${name} `)) continue;
-    if (labels.every((label) => line.includes(label))) sum += Number(line.split(" ").pop());
-  }
-  return sum;
+  return metricValue(await (await fetch(`${serving.url}/metrics`)).text(), name, labels);
 }
 
 describe("load: 32 concurrent streams, a quarter disconnecting, some sharing prefixes", () => {

@@ -58,11 +58,13 @@ const WORDS = [
   "cache",
 ];
 
-function words(random: () => number, count: number): string {
+/** `count` words drawn from a fixed list. */
+export function words(random: () => number, count: number): string {
   return Array.from({ length: count }, () => WORDS[Math.floor(random() * WORDS.length)]).join(" ");
 }
 
-function between(random: () => number, [low, high]: [number, number]): number {
+/** An integer in [low, high]. */
+export function between(random: () => number, [low, high]: [number, number]): number {
   return low + Math.floor(random() * (high - low + 1));
 }
 
@@ -90,54 +92,72 @@ async function one(url: string, record: LoadRecord, apiKey: string | undefined):
     await response.text();
     return;
   }
-  const reader = response.body.getReader();
-  const decoder = new TextDecoder();
-  let buffer = "";
   try {
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      buffer += decoder.decode(value, { stream: true });
-      for (let newline = buffer.indexOf("\n\n"); newline >= 0; newline = buffer.indexOf("\n\n")) {
-        const event = buffer.slice(0, newline);
-        buffer = buffer.slice(newline + 2);
-        if (!event.startsWith("data: ")) continue;
-        const data = event.slice(6);
-        if (data === "[DONE]") {
-          record.done++;
-          continue;
-        }
-        const chunk = JSON.parse(data) as {
-          choices: {
-            delta: { content?: string; reasoning_content?: string };
-            logprobs: { content: unknown[] } | null;
-            finish_reason: string | null;
-          }[];
-          usage?: LoadRecord["usage"] | null;
-        };
-        if (chunk.usage) record.usage = chunk.usage;
-        for (const choice of chunk.choices) {
-          const received = choice.logprobs?.content.length ?? 0;
-          if (received > 0 && record.tokens === 0) record.ttftMs = performance.now() - started;
-          record.tokens += received;
-          record.text += (choice.delta.reasoning_content ?? "") + (choice.delta.content ?? "");
-          if (choice.finish_reason) {
-            record.finishes++;
-            record.finishReason = choice.finish_reason;
-          }
-        }
-        if (record.disconnectAfter >= 0 && record.tokens >= record.disconnectAfter && !record.disconnected) {
-          record.disconnected = true;
-          controller.abort();
-          return;
+    await readDataEvents(response.body, (data) => {
+      if (data === "[DONE]") {
+        record.done++;
+        return;
+      }
+      const chunk = JSON.parse(data) as {
+        choices: {
+          delta: { content?: string; reasoning_content?: string };
+          logprobs: { content: unknown[] } | null;
+          finish_reason: string | null;
+        }[];
+        usage?: LoadRecord["usage"] | null;
+      };
+      if (chunk.usage) record.usage = chunk.usage;
+      for (const choice of chunk.choices) {
+        const received = choice.logprobs?.content.length ?? 0;
+        if (received > 0 && record.tokens === 0) record.ttftMs = performance.now() - started;
+        record.tokens += received;
+        record.text += (choice.delta.reasoning_content ?? "") + (choice.delta.content ?? "");
+        if (choice.finish_reason) {
+          record.finishes++;
+          record.finishReason = choice.finish_reason;
         }
       }
-    }
+      if (record.disconnectAfter >= 0 && record.tokens >= record.disconnectAfter && !record.disconnected) {
+        record.disconnected = true;
+        controller.abort();
+        return "stop";
+      }
+    });
   } catch (error) {
     if (!record.disconnected) throw error;
   } finally {
     record.totalMs = performance.now() - started;
   }
+}
+
+/**
+ * Reads a server-sent event stream and hands each event's `data:` payload to `onData` as it arrives,
+ * until the stream ends or `onData` returns "stop" (the caller then aborts the request).
+ */
+export async function readDataEvents(body: ReadableStream<Uint8Array>, onData: (data: string) => "stop" | undefined): Promise<void> {
+  const reader = body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = "";
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) return;
+    buffer += decoder.decode(value, { stream: true });
+    for (let cut = buffer.indexOf("\n\n"); cut >= 0; cut = buffer.indexOf("\n\n")) {
+      const event = buffer.slice(0, cut);
+      buffer = buffer.slice(cut + 2);
+      if (event.startsWith("data: ") && onData(event.slice(6)) === "stop") return;
+    }
+  }
+}
+
+/** The sum of a Prometheus exposition's samples of `name` whose labels contain every one of `labels` (e.g. `finish_reason="abort"`). */
+export function metricValue(exposition: string, name: string, labels: readonly string[] = []): number {
+  let sum = 0;
+  for (const line of exposition.split("\n")) {
+    if (!line.startsWith(`${name}{`) && !line.startsWith(`${name} `)) continue;
+    if (labels.every((label) => line.includes(label))) sum += Number(line.split(" ").pop());
+  }
+  return sum;
 }
 
 /** Builds the requests (deterministic for a seed) and runs them all at once. */

@@ -26,7 +26,15 @@ import {
   type Tokenizer,
   toolCallFormatOf,
 } from "@keepquant/engine";
-import { drainReason, RequestTracker, refuseByteLength, refuseChatBytes, shuttingDown, type TrackedRequest } from "./admission.js";
+import {
+  type DrainAbort,
+  drainReason,
+  RequestTracker,
+  refuseByteLength,
+  refuseChatBytes,
+  shuttingDown,
+  type TrackedRequest,
+} from "./admission.js";
 import { BodyReader, lingerAfterAnswer } from "./body.js";
 import type { Capacity } from "./capacity.js";
 import { chatConstraint, constraintError, constraintParam } from "./constraint.js";
@@ -207,8 +215,12 @@ export class KeepquantServer {
   private readonly created = Math.floor(Date.now() / 1000);
   private readonly tracker = new RequestTracker();
   private readonly jsonParser = new JsonParser();
-  /** Aborted when the drain begins: stops prompts still being tokenized. */
-  private readonly drainController = new AbortController();
+  /**
+   * The signals of requests not yet handed to the engine (reading, tokenizing): the drain aborts them. Each leaves
+   * when its response closes. (One AbortSignal.any per request over a server-long signal leaked: Node 20 keeps a
+   * WeakRef per dependant of the long-lived signal and never prunes it.)
+   */
+  private readonly beforeEngine = new Set<AbortController>();
   private draining = false;
   private httpServer: http.Server | undefined;
 
@@ -335,7 +347,7 @@ export class KeepquantServer {
   async close(timeoutMs = this.drainTimeoutMs): Promise<void> {
     timeoutMs = duration(timeoutMs, "close(timeoutMs)", this.drainTimeoutMs);
     this.draining = true;
-    this.drainController.abort("drain-not-started");
+    for (const controller of this.beforeEngine) controller.abort("drain-not-started" satisfies DrainAbort);
     const server = this.httpServer;
     const closed = server ? new Promise<void>((resolve) => server.close(() => resolve())) : Promise.resolve();
     server?.closeIdleConnections();
@@ -352,11 +364,27 @@ export class KeepquantServer {
 
   /** Aborted when the client goes away or the drain begins (for work before the engine: tokenizing). */
   private requestSignal(res: http.ServerResponse): AbortSignal {
-    const gone = new AbortController();
+    const controller = new AbortController();
+    if (this.draining) {
+      controller.abort("drain-not-started" satisfies DrainAbort);
+      return controller.signal;
+    }
+    // the client may be gone already: its "close" has fired, and nothing would take it out of the set
+    if (res.destroyed || res.socket?.destroyed === true) {
+      controller.abort("client-gone");
+      return controller.signal;
+    }
+    this.beforeEngine.add(controller);
     res.once("close", () => {
-      if (!res.writableFinished) gone.abort("client-gone");
+      this.beforeEngine.delete(controller);
+      if (!res.writableFinished) controller.abort("client-gone");
     });
-    return AbortSignal.any([gone.signal, this.drainController.signal]);
+    return controller.signal;
+  }
+
+  /** Requests not yet handed to the engine (for tests: none is left once every response closed). */
+  get requestsBeforeEngine(): number {
+    return this.beforeEngine.size;
   }
 
   /** Runs the tokenization of a prompt; a drain that stops it is a 503. */
