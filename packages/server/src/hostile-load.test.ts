@@ -9,6 +9,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { Engine } from "@keepquant/engine";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { readDataEvents } from "./load.js";
 import { defaultModelFile, MiB, mixedText, startTestServer, TEST_ENGINE_OPTIONS, watchTokenizer } from "./test-support.js";
 
 const cacheDir = mkdtempSync(path.join(tmpdir(), "kq-hostile-"));
@@ -59,21 +60,11 @@ function sendWhole(
 /** The `data:` payloads of an SSE response, as they arrive; `onEvent` sees each one. */
 async function readEvents(response: Response, onEvent: (data: string) => void = () => {}): Promise<string[]> {
   const events: string[] = [];
-  const reader = response.body!.getReader();
-  const decoder = new TextDecoder();
-  let buffer = "";
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    buffer += decoder.decode(value, { stream: true });
-    for (let cut = buffer.indexOf("\n\n"); cut >= 0; cut = buffer.indexOf("\n\n")) {
-      const event = buffer.slice(0, cut);
-      buffer = buffer.slice(cut + 2);
-      if (!event.startsWith("data: ")) continue;
-      events.push(event.slice(6));
-      onEvent(event.slice(6));
-    }
-  }
+  await readDataEvents(response.body!, (data) => {
+    events.push(data);
+    onEvent(data);
+    return undefined;
+  });
   return events;
 }
 
