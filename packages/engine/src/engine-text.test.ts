@@ -60,6 +60,11 @@ describe("generate with the file's tokenizer", () => {
     const stopped = await engine.generateToEnd("The quick brown fox", { maxTokens: 24, ignoreEog: true, stop: [stop] });
     expect(stopped.stopReason).toBe("stop_string");
     expect(stopped.text).toBe(full.text.slice(0, full.text.indexOf(stop)));
+    // the result names which stop string ended it (a stop string that never occurs is not it)
+    const never = "\u0000never\u0000";
+    const named = await engine.generateToEnd("The quick brown fox", { maxTokens: 24, ignoreEog: true, stop: [never, stop] });
+    expect(named.stopString).toBe(stop);
+    expect(full.stopString).toBeUndefined();
     expect(engine.stats().kv.blocksFree).toBe(engine.stats().kv.blocksTotal);
   });
 

@@ -227,6 +227,8 @@ export interface GenerationResult {
   tokens: number[];
   text: string;
   stopReason: StopReason;
+  /** Which of the request's stop strings ended it (stop reason "stop_string"). */
+  stopString?: string;
   stats: GenerationStats;
 }
 

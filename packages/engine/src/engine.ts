@@ -239,6 +239,8 @@ class Request implements ScheduledSequence, SpeculativeSequence {
   deferred: DeferredChunk | undefined;
   readonly generated: number[] = [];
   text = "";
+  /** the stop string that ended the generation (stop reason "stop_string") */
+  stopString: string | undefined;
   readonly submittedAt = performance.now();
   firstTokenAt = 0;
   private readonly queue: GenerationEvent[] = [];
@@ -1030,6 +1032,7 @@ export class Engine {
       const match = request.stops.push(request.detokenizer.push(token));
       text = match.text;
       stopped = match.stop !== undefined;
+      if (match.stop !== undefined) request.stopString = match.stop;
       request.text += text;
     }
     request.push(
@@ -1061,6 +1064,7 @@ export class Engine {
       tokens: [...request.generated],
       text: request.text,
       stopReason,
+      ...(stopReason === "stop_string" && request.stopString !== undefined ? { stopString: request.stopString } : {}),
       stats: {
         promptTokens: request.promptLength,
         generatedTokens: generated,
