@@ -131,7 +131,7 @@ async function one(url: string, record: LoadRecord, apiKey: string | undefined):
 }
 
 /**
- * Reads a server-sent event stream and hands each event's `data:` payload to `onData` as it arrives,
+ * Reads a server-sent event stream and hands each event's `data:` payload (one line) to `onData` as it arrives,
  * until the stream ends or `onData` returns "stop" (the caller then aborts the request).
  */
 export async function readDataEvents(body: ReadableStream<Uint8Array>, onData: (data: string) => "stop" | undefined): Promise<void> {
@@ -145,7 +145,9 @@ export async function readDataEvents(body: ReadableStream<Uint8Array>, onData: (
     for (let cut = buffer.indexOf("\n\n"); cut >= 0; cut = buffer.indexOf("\n\n")) {
       const event = buffer.slice(0, cut);
       buffer = buffer.slice(cut + 2);
-      if (event.startsWith("data: ") && onData(event.slice(6)) === "stop") return;
+      // an event's data line (named events, as Anthropic's and the Responses API's, have an `event:` line first)
+      const data = event.split("\n").find((line) => line.startsWith("data: "));
+      if (data !== undefined && onData(data.slice(6)) === "stop") return;
     }
   }
 }

@@ -131,20 +131,20 @@ export interface CompletionRequest extends SamplingFields {
   echo: boolean;
 }
 
-type Body = Record<string, unknown>;
+export type Body = Record<string, unknown>;
 
-function isObject(value: unknown): value is Body {
+export function isObject(value: unknown): value is Body {
   return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
-function typeName(value: unknown): string {
+export function typeName(value: unknown): string {
   if (value === null) return "null";
   if (Array.isArray(value)) return "array";
   return typeof value;
 }
 
 /** `rule` names a finite range ("in [0, 2]"): JSON's 1e309 parses to Infinity and gets the same message. */
-function optionalNumber(body: Body, field: string, check: (n: number) => boolean, rule: string, param = field): number | undefined {
+export function optionalNumber(body: Body, field: string, check: (n: number) => boolean, rule: string, param = field): number | undefined {
   const value = body[field];
   if (value === undefined || value === null) return undefined;
   if (typeof value !== "number") throw invalidRequest(param, `${param} must be a number, got ${typeName(value)}`, "invalid_type");
@@ -153,7 +153,7 @@ function optionalNumber(body: Body, field: string, check: (n: number) => boolean
 }
 
 /** Refuses a field of `body` outside `known`, naming it (`where` is the path of `body`, "" at the top). */
-function refuseUnknown(body: Body, known: ReadonlySet<string>, where: string): void {
+export function refuseUnknown(body: Body, known: ReadonlySet<string>, where: string): void {
   for (const key of Object.keys(body)) {
     if (known.has(key)) continue;
     const param = where === "" ? key : `${where}.${key}`;
@@ -169,7 +169,7 @@ function refuseUnknown(body: Body, known: ReadonlySet<string>, where: string): v
  * Refuses a JSON value nested deeper than MAX_JSON_DEPTH (objects and arrays), checked without
  * recursion so that the check itself cannot exhaust the stack.
  */
-function refuseDeep(value: unknown, param: string): void {
+export function refuseDeep(value: unknown, param: string): void {
   const stack: [unknown, number][] = [[value, 1]];
   while (stack.length > 0) {
     const [item, depth] = stack.pop()!;
@@ -188,14 +188,14 @@ function onlyDefault(body: Body, field: string, accepted: unknown, why: string):
   throw invalidRequest(field, `${field} ${JSON.stringify(value)} is not supported: ${why}`, "unsupported_value");
 }
 
-function optionalBoolean(body: Body, field: string): boolean | undefined {
+export function optionalBoolean(body: Body, field: string): boolean | undefined {
   const value = body[field];
   if (value === undefined || value === null) return undefined;
   if (typeof value !== "boolean") throw invalidRequest(field, `${field} must be a boolean, got ${typeName(value)}`, "invalid_type");
   return value;
 }
 
-function optionalString(body: Body, field: string): string | undefined {
+export function optionalString(body: Body, field: string): string | undefined {
   const value = body[field];
   if (value === undefined || value === null) return undefined;
   if (typeof value !== "string") throw invalidRequest(field, `${field} must be a string, got ${typeName(value)}`, "invalid_type");
@@ -206,17 +206,17 @@ const isInt = (n: number): boolean => Number.isSafeInteger(n);
 const INT_RANGE = "an integer in [-(2^53 - 1), 2^53 - 1]";
 const MAX_TOKENS_RULE = "an integer in [1, 2^53 - 1]";
 
-function parseStop(body: Body): string[] {
-  const value = body["stop"];
+export function parseStop(body: Body, field = "stop"): string[] {
+  const value = body[field];
   if (value === undefined || value === null) return [];
   const list = typeof value === "string" ? [value] : value;
   if (!Array.isArray(list) || list.some((s) => typeof s !== "string")) {
-    throw invalidRequest("stop", `stop must be a string or an array of strings, got ${typeName(value)}`, "invalid_type");
+    throw invalidRequest(field, `${field} must be a string or an array of strings, got ${typeName(value)}`, "invalid_type");
   }
-  if (list.length > MAX_STOP_STRINGS) throw invalidRequest("stop", `stop has ${list.length} strings; at most ${MAX_STOP_STRINGS}`);
+  if (list.length > MAX_STOP_STRINGS) throw invalidRequest(field, `${field} has ${list.length} strings; at most ${MAX_STOP_STRINGS}`);
   for (const s of list as string[]) {
-    if (s.length === 0) throw invalidRequest("stop", "stop strings must not be empty");
-    if (s.length > MAX_STOP_LENGTH) throw invalidRequest("stop", `a stop string has ${s.length} characters; at most ${MAX_STOP_LENGTH}`);
+    if (s.length === 0) throw invalidRequest(field, `${field} strings must not be empty`);
+    if (s.length > MAX_STOP_LENGTH) throw invalidRequest(field, `a ${field} string has ${s.length} characters; at most ${MAX_STOP_LENGTH}`);
   }
   return list as string[];
 }

@@ -1,12 +1,13 @@
 /**
- * The OpenAI-compatible HTTP server over an `Engine`. `createKeepquantServer(options).handler` is a
- * plain `(req, res)` listener an application can mount (node:http, or `app.use` in express-like
- * frameworks); `listen()` runs it on its own node:http server, and `close()` drains it.
+ * The HTTP server over an `Engine`: OpenAI's chat completions and completions, and the agent APIs (Anthropic's
+ * Messages, messages-api.ts; OpenAI's Responses, responses-api.ts), which share one generation path (generation.ts).
+ * `createKeepquantServer(options).handler` is a plain `(req, res)` listener an application can mount (node:http,
+ * or `app.use` in express-like frameworks); `listen()` runs it on its own node:http server, and `close()` drains it.
  *
  * The server sits on the public Engine API only: generate (with an AbortSignal per request),
  * stats(), tokenizer and encodeChat. It never reaches into the scheduler step.
  */
-import { randomBytes, randomInt, timingSafeEqual } from "node:crypto";
+import { randomInt, timingSafeEqual } from "node:crypto";
 import http from "node:http";
 import type { AddressInfo, Socket } from "node:net";
 import {
@@ -20,7 +21,6 @@ import {
   type GenerateParams,
   type GenerationResult,
   OutputParser,
-  type ParsedOutput,
   type StopReason,
   type TokenLogprob,
   type Tokenizer,
@@ -36,14 +36,24 @@ import {
   type TrackedRequest,
 } from "./admission.js";
 import { BodyReader, lingerAfterAnswer } from "./body.js";
+import { chatCompletionSink, newId, OPENAI_ERRORS, SYSTEM_FINGERPRINT, timingsOf, usageOf } from "./chat-api.js";
 import type { Capacity } from "./capacity.js";
 import { chatConstraint, constraintError, constraintParam } from "./constraint.js";
 import { ApiError, invalidRequest } from "./errors.js";
 import { JsonParser, JsonShapeError, parseJsonBody } from "./json-worker.js";
+import type { AnswerSink, Endpoint, ErrorFormat, LogprobEntry, SinkContext } from "./generation.js";
+import { ANTHROPIC_ERRORS, messagesParam, messagesSink, parseMessagesRequest } from "./messages-api.js";
 import { type FinishLabel, ServerMetrics } from "./metrics.js";
+import {
+  RESPONSES_ERRORS,
+  ResponseStore,
+  type ResponseStoreOptions,
+  parseResponsesRequest,
+  responsesParam,
+  responsesSink,
+} from "./responses-api.js";
 import { type ChatRequest, type CompletionRequest, parseChatRequest, parseCompletionRequest, type SamplingFields } from "./requests.js";
 import { detokenizeRoute, type TokenizationOptions, tokenizationLimit, tokenizeRoute } from "./tokenize-endpoint.js";
-import { ChatOutput } from "./tool-calls.js";
 import { loadWebUi, type StaticFile } from "./webui.js";
 
 export interface KeepquantServerOptions {
@@ -71,6 +81,8 @@ export interface KeepquantServerOptions {
   keepAliveTimeoutMs?: number;
   /** Most messages in one chat request (default 4096): 400 `too_many_messages` beyond, before the template runs. */
   maxMessages?: number;
+  /** Bounds of the /v1/responses store (default 1000 responses, 64 MiB): least recently used out first. */
+  responseStore?: ResponseStoreOptions;
   /** Serve the web chat page on GET / (default true). */
   webui?: boolean;
   /** Folder of the web page's files (default: the package's `webui/`). */
@@ -103,16 +115,17 @@ export const DEFAULT_MAX_MESSAGES = 4096;
  * delay is not honoured: Node warns (TimeoutOverflowWarning) and fires after 1 ms.
  */
 export const MAX_DRAIN_TIMEOUT_MS = 2 ** 31 - 1;
-const SYSTEM_FINGERPRINT = "keepquant";
 
-type Handler = (req: http.IncomingMessage, res: http.ServerResponse) => Promise<void>;
+type Handler = (req: http.IncomingMessage, res: http.ServerResponse, params: readonly string[]) => Promise<void>;
 
 interface Route {
   name: string;
-  method: "GET" | "POST";
+  method: "GET" | "POST" | "DELETE";
   /** needs the API key when one is set */
   auth: boolean;
   run: Handler;
+  /** the API's error shape (default OpenAI's) */
+  errors?: ErrorFormat;
 }
 
 /** A timer duration in ms: finite, in [0, MAX_DRAIN_TIMEOUT_MS]; RangeError naming the option and the range otherwise. */
@@ -150,35 +163,6 @@ function finishReason(stop: StopReason, toolCalls: number): "stop" | "length" | 
   return toolCalls > 0 ? "tool_calls" : "stop";
 }
 
-function usageOf(result: GenerationResult) {
-  const s = result.stats;
-  return {
-    prompt_tokens: s.promptTokens,
-    completion_tokens: s.generatedTokens,
-    total_tokens: s.promptTokens + s.generatedTokens,
-    prompt_tokens_details: { cached_tokens: s.cachedPromptTokens },
-  };
-}
-
-/** llama.cpp's `timings` object (the web page shows it). */
-function timingsOf(result: GenerationResult) {
-  const s = result.stats;
-  const predictedMs = Math.max(0, s.totalMs - s.timeToFirstTokenMs);
-  return {
-    cache_n: s.cachedPromptTokens,
-    prompt_n: s.promptTokens,
-    prompt_ms: s.timeToFirstTokenMs,
-    prompt_per_second: s.prefillTokensPerSecond,
-    predicted_n: s.generatedTokens,
-    predicted_ms: predictedMs,
-    predicted_per_second: s.generatedTokens > 0 && predictedMs > 0 ? (s.generatedTokens * 1000) / predictedMs : 0,
-  };
-}
-
-function newId(prefix: string): string {
-  return `${prefix}${randomBytes(12).toString("hex")}`;
-}
-
 /** The tokens an answer may take, and the request's max_tokens when the context made it smaller. */
 interface AnswerBudget {
   maxTokens: number;
@@ -212,8 +196,14 @@ export class KeepquantServer {
   private readonly drainTimeoutMs: number;
   private readonly webui: Map<string, StaticFile> | undefined;
   private readonly routes = new Map<string, Route>();
+  /** routes with ids in the path (`/v1/responses/{id}`): the pattern's groups are the run's params */
+  private readonly patternRoutes: { pattern: RegExp; route: Route }[] = [];
+  /** each response's error shape (its route's) */
+  private readonly errorFormats = new WeakMap<http.ServerResponse, ErrorFormat>();
   private readonly created = Math.floor(Date.now() / 1000);
   private readonly tracker = new RequestTracker();
+  /** stored responses of /v1/responses (previous_response_id, GET, DELETE, cancel) */
+  readonly responseStore: ResponseStore;
   private readonly jsonParser = new JsonParser();
   /**
    * The signals of requests not yet handed to the engine (reading, tokenizing): the drain aborts them. Each leaves
@@ -243,6 +233,7 @@ export class KeepquantServer {
     });
     this.keepAliveTimeoutMs = duration(options.keepAliveTimeoutMs, "keepAliveTimeoutMs", DEFAULT_KEEP_ALIVE_TIMEOUT_MS);
     this.maxMessages = positive(options.maxMessages, "maxMessages", DEFAULT_MAX_MESSAGES);
+    this.responseStore = new ResponseStore(options.responseStore);
     this.drainTimeoutMs = duration(options.drainTimeoutMs, "drainTimeoutMs", DEFAULT_DRAIN_TIMEOUT_MS);
     this.metrics = new ServerMetrics(() => this.engine?.stats(), options.capacity);
     this.webui = options.webui === false ? undefined : loadWebUi(options.webuiDir);
@@ -272,6 +263,50 @@ export class KeepquantServer {
       method: "POST",
       auth: true,
       run: (req, res) => this.chat(req, res),
+    });
+    add(["/v1/messages", "/messages"], {
+      name: "messages",
+      method: "POST",
+      auth: true,
+      errors: ANTHROPIC_ERRORS,
+      run: (req, res) => this.anthropicMessages(req, res),
+    });
+    add(["/v1/messages/count_tokens", "/messages/count_tokens"], {
+      name: "count_tokens",
+      method: "POST",
+      auth: true,
+      errors: ANTHROPIC_ERRORS,
+      run: (req, res) => this.anthropicCountTokens(req, res),
+    });
+    add(["/v1/responses", "/responses"], {
+      name: "responses",
+      method: "POST",
+      auth: true,
+      errors: RESPONSES_ERRORS,
+      run: (req, res) => this.responses(req, res),
+    });
+    const responseRoute = (name: string, method: Route["method"], suffix: string, run: Handler): void => {
+      const route: Route = { name, method, auth: true, run };
+      for (const prefix of ["/v1/responses/", "/responses/"])
+        this.patternRoutes.push({ pattern: new RegExp(`^${prefix}([A-Za-z0-9_-]{1,200})${suffix}$`), route });
+    };
+    responseRoute("responses_get", "GET", "", async (_req, res, [id]) => this.sendJson(res, 200, this.responseStore.get(id!)));
+    responseRoute("responses_delete", "DELETE", "", async (_req, res, [id]) => {
+      this.responseStore.delete(id!);
+      this.sendJson(res, 200, { id, object: "response", deleted: true });
+    });
+    responseRoute("responses_cancel", "POST", "/cancel", async (_req, res, [id]) =>
+      this.sendJson(res, 200, await this.responseStore.cancel(id!)),
+    );
+    responseRoute("responses_input_items", "GET", "/input_items", async (_req, res, [id]) => {
+      const data = this.responseStore.inputItems(id!);
+      this.sendJson(res, 200, {
+        object: "list",
+        data,
+        first_id: data[0]?.["id"] ?? null,
+        last_id: data.at(-1)?.["id"] ?? null,
+        has_more: false,
+      });
     });
     add(["/v1/completions", "/completions"], {
       name: "completions",
@@ -399,7 +434,18 @@ export class KeepquantServer {
 
   private async handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
     const path = (req.url ?? "/").split("?")[0]!;
-    const route = this.routes.get(path);
+    let route = this.routes.get(path);
+    let params: readonly string[] = [];
+    for (const entry of route ? [] : this.patternRoutes) {
+      const match = entry.pattern.exec(path);
+      if (match && entry.route.method === req.method) {
+        route = entry.route;
+        params = match.slice(1);
+        break;
+      }
+      if (match && !route) route = entry.route;
+    }
+    if (route?.errors) this.errorFormats.set(res, route.errors);
     // "close" comes for finished responses and for clients that went away mid-stream alike
     res.once("close", () => this.metrics.httpResponses.inc({ route: route?.name ?? "unknown", status: String(res.statusCode) }));
     // an answer sent before the body was read (404, 401, 413, 415, 503, ...) stays readable: body.ts
@@ -413,22 +459,25 @@ export class KeepquantServer {
         });
       }
       if (route.auth) this.authorize(req);
-      await route.run(req, res);
+      await route.run(req, res, params);
     } catch (error) {
       this.sendError(res, error);
     }
   }
 
+  /** The API key as `Authorization: Bearer <key>` (OpenAI's clients) or `x-api-key: <key>` (Anthropic's). */
   private authorize(req: http.IncomingMessage): void {
     if (!this.apiKey) return;
     const header = req.headers.authorization ?? "";
     const match = /^Bearer\s+(.+)$/i.exec(header);
-    const given = match ? Buffer.from(match[1]!.trim(), "latin1") : undefined;
+    const xApiKey = req.headers["x-api-key"];
+    const sent = match ? match[1]!.trim() : typeof xApiKey === "string" ? xApiKey.trim() : undefined;
+    const given = sent === undefined ? undefined : Buffer.from(sent, "latin1");
     if (!given || given.length !== this.apiKey.length || !timingSafeEqual(given, this.apiKey)) {
       throw new ApiError(
         401,
         "authentication_error",
-        match ? "invalid API key" : "missing API key: send Authorization: Bearer <key>",
+        given ? "invalid API key" : "missing API key: send Authorization: Bearer <key> (or x-api-key: <key>)",
         null,
         "invalid_api_key",
         {
@@ -458,12 +507,13 @@ export class KeepquantServer {
 
   private sendError(res: http.ServerResponse, error: unknown): void {
     const api = ApiError.isInstance(error) ? error : new ApiError(500, "server_error", "internal server error", null, "internal_error");
+    const format = this.errorFormats.get(res) ?? OPENAI_ERRORS;
     if (res.headersSent) {
       // mid-stream: one error event, then the end (as llama.cpp's server does)
-      if (!res.writableEnded) res.end(`data: ${JSON.stringify(api.toJSON())}\n\n`);
+      if (!res.writableEnded) res.end(format.streamEnd(api));
       return;
     }
-    this.sendJson(res, api.status, api.toJSON(), api.headers);
+    this.sendJson(res, api.status, format.body(api), api.headers);
   }
 
   private health(res: http.ServerResponse): Promise<void> {
@@ -615,7 +665,7 @@ export class KeepquantServer {
    */
   private async run(
     engine: Engine,
-    endpoint: "chat" | "completions",
+    endpoint: Endpoint,
     ids: readonly number[],
     params: GenerateParams,
     arrival: number,
@@ -657,7 +707,7 @@ export class KeepquantServer {
     return result;
   }
 
-  private countFinish(endpoint: "chat" | "completions", finish: FinishLabel): void {
+  private countFinish(endpoint: Endpoint, finish: FinishLabel): void {
     this.metrics.requests.inc({ endpoint, finish_reason: finish });
   }
 
@@ -701,21 +751,15 @@ export class KeepquantServer {
   }
 
   /**
-   * What a request aborted by the drain sends: nothing yet (the caller's 503 follows), or for a started
-   * stream its ending: an error event, the finish chunk (`finish_reason: "abort"`) and `[DONE]`.
+   * What a request aborted by the drain sends: nothing yet (the caller's 503 follows), or for a started stream
+   * its ending in the API's terms (`cut`: for OpenAI's, an error event, the finish chunk with
+   * `finish_reason: "abort"` and `[DONE]`).
    */
-  private endCutStream(res: http.ServerResponse, controller: AbortController, finishChunk: () => string): void {
+  private endCutStream(res: http.ServerResponse, controller: AbortController, cut: (error: ApiError) => void): void {
     if (!drainReason(controller.signal) || !res.headersSent || res.writableEnded) return;
-    const error = new ApiError(
-      503,
-      "unavailable_error",
-      "the server is shutting down: the answer was cut at the drain timeout",
-      null,
-      "shutting_down",
+    cut(
+      new ApiError(503, "unavailable_error", "the server is shutting down: the answer was cut at the drain timeout", null, "shutting_down"),
     );
-    res.write(`data: ${JSON.stringify(error.toJSON())}\n\n`);
-    res.write(finishChunk());
-    res.end("data: [DONE]\n\n");
   }
 
   private startStream(res: http.ServerResponse, headers: Record<string, string> = {}): void {
@@ -748,14 +792,55 @@ export class KeepquantServer {
     const arrival = performance.now();
     const engine = this.requireEngine();
     const request: ChatRequest = parseChatRequest(await this.readJson(req), { maxMessages: this.maxMessages });
+    await this.generateChat(res, engine, "chat", request, arrival, (ctx) => chatCompletionSink(ctx, request));
+  }
+
+  /** OpenAI's Responses API (responses-api.ts). */
+  private async responses(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    const arrival = performance.now();
+    const engine = this.requireEngine();
+    const request = parseResponsesRequest(await this.readJson(req), { maxMessages: this.maxMessages, store: this.responseStore });
+    await this.generateChat(
+      res,
+      engine,
+      "responses",
+      request.chat,
+      arrival,
+      (ctx) => responsesSink(ctx, request, this.responseStore),
+      responsesParam(request),
+    );
+  }
+
+  /** Anthropic's Messages API (messages-api.ts). */
+  private async anthropicMessages(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    const arrival = performance.now();
+    const engine = this.requireEngine();
+    const request = parseMessagesRequest(await this.readJson(req), { maxMessages: this.maxMessages });
+    await this.generateChat(res, engine, "messages", request.chat, arrival, (ctx) => messagesSink(ctx, request), messagesParam);
+  }
+
+  /** `/v1/messages/count_tokens`: the prompt's tokens, `{input_tokens}`. */
+  private async anthropicCountTokens(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    this.requireEngine();
+    const request = parseMessagesRequest(await this.readJson(req), { maxMessages: this.maxMessages, countOnly: true });
+    this.sendJson(res, 200, { input_tokens: await this.countChatTokens(res, request.chat) });
+  }
+
+  /**
+   * A chat request's prompt: the messages' text bounded before the template runs, the template rendered and
+   * tokenized off the event loop (a template error is a 400 naming `messages`).
+   */
+  private async encodeChatRequest(
+    engine: Engine,
+    request: ChatRequest,
+    signal: AbortSignal,
+  ): Promise<{ tokenizer: Tokenizer; encoded: ReturnType<typeof encodeChat>; useTools: boolean }> {
     const tokenizer = engine.tokenizer;
     if (!tokenizer) throw invalidRequest("messages", "this model has no usable tokenizer: use /v1/completions with token ids");
     refuseChatBytes(tokenizer, request.messages, this.contextTokens);
     const useTools = request.tools !== undefined && request.tools.length > 0 && request.toolChoice !== "none";
-    const signal = this.requestSignal(res);
-    let encoded: ReturnType<typeof encodeChat>;
     try {
-      encoded = await this.tokenizing(
+      const encoded = await this.tokenizing(
         encodeChatAsync(
           tokenizer,
           request.messages,
@@ -767,22 +852,60 @@ export class KeepquantServer {
           { signal, beforeEncode: (text) => refuseByteLength(tokenizer, text, this.contextTokens, "messages") },
         ),
       );
+      return { tokenizer, encoded, useTools };
     } catch (error) {
       if (ApiError.isInstance(error) || signal.aborted) throw error;
       throw invalidRequest("messages", `the chat template failed: ${(error as Error).message}`, "template_error");
     }
-    const budget = this.fitContext(encoded.ids.length, request.maxTokens, "messages");
-    const maxTokens = budget.maxTokens;
+  }
+
+  /** The prompt tokens of a chat request (Anthropic's /v1/messages/count_tokens). */
+  private async countChatTokens(res: http.ServerResponse, request: ChatRequest): Promise<number> {
+    const engine = this.requireEngine();
+    const { encoded } = await this.encodeChatRequest(engine, request, this.requestSignal(res));
+    return encoded.ids.length;
+  }
+
+  /**
+   * The one generation path of the chat APIs (generation.ts): the request mapped onto the engine, its output parsed
+   * (reasoning, content, tool calls) and handed to the API's sink. `param` names a chat-completions field in the
+   * API's own terms for its 400s.
+   */
+  private async generateChat(
+    res: http.ServerResponse,
+    engine: Engine,
+    endpoint: Endpoint,
+    request: ChatRequest,
+    arrival: number,
+    sinkOf: (ctx: SinkContext) => AnswerSink,
+    param: (name: string | null) => string | null = (name) => name,
+  ): Promise<void> {
+    const signal = this.requestSignal(res);
+    const renamed = (error: unknown): never => {
+      if (ApiError.isInstance(error) && error.status === 400) {
+        throw new ApiError(400, error.type, error.message, param(error.param), error.code, error.headers);
+      }
+      throw error;
+    };
+    const { tokenizer, encoded, useTools } = await this.encodeChatRequest(engine, request, signal).catch(renamed);
+    const budget = (() => {
+      try {
+        return this.fitContext(encoded.ids.length, request.maxTokens, "messages");
+      } catch (error) {
+        return renamed(error);
+      }
+    })();
     const cap = capNotice(budget);
     const head = await this.tokenizing(
       sharedHeadLength(tokenizer, request.messages, useTools ? request.tools : undefined, request.templateKwargs, encoded.ids, signal),
     );
     // structured output: the constraint (compiled now, so that a refused schema is a 400) and the thinking budget
     const thinking = /<think>\s*$/.test(encoded.text);
-    const constraint = chatConstraint(request, toolCallFormatOf(tokenizer.chatTemplate));
+    const format = toolCallFormatOf(tokenizer.chatTemplate);
+    const constraint = chatConstraint(request, format);
     if (constraint) {
       await engine.prepareConstraint(constraint).catch((error: unknown) => {
-        throw ConstraintError.isInstance(error) ? constraintError(error, constraintParam(error.field, request)) : error;
+        throw ConstraintError.isInstance(error) ? constraintError(error, param(constraintParam(error.field, request))) : error;
       });
     }
     const thinkingBudget = request.thinkingBudget ?? this.thinkingBudget;
@@ -793,102 +916,65 @@ export class KeepquantServer {
     };
     this.admit(engine);
     await this.track(res, async (controller, tracked) => {
-      const id = newId("chatcmpl-");
-      const created = Math.floor(Date.now() / 1000);
-      const parser = new OutputParser({
-        reasoning: thinking,
-        tools: useTools ? request.tools! : false,
-        format: toolCallFormatOf(tokenizer.chatTemplate),
+      const parser = new OutputParser({ reasoning: thinking, tools: useTools ? request.tools! : false, format });
+      const sink = sinkOf({
+        res,
+        signal: controller.signal,
+        modelName: this.modelName,
+        thinking,
+        promptTokens: encoded.ids.length,
+        cap: budget.capped,
+        headers: cap.headers,
+        startStream: () => this.startStream(res, cap.headers),
+        sendJson: (body) => this.sendJson(res, 200, body, cap.headers),
+        abort: () => controller.abort("cancelled"),
       });
-      const output = new ChatOutput(() => newId("call_"));
-      const base = { id, object: "chat.completion.chunk", created, model: this.modelName, system_fingerprint: SYSTEM_FINGERPRINT };
-      const usageField = request.stream && request.includeUsage ? { usage: null } : {};
-      const logprobEntries: unknown[] = [];
-      const send = (
-        delta: Record<string, unknown>,
-        logprobs: unknown[] | undefined,
-        finish: string | null,
-        extra: Record<string, unknown> = {},
-      ): void => {
-        if (controller.signal.aborted) return;
-        const choice = { index: 0, delta, logprobs: logprobs ? { content: logprobs } : null, finish_reason: finish };
-        res.write(`data: ${JSON.stringify({ ...base, choices: [choice], ...usageField, ...extra })}\n\n`);
-      };
-      const apply = (parts: ParsedOutput[], logprobs: unknown[] | undefined): void => {
-        let pendingLogprobs = logprobs;
-        for (const delta of output.apply(parts)) {
-          if (request.stream) send(delta, pendingLogprobs, null);
-          pendingLogprobs = undefined;
-        }
-        if (request.stream && pendingLogprobs) send({}, pendingLogprobs, null);
-      };
-      // a stream's headers and first chunk wait for the engine's first token: a request still queued
+      // a stream's headers and first events wait for the engine's first token: a request still queued
       // when the server stops gets a 503 instead (see admission.ts)
       const open = (): void => {
         if (tracked.started || controller.signal.aborted) return;
         tracked.started = true;
-        if (!request.stream) return;
-        this.startStream(res, cap.headers);
-        send({ role: "assistant", content: "" }, undefined, null);
+        sink.start();
       };
-      const result = await this.run(
-        engine,
-        "chat",
-        encoded.ids,
-        { ...this.engineParams(request, maxTokens, controller.signal), ...(head > 0 ? { prefixCachePoints: [head] } : {}), ...guided },
-        arrival,
-        (text, token, logprob, top) => {
-          open();
-          let entries: unknown[] | undefined;
-          if (logprob !== undefined && token >= 0) {
-            const entry = {
-              ...this.tokenEntry(engine, token, logprob),
-              top_logprobs: (top ?? []).map((t) => this.tokenEntry(engine, t.token, t.logprob)),
-            };
-            logprobEntries.push(entry);
-            entries = [entry];
-          }
-          apply(parser.push(text), entries);
-        },
-      );
-      if (result.stopReason === "abort") {
-        this.endCutStream(
-          res,
-          controller,
-          () => `data: ${JSON.stringify({ ...base, choices: [{ index: 0, delta: {}, logprobs: null, finish_reason: "abort" }] })}\n\n`,
+      let result: GenerationResult;
+      try {
+        result = await this.run(
+          engine,
+          endpoint,
+          encoded.ids,
+          {
+            ...this.engineParams(request, budget.maxTokens, controller.signal),
+            ...(head > 0 ? { prefixCachePoints: [head] } : {}),
+            ...guided,
+          },
+          arrival,
+          (text, token, logprob, top) => {
+            open();
+            let entry: LogprobEntry | undefined;
+            if (logprob !== undefined && token >= 0) {
+              entry = {
+                ...this.tokenEntry(engine, token, logprob),
+                top_logprobs: (top ?? []).map((t) => this.tokenEntry(engine, t.token, t.logprob)),
+              };
+            }
+            const parts = parser.push(text);
+            if (!controller.signal.aborted) sink.parts(parts, entry);
+          },
         );
+      } catch (error) {
+        sink.failed?.();
+        throw error;
+      }
+      if (result.stopReason === "abort") {
+        if (drainReason(controller.signal)) this.endCutStream(res, controller, (error) => sink.cut(error));
+        else sink.aborted?.({ result, finish: "stop", toolCalls: parser.toolCallCount });
         return;
       }
       open();
-      apply(parser.flush(), undefined);
+      sink.parts(parser.flush(), undefined);
       const finish = finishReason(result.stopReason, parser.toolCallCount);
-      this.countFinish("chat", finish);
-      if (request.stream) {
-        send({}, undefined, finish, { timings: timingsOf(result), ...output.warningsField(), ...cap.field });
-        if (request.includeUsage) res.write(`data: ${JSON.stringify({ ...base, choices: [], usage: usageOf(result) })}\n\n`);
-        res.end("data: [DONE]\n\n");
-        return;
-      }
-      const message = output.message();
-      this.sendJson(
-        res,
-        200,
-        {
-          id,
-          object: "chat.completion",
-          created,
-          model: this.modelName,
-          system_fingerprint: SYSTEM_FINGERPRINT,
-          choices: [
-            { index: 0, message, logprobs: request.logprobs === undefined ? null : { content: logprobEntries }, finish_reason: finish },
-          ],
-          usage: usageOf(result),
-          timings: timingsOf(result),
-          ...output.warningsField(),
-          ...cap.field,
-        },
-        cap.headers,
-      );
+      this.countFinish(endpoint, finish);
+      sink.end({ result, finish, toolCalls: parser.toolCallCount });
     });
   }
 
@@ -965,11 +1051,11 @@ export class KeepquantServer {
         },
       );
       if (result.stopReason === "abort") {
-        this.endCutStream(
-          res,
-          controller,
-          () => `data: ${JSON.stringify({ ...base, choices: [{ index: 0, text: "", logprobs: null, finish_reason: "abort" }] })}\n\n`,
-        );
+        this.endCutStream(res, controller, (error) => {
+          res.write(OPENAI_ERRORS.streamEnd(error));
+          res.write(`data: ${JSON.stringify({ ...base, choices: [{ index: 0, text: "", logprobs: null, finish_reason: "abort" }] })}\n\n`);
+          res.end("data: [DONE]\n\n");
+        });
         return;
       }
       open();
