@@ -14,7 +14,7 @@ const SUMMARIES = {
   run: "generate text with a qwen35 GGUF model (default: the embedded default model)",
   chat: "chat with a qwen35 GGUF model through its chat template (default: the embedded default model)",
   bench: "measure prefill, decode, time to first token, load time, peak RSS and decode efficiency (like llama-bench)",
-  serve: "serve a model over an OpenAI-compatible HTTP API with metrics and a web chat page",
+  serve: "serve a model over HTTP (OpenAI chat completions and Responses, Anthropic Messages), with metrics and a web chat page",
   parity: "run the parity gate against llama.cpp goldens (exit 0 pass, 1 fail, 77 skip)",
 };
 

@@ -70,13 +70,14 @@ export function resolveApiKey(flag: string | undefined, env: NodeJS.ProcessEnv):
 
 export const command = defineCommand({
   name: "serve",
-  summary: "serve a qwen35 GGUF model over an OpenAI-compatible HTTP API, with metrics and a web chat page",
+  summary:
+    "serve a qwen35 GGUF model over HTTP (OpenAI chat completions and Responses, Anthropic Messages), with metrics and a web chat page",
   usage:
     "serve [model.gguf] [--host 127.0.0.1] [--port 8080] [--api-key K] [--ctx N] [--memory-budget SIZE] [--max-seqs N] [--kv-tokens N] [--max-queue N] [--numerics llama|bf16] [--threads N] [--kv-type f16|f32] [--flash-attn on|off] [--no-prefix-cache] [--speculative mtp [--draft-tokens K] [--draft-vocab N]] [--thinking-budget N] [--no-webui] [--force]",
   help: [
     "--host H               address to listen on (default 127.0.0.1, loopback only)",
     "--port P               port (default 8080; 0 = any free port)",
-    `--api-key K            require Authorization: Bearer K (or ${KEEPQUANT_API_KEY}): latin-1 text, no control characters, no whitespace at its ends; /health and the web page stay open`,
+    `--api-key K            require Authorization: Bearer K or x-api-key: K (or ${KEEPQUANT_API_KEY}): latin-1 text, no control characters, no whitespace at its ends; /health and the web page stay open`,
     `--ctx N                most tokens per request, prompt + answer (default ${DEFAULT_CONTEXT_TOKENS}, at most the model's context_length)`,
     `--memory-budget SIZE   memory the engine may use, e.g. 4GiB (or ${KEEPQUANT_MEMORY_BUDGET}; default ${DEFAULT_MEMORY_BUDGET_SHARE * 100}% of the available memory): sizes --max-seqs and --kv-tokens`,
     `--max-seqs N           sequences computed at once, 1 .. 256 (default: the most the budget holds, at most ${MAX_PLANNED_SEQUENCES})`,
