@@ -23,6 +23,16 @@ export {
   ENFORCED_FORMATS,
   DEFAULT_GRAMMAR_LIMITS,
   type GrammarLimits,
+  JsonNumber,
+  JsonTextError,
+  normalizeJsonSchema,
+  parseJsonKeepingNumbers,
+  plainJson,
+  pythonJsonDumps,
+  SchemaChecker,
+  type SchemaCheckResult,
+  type SchemaTest,
+  type SchemaTestResult,
 } from "./constrain/index.js";
 export type { AllocateStorage, KvType, PagedKvCache } from "./kv/paged-kv.js";
 export type { RefCountedPool } from "./kv/block-pool.js";

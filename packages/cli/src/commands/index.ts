@@ -16,6 +16,7 @@ const SUMMARIES = {
   bench: "measure prefill, decode, time to first token, load time, peak RSS and decode efficiency (like llama-bench)",
   serve: "serve a model over HTTP (OpenAI chat completions and Responses, Anthropic Messages), with metrics and a web chat page",
   parity: "run the parity gate against llama.cpp goldens (exit 0 pass, 1 fail, 77 skip)",
+  schema: "check JSON Schemas (and instances) against the constraint engine, no model run",
 };
 
 /** Each command's module, imported by a literal path so the bundler splits it out and loads it on demand. */
@@ -27,6 +28,7 @@ const MODULES: Record<keyof typeof SUMMARIES, () => Promise<{ command: unknown }
   bench: () => import("./bench.js"),
   serve: () => import("./serve.js"),
   parity: () => import("./parity.js"),
+  schema: () => import("./schema.js"),
 };
 
 export const COMMANDS: readonly CommandEntry[] = (Object.keys(SUMMARIES) as Array<keyof typeof SUMMARIES>).map((name) => ({

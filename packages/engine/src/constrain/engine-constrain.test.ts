@@ -124,6 +124,48 @@ describe("constrained decoding in the engine", () => {
     }
   });
 
+  it("json_schema as real schemas are written (vendor keys, draft-04 bounds and tuples, int32, a discriminated oneOf): valid documents", async () => {
+    const schema = {
+      $schema: "http://json-schema.org/draft-04/schema#",
+      self: { vendor: "com.acme", name: "reading", format: "jsonschema", version: "1-0-0" },
+      id: "http://example.com/reading",
+      type: "object",
+      properties: {
+        level: { type: "integer", minimum: 0, exclusiveMinimum: true, maximum: 10, exclusiveMaximum: true, "x-unit": "tenths" },
+        count: { type: "integer", format: "int32", minimum: -5, maximum: 5 },
+        pair: { type: "array", items: [{ type: "boolean" }, { enum: ["a", "b"] }], additionalItems: false },
+        shape: {
+          oneOf: [
+            { type: "object", properties: { kind: { const: "dot" } }, required: ["kind"], additionalProperties: false },
+            {
+              type: "object",
+              properties: { kind: { const: "box" }, side: { type: "integer", minimum: 1, maximum: 9 } },
+              required: ["kind", "side"],
+              additionalProperties: false,
+            },
+          ],
+        },
+      },
+      required: ["level", "count", "pair", "shape"],
+      additionalProperties: false,
+    };
+    for (const seed of [1, 2, 3]) {
+      const result = await engine.generateToEnd("A reading:", { ...SAMPLED, maxTokens: 300, seed, constraint: schemaSpec(schema) });
+      expect(result.stopReason, result.text).toBe("eog");
+      const value = JSON.parse(result.text) as { level: number; count: number; pair: unknown[]; shape: { kind: string; side?: number } };
+      expect(Number.isInteger(value.level) && value.level > 0 && value.level < 10, result.text).toBe(true);
+      expect(Number.isInteger(value.count) && value.count >= -5 && value.count <= 5, result.text).toBe(true);
+      expect(value.pair.length, result.text).toBe(2);
+      expect(typeof value.pair[0]).toBe("boolean");
+      expect(["a", "b"]).toContain(value.pair[1]);
+      if (value.shape.kind === "dot") expect(Object.keys(value.shape)).toEqual(["kind"]);
+      else
+        expect(value.shape.kind === "box" && Number.isInteger(value.shape.side) && value.shape.side! >= 1 && value.shape.side! <= 9).toBe(
+          true,
+        );
+    }
+  });
+
   it("json_object: one JSON object", async () => {
     for (const seed of [7, 8]) {
       const result = await engine.generateToEnd("Hello", { ...SAMPLED, maxTokens: 400, seed, constraint: { type: "json_object" } });

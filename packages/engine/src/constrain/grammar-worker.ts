@@ -238,23 +238,40 @@ export function grammarWorkerMain(load: (id: string) => unknown): void {
   // The EBNF grammar of a JSON Schema in the canonical layout. xgrammar 0.1.27 writes the characters
   // of a length-bounded string (minLength / maxLength) as `[^"\\\r\n]`, which admits raw control
   // characters (a tab) that JSON forbids inside strings: they are narrowed to JSON's string characters.
-  const jsonSchemaGrammar = async (xg: XgModule, schema: string, strictMode: boolean): Promise<string> => {
-    const ebnf = await xg.Testings._jsonSchemaToEBNF(schema, JSON_ANY_WHITESPACE, JSON_ONE_LINE, undefined, strictMode);
-    return ebnf.split(BOUNDED_STRING_CHAR).join(JSON_STRING_CHAR);
+  // Bounded integers come as placeholder constants (integer-ranges.ts, which xgrammar's converter does not bound
+  // exactly): each placeholder's literal is replaced by a rule of the exact range.
+  const jsonSchemaGrammar = async (
+    xg: XgModule,
+    schema: string,
+    strictMode: boolean,
+    ranges: Readonly<Record<string, string>> = {},
+  ): Promise<string> => {
+    let ebnf = (await xg.Testings._jsonSchemaToEBNF(schema, JSON_ANY_WHITESPACE, JSON_ONE_LINE, undefined, strictMode))
+      .split(BOUNDED_STRING_CHAR)
+      .join(JSON_STRING_CHAR);
+    const rules: string[] = [];
+    for (const [literal, text] of Object.entries(ranges)) {
+      if (!ebnf.includes(literal)) continue;
+      const name = `kq_int_range_${rules.length}`;
+      ebnf = ebnf.split(literal).join(name);
+      // the rules come named "%RANGE%" (integer-ranges.ts's RANGE_NAME)
+      rules.push(text.split("%RANGE%").join(name));
+    }
+    return rules.length === 0 ? ebnf : `${ebnf}\n${rules.join("\n")}\n`;
   };
 
   // A structural tag whose `json_schema` contents are replaced by their grammars in the canonical
   // JSON layout (a structural tag's own JSON contents allow any whitespace).
-  const withJsonGrammars = async (xg: XgModule, node: unknown): Promise<unknown> => {
-    if (Array.isArray(node)) return Promise.all(node.map((item) => withJsonGrammars(xg, item)));
+  const withJsonGrammars = async (xg: XgModule, node: unknown, ranges: Readonly<Record<string, string>> = {}): Promise<unknown> => {
+    if (Array.isArray(node)) return Promise.all(node.map((item) => withJsonGrammars(xg, item, ranges)));
     if (typeof node !== "object" || node === null) return node;
     const record = node as Record<string, unknown>;
     if (record["type"] === "qwen_xml_parameter") return record;
     if (record["type"] === "json_schema") {
-      return { type: "grammar", grammar: await jsonSchemaGrammar(xg, JSON.stringify(record["json_schema"]), true) };
+      return { type: "grammar", grammar: await jsonSchemaGrammar(xg, JSON.stringify(record["json_schema"]), true, ranges) };
     }
     const out: Record<string, unknown> = {};
-    for (const [key, value] of Object.entries(record)) out[key] = await withJsonGrammars(xg, value);
+    for (const [key, value] of Object.entries(record)) out[key] = await withJsonGrammars(xg, value, ranges);
     return out;
   };
 
@@ -289,7 +306,7 @@ export function grammarWorkerMain(load: (id: string) => unknown): void {
     switch (source.kind) {
       case "json_schema":
         grammar = await guarded(
-          async () => compiler.compileGrammar(await jsonSchemaGrammar(xg, source.schema, source.strictMode), "root"),
+          async () => compiler.compileGrammar(await jsonSchemaGrammar(xg, source.schema, source.strictMode, source.ranges), "root"),
           "CONSTRAINT_BAD_SCHEMA",
           sourceField,
           "the JSON Schema",
@@ -300,7 +317,7 @@ export function grammarWorkerMain(load: (id: string) => unknown): void {
         break;
       case "structural_tag":
         grammar = await guarded(
-          async () => compiler.compileStructuralTag((await withJsonGrammars(xg, source.tag)) as Record<string, unknown>),
+          async () => compiler.compileStructuralTag((await withJsonGrammars(xg, source.tag, source.ranges)) as Record<string, unknown>),
           "CONSTRAINT_BAD_SCHEMA",
           sourceField,
           "the tool schemas",

@@ -3,44 +3,17 @@
  * (xgrammar) enforces are accepted, so that a constrained output is valid for the whole schema; a
  * keyword it would ignore (e.g. `multipleOf`, `uniqueItems`, `not`) is refused with its name and
  * JSON-pointer path instead of being dropped silently. Annotations that never change validity
- * (`title`, `description`, `default`, ...) are accepted.
+ * (`title`, `description`, `default`, ...) are accepted, and what the specification says a validator ignores
+ * (keywords outside its vocabulary, unknown formats, ...) is dropped first (normalize.ts).
  */
 import { ConstraintError } from "./errors.js";
+import { boundsEnforced, MAX_RANGE_DIGITS } from "./integer-ranges.js";
+import { ANNOTATIONS, ENFORCED_FORMATS, MAX_SCHEMA_DEPTH, normalizeJsonSchema } from "./normalize.js";
 
 /** JSON Schema's type names. */
 const TYPE_NAMES = new Set(["string", "number", "integer", "boolean", "null", "object", "array"]);
 
-/** String formats the grammar engine enforces (each checked against a valid and an invalid value). */
-export const ENFORCED_FORMATS: ReadonlySet<string> = new Set([
-  "date",
-  "time",
-  "date-time",
-  "duration",
-  "email",
-  "uuid",
-  "ipv4",
-  "ipv6",
-  "hostname",
-  "uri",
-  "uri-reference",
-  "uri-template",
-  "json-pointer",
-  "relative-json-pointer",
-]);
-
-/** Keywords with no effect on which values are valid. */
-const ANNOTATIONS = new Set([
-  "title",
-  "description",
-  "default",
-  "examples",
-  "$schema",
-  "$id",
-  "$comment",
-  "deprecated",
-  "readOnly",
-  "writeOnly",
-]);
+export { ENFORCED_FORMATS };
 
 /** Keywords enforced by the grammar engine (their values are checked below). */
 const ENFORCED = new Set([
@@ -70,8 +43,7 @@ const ENFORCED = new Set([
   "maxLength",
 ]);
 
-/** Deepest schema nesting checked (the walk is iterative; this bounds the grammar the engine builds). */
-export const MAX_SCHEMA_DEPTH = 64;
+export { MAX_SCHEMA_DEPTH };
 
 /** A JSON pointer segment (RFC 6901 escaping). */
 function pointer(path: string, segment: string | number): string {
@@ -86,11 +58,13 @@ const isPrimitive = (value: unknown): boolean =>
   value === null || typeof value === "string" || typeof value === "boolean" || (typeof value === "number" && Number.isFinite(value));
 
 /**
- * Checks that `schema` is a JSON Schema whose every keyword the grammar engine enforces. `field`
- * names the request parameter in errors (e.g. "constraint.schema"). Throws ConstraintError
+ * Checks that `schema` is a JSON Schema whose every keyword the grammar engine enforces, after what the
+ * specification says to ignore is dropped (normalize.ts), and returns that normalized schema (what to compile).
+ * `field` names the request parameter in errors (e.g. "constraint.schema"). Throws ConstraintError
  * CONSTRAINT_BAD_SCHEMA (not a schema) or CONSTRAINT_UNSUPPORTED_KEYWORD (with `keyword` and `path`).
  */
-export function checkJsonSchema(schema: unknown, field: string): void {
+export function checkJsonSchema(given: unknown, field: string): unknown {
+  const schema = normalizeJsonSchema(given);
   const bad = (path: string, message: string, keyword?: string): never => {
     throw new ConstraintError("CONSTRAINT_BAD_SCHEMA", `${field}${path === "" ? "" : ` at ${path}`}: ${message}`, {
       field,
@@ -180,6 +154,13 @@ export function checkJsonSchema(schema: unknown, field: string): void {
         case "exclusiveMinimum":
         case "exclusiveMaximum":
           if (typeof child !== "number" || !Number.isFinite(child)) bad(at, `${keyword} must be a finite number`, keyword);
+          // the grammar engine's own bounds are not exact (integer-ranges.ts): only the ones placed are enforced
+          if (!boundsEnforced(value))
+            unsupported(
+              path,
+              keyword,
+              `bounds are enforced exactly on an "integer" (up to ${MAX_RANGE_DIGITS} digits, with nothing but its bounds and annotations beside them) and as minimum 0 or maximum 0 alone on a "number"`,
+            );
           break;
         case "enum":
           if (!Array.isArray(child) || child.length === 0) bad(at, "enum must be a non-empty array", keyword);
@@ -226,4 +207,5 @@ export function checkJsonSchema(schema: unknown, field: string): void {
       }
     }
   }
+  return schema;
 }

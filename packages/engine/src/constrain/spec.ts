@@ -4,6 +4,7 @@
  */
 import { ConstraintError } from "./errors.js";
 import { addEbnfRepetitions, addSchemaRepetitions, type GrammarLimits, RepetitionBudget } from "./limits.js";
+import { placeIntegerRanges, type RangePlaces, rangePlaces } from "./integer-ranges.js";
 import { checkJsonSchema } from "./schema.js";
 
 /** Longest EBNF grammar accepted (characters). */
@@ -11,10 +12,14 @@ export const MAX_EBNF_LENGTH = 1 << 20;
 /** Most tools in one tool_call constraint. */
 export const MAX_CONSTRAINT_TOOLS = 128;
 
+/**
+ * `ranges`: placeholder literals of bounded integers (integer-ranges.ts) -> the EBNF of their exact range, put in
+ * by the grammar worker where the converter wrote the placeholder.
+ */
 export type GrammarSource =
-  | { kind: "json_schema"; schema: string; strictMode: boolean }
+  | { kind: "json_schema"; schema: string; strictMode: boolean; ranges?: Record<string, string> }
   | { kind: "ebnf"; ebnf: string }
-  | { kind: "structural_tag"; tag: Record<string, unknown> };
+  | { kind: "structural_tag"; tag: Record<string, unknown>; ranges?: Record<string, string> };
 
 /** The text after which a call's arguments start and the text that closes it, per format. */
 function callTag(format: "xml" | "json", name: string, schema: Record<string, unknown>): Record<string, unknown> {
@@ -62,10 +67,17 @@ export function resolveConstraint(
     case "json_schema": {
       const schema = s["schema"];
       if (!isObject(schema) && typeof schema !== "boolean") badSpec(`${field}.schema`, "must be a JSON Schema object");
-      checkJsonSchema(schema, `${field}.schema`);
-      if (budget) addSchemaRepetitions(schema, `${field}.schema`, budget);
+      const normalized = checkJsonSchema(schema, `${field}.schema`);
+      if (budget) addSchemaRepetitions(normalized, `${field}.schema`, budget);
       if (s["strict"] !== undefined && typeof s["strict"] !== "boolean") badSpec(`${field}.strict`, "must be a boolean");
-      return { kind: "json_schema", schema: JSON.stringify(schema), strictMode: s["strict"] !== false };
+      const places = rangePlaces(JSON.stringify(normalized) ?? "");
+      const placed = placeIntegerRanges(normalized, places);
+      return {
+        kind: "json_schema",
+        schema: JSON.stringify(placed),
+        strictMode: s["strict"] !== false,
+        ...(Object.keys(places.rules).length > 0 ? { ranges: places.rules } : {}),
+      };
     }
     case "json_object":
       return { kind: "json_schema", schema: JSON.stringify(ANY_OBJECT), strictMode: false };
@@ -78,14 +90,22 @@ export function resolveConstraint(
       if (budget) addEbnfRepetitions(ebnf as string, `${field}.ebnf`, budget);
       return { kind: "ebnf", ebnf: ebnf as string };
     }
-    case "tool_call":
-      return { kind: "structural_tag", tag: toolCallTag(s, field, budget) };
+    case "tool_call": {
+      const places = rangePlaces(JSON.stringify(s["tools"]) ?? "");
+      const tag = toolCallTag(s, field, budget, places);
+      return { kind: "structural_tag", tag, ...(Object.keys(places.rules).length > 0 ? { ranges: places.rules } : {}) };
+    }
     default:
       return badSpec(`${field}.type`, `must be "json_schema", "json_object", "tool_call" or "grammar", got ${JSON.stringify(s["type"])}`);
   }
 }
 
-function toolCallTag(s: Record<string, unknown>, field: string, budget: RepetitionBudget | undefined): Record<string, unknown> {
+function toolCallTag(
+  s: Record<string, unknown>,
+  field: string,
+  budget: RepetitionBudget | undefined,
+  places: RangePlaces,
+): Record<string, unknown> {
   const badSpec = (at: string, message: string): never => {
     throw new ConstraintError("CONSTRAINT_BAD_SPEC", `${at}: ${message}`, { field: at });
   };
@@ -117,12 +137,19 @@ function toolCallTag(s: Record<string, unknown>, field: string, budget: Repetiti
     if (t["strict"] !== undefined && typeof t["strict"] !== "boolean") badSpec(`${at}.strict`, "must be a boolean");
     // under "auto" only strict tools have their arguments checked; a forced call always does
     const enforce = choice !== "auto" || t["strict"] === true;
+    let normalized: unknown;
     if (enforce && parameters !== undefined) {
-      checkJsonSchema(parameters, `${at}.parameters`);
+      normalized = checkJsonSchema(parameters, `${at}.parameters`);
       // only the tools the grammar includes count (a named choice compiles that tool alone)
-      if (budget && (named === undefined || named === name)) addSchemaRepetitions(parameters, `${at}.parameters`, budget);
+      if (budget && (named === undefined || named === name)) addSchemaRepetitions(normalized, `${at}.parameters`, budget);
     }
-    const schema = enforce && parameters !== undefined ? (parameters as Record<string, unknown>) : ANY_OBJECT;
+    // bounded integers get exact ranges in the JSON format (the XML format's parameters are xgrammar's own)
+    const schema =
+      normalized === undefined
+        ? ANY_OBJECT
+        : format === "json"
+          ? (placeIntegerRanges(normalized, places) as Record<string, unknown>)
+          : (normalized as Record<string, unknown>);
     if (named === undefined || named === name) tags.push(callTag(format as "xml" | "json", name as string, schema));
   });
   if (typeof named === "string" && !names.has(named)) {

@@ -1,0 +1,218 @@
+/**
+ * Exact integer bounds. The grammar engine's JSON Schema converter (xgrammar 0.1.27) does not enforce `minimum` /
+ * `maximum` exactly (measured with the schema checker: `[0, 120]` accepts 121, `maximum: -3` accepts -1). So every
+ * `{"type": "integer"}` with bounds is replaced, before the converter sees it, by a placeholder constant; the
+ * converter writes the placeholder as a string literal, which is then replaced in its EBNF by a rule of our own
+ * that accepts exactly the integers of the range (in JSON's syntax: no leading zeros, no `+`).
+ *
+ * A range [a, b] of non-negative integers splits by digit count; a range of same-length numbers by its first
+ * differing digit (the lower end's branch, the digits strictly between, the upper end's branch), recursively.
+ * Negative integers are `-` and a range of magnitudes. Bounds are BigInts, exact at any size.
+ */
+
+type Schema = Record<string, unknown>;
+
+function isObject(value: unknown): value is Schema {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+/** Rules being written: each sub-range gets a rule of its own (`${name}_${n}`). */
+interface RuleSink {
+  name: string;
+  rules: string[];
+}
+
+function newRule(sink: RuleSink, alternatives: readonly string[]): string {
+  const ref = `${sink.name}_${sink.rules.length}`;
+  sink.rules.push(`${ref} ::= ${alternatives.map((alt) => `(${alt})`).join(" | ")}`);
+  return ref;
+}
+
+/**
+ * An EBNF expression for the digit strings of length `x.length` in [x, y] (same length, x <= y): the common
+ * prefix, then a rule of the lower end's branch, the digits strictly between (followed by any digits) and the
+ * upper end's branch, recursively. Sub-ranges are rules of their own (a trie of rules): xgrammar 0.1.27
+ * mismatched the same ranges written as flat alternatives that repeat their prefixes (it accepted
+ * 987654321987655 for [123456789, 987654321987654]).
+ */
+function sameLength(x: string, y: string, sink: RuleSink): string {
+  let common = 0;
+  while (common < x.length && x[common] === y[common]) common++;
+  const prefix = common > 0 ? `${JSON.stringify(x.slice(0, common))} ` : "";
+  if (common === x.length) return x.length === 0 ? '""' : JSON.stringify(x);
+  const dx = Number(x[common]);
+  const dy = Number(y[common]);
+  const restX = x.slice(common + 1);
+  const restY = y.slice(common + 1);
+  const n = restX.length;
+  const any = " [0-9]".repeat(n);
+  // the lower end's branch is whole (so in the run of digits between) when the rest of x is zeros; the upper's when y's is nines
+  const lowWhole = /^0*$/.test(restX);
+  const highWhole = /^9*$/.test(restY);
+  const lowDigit = lowWhole ? dx : dx + 1;
+  const highDigit = highWhole ? dy : dy - 1;
+  const alternatives: string[] = [];
+  if (!lowWhole) alternatives.push(`"${dx}" ${sameLength(restX, "9".repeat(n), sink)}`);
+  if (lowDigit <= highDigit) alternatives.push(`${lowDigit === highDigit ? `"${lowDigit}"` : `[${lowDigit}-${highDigit}]`}${any}`);
+  if (!highWhole) alternatives.push(`"${dy}" ${sameLength("0".repeat(n), restY, sink)}`);
+  return `${prefix}${alternatives.length === 1 ? alternatives[0] : newRule(sink, alternatives)}`;
+}
+
+/** EBNF alternatives for the non-negative integers in [a, b] (b undefined: no upper bound), in JSON's syntax. */
+function nonNegative(a: bigint, b: bigint | undefined, sink: RuleSink): string[] {
+  const out: string[] = [];
+  if (b !== undefined && a > b) return out;
+  if (a === 0n) {
+    out.push('"0"');
+    a = 1n;
+    if (b !== undefined && b < 1n) return out;
+  }
+  const lowLength = a.toString().length;
+  const highLength = b === undefined ? undefined : b.toString().length;
+  const last = highLength ?? lowLength;
+  for (let length = lowLength; length <= last; length++) {
+    const from = length === lowLength ? a.toString() : `1${"0".repeat(length - 1)}`;
+    const to = highLength !== undefined && length === highLength ? b!.toString() : "9".repeat(length);
+    out.push(sameLength(from, to, sink));
+  }
+  // no upper bound: every longer number
+  if (b === undefined) out.push(`[1-9]${" [0-9]".repeat(lowLength)} [0-9]*`);
+  return out;
+}
+
+/** The name a range's rules carry until the grammar worker names them (`kq_int_range_N`). */
+export const RANGE_NAME = "%RANGE%";
+
+/**
+ * The EBNF rules of the integers in [low, high] (either undefined: unbounded), the first named `name`; an empty
+ * range is an internal error (the caller places non-empty ones). The sign is factored out (`"-" magnitudes | non-negatives`, each its own
+ * rule): xgrammar 0.1.27 accepted 9999999999 for the int32 range written as one flat list of signed alternatives,
+ * while each half alone was exact.
+ */
+export function integerRangeRules(name: string, low: bigint | undefined, high: bigint | undefined): string {
+  const sink: RuleSink = { name, rules: [] };
+  const top: string[] = [];
+  if (low === undefined || low < 0n) {
+    const magnitudes = nonNegative(high === undefined || high >= 0n ? 1n : -high, low === undefined ? undefined : -low, sink);
+    if (magnitudes.length > 0) top.push(`"-" ${newRule(sink, magnitudes)}`);
+  }
+  if (high === undefined || high >= 0n) {
+    const values = nonNegative(low === undefined || low < 0n ? 0n : low, high, sink);
+    if (values.length > 0) top.push(newRule(sink, values));
+  }
+  if (top.length === 0) throw new RangeError(`internal: the integer range [${low}, ${high}] is empty`);
+  return [`${name} ::= ${top.map((alt) => `(${alt})`).join(" | ")}`, ...sink.rules].join("\n");
+}
+
+/** An integer bound of a schema as a BigInt (`minimum` rounds up, `maximum` down; exclusive ones step past). */
+function bound(schema: Schema, side: "low" | "high"): bigint | undefined {
+  const inclusive = schema[side === "low" ? "minimum" : "maximum"];
+  const exclusive = schema[side === "low" ? "exclusiveMinimum" : "exclusiveMaximum"];
+  let result: bigint | undefined;
+  const tighten = (value: bigint): void => {
+    if (result === undefined || (side === "low" ? value > result : value < result)) result = value;
+  };
+  if (typeof inclusive === "number" && Number.isFinite(inclusive))
+    tighten(BigInt(side === "low" ? Math.ceil(inclusive) : Math.floor(inclusive)));
+  if (typeof exclusive === "number" && Number.isFinite(exclusive)) {
+    const whole = Number.isInteger(exclusive);
+    if (side === "low") tighten(BigInt(whole ? exclusive + 1 : Math.ceil(exclusive)));
+    else tighten(BigInt(whole ? exclusive - 1 : Math.floor(exclusive)));
+  }
+  return result;
+}
+
+const BOUNDS = ["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"] as const;
+/** Keywords that may sit beside a bounded integer and change nothing about its values. */
+const BESIDE = new Set([
+  "type",
+  ...BOUNDS,
+  "title",
+  "description",
+  "default",
+  "examples",
+  "$comment",
+  "deprecated",
+  "readOnly",
+  "writeOnly",
+  "$id",
+  "$schema",
+]);
+
+/** Placeholders of one grammar: their prefix (absent from the schemas' text) and the rules found so far. */
+export interface RangePlaces {
+  prefix: string;
+  /** placeholder text (as the converter writes the constant) -> EBNF rules of the range (named RANGE_NAME) */
+  rules: Record<string, string>;
+}
+
+/** Placeholders for the schemas whose JSON text is `text` (the prefix occurs nowhere in it). */
+export function rangePlaces(text: string): RangePlaces {
+  let prefix = "kqintrange";
+  while (text.includes(prefix)) prefix += "q";
+  return { prefix, rules: {} };
+}
+
+/** Most digits of an integer bound placed (longer ones make rules quadratic in their length). */
+export const MAX_RANGE_DIGITS = 40;
+
+/** JSON numbers >= 0 (no sign; `-0` left out) and <= 0 (`0`, or a sign), exactly. */
+const NON_NEGATIVE_NUMBER = '("0" | [1-9] [0-9]*) ("." [0-9]+)? ([eE] [+-]? [0-9]+)?';
+const NUMBER_RULES: Readonly<Record<string, string>> = {
+  nonNegative: `${RANGE_NAME} ::= ${NON_NEGATIVE_NUMBER}`,
+  nonPositive: `${RANGE_NAME} ::= ("-" ${NON_NEGATIVE_NUMBER}) | ("0" ("." "0"+)? ([eE] [+-]? [0-9]+)?)`,
+};
+
+/** Which exact range rule a bounded number schema gets, or undefined when its bounds are not enforced exactly. */
+function numberRule(node: Schema): string | undefined {
+  if (!Object.keys(node).every((k) => BESIDE.has(k)) || !BOUNDS.some((k) => node[k] !== undefined)) return undefined;
+  if (BOUNDS.some((k) => node[k] !== undefined && (typeof node[k] !== "number" || !Number.isFinite(node[k] as number)))) return undefined;
+  if (node["type"] === "integer") {
+    const low = bound(node, "low");
+    const high = bound(node, "high");
+    const digits = (v: bigint | undefined): number => (v === undefined ? 0 : v.toString().replace("-", "").length);
+    if (digits(low) > MAX_RANGE_DIGITS || digits(high) > MAX_RANGE_DIGITS) return undefined;
+    if (low !== undefined && high !== undefined && low > high) return undefined;
+    return integerRangeRules(RANGE_NAME, low, high);
+  }
+  if (node["type"] === "number") {
+    const only = (keyword: string): boolean => BOUNDS.every((k) => (k === keyword ? node[k] === 0 : node[k] === undefined));
+    if (only("minimum")) return NUMBER_RULES["nonNegative"];
+    if (only("maximum")) return NUMBER_RULES["nonPositive"];
+  }
+  return undefined;
+}
+
+/**
+ * Whether the bounds of `node` (a schema with `minimum`, `maximum`, `exclusiveMinimum` or `exclusiveMaximum`) are
+ * enforced exactly: an `integer` with finite bounds of at most MAX_RANGE_DIGITS digits and nothing else that
+ * constrains beside them, or a `number` with `minimum: 0` or `maximum: 0` alone. checkJsonSchema refuses the others.
+ */
+export function boundsEnforced(node: Schema): boolean {
+  return numberRule(node) !== undefined;
+}
+
+/**
+ * `schema` with each schema whose bounds are enforced (`boundsEnforced`) replaced by a placeholder constant, whose
+ * rules join `places.rules` (the grammar worker puts them in for the placeholder in the converter's EBNF).
+ * `schema` is not changed.
+ */
+export function placeIntegerRanges(schema: unknown, places: RangePlaces): unknown {
+  const place = (node: unknown): unknown => {
+    if (Array.isArray(node)) return node.map(place);
+    if (!isObject(node)) return node;
+    const rule = numberRule(node);
+    if (rule !== undefined) {
+      const marker = `${places.prefix}${Object.keys(places.rules).length}x`;
+      places.rules[JSON.stringify(JSON.stringify(marker))] = rule;
+      return { const: marker };
+    }
+    const out: Schema = {};
+    for (const [key, value] of Object.entries(node)) {
+      // values of enum, const, default and examples are data, not schemas
+      out[key] = key === "enum" || key === "const" || key === "default" || key === "examples" ? value : place(value);
+    }
+    return out;
+  };
+  return place(schema);
+}
