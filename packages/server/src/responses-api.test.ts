@@ -925,3 +925,78 @@ describe.each(["json", "xml"] as const)("function calls in the %s format (the sc
     expect((await fetch(`${served.url}/v1/responses/${answered.id}`)).status).toBe(404);
   });
 });
+
+describe("namespace tools that share a function name (Codex with two MCP servers)", () => {
+  let served: TestServer;
+  const parameters = { type: "object", properties: { city: { type: "string" } }, required: ["city"] };
+  const tools = [
+    { type: "namespace", name: "mcp_a", description: "server a", tools: [{ type: "function", name: SCRIPT.toolName, parameters }] },
+    { type: "namespace", name: "mcp_b", description: "server b", tools: [{ type: "function", name: SCRIPT.toolName, parameters }] },
+  ];
+  const post = async (body: Record<string, unknown>): Promise<Response> => {
+    const response = await fetch(`${served.url}/v1/responses`, {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ model: "scripted", tools, store: false, ...body }),
+    });
+    const json = (await response.json()) as Response;
+    expect(response.status, JSON.stringify(json)).toBe(200);
+    return json;
+  };
+  /** The chat template's prompt with the tools under the names the model sees. */
+  const prompt = (messages: ChatMessage[]): number =>
+    encodeChat(served.engine.tokenizer!, messages, {
+      tools: ["mcp_a", "mcp_b"].map((ns) => ({ type: "function", function: { name: `${ns}.${SCRIPT.toolName}`, parameters } })),
+    }).ids.length;
+
+  beforeAll(async () => {
+    // the model calls the first namespace's tool under the name it was shown
+    const callBody = `\n{"name": "mcp_a.${SCRIPT.toolName}", "arguments": {"city": "Oslo"}}\n`;
+    served = await startTestServer(await scriptedToolEngine(TEST_ENGINE_OPTIONS, { callBody }), { modelName: "scripted" });
+  });
+  afterAll(async () => {
+    await served?.close();
+    served?.engine.dispose();
+  });
+
+  it("are shown as namespace.name; a call comes back with its own name and namespace, and renders again as it was shown", async () => {
+    const question = "Weather in Oslo?";
+    const first = await post({ input: question });
+    expect(first.usage!.input_tokens).toBe(prompt([{ role: "user", content: question }]));
+    const call = first.output.find((item) => item.type === "function_call") as FunctionCall & { namespace?: string };
+    expect(call).toMatchObject({ name: SCRIPT.toolName, namespace: "mcp_a" });
+    expect(JSON.parse(call.arguments)).toEqual({ city: "Oslo" });
+    // Codex sends the call back with its namespace: the template renders it under the name the model saw
+    const second = await post({
+      input: [
+        { role: "user", content: question },
+        { type: "function_call", call_id: call.call_id, name: call.name, namespace: "mcp_a", arguments: call.arguments },
+        { type: "function_call_output", call_id: call.call_id, output: "-3 C" },
+      ],
+    });
+    expect(second.usage!.input_tokens).toBe(
+      prompt([
+        { role: "user", content: question },
+        {
+          role: "assistant",
+          content: "",
+          tool_calls: [{ type: "function", id: call.call_id, function: { name: `mcp_a.${SCRIPT.toolName}`, arguments: { city: "Oslo" } } }],
+        },
+        { role: "tool", content: "-3 C", tool_call_id: call.call_id, name: `mcp_a.${SCRIPT.toolName}` },
+      ]),
+    );
+    // two plain tools of one name still cannot be told apart
+    const twice = await fetch(`${served.url}/v1/responses`, {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({
+        input: "hi",
+        tools: [
+          { type: "function", name: "f" },
+          { type: "function", name: "f" },
+        ],
+      }),
+    });
+    expect(twice.status).toBe(400);
+  });
+});

@@ -93,8 +93,12 @@ export interface ResponsesRequest {
   toolsNotRun: Record<string, unknown>[];
   /** where each function tool of `chat.tools` came from in the request (`tools[2]`, `tools[3].tools[0]`) */
   toolPaths: string[];
-  /** the namespace of each function tool listed in a `namespace` tool, by name: its calls carry it */
-  toolNamespaces: Map<string, string>;
+  /**
+   * Function tools listed in a `namespace` tool, by the name the model sees: the name and namespace their calls
+   * carry. A name two namespaces (or a namespace and a plain tool) share is shown to the model as
+   * `namespace.name`, so that a call says which.
+   */
+  toolNamespaces: Map<string, { name: string; namespace: string }>;
   /** most tool calls returned (parallel_tool_calls false: 1; max_tool_calls) */
   maxToolCalls: number;
   /** reasoning.summary asked for: the reasoning is also returned as its summary */
@@ -183,6 +187,7 @@ function parseInput(
   value: unknown,
   maxMessages: number,
   callNames: Map<string, string>,
+  modelName: (name: string, namespace: unknown) => string,
 ): { systems: string[]; messages: ChatMessage[]; items: Record<string, unknown>[] } {
   if (typeof value === "string") {
     return {
@@ -236,7 +241,8 @@ function parseInput(
     } else if (type === "function_call") {
       refuseUnknown(item, new Set(["type", "id", "call_id", "name", "arguments", "status", "namespace"]), at);
       const callId = text(item["call_id"], `${at}.call_id`);
-      const name = text(item["name"], `${at}.name`);
+      // a call of a namespaced tool is rendered under the name the model sees for it
+      const name = modelName(text(item["name"], `${at}.name`), item["namespace"]);
       const raw = item["arguments"] ?? "{}";
       let args: unknown;
       try {
@@ -299,10 +305,10 @@ function parseResponsesTools(body: Body): {
   tools: ToolDefinition[] | undefined;
   paths: string[];
   notRun: Record<string, unknown>[];
-  namespaces: Map<string, string>;
+  namespaces: Map<string, { name: string; namespace: string }>;
 } {
   const value = body["tools"];
-  const namespaces = new Map<string, string>();
+  const namespaces = new Map<string, { name: string; namespace: string }>();
   if (value === undefined || value === null) return { tools: undefined, paths: [], notRun: [], namespaces };
   if (!Array.isArray(value)) throw invalidRequest("tools", `tools must be an array, got ${typeName(value)}`, "invalid_type");
   const tools: ToolDefinition[] = [];
@@ -339,8 +345,10 @@ function parseResponsesTools(body: Body): {
       },
     });
     paths.push(at);
-    if (namespace !== undefined) namespaces.set(name, namespace);
+    toolSpaces.push(namespace);
   };
+  /** each function tool's namespace (undefined: a plain tool), in `tools` order */
+  const toolSpaces: (string | undefined)[] = [];
   value.forEach((tool, i) => {
     const at = `tools[${i}]`;
     if (!isObject(tool)) throw invalidRequest(at, `${at} must be an object`, "invalid_type");
@@ -359,8 +367,17 @@ function parseResponsesTools(body: Body): {
     } else if (typeof tool["type"] === "string") notRun.push({ ...tool });
     else throw invalidRequest(`${at}.type`, `${at}.type must be a string such as "function"`, "invalid_type");
   });
+  // a name several tools share: the namespaced ones are shown as `namespace.name`
+  const count = new Map<string, number>();
+  for (const tool of tools) count.set(tool.function.name, (count.get(tool.function.name) ?? 0) + 1);
   const names = new Set<string>();
   for (const [i, tool] of tools.entries()) {
+    const namespace = toolSpaces[i];
+    const name = tool.function.name;
+    if (namespace !== undefined) {
+      if (count.get(name)! > 1) tool.function.name = `${namespace}.${name}`;
+      namespaces.set(tool.function.name, { name, namespace });
+    }
     if (names.has(tool.function.name))
       throw invalidRequest(`${paths[i]}.name`, `two tools are named ${JSON.stringify(tool.function.name)}: a call could not say which`);
     names.add(tool.function.name);
@@ -507,11 +524,15 @@ export function parseResponsesRequest(raw: unknown, options: { maxMessages: numb
   for (const message of history) for (const call of message.tool_calls ?? []) if (call.id) callNames.set(call.id, call.function.name);
   if (body["input"] === undefined || body["input"] === null)
     throw invalidRequest("input", "input is required", "missing_required_parameter");
-  const input = parseInput(body["input"], options.maxMessages, callNames);
+  const { tools: allTools, paths, notRun, namespaces } = parseResponsesTools(body);
+  const input = parseInput(body["input"], options.maxMessages, callNames, (name, namespace) => {
+    if (typeof namespace !== "string") return name;
+    for (const [seen, tool] of namespaces) if (tool.name === name && tool.namespace === namespace) return seen;
+    return name;
+  });
   const systems = [...(instructions ? [instructions] : []), ...input.systems];
   const messages = [...(systems.length > 0 ? [{ role: "system", content: systems.join("\n\n") }] : []), ...history, ...input.messages];
   if (messages.every((m) => m.role === "system")) throw invalidRequest("input", "input has no user, assistant or tool item");
-  const { tools: allTools, paths, notRun, namespaces } = parseResponsesTools(body);
   const { choice: toolChoice, tools } = parseResponsesToolChoice(body, allTools, paths);
   const { format: responseFormat, echo: textEcho } = parseTextFormat(body);
   if (responseFormat.type !== "text" && tools !== undefined && tools.length > 0 && toolChoice !== "none") {
@@ -815,7 +836,9 @@ export function responsesSink(ctx: SinkContext, request: ResponsesRequest, store
       const { text: textOf, ...rest } = item;
       return { ...rest, content: [{ type: "output_text", text: textOf, annotations: [], logprobs: [] }] };
     }
-    return { ...item };
+    // the name the model saw stays here (it renders the call again under it)
+    const { modelName: _modelName, ...rest } = item;
+    return rest;
   };
   /** ends the open item: `incomplete` when the response ends with it unfinished (max_output_tokens, a cancel) */
   const closeItem = (status: "completed" | "incomplete" = "completed"): void => {
@@ -918,7 +941,11 @@ export function responsesSink(ctx: SinkContext, request: ResponsesRequest, store
         }
         turn.tool_calls = [
           ...(turn.tool_calls ?? []),
-          { type: "function", id: item["call_id"] as string, function: { name: item["name"] as string, arguments: args } },
+          {
+            type: "function",
+            id: item["call_id"] as string,
+            function: { name: (item["modelName"] ?? item["name"]) as string, arguments: args },
+          },
         ];
       }
     }
@@ -986,8 +1013,10 @@ export function responsesSink(ctx: SinkContext, request: ResponsesRequest, store
               type: "function_call",
               id: newId("fc_"),
               call_id: newId("call_"),
-              name: part.name,
-              ...(request.toolNamespaces.has(part.name) ? { namespace: request.toolNamespaces.get(part.name) } : {}),
+              // the name and namespace of the tool (the model saw `namespace.name` for a shared name)
+              name: request.toolNamespaces.get(part.name)?.name ?? part.name,
+              ...(request.toolNamespaces.has(part.name) ? { namespace: request.toolNamespaces.get(part.name)!.namespace } : {}),
+              modelName: part.name,
               arguments: "",
               status: "in_progress",
             }),
