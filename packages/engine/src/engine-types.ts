@@ -4,14 +4,16 @@ import type { PrefixCacheStats } from "./kv/prefix-cache.js";
 import type { SamplingParams as SamplingModuleParams, StopReason, TokenLogprob } from "./sampling/index.js";
 import type { ToolCallFormat } from "./chat/tool-format.js";
 import type { GrammarLimits } from "./constrain/limits.js";
+import type { SchemaCheck } from "./constrain/validate.js";
 
 /**
  * Constrained decoding (docs/usage/structured-output.md): every sampled token keeps the output a
  * prefix of a valid document, checked by the grammar engine (xgrammar's WebAssembly build, loaded on
  * the first constrained request).
- * - `json_schema`: one JSON document valid for `schema` (keywords the engine cannot enforce are
- *   refused with CONSTRAINT_UNSUPPORTED_KEYWORD); `strict: false` lets the output carry properties
- *   the schema does not declare where it allows them (default: only declared properties).
+ * - `json_schema`: one JSON document valid for `schema`. Strict (the default): keywords the engine cannot
+ *   enforce are refused with CONSTRAINT_UNSUPPORTED_KEYWORD. `strict: false`: best effort; those keywords
+ *   are relaxed, the output is checked against the whole schema when done (`GenerationResult.schemaCheck`),
+ *   and the output may carry properties the schema does not declare where it allows them.
  * - `json_object`: one JSON object.
  * - `tool_call`: calls in the model's own format (`toolCallFormatOf(template)`), arguments valid for
  *   the tool's `parameters`. `required`: one or more calls; `{ name }`: exactly one call of that
@@ -229,6 +231,11 @@ export interface GenerationResult {
   stopReason: StopReason;
   /** Which of the request's stop strings ended it (stop reason "stop_string"). */
   stopString?: string;
+  /**
+   * A `json_schema` constraint with `strict: false` whose keywords could not all be enforced (they were relaxed):
+   * whether the output is valid for the whole schema, checked when done (docs/usage/structured-output.md).
+   */
+  schemaCheck?: SchemaCheck;
   stats: GenerationStats;
 }
 

@@ -11,7 +11,17 @@ import type {
   StopReason,
   WeightMemory,
 } from "./engine-types.js";
-import { type DecodeGuide, type GrammarLimits, GuidedDecoding, planGuide, resolveGrammarLimits } from "./constrain/index.js";
+import {
+  checkOutput,
+  type DecodeGuide,
+  type GrammarLimits,
+  GuidedDecoding,
+  planGuide,
+  type RelaxedKeyword,
+  resolveGrammarLimits,
+  type SchemaCheck,
+  THINK_END,
+} from "./constrain/index.js";
 import { EngineError, EngineLoadError, EngineOptionError } from "./errors.js";
 import { allocateJsStorage, PagedKvCache, type AllocateStorage, type KvType } from "./kv/paged-kv.js";
 import { GdnStatePool } from "./kv/state-pool.js";
@@ -58,6 +68,12 @@ import { cpuAvailableMemory } from "./planner/devices.js";
  * mask), before it schedules again (a request that arrives meanwhile gets in without waiting for it).
  */
 const HELD_STEP_RETRY_MS = 5;
+
+/** The check of a relaxed schema's output: the JSON after the reasoning block when the request reasons. */
+function outputCheck(text: string, validation: { schema: unknown; relaxed: RelaxedKeyword[]; afterThinking: boolean }): SchemaCheck {
+  const end = validation.afterThinking ? text.lastIndexOf(THINK_END) : -1;
+  return checkOutput(end < 0 ? text : text.slice(end + THINK_END.length), validation.schema, validation.relaxed);
+}
 
 /** The constraint rules of one chunk, asked for before its step (a grammar worker computes them while the forward runs). */
 interface PendingRules {
@@ -241,6 +257,8 @@ class Request implements ScheduledSequence, SpeculativeSequence {
   text = "";
   /** the stop string that ended the generation (stop reason "stop_string") */
   stopString: string | undefined;
+  /** a relaxed best-effort schema: the output is checked against the whole schema when done */
+  validation: { schema: unknown; relaxed: RelaxedKeyword[]; afterThinking: boolean } | undefined;
   readonly submittedAt = performance.now();
   firstTokenAt = 0;
   private readonly queue: GenerationEvent[] = [];
@@ -736,6 +754,7 @@ export class Engine {
         signal.addEventListener("abort", request.onAbort, { once: true });
       }
     }
+    if (guidePlan?.validation) request.validation = { ...guidePlan.validation, afterThinking: guidePlan.reasoning };
     if (guidePlan) {
       this.guided.guide(guidePlan).then(
         (guide) => {
@@ -761,7 +780,6 @@ export class Engine {
    * grammar engine refuses fails before a response starts. Throws ConstraintError.
    */
   async prepareConstraint(spec: ConstraintSpec): Promise<void> {
-    planGuide({ constraint: spec }, this.options.grammarLimits);
     await this.guided.check(spec);
   }
 
@@ -1065,6 +1083,7 @@ export class Engine {
       text: request.text,
       stopReason,
       ...(stopReason === "stop_string" && request.stopString !== undefined ? { stopString: request.stopString } : {}),
+      ...(request.validation === undefined ? {} : { schemaCheck: outputCheck(request.text, request.validation) }),
       stats: {
         promptTokens: request.promptLength,
         generatedTokens: generated,

@@ -1,11 +1,11 @@
 /**
  * /v1/chat/completions' answer: OpenAI's chat completion object, or its `chat.completion.chunk` stream ending in
- * `data: [DONE]`, with llama.cpp's `timings` and keepquant's `warnings` and `max_tokens_capped`.
+ * `data: [DONE]`, with llama.cpp's `timings` and keepquant's `warnings`, `max_tokens_capped` and `schema_check`.
  */
 import { randomBytes } from "node:crypto";
 import type { GenerationResult } from "@keepquant/engine";
 import type { ApiError } from "./errors.js";
-import type { AnswerSink, ErrorFormat, LogprobEntry, SinkContext } from "./generation.js";
+import { type AnswerSink, type ErrorFormat, type LogprobEntry, type SinkContext, schemaCheckField } from "./generation.js";
 import type { ChatRequest } from "./requests.js";
 import { ChatOutput } from "./tool-calls.js";
 
@@ -78,7 +78,7 @@ export function chatCompletionSink(ctx: SinkContext, request: ChatRequest): Answ
     },
     end({ result, finish }) {
       if (request.stream) {
-        send({}, undefined, finish, { timings: timingsOf(result), ...output.warningsField(), ...capField });
+        send({}, undefined, finish, { timings: timingsOf(result), ...output.warningsField(), ...capField, ...schemaCheckField(result) });
         if (request.includeUsage) ctx.res.write(`data: ${JSON.stringify({ ...base, choices: [], usage: usageOf(result) })}\n\n`);
         ctx.res.end("data: [DONE]\n\n");
         return;
@@ -101,6 +101,7 @@ export function chatCompletionSink(ctx: SinkContext, request: ChatRequest): Answ
         timings: timingsOf(result),
         ...output.warningsField(),
         ...capField,
+        ...schemaCheckField(result),
       });
     },
     cut(error: ApiError) {

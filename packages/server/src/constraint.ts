@@ -3,7 +3,7 @@
  * become the engine's ConstraintSpec (constrained decoding), and the engine's ConstraintError
  * becomes a 400 that names the request parameter (docs/usage/structured-output.md).
  */
-import { ConstraintError, type ConstraintSpec, checkJsonSchema, type ToolCallFormat } from "@keepquant/engine";
+import { ConstraintError, type ConstraintSpec, checkJsonSchema, relaxJsonSchema, type ToolCallFormat } from "@keepquant/engine";
 import { type ApiError, invalidRequest } from "./errors.js";
 import type { ChatRequest } from "./requests.js";
 
@@ -30,10 +30,15 @@ export function constraintError(error: ConstraintError, param: string | null): A
   return invalidRequest(param, error.message, CONSTRAINT_CODES[error.code] ?? "invalid_value");
 }
 
-/** Checks a JSON Schema the output will be constrained to; a 400 naming `param` and the keyword otherwise. */
-export function checkSchemaParam(schema: unknown, param: string): void {
+/**
+ * Checks a JSON Schema the output will be constrained to; a 400 naming `param` and the keyword otherwise. Not
+ * strict (`strict: false`): what cannot be enforced is relaxed instead (the output is checked when done), and
+ * only a schema that is not a schema is refused.
+ */
+export function checkSchemaParam(schema: unknown, param: string, strict = true): void {
   try {
-    checkJsonSchema(schema, param);
+    if (strict) checkJsonSchema(schema, param);
+    else relaxJsonSchema(schema, param);
   } catch (error) {
     if (ConstraintError.isInstance(error)) throw constraintError(error, param);
     throw error;
@@ -106,7 +111,7 @@ export function parseResponseFormat(value: unknown): ResponseFormat {
       "invalid_type",
     );
   }
-  if (schema !== undefined) checkSchemaParam(schema, "response_format.json_schema.schema");
+  if (schema !== undefined) checkSchemaParam(schema, "response_format.json_schema.schema", strict === true);
   return { type: "json_schema", name, schema, strict: strict === true };
 }
 

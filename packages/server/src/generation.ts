@@ -20,6 +20,20 @@ export interface ChatOutcome {
   toolCalls: number;
 }
 
+/**
+ * `schema_check` of an answer whose best-effort schema (`strict` not true) was relaxed: whether the output is valid
+ * for the whole schema, why not, and which keywords generation could not enforce (docs/usage/structured-output.md).
+ */
+export function schemaCheckField(result: GenerationResult): {
+  schema_check?: { valid: boolean; errors: string[]; relaxed: { path: string; keyword: string }[] };
+} {
+  const check = result.schemaCheck;
+  if (check === undefined) return {};
+  return {
+    schema_check: { valid: check.valid, errors: check.errors, relaxed: check.relaxed.map(({ path, keyword }) => ({ path, keyword })) },
+  };
+}
+
 /** A request's max tokens when the context made it smaller. */
 export interface TokenCap {
   requested: number;

@@ -37,10 +37,12 @@ const chat = (extra: Record<string, unknown>) => ({
   ...extra,
 });
 
-const jsonSchema = (schema: unknown) => ({ response_format: { type: "json_schema", json_schema: { name: "form", schema } } });
+const jsonSchema = (schema: unknown, strict = true) => ({
+  response_format: { type: "json_schema", json_schema: { name: "form", schema, strict } },
+});
 
 describe("a schema past the grammar engine's bounds", () => {
-  it("a length bound past maxRepetition is a 400 naming the parameter, keyword, path and bound, streamed or not", async () => {
+  it("a length bound past maxRepetition is a 400 naming the parameter, keyword, path and bound, streamed or not (strict)", async () => {
     const engine = await Engine.load(modelFile, { ...TEST_ENGINE_OPTIONS, maxSequences: 2 });
     const serving = await startTestServer(engine, { contextTokens: 2048 });
     try {
@@ -72,6 +74,11 @@ describe("a schema past the grammar engine's bounds", () => {
       const fine = { type: "object", properties: { notes: { type: "string", maxLength: 24 } }, required: ["notes"] };
       const ok = await post(serving.url, "/v1/chat/completions", chat(jsonSchema(fine)));
       expect(ok.status).toBe(200);
+      // not strict: the bound is relaxed, the answer served, and checked against it
+      const relaxed = await post(serving.url, "/v1/chat/completions", chat({ ...jsonSchema(notes, false), max_tokens: 40 }));
+      expect(relaxed.status).toBe(200);
+      const body = (await relaxed.json()) as { schema_check?: { relaxed: { path: string; keyword: string }[] } };
+      expect(body.schema_check?.relaxed).toEqual([{ path: "/properties/notes", keyword: "maxLength" }]);
     } finally {
       await serving.close();
       engine.dispose();

@@ -10,7 +10,7 @@ import type { ChatMessage, ChatToolCall } from "@keepquant/engine";
 import { newId } from "./chat-api.js";
 import { checkSchemaParam, parseResponseFormat, type ResponseFormat } from "./constraint.js";
 import { ApiError, invalidRequest } from "./errors.js";
-import { type AnswerSink, type ChatOutcome, type ErrorFormat, type SinkContext, sseEvent } from "./generation.js";
+import { type AnswerSink, type ChatOutcome, type ErrorFormat, type SinkContext, schemaCheckField, sseEvent } from "./generation.js";
 import {
   type Body,
   type ChatRequest,
@@ -1040,6 +1040,7 @@ export function responsesSink(ctx: SinkContext, request: ResponsesRequest, store
       const response = finish(incomplete ? "incomplete" : "completed", {
         incomplete_details: incomplete ? { reason: "max_output_tokens" } : null,
         usage: usage(outcome),
+        ...schemaCheckField(outcome.result),
       });
       if (!stream) {
         ctx.sendJson(response);

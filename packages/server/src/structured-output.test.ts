@@ -188,10 +188,57 @@ describe("tool_choice", () => {
   });
 });
 
+describe("a best-effort schema (strict not true)", () => {
+  it("is generated with what cannot be enforced relaxed, and schema_check says whether the output is valid", async () => {
+    // three integers from {0, 1} are never unique: uniqueItems is relaxed, and the check must find the duplicate
+    const schema = { type: "array", items: { type: "integer", minimum: 0, maximum: 1 }, minItems: 3, maxItems: 3, uniqueItems: true };
+    const completion = (await client.chat.completions.create({
+      model: "x",
+      messages,
+      temperature: 1,
+      seed: 3,
+      max_tokens: 60,
+      response_format: { type: "json_schema", json_schema: { name: "n", schema } },
+      ...NO_THINKING,
+    } as never)) as OpenAI.ChatCompletion & {
+      schema_check?: { valid: boolean; errors: string[]; relaxed: { path: string; keyword: string }[] };
+    };
+    expect(JSON.parse(completion.choices[0]!.message.content!)).toHaveLength(3);
+    expect(completion.schema_check).toMatchObject({ valid: false, relaxed: [{ path: "", keyword: "uniqueItems" }] });
+    expect(completion.schema_check!.errors.join()).toMatch(/duplicate/);
+    // streamed: on the finishing chunk
+    const stream = (await client.chat.completions.create({
+      model: "x",
+      messages,
+      stream: true,
+      seed: 3,
+      max_tokens: 60,
+      response_format: { type: "json_schema", json_schema: { name: "n", schema } },
+      ...NO_THINKING,
+    } as never)) as unknown as AsyncIterable<{ choices: { finish_reason: string | null }[]; schema_check?: { valid: boolean } }>;
+    const finishing = [];
+    for await (const chunk of stream) if (chunk.choices[0]?.finish_reason) finishing.push(chunk);
+    expect(finishing).toHaveLength(1);
+    expect(finishing[0]!.schema_check?.valid).toBe(false);
+    // nothing relaxed: no check field (the grammar enforces the whole schema)
+    const plain = (await client.chat.completions.create({
+      model: "x",
+      messages,
+      seed: 3,
+      max_tokens: 60,
+      response_format: { type: "json_schema", json_schema: { name: "n", schema: POINT } },
+      ...NO_THINKING,
+    } as never)) as OpenAI.ChatCompletion & { schema_check?: unknown };
+    expect(plain.schema_check).toBeUndefined();
+  });
+});
+
 describe("bad structured-output requests are 400s naming the parameter", () => {
   const cases: { body: Record<string, unknown>; param: string; code?: string; mentions?: string }[] = [
     {
-      body: { response_format: { type: "json_schema", json_schema: { name: "n", schema: { type: "array", uniqueItems: true } } } },
+      body: {
+        response_format: { type: "json_schema", json_schema: { name: "n", strict: true, schema: { type: "array", uniqueItems: true } } },
+      },
       param: "response_format.json_schema.schema",
       code: "unsupported_schema_keyword",
       mentions: "uniqueItems",

@@ -33,10 +33,10 @@ describe("SchemaChecker", () => {
   });
 
   it("a schema the engine refuses is reported (compiled: false, the code and message), never thrown", async () => {
-    const result = await checker.check({ type: "string", pattern: "^a+$" }, [{ data: "aa" }]);
+    const result = await checker.check({ type: "array", uniqueItems: true }, [{ data: [1] }]);
     expect(result.compiled).toBe(false);
     expect(result.error?.code).toBe("CONSTRAINT_UNSUPPORTED_KEYWORD");
-    expect(result.error?.message).toMatch(/"pattern"/);
+    expect(result.error?.message).toMatch(/"uniqueItems"/);
     expect(result.tests).toEqual([]);
   });
 
@@ -61,6 +61,112 @@ describe("SchemaChecker", () => {
         expect(result.tests[i]!.accepted, `${JSON.stringify(bounds)} ${v}`).toBe(inside);
       });
     }
+  });
+
+  it("number bounds that are whole numbers are exact through the grammar engine (fractions at the bounds included)", async () => {
+    const literals = [
+      "-361",
+      "-360",
+      "-360.0",
+      "-359.99",
+      "-2",
+      "-1.5",
+      "-1",
+      "-1.000",
+      "-0.5",
+      "0",
+      "0.0",
+      "0.25",
+      "1",
+      "1.0",
+      "1.5",
+      "2",
+      "7.25",
+      "99.999",
+      "100",
+      "100.00",
+      "100.01",
+      "101",
+      "360",
+      "360.5",
+    ];
+    const ranges: Record<string, unknown>[] = [
+      { minimum: 0, maximum: 1 },
+      { minimum: -360, maximum: 360 },
+      { exclusiveMinimum: 0, exclusiveMaximum: 100 },
+      { minimum: -1 },
+      { maximum: -1 },
+      { exclusiveMaximum: 2, minimum: -1 },
+      { minimum: 1, maximum: 1 },
+    ];
+    for (const bounds of ranges) {
+      const result = await checker.check(
+        { type: "number", ...bounds },
+        literals.map((text) => ({ data: new JsonNumber(text) })),
+      );
+      expect(result.compiled, JSON.stringify(bounds)).toBe(true);
+      literals.forEach((text, i) => {
+        const v = Number(text);
+        const inside =
+          (bounds["minimum"] === undefined || v >= (bounds["minimum"] as number)) &&
+          (bounds["maximum"] === undefined || v <= (bounds["maximum"] as number)) &&
+          (bounds["exclusiveMinimum"] === undefined || v > (bounds["exclusiveMinimum"] as number)) &&
+          (bounds["exclusiveMaximum"] === undefined || v < (bounds["exclusiveMaximum"] as number));
+        expect(result.tests[i]!.accepted, `${JSON.stringify(bounds)} ${text}`).toBe(inside);
+      });
+    }
+    // decimal bounds are refused by name rather than broken
+    const decimal = await checker.check({ type: "number", minimum: 0.5, maximum: 0.75 }, []);
+    expect(decimal.error?.code).toBe("CONSTRAINT_UNSUPPORTED_KEYWORD");
+  });
+
+  it("date, time and date-time are exact calendars (xgrammar's own took 2020-02-31)", async () => {
+    const realDate = (text: string): boolean => {
+      const m = /^(\d{4})-(\d{2})-(\d{2})$/.exec(text);
+      if (!m) return false;
+      const [y, mo, d] = [Number(m[1]), Number(m[2]), Number(m[3])];
+      const date = new Date(Date.UTC(2000, mo - 1, d));
+      date.setUTCFullYear(y);
+      return y >= 1 && date.getUTCFullYear() === y && date.getUTCMonth() === mo - 1 && date.getUTCDate() === d;
+    };
+    const dates = [
+      "2020-02-29",
+      "2021-02-29",
+      "1900-02-29",
+      "2000-02-29",
+      "2020-02-31",
+      "2020-04-30",
+      "2020-04-31",
+      "2020-12-31",
+      "2020-13-01",
+      "2020-00-10",
+      "0000-01-01",
+      "0001-01-01",
+      "2020-1-01",
+      "2020-01-00",
+      "9999-12-31",
+    ];
+    const onDates = await checker.check(
+      { type: "string", format: "date" },
+      dates.map((data) => ({ data })),
+    );
+    dates.forEach((text, i) => expect(onDates.tests[i]!.accepted, text).toBe(realDate(text)));
+    const times: [string, boolean][] = [
+      ["2020-02-29T23:59:59Z", true],
+      ["2021-02-29T10:00:00Z", false],
+      ["2020-01-01T24:00:00Z", false],
+      ["2020-01-01T12:00:00.000", false],
+      ["2020-01-01T12:00:00.125+05:30", true],
+      ["Invalid Date", false],
+    ];
+    const onTimes = await checker.check(
+      { type: "string", format: "date-time" },
+      times.map(([data]) => ({ data })),
+    );
+    times.forEach(([text, valid], i) => expect(onTimes.tests[i]!.accepted, text).toBe(valid));
+    // without a type, a format constrains strings only
+    const untyped = await checker.check({ format: "date" }, [{ data: "2020-02-31" }, { data: 5 }, { data: "2020-02-28" }]);
+    expect(untyped.tests.map((t) => t.accepted)).toEqual([false, true, true]);
   });
 
   it("a listed property cannot come back through additionalProperties with another type (Snowplow's alias event)", async () => {

@@ -8,6 +8,7 @@ import { ConstraintCompiler } from "./compiler.js";
 import { ConstraintError } from "./errors.js";
 import { DecodeGuide } from "./guide.js";
 import { DEFAULT_GRAMMAR_LIMITS, type GrammarLimits } from "./limits.js";
+import { type RelaxedKeyword, relaxJsonSchema } from "./relax.js";
 import { type GrammarSource, resolveConstraint } from "./spec.js";
 
 export { ConstraintError, type ConstraintErrorCode, type ConstraintErrorDetails } from "./errors.js";
@@ -18,6 +19,12 @@ export { JsonNumber, JsonTextError, parseJsonKeepingNumbers, plainJson, pythonJs
 export { DecodeGuide, applyRule, type GuideMatcher, type PositionRule } from "./guide.js";
 export { resolveConstraint, type GrammarSource } from "./spec.js";
 export { DEFAULT_GRAMMAR_LIMITS, type GrammarLimits, resolveGrammarLimits } from "./limits.js";
+export { relaxJsonSchema, type RelaxedKeyword, type RelaxedSchema } from "./relax.js";
+export { checkOutput, type SchemaCheck } from "./validate.js";
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
 
 /** The reasoning block's closing text in Qwen templates. */
 export const THINK_END = "</think>";
@@ -27,6 +34,8 @@ export interface GuidePlan {
   source: GrammarSource | undefined;
   reasoning: boolean;
   thinkingBudget: number | undefined;
+  /** a best-effort schema (strict: false) that was relaxed: the output is checked against `schema` when done */
+  validation?: { schema: unknown; relaxed: RelaxedKeyword[] };
 }
 
 /**
@@ -58,10 +67,21 @@ export function planGuide(
       );
     }
   }
+  // a schema that is not strict is relaxed where it cannot be enforced, and its output checked when done (relax.ts)
+  let spec = constraint;
+  let validation: GuidePlan["validation"];
+  if (isRecord(constraint) && constraint["type"] === "json_schema" && constraint["strict"] === false && isRecord(constraint["schema"])) {
+    const relaxedSchema = relaxJsonSchema(constraint["schema"], "constraint.schema", limits);
+    if (relaxedSchema.relaxed.length > 0) {
+      spec = { ...constraint, schema: relaxedSchema.relaxedSchema };
+      validation = { schema: relaxedSchema.normalized, relaxed: relaxedSchema.relaxed };
+    }
+  }
   return {
-    source: constraint === undefined ? undefined : resolveConstraint(constraint, "constraint", limits),
+    source: spec === undefined ? undefined : resolveConstraint(spec, "constraint", limits),
     reasoning: reasoning === true,
     thinkingBudget: thinkingBudget as number | undefined,
+    ...(validation === undefined ? {} : { validation }),
   };
 }
 
@@ -110,7 +130,7 @@ export class GuidedDecoding {
 
   /** Compiles `spec` (cached), so that a bad schema fails before a response starts. */
   async check(spec: ConstraintSpec): Promise<void> {
-    const source = resolveConstraint(spec, "constraint", this.limits);
+    const source = planGuide({ constraint: spec }, this.limits)!.source!;
     await this.need().compiler.check(source, "constraint");
   }
 

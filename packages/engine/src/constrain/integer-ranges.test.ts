@@ -93,8 +93,10 @@ describe("placeIntegerRanges and boundsEnforced", () => {
     expect(boundsEnforced({ type: "integer", minimum: -1e300 })).toBe(false);
     expect(boundsEnforced({ type: "integer", minimum: 5, maximum: 4 })).toBe(false);
     expect(boundsEnforced({ type: "number", minimum: 0.5 })).toBe(false);
-    expect(boundsEnforced({ type: "number", minimum: 0, maximum: 1 })).toBe(false);
-    expect(boundsEnforced({ type: "number", exclusiveMinimum: 0 })).toBe(false);
+    expect(boundsEnforced({ type: "number", maximum: 0.75, minimum: 0 })).toBe(false);
+    // whole-number bounds on a number are placed (exact: checker.test.ts)
+    expect(boundsEnforced({ type: "number", minimum: 0, maximum: 1 })).toBe(true);
+    expect(boundsEnforced({ type: "number", exclusiveMinimum: 0 })).toBe(true);
     expect(boundsEnforced({ type: "number", maximum: 0 })).toBe(true);
   });
 });

@@ -10,6 +10,10 @@
  * Negative integers are `-` and a range of magnitudes. Bounds are BigInts, exact at any size.
  */
 
+import { formatRule } from "./formats.js";
+import { ANNOTATIONS } from "./normalize.js";
+import { patternPlacement, patternRule } from "./regex.js";
+
 type Schema = Record<string, unknown>;
 
 function isObject(value: unknown): value is Schema {
@@ -124,20 +128,7 @@ function bound(schema: Schema, side: "low" | "high"): bigint | undefined {
 
 const BOUNDS = ["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"] as const;
 /** Keywords that may sit beside a bounded integer and change nothing about its values. */
-const BESIDE = new Set([
-  "type",
-  ...BOUNDS,
-  "title",
-  "description",
-  "default",
-  "examples",
-  "$comment",
-  "deprecated",
-  "readOnly",
-  "writeOnly",
-  "$id",
-  "$schema",
-]);
+const BESIDE = new Set(["type", ...BOUNDS, ...ANNOTATIONS]);
 
 /** Placeholders of one grammar: their prefix (absent from the schemas' text) and the rules found so far. */
 export interface RangePlaces {
@@ -179,8 +170,100 @@ function numberRule(node: Schema): string | undefined {
     const only = (keyword: string): boolean => BOUNDS.every((k) => (k === keyword ? node[k] === 0 : node[k] === undefined));
     if (only("minimum")) return NUMBER_RULES["nonNegative"];
     if (only("maximum")) return NUMBER_RULES["nonPositive"];
+    const low = numberBound(node, "low");
+    const high = numberBound(node, "high");
+    if (low === null || high === null) return undefined;
+    const digits = (b: NumberBound | undefined): number => (b === undefined ? 0 : b.value.toString().replace("-", "").length);
+    if (digits(low) > MAX_RANGE_DIGITS || digits(high) > MAX_RANGE_DIGITS) return undefined;
+    if (
+      low !== undefined &&
+      high !== undefined &&
+      (low.value > high.value || (low.value === high.value && (low.exclusive || high.exclusive)))
+    )
+      return undefined;
+    return numberRangeRules(RANGE_NAME, low, high);
   }
   return undefined;
+}
+
+/** A bound of a number range: an integer, and whether the bound itself is left out. */
+interface NumberBound {
+  value: bigint;
+  exclusive: boolean;
+}
+
+/**
+ * A number schema's bound on one side when every bound it has is a whole number (null when one is not: decimal
+ * bounds are not placed), the tighter of the inclusive and exclusive one (exclusive when they are equal).
+ */
+function numberBound(node: Schema, side: "low" | "high"): NumberBound | undefined | null {
+  const inclusive = node[side === "low" ? "minimum" : "maximum"];
+  const exclusive = node[side === "low" ? "exclusiveMinimum" : "exclusiveMaximum"];
+  let result: NumberBound | undefined;
+  for (const [value, isExclusive] of [
+    [inclusive, false],
+    [exclusive, true],
+  ] as const) {
+    if (value === undefined) continue;
+    if (typeof value !== "number" || !Number.isInteger(value)) return null;
+    const candidate = { value: BigInt(value), exclusive: isExclusive };
+    const tighter =
+      result === undefined ||
+      (side === "low" ? candidate.value > result.value : candidate.value < result.value) ||
+      (candidate.value === result.value && isExclusive);
+    if (tighter) result = candidate;
+  }
+  return result;
+}
+
+/** Fraction digits: any, only zeros, or at least one that is not zero. */
+const ANY_FRACTION = '("." [0-9]+)?';
+const ZERO_FRACTION = '("." "0"+)?';
+const NONZERO_FRACTION = '"." [0-9]* [1-9] [0-9]*';
+
+/**
+ * EBNF alternatives of the numbers y >= 0 (no sign) between whole-number bounds, written without an exponent: the
+ * integer part decides, but at the bounds the fraction does (y <= 7 takes 7 and 7.00, not 7.5; y > 3 takes 3.5,
+ * not 3.0).
+ */
+function magnitudeRange(low: NumberBound, high: NumberBound | undefined, sink: RuleSink): string[] {
+  const out: string[] = [];
+  // integer parts that take any fraction: (low, high) strictly, and low itself when inclusive
+  const first = low.exclusive ? low.value + 1n : low.value;
+  const last = high === undefined ? undefined : high.value - 1n;
+  if (last === undefined || first <= last) {
+    const parts = nonNegative(first, last, sink);
+    if (parts.length > 0) out.push(`${newRule(sink, parts)} ${ANY_FRACTION}`);
+  }
+  if (low.exclusive && (high === undefined || low.value < high.value))
+    out.push(`${JSON.stringify(low.value.toString())} ${NONZERO_FRACTION}`);
+  if (high !== undefined && !high.exclusive && high.value >= first) out.push(`${JSON.stringify(high.value.toString())} ${ZERO_FRACTION}`);
+  return out;
+}
+
+/**
+ * The EBNF rules of the JSON numbers between whole-number bounds (either undefined: unbounded), written without an
+ * exponent (a subset: every number it allows is in the range), the first named `name`. Below zero it is `-` and
+ * the range of magnitudes, its bounds swapped.
+ */
+function numberRangeRules(name: string, low: NumberBound | undefined, high: NumberBound | undefined): string {
+  const sink: RuleSink = { name, rules: [] };
+  const top: string[] = [];
+  if (low === undefined || low.value < 0n) {
+    // magnitudes of the negatives: above -high (or above 0, excluded), up to -low
+    const from: NumberBound =
+      high === undefined || high.value >= 0n ? { value: 0n, exclusive: true } : { value: -high.value, exclusive: high.exclusive };
+    const to = low === undefined ? undefined : { value: -low.value, exclusive: low.exclusive };
+    const magnitudes = magnitudeRange(from, to, sink);
+    if (magnitudes.length > 0) top.push(`"-" ${newRule(sink, magnitudes)}`);
+  }
+  if (high === undefined || high.value >= 0n) {
+    const from: NumberBound = low === undefined || low.value < 0n ? { value: 0n, exclusive: false } : low;
+    const values = magnitudeRange(from, high, sink);
+    if (values.length > 0) top.push(newRule(sink, values));
+  }
+  if (top.length === 0) throw new RangeError(`internal: the number range is empty`);
+  return [`${name} ::= ${top.map((alt) => `(${alt})`).join(" | ")}`, ...sink.rules].join("\n");
 }
 
 /**
@@ -193,7 +276,8 @@ export function boundsEnforced(node: Schema): boolean {
 }
 
 /**
- * `schema` with each schema whose bounds are enforced (`boundsEnforced`) replaced by a placeholder constant, whose
+ * `schema` with each schema whose bounds are enforced (`boundsEnforced`), each string whose `pattern` is
+ * (regex.ts) and each date or time format (formats.ts) replaced by a placeholder constant, whose
  * rules join `places.rules` (the grammar worker puts them in for the placeholder in the converter's EBNF).
  * `schema` is not changed.
  */
@@ -201,7 +285,11 @@ export function placeIntegerRanges(schema: unknown, places: RangePlaces): unknow
   const place = (node: unknown): unknown => {
     if (Array.isArray(node)) return node.map(place);
     if (!isObject(node)) return node;
-    const rule = numberRule(node);
+    const pattern = patternPlacement(node);
+    const rule =
+      pattern !== undefined && "grammar" in pattern
+        ? patternRule(RANGE_NAME, pattern.grammar)
+        : (formatRule(RANGE_NAME, node) ?? numberRule(node));
     if (rule !== undefined) {
       const marker = `${places.prefix}${Object.keys(places.rules).length}x`;
       places.rules[JSON.stringify(JSON.stringify(marker))] = rule;

@@ -15,6 +15,7 @@
  */
 import { EngineOptionError } from "../errors.js";
 import { ConstraintError } from "./errors.js";
+import { patternPlacement } from "./regex.js";
 
 /** The bounds; every field is optional in EngineOptions.grammarLimits (the defaults below). */
 export interface GrammarLimits {
@@ -172,7 +173,20 @@ export function addSchemaRepetitions(schema: unknown, field: string, budget: Rep
     // length bounds apply to strings (a schema without `type` may be one)
     const type = value["type"];
     const string = type === undefined || type === "string" || (Array.isArray(type) && type.includes("string"));
-    if (count > 0 && string) {
+    const pattern = patternPlacement(value);
+    if (pattern !== undefined && "grammar" in pattern) {
+      // a placed pattern's rule repeats what its quantifiers say (its length bounds add nothing: regex.ts)
+      pattern.grammar.repetitions.forEach((n, i) =>
+        budget.add({
+          count: n,
+          key: `pattern${JSON.stringify(value["pattern"])}#${i}`,
+          field,
+          what: `a repetition of ${n} in the pattern at ${path === "" ? "the root" : path}`,
+          path,
+          keyword: "pattern",
+        }),
+      );
+    } else if (count > 0 && string) {
       budget.add({
         count,
         key: `string{${minLength},${maxLength ?? ""}}`,

@@ -143,3 +143,81 @@ describe("normalizeJsonSchema keeps the order of names", () => {
     );
   });
 });
+
+describe("normalizeJsonSchema: references, allOf, and finite value lists as the engine compiles them", () => {
+  it("hoists references that point elsewhere (into properties, nested definitions, keys outside the vocabulary, anchors)", () => {
+    const schema = {
+      type: "object",
+      resourceDefinitions: { partner: { type: "string" } },
+      definitions: { outer: { definitions: { inner: { type: "integer" } } }, id: { $id: "#ident", type: "boolean" } },
+      properties: {
+        root: { type: "object", properties: { children: { type: "array", items: { $ref: "#/properties/root" } } } },
+        partner: { $ref: "#/resourceDefinitions/partner" },
+        inner: { $ref: "#/definitions/outer/definitions/inner" },
+        flag: { $ref: "#ident" },
+        broken: { $ref: "#/nowhere" },
+      },
+    };
+    const given = structuredClone(schema);
+    const normalized = normalizeJsonSchema(schema) as { properties: Record<string, { $ref?: string }>; $defs: Record<string, unknown> };
+    expect(schema).toEqual(given);
+    const target = (name: string): unknown => normalized.$defs[normalized.properties[name]!.$ref!.replace("#/$defs/", "")];
+    expect(target("partner")).toEqual({ type: "string" });
+    expect(target("inner")).toEqual({ type: "integer" });
+    expect(target("flag")).toMatchObject({ type: "boolean" });
+    // the recursive one points at a copy of its target, which points at itself
+    type Tree = { properties: { children: { items: { $ref: string } } } };
+    const ref = (normalized.properties["root"] as unknown as Tree).properties.children.items.$ref;
+    const copy = normalized.$defs[ref.replace("#/$defs/", "")] as Tree;
+    expect(copy.properties.children.items.$ref).toBe(ref);
+    // one that resolves nowhere is left for the check to refuse by name
+    expect(normalized.properties["broken"]!.$ref).toBe("#/nowhere");
+    expect(caught(() => checkJsonSchema(schema, "s")).path).toBe("/properties/broken/$ref");
+  });
+
+  it("merges allOf where the merge is exact, and leaves it where it is not", () => {
+    const merged = normalizeJsonSchema({
+      $defs: { base: { type: "object", properties: { id: { type: "integer", minimum: 0 } }, required: ["id"] } },
+      allOf: [{ $ref: "#/$defs/base" }, { properties: { id: { maximum: 9 }, name: { type: "string" } }, required: ["name"] }],
+    });
+    expect(merged).toEqual({
+      type: "object",
+      properties: { id: { type: "integer", minimum: 0, maximum: 9 }, name: { type: "string" } },
+      required: ["id", "name"],
+    });
+    // additionalProperties: false in one conjunct forbids the other's property: not merged (refused when strict)
+    const open = { allOf: [{ properties: { a: {} }, additionalProperties: false }, { properties: { b: {} } }] };
+    expect((normalizeJsonSchema(open) as { allOf?: unknown[] }).allOf).toHaveLength(2);
+    // types that share nothing: not merged
+    expect((normalizeJsonSchema({ allOf: [{ type: "string" }, { type: "integer" }] }) as { allOf?: unknown[] }).allOf).toHaveLength(2);
+    // a recursive definition read into its own allOf stays bounded
+    const recursive = { $defs: { node: { allOf: [{ $ref: "#/$defs/node" }, { type: "object" }] } }, $ref: "#/$defs/node" };
+    expect(() => normalizeJsonSchema(recursive)).not.toThrow();
+  });
+
+  it("enum and const of arrays and objects become the schemas of exactly those values", () => {
+    expect(normalizeJsonSchema({ enum: ["a", ["deleted"], { k: 1 }] })).toEqual({
+      anyOf: [
+        { enum: ["a"] },
+        { type: "array", prefixItems: [{ const: "deleted" }], minItems: 1, maxItems: 1, items: false },
+        { type: "object", properties: { k: { const: 1 } }, required: ["k"], additionalProperties: false },
+      ],
+    });
+    expect(() => checkJsonSchema({ const: { a: [1, null] } }, "s")).not.toThrow();
+  });
+
+  it("a finite list of values beside other keywords becomes the values the whole schema accepts (checked by a validator)", () => {
+    // the JSON-Schema-Test-Suite style MaskBench's Synthesized split is made of
+    // no value is left: the check then says the schema accepts nothing
+    expect(normalizeJsonSchema({ allOf: [{ enum: [[1, 2, 3]] }, { not: { not: { maxItems: 2 } } }] })).toEqual({ enum: [] });
+    expect(normalizeJsonSchema({ allOf: [{ enum: [[1, 2, 3]] }, { not: { not: { maxItems: 3 } } }] })).toEqual({
+      anyOf: [{ type: "array", prefixItems: [{ const: 1 }, { const: 2 }, { const: 3 }], minItems: 3, maxItems: 3, items: false }],
+    });
+    expect(normalizeJsonSchema({ type: "string", enum: ["intramural", "varsity", "club"], not: { enum: ["intramural"] } })).toEqual({
+      enum: ["varsity", "club"],
+    });
+    expect(normalizeJsonSchema({ enum: [{ foo: 1 }, { bar: 2 }], not: { required: ["bar"] } })).toEqual({
+      anyOf: [{ type: "object", properties: { foo: { const: 1 } }, required: ["foo"], additionalProperties: false }],
+    });
+  });
+});

@@ -12,7 +12,12 @@
  *
  * Everything else stays for checkJsonSchema (schema.ts), which refuses by name what the grammar engine cannot enforce.
  * The walk is iterative; past MAX_SCHEMA_DEPTH a subschema is passed through unchanged (the check refuses it).
+ *
+ * References anywhere in the schema are hoisted into `$defs`, an `allOf` is merged where the merge is exact, an
+ * `enum`/`const` of arrays or objects becomes the schemas of those values, and a schema with a finite list of values
+ * and other keywords beside it becomes the list of the values it accepts (checked with a validator).
  */
+import { rawValidator } from "./validate.js";
 
 /** Deepest schema nesting checked (the walk is iterative; this bounds the grammar the engine builds). */
 export const MAX_SCHEMA_DEPTH = 64;
@@ -48,6 +53,9 @@ export const ENFORCED_FORMATS: ReadonlySet<string> = new Set([
   "json-pointer",
   "relative-json-pointer",
 ]);
+
+/** Formats common validators assert that the grammar engine does not enforce (kept: refused when strict). */
+const ASSERTED_FORMATS: ReadonlySet<string> = new Set(["regex", "iri", "iri-reference", "idn-email", "idn-hostname"]);
 
 /** Keywords of JSON Schema drafts 4 to 2020-12 kept for the check (annotations, assertions, applicators, references). */
 const VOCABULARY: ReadonlySet<string> = new Set([
@@ -200,6 +208,103 @@ export function disjointBranches(branches: readonly unknown[]): boolean {
 }
 
 /** One schema object's own rewrite (its subschemas are normalized by the walk). */
+/** Most schemas with a finite set of values that finiteValueSets reads with a validator (each a compile). */
+const MAX_FINITE_SETS = 32;
+/** Keywords beside `enum`/`const` that the grammar enforces with them (nothing to read with a validator). */
+const BESIDE_VALUES = new Set(["enum", "const", "type", ...ANNOTATIONS]);
+
+/**
+ * A schema whose values are a finite list (an `enum` or `const` of its own or of one of its `allOf`) allows exactly
+ * those values of the list that the whole schema accepts, whatever else it says (`not`, `allOf`, ...): each value
+ * is checked with a JSON Schema validator (Ajv, by the draft the schema names, its definitions with it), and the
+ * schema becomes the `enum` of the ones that pass. A schema the validator cannot compile is left as it is.
+ * `schema` is not changed (a copy is returned when something is rewritten).
+ */
+function finiteValueSets(schema: Schema): Schema {
+  const found: { holder: Schema; values: unknown[] }[] = [];
+  const stack: unknown[] = [schema];
+  const seen = new Set<unknown>();
+  while (stack.length > 0 && found.length < MAX_FINITE_SETS) {
+    const node = stack.pop();
+    if (typeof node !== "object" || node === null || seen.has(node)) continue;
+    seen.add(node);
+    if (Array.isArray(node)) {
+      stack.push(...node);
+      continue;
+    }
+    const record = node as Schema;
+    const listOf = (s: unknown): unknown[] | undefined =>
+      isObject(s) ? (Array.isArray(s["enum"]) ? s["enum"] : "const" in s ? [s["const"]] : undefined) : undefined;
+    const own = listOf(record);
+    const conjunct = Array.isArray(record["allOf"]) ? record["allOf"].map(listOf).find((l) => l !== undefined) : undefined;
+    const values = own ?? conjunct;
+    const constrained = Object.keys(record).some((k) => !BESIDE_VALUES.has(k));
+    if (values !== undefined && constrained && values.length <= MAX_STRUCTURED_ENUM) found.push({ holder: record, values });
+    for (const [key, value] of Object.entries(record))
+      if (key !== "enum" && key !== "const" && key !== "default" && key !== "examples") stack.push(value);
+  }
+  if (found.length === 0) return schema;
+  const copies = new Map<Schema, unknown[]>();
+  for (const { holder, values } of found) {
+    let validate: (value: unknown) => boolean;
+    try {
+      const withDefinitions: Schema = { ...holder };
+      for (const container of ["$defs", "definitions", "$schema"])
+        if (schema[container] !== undefined && holder !== schema) withDefinitions[container] = schema[container];
+      validate = rawValidator(withDefinitions) as (value: unknown) => boolean;
+    } catch {
+      continue;
+    }
+    copies.set(
+      holder,
+      values.filter((value) => validate(value)),
+    );
+  }
+  if (copies.size === 0) return schema;
+  // rewritten in place on a copy: the holders are found again by their place
+  const rewritten = (node: unknown): unknown => {
+    if (Array.isArray(node)) return node.map(rewritten);
+    if (!isObject(node)) return node;
+    const values = copies.get(node);
+    if (values !== undefined) {
+      const kept: Schema = {};
+      for (const key of ANNOTATIONS) if (node[key] !== undefined) kept[key] = node[key];
+      // definitions stay where they are (references reach them)
+      if (node === schema)
+        for (const container of ["$defs", "definitions"]) if (node[container] !== undefined) kept[container] = rewritten(node[container]);
+      return { ...kept, enum: values };
+    }
+    const out: Schema = {};
+    for (const [key, value] of Object.entries(node)) {
+      out[key] = key === "enum" || key === "const" || key === "default" || key === "examples" ? value : rewritten(value);
+    }
+    return out;
+  };
+  return rewritten(schema) as Schema;
+}
+
+/** Keywords that constrain strings only. */
+const STRING_KEYWORDS = new Set(["format", "pattern", "minLength", "maxLength"]);
+
+/** Most values of an enum with array or object values rewritten as schemas. */
+const MAX_STRUCTURED_ENUM = 256;
+
+/**
+ * The schema of exactly one JSON value: an array as its items in order (no more), an object as its properties,
+ * all required and no others (generated in the value's key order), a primitive as `const`.
+ */
+function constSchema(value: unknown): unknown {
+  if (Array.isArray(value)) {
+    return { type: "array", prefixItems: value.map(constSchema), minItems: value.length, maxItems: value.length, items: false };
+  }
+  if (typeof value === "object" && value !== null) {
+    const properties: Schema = {};
+    for (const [key, item] of Object.entries(value)) properties[key] = constSchema(item);
+    return { type: "object", properties, required: Object.keys(value), additionalProperties: false };
+  }
+  return { const: value };
+}
+
 function rewrite(schema: Schema): Schema {
   const out: Schema = {};
   for (const [key, value] of Object.entries(schema)) if (VOCABULARY.has(key)) out[key] = value;
@@ -227,6 +332,31 @@ function rewrite(schema: Schema): Schema {
   if (out["if"] === undefined) {
     delete out["then"];
     delete out["else"];
+  }
+  // enum and const with array or object values: as schemas of exactly those values
+  const structured = (v: unknown): boolean => typeof v === "object" && v !== null;
+  if (structured(out["const"])) {
+    const value = out["const"];
+    delete out["const"];
+    out["allOf"] = [...(Array.isArray(out["allOf"]) ? out["allOf"] : []), constSchema(value)];
+  }
+  if (Array.isArray(out["enum"]) && out["enum"].some(structured) && out["enum"].length <= MAX_STRUCTURED_ENUM) {
+    const values = out["enum"] as unknown[];
+    const primitives = values.filter((v) => !structured(v));
+    const branches = [...(primitives.length > 0 ? [{ enum: primitives }] : []), ...values.filter(structured).map(constSchema)];
+    delete out["enum"];
+    if (out["anyOf"] === undefined) out["anyOf"] = branches;
+    else out["allOf"] = [...(Array.isArray(out["allOf"]) ? out["allOf"] : []), { anyOf: branches }];
+  }
+  // string keywords with no `type`: they constrain strings only, every other type of value stays valid
+  const keys = Object.keys(out).filter((k) => !ANNOTATIONS.has(k));
+  if (out["type"] === undefined && keys.length > 0 && keys.every((k) => STRING_KEYWORDS.has(k))) {
+    const stringBranch: Schema = { type: "string" };
+    for (const k of keys) {
+      stringBranch[k] = out[k];
+      delete out[k];
+    }
+    out["anyOf"] = [stringBranch, { type: ["number", "boolean", "null", "object", "array"] }];
   }
   if (out["uniqueItems"] === false) delete out["uniqueItems"];
   if (out["minProperties"] === 0) delete out["minProperties"];
@@ -268,8 +398,9 @@ function rewrite(schema: Schema): Schema {
       out["minimum"] = typeof out["minimum"] === "number" ? Math.max(out["minimum"], low) : low;
       out["maximum"] = typeof out["maximum"] === "number" ? Math.min(out["maximum"], high) : high;
     }
-    // an unknown format is an annotation: ignored, as the specification says
-    delete out["format"];
+    // an unknown format is an annotation: ignored, as the specification says. Formats validators do assert
+    // (Python's jsonschema and Ajv's formats check them) stay, for the check to refuse by name
+    if (!ASSERTED_FORMATS.has(format)) delete out["format"];
   }
   // bounds beside a list of types (["integer", "null"]): one branch per type, the bounds on the numeric ones
   const types = out["type"];
@@ -324,12 +455,108 @@ function reachableDefinitions(root: Schema): Set<string> {
   return reached;
 }
 
+/** Most references rewritten by hoistReferences (each target is copied once). */
+const MAX_HOISTED = 1000;
+
+function unescapePointer(segment: string): string {
+  return segment.replace(/~1/g, "/").replace(/~0/g, "~");
+}
+
+/**
+ * References the engine compiles are `#`, `#/$defs/NAME` and `#/definitions/NAME`. Schemas also point anywhere
+ * else in themselves: into `properties` (`#/properties/root`), nested definitions, keys outside the vocabulary
+ * (`#/resourceDefinitions/x`, which normalizing would drop), or at a plain-name anchor (`#name`: draft-06's
+ * `$id: "#name"`, 2019-09's `$anchor`). Each such target is copied into `$defs` under a fresh name and its
+ * references rewritten there (repeatedly: a copy's own references too). A reference that resolves nowhere stays
+ * as it is (the check refuses it by name). `schema` is not changed.
+ */
+function hoistReferences(schema: Schema): Schema {
+  const anchors = new Map<string, unknown>();
+  const refs: { holder: Schema; ref: string }[] = [];
+  const seen = new Set<unknown>();
+  const walk = (root: unknown): void => {
+    const stack: unknown[] = [root];
+    while (stack.length > 0) {
+      const node = stack.pop();
+      if (typeof node !== "object" || node === null || seen.has(node)) continue;
+      seen.add(node);
+      if (Array.isArray(node)) {
+        stack.push(...node);
+        continue;
+      }
+      const record = node as Schema;
+      if (typeof record["$ref"] === "string") refs.push({ holder: record, ref: record["$ref"] });
+      const id = record["$id"] ?? record["id"];
+      if (typeof id === "string" && /^#[A-Za-z_][-A-Za-z0-9._]*$/.test(id) && !anchors.has(id.slice(1))) anchors.set(id.slice(1), record);
+      if (typeof record["$anchor"] === "string" && !anchors.has(record["$anchor"])) anchors.set(record["$anchor"], record);
+      for (const [key, value] of Object.entries(record))
+        if (key !== "enum" && key !== "const" && key !== "default" && key !== "examples") stack.push(value);
+    }
+  };
+  walk(schema);
+  const wanted = refs.filter(({ ref }) => ref !== "#" && !/^#\/(\$defs|definitions)\/[^/]+$/.test(ref) && ref.startsWith("#"));
+  if (wanted.length === 0) return schema;
+  const root: Schema = structuredClone(schema);
+  const existing = isObject(root["$defs"]) ? root["$defs"] : {};
+  const defs: Schema = { ...existing };
+  root["$defs"] = defs;
+  const names = new Map<string, string>();
+  const resolve = (ref: string): unknown => {
+    if (!ref.startsWith("#/")) return anchors.get(ref.slice(1));
+    let node: unknown = schema;
+    for (const raw of ref.slice(2).split("/")) {
+      let segment: string;
+      try {
+        segment = unescapePointer(decodeURIComponent(raw));
+      } catch {
+        return undefined;
+      }
+      if (Array.isArray(node)) node = node[Number(segment)];
+      else if (isObject(node)) node = node[segment];
+      else return undefined;
+    }
+    return node;
+  };
+  // the clone's references, rewritten; copies added to $defs are walked in turn
+  refs.length = 0;
+  seen.clear();
+  walk(root);
+  for (let i = 0; i < refs.length && names.size <= MAX_HOISTED; i++) {
+    const { holder, ref } = refs[i]!;
+    if (ref === "#" || /^#\/(\$defs|definitions)\/[^/]+$/.test(ref) || !ref.startsWith("#")) continue;
+    let name = names.get(ref);
+    if (name === undefined) {
+      const target = resolve(ref);
+      if (!isObject(target) && typeof target !== "boolean") continue;
+      name = `ref_${names.size}`;
+      while (name in defs) name += "_";
+      names.set(ref, name);
+      const copy = structuredClone(target);
+      defs[name] = copy;
+      walk(copy);
+    }
+    holder["$ref"] = `#/$defs/${name}`;
+  }
+  if (Object.keys(defs).length === 0) delete root["$defs"];
+  return root;
+}
+
 /**
  * The schema as the engine compiles it (a new value; `schema` is not changed). Not a check: a malformed schema
  * comes back malformed for checkJsonSchema to name.
  */
-export function normalizeJsonSchema(schema: unknown): unknown {
-  if (!isObject(schema)) return schema;
+export function normalizeJsonSchema(given: unknown): unknown {
+  if (!isObject(given)) return given;
+  const hoisted = hoistReferences(given);
+  const finite = finiteValueSets(hoisted);
+  let root = normalizeNodes(finite);
+  // allOf merged where the merge is exact; the merged nodes are normalized in turn
+  if (mergeAllOf(root)) root = normalizeNodes(root);
+  return pruneDefinitions(root);
+}
+
+/** Each schema node of `schema` rewritten (`rewrite`), walked iteratively. */
+function normalizeNodes(schema: Schema): Schema {
   const result: { value: unknown } = { value: undefined };
   const stack: { value: unknown; depth: number; set: (v: unknown) => void }[] = [
     { value: schema, depth: 1, set: (v) => (result.value = v) },
@@ -364,8 +591,175 @@ export function normalizeJsonSchema(schema: unknown): unknown {
       }
     }
   }
-  const root = result.value as Schema;
-  // definitions no reference reaches are not part of what the schema validates
+  return result.value as Schema;
+}
+
+/** Keywords whose values meet as the larger (lower bounds) or the smaller (upper bounds) when two conjuncts have them. */
+const LOWER_BOUNDS = new Set(["minimum", "exclusiveMinimum", "minLength", "minItems", "minProperties"]);
+const UPPER_BOUNDS = new Set(["maximum", "exclusiveMaximum", "maxLength", "maxItems", "maxProperties"]);
+/** Most merges of one `allOf` node (a $ref met in a merge is read once per round). */
+const MAX_MERGE_ROUNDS = 8;
+/** Most definitions read into merges of one schema. */
+const MAX_MERGE_INLINES = 256;
+
+function sameJson(a: unknown, b: unknown): boolean {
+  return JSON.stringify(a) === JSON.stringify(b);
+}
+
+/** The JSON types a `type` value allows (undefined: any). */
+function typeSet(type: unknown): Set<string> | undefined {
+  if (type === undefined) return undefined;
+  return new Set(Array.isArray(type) ? (type as string[]) : [type as string]);
+}
+
+/** Two `type` values met: the types both allow (an integer is a number), or undefined when none is. */
+function meetTypes(a: unknown, b: unknown): unknown {
+  const x = typeSet(a);
+  const y = typeSet(b);
+  if (x === undefined) return b;
+  if (y === undefined) return a;
+  const out: string[] = [];
+  for (const t of x) {
+    if (y.has(t)) out.push(t);
+    else if (t === "integer" && y.has("number")) out.push("integer");
+    else if (t === "number" && y.has("integer")) out.push("integer");
+  }
+  const unique = [...new Set(out)];
+  return unique.length === 0 ? undefined : unique.length === 1 ? unique[0] : unique;
+}
+
+/**
+ * The conjuncts of one `allOf` (with the node's own keywords) as one schema, when that one schema allows exactly
+ * what all of them do; undefined otherwise (the allOf then stays, and is refused when strict). Exact when: each
+ * keyword is held by one conjunct or meets exactly (`required` unite, `properties` join with a shared name's
+ * schemas as an allOf of their own, `type`s intersect, bounds take the tighter, equal values stay); and an
+ * `additionalProperties` is held by one conjunct that lists every property the others name.
+ */
+function mergeConjunctsExact(node: Schema, root: Schema, budget: { inlines: number }): Schema | undefined {
+  const { allOf, ...own } = node;
+  const conjuncts: unknown[] = [own, ...(allOf as unknown[])];
+  const merged: Schema = {};
+  let additionalHolder: Schema | undefined;
+  const resolved: Schema[] = [];
+  for (const given of conjuncts) {
+    if (given === true) continue;
+    if (!isObject(given)) return undefined;
+    let conjunct = given;
+    if (typeof conjunct["$ref"] === "string") {
+      const ref = conjunct["$ref"];
+      const match = /^#\/(\$defs|definitions)\/([^/]+)$/.exec(ref);
+      const defs = match ? root[match[1]!] : undefined;
+      const target = match && isObject(defs) ? defs[unescapePointer(match[2]!)] : undefined;
+      // a recursive definition would be read again inside its own copy: the copies are bounded
+      if (!isObject(target) || budget.inlines <= 0) return undefined;
+      budget.inlines--;
+      const { $ref: _ref, ...rest } = conjunct;
+      resolved.push(rest);
+      // a copy: the definition stays as it is for its other references
+      conjunct = structuredClone(target);
+    }
+    resolved.push(conjunct);
+  }
+  for (const conjunct of resolved) {
+    if ("additionalProperties" in conjunct || "unevaluatedProperties" in conjunct || "patternProperties" in conjunct) {
+      if (additionalHolder !== undefined) return undefined;
+      additionalHolder = conjunct;
+    }
+  }
+  if (additionalHolder !== undefined) {
+    const listed = new Set(Object.keys(isObject(additionalHolder["properties"]) ? additionalHolder["properties"] : {}));
+    for (const conjunct of resolved) {
+      if (conjunct === additionalHolder || !isObject(conjunct["properties"])) continue;
+      if (Object.keys(conjunct["properties"]).some((name) => !listed.has(name))) return undefined;
+    }
+  }
+  for (const conjunct of resolved) {
+    for (const [key, value] of Object.entries(conjunct)) {
+      if (ANNOTATIONS.has(key) || key === "$defs" || key === "definitions") {
+        if (!(key in merged) && !(key === "$defs" || key === "definitions")) merged[key] = value;
+        continue;
+      }
+      if (!(key in merged)) {
+        merged[key] = key === "properties" && isObject(value) ? { ...value } : value;
+        continue;
+      }
+      const before = merged[key];
+      if (key === "required" && Array.isArray(value) && Array.isArray(before)) merged[key] = [...new Set([...before, ...value])];
+      else if (key === "properties" && isObject(value) && isObject(before)) {
+        for (const [name, schema] of Object.entries(value)) {
+          before[name] = name in before && !sameJson(before[name], schema) ? { allOf: [before[name], schema] } : schema;
+        }
+      } else if (key === "type") {
+        const met = meetTypes(before, value);
+        if (met === undefined) return undefined;
+        merged[key] = met;
+      } else if (LOWER_BOUNDS.has(key) && typeof value === "number" && typeof before === "number") merged[key] = Math.max(before, value);
+      else if (UPPER_BOUNDS.has(key) && typeof value === "number" && typeof before === "number") merged[key] = Math.min(before, value);
+      else if (!sameJson(before, value)) return undefined;
+    }
+  }
+  return merged;
+}
+
+/**
+ * An `anyOf` beside other keywords (`properties`, `required`, ...) as an `anyOf` of branches that each hold those
+ * keywords, merged exactly: the grammar engine reads an `anyOf` without the keywords beside it (xgrammar 0.1.27
+ * let an object miss a `required` property written beside `anyOf: [{required: [...]}, ...]`). Left as it is when
+ * a branch's merge is not exact. True when the node changed.
+ */
+function distributeAnyOf(record: Schema, root: Schema, budget: { inlines: number }): boolean {
+  const branches = record["anyOf"];
+  if (!Array.isArray(branches) || branches.length === 0) return false;
+  const rest: Schema = {};
+  for (const [key, value] of Object.entries(record)) {
+    if (key !== "anyOf" && key !== "$defs" && key !== "definitions" && !ANNOTATIONS.has(key)) rest[key] = value;
+  }
+  if (Object.keys(rest).length === 0) return false;
+  const distributed: unknown[] = [];
+  for (const branch of branches) {
+    if (branch === false) continue;
+    const merged = mergeConjunctsExact({ allOf: [structuredClone(rest), branch === true ? {} : branch] }, root, budget);
+    if (merged === undefined) return false;
+    distributed.push(merged);
+  }
+  for (const key of Object.keys(rest)) delete record[key];
+  record["anyOf"] = distributed;
+  return true;
+}
+
+/** Merges, in place, each `allOf` of several schemas whose merge is exact (mergeConjunctsExact); true when one was. */
+function mergeAllOf(root: Schema): boolean {
+  let changed = false;
+  const budget = { inlines: MAX_MERGE_INLINES };
+  const stack: { node: unknown; depth: number }[] = [{ node: root, depth: 1 }];
+  const seen = new Set<unknown>();
+  while (stack.length > 0) {
+    const { node, depth } = stack.pop()!;
+    // past the depth the check refuses anyway, nothing is merged (a recursive definition would grow there)
+    if (typeof node !== "object" || node === null || seen.has(node) || depth > MAX_SCHEMA_DEPTH) continue;
+    seen.add(node);
+    if (Array.isArray(node)) {
+      for (const item of node) stack.push({ node: item, depth: depth + 1 });
+      continue;
+    }
+    const record = node as Schema;
+    for (let round = 0; round < MAX_MERGE_ROUNDS && Array.isArray(record["allOf"]) && record["allOf"].length > 0; round++) {
+      const merged = mergeConjunctsExact(record, root, budget);
+      if (merged === undefined) break;
+      for (const key of Object.keys(record)) delete record[key];
+      Object.assign(record, merged);
+      changed = true;
+    }
+    if (distributeAnyOf(record, root, budget)) changed = true;
+    for (const [key, value] of Object.entries(record)) {
+      if (key !== "enum" && key !== "const" && key !== "default" && key !== "examples") stack.push({ node: value, depth: depth + 1 });
+    }
+  }
+  return changed;
+}
+
+/** `root` without the definitions no reference reaches (they are not part of what the schema validates). */
+function pruneDefinitions(root: Schema): Schema {
   const reached = reachableDefinitions(root);
   for (const container of ["$defs", "definitions"] as const) {
     const defs = root[container];

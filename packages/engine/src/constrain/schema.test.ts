@@ -39,8 +39,12 @@ describe("checkJsonSchema", () => {
     expect(error.message).toContain('"multipleOf"');
     expect(caught(() => checkJsonSchema({ type: "array", uniqueItems: true }, "s")).keyword).toBe("uniqueItems");
     expect(caught(() => checkJsonSchema({ not: { type: "string" } }, "s")).keyword).toBe("not");
-    expect(caught(() => checkJsonSchema({ allOf: [{ type: "integer" }, { minimum: 1 }] }, "s")).keyword).toBe("allOf");
-    expect(caught(() => checkJsonSchema({ const: { a: 1 } }, "s")).keyword).toBe("const");
+    // an allOf whose merge would not be exact (one conjunct's additionalProperties forbids the other's property)
+    const unmerged = { allOf: [{ properties: { a: {} }, additionalProperties: false }, { properties: { b: {} } }] };
+    expect(caught(() => checkJsonSchema(unmerged, "s")).keyword).toBe("allOf");
+    // merged exactly, and a const object as the schema of that value: enforced
+    expect(() => checkJsonSchema({ allOf: [{ type: "integer" }, { minimum: 1 }] }, "s")).not.toThrow();
+    expect(() => checkJsonSchema({ const: { a: 1 } }, "s")).not.toThrow();
     const escaped = caught(() => checkJsonSchema({ properties: { "a/b~c": { minProperties: 1 } } }, "s"));
     expect(escaped.path).toBe("/properties/a~1b~0c");
   });

@@ -8,6 +8,7 @@
  */
 import { ConstraintError } from "./errors.js";
 import { boundsEnforced, MAX_RANGE_DIGITS } from "./integer-ranges.js";
+import { patternPlacement } from "./regex.js";
 import { ANNOTATIONS, ENFORCED_FORMATS, MAX_SCHEMA_DEPTH, normalizeJsonSchema } from "./normalize.js";
 
 /** JSON Schema's type names. */
@@ -159,7 +160,7 @@ export function checkJsonSchema(given: unknown, field: string): unknown {
             unsupported(
               path,
               keyword,
-              `bounds are enforced exactly on an "integer" (up to ${MAX_RANGE_DIGITS} digits, with nothing but its bounds and annotations beside them) and as minimum 0 or maximum 0 alone on a "number"`,
+              `bounds are enforced exactly on an "integer" (up to ${MAX_RANGE_DIGITS} digits, with nothing but its bounds and annotations beside them) and on a "number" with whole-number bounds (or minimum 0 / maximum 0 alone)`,
             );
           break;
         case "enum":
@@ -170,11 +171,13 @@ export function checkJsonSchema(given: unknown, field: string): unknown {
         case "const":
           if (!isPrimitive(child)) unsupported(path, keyword, "only a string, number, boolean or null value is enforced");
           break;
-        case "pattern":
-          // xgrammar 0.1.27 turns a pattern's "." and negated classes into any character, quotes and
-          // control characters included: the string would not be valid JSON
-          unsupported(path, keyword, "the grammar engine does not escape pattern strings as JSON");
+        case "pattern": {
+          // placed as rules of our own (regex.ts): xgrammar 0.1.27 turns a pattern's "." and negated classes
+          // into any character, quotes and control characters included, so its strings need not be JSON
+          const placement = patternPlacement(value);
+          if (placement !== undefined && "problem" in placement) unsupported(path, keyword, placement.problem);
           break;
+        }
         case "format":
           if (typeof child !== "string") bad(at, "format must be a string", keyword);
           if (!ENFORCED_FORMATS.has(child as string)) {

@@ -47,6 +47,27 @@ function isObject(value: unknown): value is Record<string, unknown> {
 
 const ANY_OBJECT: Record<string, unknown> = { type: "object" };
 
+/** Throws CONSTRAINT_UNSUPPORTED_KEYWORD for the first `pattern` in a (checked) schema. */
+function refusePatterns(schema: unknown, field: string): void {
+  const stack: { value: unknown; path: string }[] = [{ value: schema, path: "" }];
+  while (stack.length > 0) {
+    const { value, path } = stack.pop()!;
+    if (Array.isArray(value)) value.forEach((item, i) => stack.push({ value: item, path: `${path}/${i}` }));
+    if (!isObject(value)) continue;
+    if (typeof value["pattern"] === "string") {
+      throw new ConstraintError(
+        "CONSTRAINT_UNSUPPORTED_KEYWORD",
+        `${field}: keyword "pattern" at ${path === "" ? "the root" : path} cannot be enforced by constrained decoding in the XML tool-call format (it is in the JSON format); remove it or use the JSON format`,
+        { field, path, keyword: "pattern" },
+      );
+    }
+    for (const [key, child] of Object.entries(value)) {
+      if (key !== "enum" && key !== "const" && key !== "default" && key !== "examples")
+        stack.push({ value: child, path: `${path}/${key}` });
+    }
+  }
+}
+
 /**
  * Checks `spec` (throws ConstraintError naming the field) and returns what to compile. `field` is
  * the parameter's name in errors ("constraint" for the engine API). With `limits`, a constraint whose
@@ -140,6 +161,8 @@ function toolCallTag(
     let normalized: unknown;
     if (enforce && parameters !== undefined) {
       normalized = checkJsonSchema(parameters, `${at}.parameters`);
+      // the XML format's parameters are xgrammar's own, which does not enforce a pattern exactly
+      if (format === "xml") refusePatterns(normalized, `${at}.parameters`);
       // only the tools the grammar includes count (a named choice compiles that tool alone)
       if (budget && (named === undefined || named === name)) addSchemaRepetitions(normalized, `${at}.parameters`, budget);
     }
