@@ -1,3 +1,4 @@
+import type { DownloadOptions as HubDownloadOptions } from "@keepquant/hub";
 import type { KvType } from "./kv/paged-kv.js";
 import type { Numerics } from "./model/matmul.js";
 import type { PrefixCacheStats } from "./kv/prefix-cache.js";
@@ -136,6 +137,12 @@ export interface EngineOptions {
   exactKernels?: boolean;
   /** Called while tensors are read (bytes done, bytes total). */
   onProgress?: (done: number, total: number) => void;
+  /**
+   * For an `hf:<owner>/<repo>[:<quant>][@<revision>]` model: how it is fetched into the Hugging Face cache when
+   * missing (progress, abort, the environment HF_TOKEN, HF_ENDPOINT, HF_HOME, HF_HUB_CACHE and HF_HUB_OFFLINE
+   * are read from; default process.env). See @keepquant/hub.
+   */
+  hub?: HubDownloadOptions;
   /**
    * The native step's decode tuner (@keepquant/tt-native's tuneNativeDecode): true (default) = the
    * cached choice for this CPU, addon and model shape, else measured within about 300 ms at load;
