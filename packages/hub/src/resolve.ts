@@ -7,7 +7,7 @@ import { HubError } from "./errors.js";
 import { HubClient, type HubClientOptions } from "./http.js";
 import { formatHubReference, parseHubReference, type HubReference } from "./reference.js";
 import { RemoteSource } from "./remote-source.js";
-import { selectModel, type RepoFile } from "./select.js";
+import { modelGroups, selectModel, type RepoFile } from "./select.js";
 
 /** One file of a resolved model: where it comes from and where it lives in the cache. */
 export interface HubModelFile {
@@ -32,6 +32,8 @@ export interface ResolvedHubModel {
   model: { name: string; quant: string | undefined; files: HubModelFile[] };
   mmproj: HubModelFile | undefined;
   mtp: HubModelFile | undefined;
+  /** The repository's other models with their total size (what a smaller quant would be): from the Hub only. */
+  alternatives: { name: string; quant: string | undefined; size: number }[];
   /** True when resolved from the cache without asking the Hub. */
   fromCache: boolean;
 }
@@ -73,6 +75,7 @@ async function fromCache(config: HubConfig, reference: HubReference): Promise<Re
     model: { name: selection.model.name, quant: selection.model.quant, files: await Promise.all(selection.model.files.map(entry)) },
     mmproj: selection.mmproj === undefined ? undefined : await entry(selection.mmproj),
     mtp: selection.mtp === undefined ? undefined : await entry(selection.mtp),
+    alternatives: [],
     fromCache: true,
   };
 }
@@ -134,6 +137,9 @@ export async function resolveHubModel(reference: string | HubReference, options:
     },
     mmproj: await companion(selection.mmproj),
     mtp: await companion(selection.mtp),
+    alternatives: modelGroups(files.map((f) => f.path))
+      .filter((g) => g.name !== selection.model.name)
+      .map((g) => ({ name: g.name, quant: g.quant, size: g.files.reduce((sum, f) => sum + byPath.get(f)!.size, 0) })),
     fromCache: false,
   };
 }

@@ -14,10 +14,19 @@ import { createHash } from "node:crypto";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 
+/**
+ * A file of `size` bytes that holds `header` and then zeros (a huge model's header, for planning before a
+ * download); its hashes are made up, so only its header can be read, not downloaded.
+ */
+export interface SparseFile {
+  header: Uint8Array;
+  size: number;
+}
+
 export interface MockRepo {
   /** 40 hex digits (default: derived from the repo name). */
   commit?: string;
-  files: Record<string, Uint8Array>;
+  files: Record<string, Uint8Array | SparseFile>;
   /** Requests need `Authorization: Bearer <token>` (else 401; a wrong token 403). */
   gatedToken?: string;
 }
@@ -58,13 +67,20 @@ export const gitBlobId = (bytes: Uint8Array): string => createHash("sha1").updat
 const commitOf = (repo: string): string => createHash("sha1").update(`commit ${repo}`).digest("hex");
 const isLfs = (file: string): boolean => file.endsWith(".gguf");
 
+const isSparse = (file: Uint8Array | SparseFile): file is SparseFile => !(file instanceof Uint8Array);
+const sizeOf = (file: Uint8Array | SparseFile): number => (isSparse(file) ? file.size : file.byteLength);
+const sha256Of = (file: Uint8Array | SparseFile): string =>
+  isSparse(file) ? createHash("sha256").update(`sparse ${file.size}`).update(file.header).digest("hex") : sha256Hex(file);
+const gitIdOf = (file: Uint8Array | SparseFile): string =>
+  isSparse(file) ? createHash("sha1").update(`sparse ${file.size}`).update(file.header).digest("hex") : gitBlobId(file);
+
 export async function startMockHub(repos: Record<string, MockRepo>): Promise<MockHub> {
   const faults = new Map<string, MockFault>();
   const requests: MockRequest[] = [];
-  const blobs = new Map<string, { bytes: Uint8Array; key: string }>();
+  const blobs = new Map<string, { bytes: Uint8Array | SparseFile; key: string }>();
   for (const [repo, spec] of Object.entries(repos)) {
     for (const [file, bytes] of Object.entries(spec.files))
-      blobs.set(isLfs(file) ? sha256Hex(bytes) : gitBlobId(bytes), { bytes, key: `${repo}/${file}` });
+      blobs.set(isLfs(file) ? sha256Of(bytes) : gitIdOf(bytes), { bytes, key: `${repo}/${file}` });
   }
   let releaseStall: () => void = () => undefined;
   let stallGate = new Promise<void>((resolve) => (releaseStall = resolve));
@@ -114,9 +130,9 @@ export async function startMockHub(repos: Record<string, MockRepo>): Promise<Moc
         Object.entries(spec.files).map(([file, bytes]) => ({
           type: "file",
           path: file,
-          size: bytes.byteLength,
-          oid: gitBlobId(bytes),
-          ...(isLfs(file) ? { lfs: { oid: sha256Hex(bytes), size: bytes.byteLength, pointerSize: 134 } } : {}),
+          size: sizeOf(bytes),
+          oid: gitIdOf(bytes),
+          ...(isLfs(file) ? { lfs: { oid: sha256Of(bytes), size: sizeOf(bytes), pointerSize: 134 } } : {}),
         })),
       );
     }
@@ -129,13 +145,13 @@ export async function startMockHub(repos: Record<string, MockRepo>): Promise<Moc
       if (!access(repo)) return;
       const status = queuedStatus(`${repo}/${file}`);
       if (status !== undefined) return json(response, status, { error: `injected ${status}` });
-      const headers = { "x-repo-commit": spec.commit ?? commitOf(repo), etag: `"${gitBlobId(bytes)}"` };
+      const headers = { "x-repo-commit": spec.commit ?? commitOf(repo), etag: `"${gitIdOf(bytes)}"` };
       if (!isLfs(file)) return serve(request, response, bytes, `${repo}/${file}`, headers);
-      const id = sha256Hex(bytes);
+      const id = sha256Of(bytes);
       response.writeHead(302, {
         ...headers,
         location: `/cdn/${id}`,
-        "x-linked-size": String(bytes.byteLength),
+        "x-linked-size": String(sizeOf(bytes)),
         "x-linked-etag": `"${id}"`,
       });
       return response.end();
@@ -149,14 +165,15 @@ export async function startMockHub(repos: Record<string, MockRepo>): Promise<Moc
   function serve(
     request: http.IncomingMessage,
     response: http.ServerResponse,
-    original: Uint8Array,
+    file: Uint8Array | SparseFile,
     key: string,
     headers: Record<string, string>,
   ): void {
     const fault = faults.get(key) ?? {};
-    let bytes = original;
+    if (isSparse(file)) return serveSparse(request, response, file, headers);
+    let bytes = file;
     if (fault.corruptByte !== undefined) {
-      bytes = Uint8Array.from(original);
+      bytes = Uint8Array.from(file);
       bytes[fault.corruptByte] = bytes[fault.corruptByte]! ^ 0xff;
     }
     let start = 0;
@@ -193,6 +210,28 @@ export async function startMockHub(repos: Record<string, MockRepo>): Promise<Moc
       });
       return;
     }
+    response.end(body);
+  }
+
+  /** A sparse file answers Range requests only (its whole body would be the size of a real model). */
+  function serveSparse(
+    request: http.IncomingMessage,
+    response: http.ServerResponse,
+    file: SparseFile,
+    headers: Record<string, string>,
+  ): void {
+    const range = /^bytes=(\d+)-(\d+)$/.exec(request.headers.range ?? "");
+    if (!range || Number(range[2]) - Number(range[1]) > 64 * 1024 * 1024)
+      return json(response, 416, { error: "the mock serves sparse files by range only" });
+    const start = Number(range[1]);
+    const end = Math.min(file.size - 1, Number(range[2]));
+    const body = new Uint8Array(end - start + 1);
+    if (start < file.header.byteLength) body.set(file.header.subarray(start, Math.min(file.header.byteLength, end + 1)));
+    response.writeHead(206, {
+      ...headers,
+      "content-length": String(body.byteLength),
+      "content-range": `bytes ${start}-${end}/${file.size}`,
+    });
     response.end(body);
   }
 
