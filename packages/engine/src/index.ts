@@ -4,6 +4,7 @@ export type {
   ConstraintSpec,
   DecodeTuning,
   EngineOptions,
+  HubLoadOptions,
   EngineStats,
   GenerateParams,
   GenerationEvent,
