@@ -50,12 +50,26 @@ afterEach(async () => {
   fs.rmSync(dir, { recursive: true, force: true });
 });
 
+/** A stream that hands what is written to `take`. */
+function sink(take: (text: string) => void): NodeJS.WritableStream {
+  return {
+    write(text: string) {
+      take(text);
+      return true;
+    },
+  } as unknown as NodeJS.WritableStream;
+}
+
 async function cli(args: string[], interactive = false) {
   let stdout = "";
   let stderr = "";
   const io: CommandIo = {
-    stdout: { write: (text: string) => ((stdout += text), true) } as unknown as NodeJS.WritableStream,
-    stderr: { write: (text: string) => ((stderr += text), true) } as unknown as NodeJS.WritableStream,
+    stdout: sink((text) => {
+      stdout += text;
+    }),
+    stderr: sink((text) => {
+      stderr += text;
+    }),
     env,
     interactive,
   };
@@ -142,6 +156,57 @@ describe("keepquant pull, ls, rm", () => {
   });
 });
 
+/** Runs the built binary as a separate process (the mock Hub answers from this one's event loop). */
+function spawnCli(args: string[]) {
+  const child = spawn(process.execPath, [bin, ...args], { env: { ...process.env, ...env, CI: "1", KEEPQUANT_DEBUG: "" } });
+  let output = "";
+  child.stdout.on("data", (d: Buffer) => (output += d.toString()));
+  child.stderr.on("data", (d: Buffer) => (output += d.toString()));
+  const done = new Promise<{ code: number | null; output: string }>((resolve, reject) => {
+    child.on("error", reject);
+    child.on("close", (code) => resolve({ code, output }));
+  });
+  return { child, done };
+}
+
+describe("separate processes", () => {
+  it("two keepquant pull processes of the same model at once: both succeed, the file is fetched once", async () => {
+    const [a, b] = await Promise.all([spawnCli(["pull", `hf:${REPO}`]).done, spawnCli(["pull", `hf:${REPO}`]).done]);
+    expect(a.code, a.output).toBe(0);
+    expect(b.code, b.output).toBe(0);
+    // each process reads the header (one 2 MiB range) to plan; the whole file is fetched by one of them
+    const whole = `bytes=0-${small.byteLength - 1}`;
+    expect(hub.requests.filter((r) => r.path.startsWith("/cdn/") && r.range === whole)).toHaveLength(1);
+    const blobs = fs.readdirSync(path.join(repoFolder(), "blobs"));
+    expect(blobs).toHaveLength(1);
+  });
+
+  it("Ctrl-C during a slow download exits 130, keeps a resumable partial and no visible file; the next pull resumes", async () => {
+    // the download stalls, not the planner's header read before it
+    const whole = `bytes=0-${small.byteLength - 1}`;
+    hub.fault(`${REPO}/Qwen3.5-0.8B-Q4_K_M.gguf`, { stallAfter: 1_000_000, onRange: (range) => range === whole });
+    const pulling = spawnCli(["pull", `hf:${REPO}`]);
+    await hub.stalled();
+    const blobs = path.join(repoFolder(), "blobs");
+    const partial = (): string | undefined => fs.readdirSync(blobs).find((f) => f.endsWith(".incomplete"));
+    // wait (on the file, not on a clock) until the child has written the first bytes it received
+    while (!(partial() !== undefined && fs.statSync(path.join(blobs, partial()!)).size > 0)) await new Promise((r) => setTimeout(r, 20));
+    pulling.child.kill("SIGINT");
+    const interrupted = await pulling.done;
+    expect(interrupted.code, interrupted.output).toBe(130);
+    expect(interrupted.output).toContain("error: HUB_ABORTED:");
+    expect(interrupted.output).toContain("run the same command again to resume it");
+    expect(fs.readdirSync(blobs).filter((f) => !f.includes(".incomplete"))).toEqual([]);
+    expect(fs.existsSync(path.join(repoFolder(), "snapshots"))).toBe(false);
+    hub.release();
+    const resumed = await cli(["pull", `hf:${REPO}`]);
+    expect(resumed.code).toBe(0);
+    expect(resumed.stderr).toMatch(/downloading Qwen3\.5-0\.8B-Q4_K_M\.gguf \(4\.7 MiB, resuming at [\d.]+ (KiB|MiB)\)/);
+    expect(fs.readFileSync(resumed.stdout.trim()).equals(small)).toBe(true);
+    expect(fs.readdirSync(blobs)).toHaveLength(1);
+  });
+});
+
 describe("hf: where a model path goes", () => {
   it("run downloads the model on first use and generates", async () => {
     const ran = await cli(["run", `hf:${REPO}:q4_k_m`, "--prompt", "Hi", "--max-tokens", "3", "--threads", "1", "--json"]);
@@ -175,7 +240,9 @@ describe("download progress", () => {
     let text = "";
     const io = {
       stdout: process.stdout,
-      stderr: { write: (t: string) => ((text += t), true) },
+      stderr: sink((t) => {
+        text += t;
+      }),
       env: {},
       interactive: true,
     } as unknown as CommandIo;
@@ -192,7 +259,13 @@ describe("download progress", () => {
 
     let quiet = "";
     const plain = downloadProgress(
-      { ...io, interactive: false, stderr: { write: (t: string) => ((quiet += t), true) } } as unknown as CommandIo,
+      {
+        ...io,
+        interactive: false,
+        stderr: sink((t) => {
+          quiet += t;
+        }),
+      } as unknown as CommandIo,
       {
         now: () => clock,
       },
@@ -209,26 +282,29 @@ describe("download progress", () => {
   });
 
   // script(1) (util-linux) gives the child a pty
-  it.skipIf(spawnSync("script", ["--version"]).error !== undefined)("under a pty, keepquant pull draws the bar with carriage returns; piped, it prints plain lines", async () => {
-    const run = (command: string, args: string[]) =>
-      new Promise<string>((resolve, reject) => {
-        const child = spawn(command, args, {
-          env: { ...process.env, ...env, CI: "", KEEPQUANT_DEBUG: "" },
-          stdio: ["ignore", "pipe", "pipe"],
+  it.skipIf(spawnSync("script", ["--version"]).error !== undefined)(
+    "under a pty, keepquant pull draws the bar with carriage returns; piped, it prints plain lines",
+    async () => {
+      const run = (command: string, args: string[]) =>
+        new Promise<string>((resolve, reject) => {
+          const child = spawn(command, args, {
+            env: { ...process.env, ...env, CI: "", KEEPQUANT_DEBUG: "" },
+            stdio: ["ignore", "pipe", "pipe"],
+          });
+          let output = "";
+          child.stdout.on("data", (d: Buffer) => (output += d.toString()));
+          child.stderr.on("data", (d: Buffer) => (output += d.toString()));
+          child.on("error", reject);
+          child.on("close", (code) => (code === 0 ? resolve(output) : reject(new Error(`exit ${code}: ${output}`))));
         });
-        let output = "";
-        child.stdout.on("data", (d: Buffer) => (output += d.toString()));
-        child.stderr.on("data", (d: Buffer) => (output += d.toString()));
-        child.on("error", reject);
-        child.on("close", (code) => (code === 0 ? resolve(output) : reject(new Error(`exit ${code}: ${output}`))));
-      });
-    const tty = await run("script", ["-qefc", `${JSON.stringify(process.execPath)} ${JSON.stringify(bin)} pull hf:${REPO}`, "/dev/null"]);
-    expect(tty).toMatch(/\rQwen3\.5-0\.8B-Q4_K_M\.gguf \[#+\.*\] 100\.0% 4\.7 MiB\/4\.7 MiB .*\/s ETA/);
-    expect(tty).toContain("downloaded Qwen3.5-0.8B-Q4_K_M.gguf");
-    expect(tty).not.toContain("downloading Qwen3.5");
-    fs.rmSync(path.join(dir, "hub"), { recursive: true, force: true });
-    const piped = await run(process.execPath, [bin, "pull", `hf:${REPO}`]);
-    expect(piped).not.toContain("\r");
-    expect(piped).toContain("downloading Qwen3.5-0.8B-Q4_K_M.gguf (4.7 MiB)");
-  });
+      const tty = await run("script", ["-qefc", `${JSON.stringify(process.execPath)} ${JSON.stringify(bin)} pull hf:${REPO}`, "/dev/null"]);
+      expect(tty).toMatch(/\rQwen3\.5-0\.8B-Q4_K_M\.gguf \[#+\.*\] 100\.0% 4\.7 MiB\/4\.7 MiB .*\/s ETA/);
+      expect(tty).toContain("downloaded Qwen3.5-0.8B-Q4_K_M.gguf");
+      expect(tty).not.toContain("downloading Qwen3.5");
+      fs.rmSync(path.join(dir, "hub"), { recursive: true, force: true });
+      const piped = await run(process.execPath, [bin, "pull", `hf:${REPO}`]);
+      expect(piped).not.toContain("\r");
+      expect(piped).toContain("downloading Qwen3.5-0.8B-Q4_K_M.gguf (4.7 MiB)");
+    },
+  );
 });

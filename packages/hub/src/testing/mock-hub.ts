@@ -40,6 +40,8 @@ export interface MockFault {
   corruptByte?: number;
   /** The next download sends this many bytes, then waits for `release()` (or the client to go away). */
   stallAfter?: number;
+  /** `cutAfter` and `stallAfter` wait for a request whose Range header this accepts (default: any request). */
+  onRange?: (range: string | undefined) => boolean;
 }
 
 export interface MockRequest {
@@ -150,7 +152,8 @@ export async function startMockHub(repos: Record<string, MockRepo>): Promise<Moc
       const id = sha256Of(bytes);
       response.writeHead(302, {
         ...headers,
-        location: `/cdn/${id}`,
+        // the file rides along, so that faults hit this file even where two repositories hold the same bytes
+        location: `/cdn/${id}?file=${encodeURIComponent(`${repo}/${file}`)}`,
         "x-linked-size": String(sizeOf(bytes)),
         "x-linked-etag": `"${id}"`,
       });
@@ -158,7 +161,7 @@ export async function startMockHub(repos: Record<string, MockRepo>): Promise<Moc
     }
     const cdn = /^\/cdn\/([0-9a-f]+)$/.exec(pathName);
     const blob = cdn ? blobs.get(cdn[1]!) : undefined;
-    if (blob) return serve(request, response, blob.bytes, blob.key, { etag: `"${cdn![1]}"` });
+    if (blob) return serve(request, response, blob.bytes, url.searchParams.get("file") ?? blob.key, { etag: `"${cdn![1]}"` });
     json(response, 404, { error: "not found" });
   });
 
@@ -195,8 +198,9 @@ export async function startMockHub(repos: Record<string, MockRepo>): Promise<Moc
       ...(range ? { "content-range": `bytes ${start}-${end}/${bytes.byteLength}` } : {}),
     });
     if (request.method === "HEAD") return void response.end();
-    const cut = fault.cutAfter;
-    const stall = fault.stallAfter;
+    const armed = fault.onRange?.(request.headers.range) ?? true;
+    const cut = armed ? fault.cutAfter : undefined;
+    const stall = armed ? fault.stallAfter : undefined;
     if (cut !== undefined) {
       fault.cutAfter = undefined;
       response.write(body.subarray(0, Math.min(cut, body.byteLength)), () => response.socket?.destroy());
