@@ -152,6 +152,7 @@ describe("keepquant pull, ls, rm", () => {
     env.HF_TOKEN = TOKEN;
     const wrong = await cli(["pull", "hf:qwen/Gated-GGUF", "--json"]);
     expect(wrong.stderr).toContain("error: HUB_FORBIDDEN: qwen/Gated-GGUF");
+    expect(JSON.parse(wrong.stdout).error).toMatchObject({ code: "HUB_FORBIDDEN", field: "qwen/Gated-GGUF" });
     expect(wrong.stdout + wrong.stderr).not.toContain(TOKEN);
   });
 });
