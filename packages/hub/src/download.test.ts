@@ -116,6 +116,17 @@ describe("downloads a person can trust", () => {
     expect(ranges.some((r) => r !== undefined && /^bytes=(\d+)-/.exec(r)![1] !== "0")).toBe(true);
   });
 
+  it("resumes a partial another tool left (a .incomplete without our record) from its length", async () => {
+    fs.mkdirSync(path.dirname(blobFile()), { recursive: true });
+    fs.writeFileSync(`${blobFile()}.incomplete`, MODEL.subarray(0, 200_000));
+    const progress: DownloadProgress[] = [];
+    await ensureHubModel(`hf:${REPO}`, options({ onProgress: (p) => progress.push(p) }));
+    expect(progress[0]!.resumed).toBe(200_000);
+    expect(hub.requests.filter((r) => r.path.startsWith("/cdn/")).map((r) => r.range)).toEqual([`bytes=200000-${MODEL.byteLength - 1}`]);
+    expect(sha256Hex(fs.readFileSync(blobFile()))).toBe(sha256Hex(MODEL));
+    expect(fs.readdirSync(path.dirname(blobFile()))).toEqual([sha256Hex(MODEL)]);
+  });
+
   it("fetches a large file over parallel ranges and joins them exactly", async () => {
     await ensureHubModel(`hf:${REPO}`, options({ parallelFrom: 1, connections: 4 }));
     const ranges = hub.requests.filter((r) => r.path.startsWith("/cdn/")).map((r) => r.range);

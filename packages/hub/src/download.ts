@@ -164,6 +164,8 @@ async function fetchIntoIncomplete(download: BlobDownload, hash: string): Promis
   await checkDiskSpace(path.dirname(blob), size - resumed, repo, file);
   let downloaded = resumed;
   const handle = await fs.open(incomplete, existing ? "r+" : "w");
+  // a partial longer than the file (not ours) would survive past the end of every range
+  if (existing && existing.size > size) await handle.truncate(size);
   const report = (): void => download.onProgress?.({ file, downloaded, total: size, resumed });
   report();
   let sinceRecord = 0;
@@ -206,6 +208,17 @@ async function fetchIntoIncomplete(download: BlobDownload, hash: string): Promis
                 });
               }
               if (!response.body) throw new HubError("HUB_BAD_RESPONSE", `${repo}: ${file}: an empty answer`, { field: file });
+              const served = /^bytes (\d+)-/.exec(response.headers.get("content-range") ?? "");
+              if (response.status === 206 && (served === null || Number(served[1]) !== from)) {
+                await response.body.cancel().catch(() => undefined);
+                throw new HubError(
+                  "HUB_BAD_RESPONSE",
+                  `${repo}: ${file}: asked for bytes from ${from}, the server sent ${response.headers.get("content-range") ?? "no Content-Range"}`,
+                  {
+                    field: file,
+                  },
+                );
+              }
               for await (const chunk of response.body as unknown as AsyncIterable<Uint8Array>) {
                 const room = range.end - range.start - range.written;
                 const bytes = chunk.byteLength > room ? chunk.subarray(0, room) : chunk;
