@@ -41,6 +41,9 @@ beforeEach(async () => {
     [REPO]: { files: { "Qwen3.5-0.8B-Q4_K_M.gguf": small, "Qwen3.5-0.8B-F32.gguf": tooBig, "mmproj-F16.gguf": small.subarray(0, 2048) } },
     "qwen/Gated-GGUF": { files: { "gated-Q4_K_M.gguf": small }, gatedToken: "hf_the_right_one" },
     "test/Header-GGUF": { files: { "test-Q8_0.gguf": synthesizeQwen35(QWEN35_TEST_SHAPE) } },
+    "test/Split-GGUF": {
+      files: { "m-Q8_0-00001-of-00002.gguf": small.subarray(0, 3000), "m-Q8_0-00002-of-00002.gguf": small.subarray(3000, 5000) },
+    },
   });
   env = { HF_ENDPOINT: hub.url, HF_HOME: path.join(dir, "home"), HF_HUB_CACHE: path.join(dir, "hub") };
 });
@@ -143,6 +146,20 @@ describe("keepquant pull, ls, rm", () => {
     expect(wrong.stderr).toContain(
       "error: HUB_NO_MATCHING_FILE: unsloth/Qwen3.5-0.8B-GGUF has no model file matching Q2_K: it has: F32, Q4_K_M",
     );
+  });
+
+  it("a split model: every shard is downloaded into one snapshot, with a note that it must be merged to load", async () => {
+    const pulled = await cli(["pull", "hf:test/Split-GGUF:Q8_0"]);
+    expect(pulled.code, pulled.stderr).toBe(0);
+    expect(pulled.stderr).toContain("note: m-Q8_0.gguf is a split GGUF of 2 shards: all are downloaded");
+    expect(
+      pulled.stdout
+        .trim()
+        .split("\n")
+        .map((p) => path.basename(p)),
+    ).toEqual(["m-Q8_0-00001-of-00002.gguf", "m-Q8_0-00002-of-00002.gguf"]);
+    const listed = JSON.parse((await cli(["ls", "--json"])).stdout) as { models: { shards: number; fits: boolean | null }[] };
+    expect(listed.models).toEqual([expect.objectContaining({ shards: 2, fits: null })]);
   });
 
   it("a gated repository: 401 without a token, 403 with the wrong one, the token never printed", async () => {

@@ -70,6 +70,12 @@ export const command = defineCommand({
         say(
           `${resolved.name}: ${resolved.reference.repo}@${resolved.commit.slice(0, 12)} ${resolved.model.name} (${resolved.model.quant ?? "unknown quant"}, ${files.length} file(s), ${formatBytes(total)}${missing.length === 0 ? ", all cached" : ""})`,
         );
+        const shards = resolved.model.files.length;
+        if (shards > 1) {
+          say(
+            `note: ${resolved.model.name} is a split GGUF of ${shards} shards: all are downloaded, but keepquant loads one file (ENGINE_SPLIT_GGUF); merge them with llama.cpp's llama-gguf-split --merge`,
+          );
+        }
         let check: CpuLoadCheck | undefined;
         if (missing.length > 0 || !json) check = await planBeforeDownload(resolved, io, signal);
         if (check === undefined) say("note: the planner cannot plan this model from its header; downloading without a fit check");
