@@ -5,7 +5,7 @@
  */
 import fs from "node:fs";
 import path from "node:path";
-import { assertCpuFits, Engine, type EngineOptions } from "@keepquant/engine";
+import { assertCpuFits, Engine, isHubReference, resolveModelFile, type EngineOptions } from "@keepquant/engine";
 import { loadError, missingModelError } from "./errors.js";
 import { engineOptionsOf, type KeepquantModelSettings } from "./settings.js";
 
@@ -27,7 +27,7 @@ export class EngineRegistry {
    * options share one engine (settings that do not change the engine, such as chatTemplate, may differ).
    */
   engine(modelId: string, settings: KeepquantModelSettings): Promise<Engine> {
-    const file = modelId === DEFAULT_MODEL_ID ? DEFAULT_MODEL_ID : path.resolve(modelId);
+    const file = modelId === DEFAULT_MODEL_ID || isHubReference(modelId) ? modelId : path.resolve(modelId);
     const key = `${file}\u0000${optionsKey(engineOptionsOf(settings), (fn) => this.functionId(fn))}`;
     let loading = this.engines.get(key);
     if (!loading) {
@@ -62,10 +62,12 @@ export class EngineRegistry {
   }
 }
 
-async function loadEngine(modelId: string, file: string, settings: KeepquantModelSettings): Promise<Engine> {
+async function loadEngine(modelId: string, model: string, settings: KeepquantModelSettings): Promise<Engine> {
   const options = engineOptionsOf(settings);
   try {
-    if (file === DEFAULT_MODEL_ID) return await Engine.loadDefault(options);
+    if (model === DEFAULT_MODEL_ID) return await Engine.loadDefault(options);
+    // an hf: model is fetched into the Hugging Face cache when missing (settings.engine.hub: progress, abort, environment)
+    const file = await resolveModelFile(model, options.hub);
     if (!fs.existsSync(file)) throw missingModelError(modelId, file);
     if (settings.checkFits !== false) await assertCpuFits(file, options, settings.memory ? { memory: settings.memory } : {});
     return await Engine.load(file, options);

@@ -54,7 +54,7 @@ export function missingModelError(modelId: string, path: string): NoSuchModelErr
   return new NoSuchModelError({
     modelId,
     modelType: "languageModel",
-    message: `${PROVIDER_NAME}: no model file at ${path} (pass the path of a qwen35 GGUF file, or "default" for the embedded model)`,
+    message: `${PROVIDER_NAME}: no model file at ${path} (pass the path of a qwen35 GGUF file, an hf:<owner>/<repo>[:<quant>] model, or "default" for the embedded model)`,
   });
 }
 

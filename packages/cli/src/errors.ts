@@ -1,4 +1,5 @@
 import { GgufError } from "@keepquant/gguf";
+import { HubError } from "@keepquant/hub";
 import { CliUsageError, toJson, write, type CommandIo } from "./command.js";
 import { ModelFileError } from "./model-file.js";
 
@@ -15,6 +16,9 @@ export function describeError(error: unknown): ErrorDocument["error"] {
       offset: error.offset ?? null,
       ...(error.field !== undefined ? { field: error.field } : {}),
     };
+  }
+  if (HubError.isInstance(error)) {
+    return { code: error.code, message: error.message, offset: null, ...(error.field !== undefined ? { field: error.field } : {}) };
   }
   if (error instanceof CliUsageError) return { code: error.code, message: error.message, offset: null };
   if (error instanceof ModelFileError) return { code: error.code, message: error.message, offset: null, field: error.field };

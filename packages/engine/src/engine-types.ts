@@ -79,6 +79,22 @@ export type SpeculativeOptions =
       propose: (tokens: readonly number[], count: number) => readonly number[];
     };
 
+/**
+ * How `Engine.load` fetches an `hf:` model (the part of @keepquant/hub's DownloadOptions the engine passes on;
+ * declared here so the engine's types need neither that package's nor Node's).
+ */
+export interface HubLoadOptions {
+  /** Where HF_TOKEN, HF_ENDPOINT, HF_HOME, HF_HUB_CACHE and HF_HUB_OFFLINE are read (default process.env). */
+  env?: Readonly<Record<string, string | undefined>>;
+  /** Aborts the download (the partial file stays for a resume). */
+  signal?: AbortSignalLike;
+  /** Bytes of each file as they arrive (`resumed`: bytes already there when it started). */
+  onProgress?: (progress: { file: string; downloaded: number; total: number; resumed: number }) => void;
+  /** Also fetch the vision projector / the separate MTP drafter GGUF. */
+  mmproj?: boolean;
+  mtp?: boolean;
+}
+
 export interface EngineOptions {
   /**
    * `llama` (default): llama.cpp's CPU numerics; `bf16`: the keep-quant contract; `exact`: a
@@ -138,6 +154,12 @@ export interface EngineOptions {
   exactKernels?: boolean;
   /** Called while tensors are read (bytes done, bytes total). */
   onProgress?: (done: number, total: number) => void;
+  /**
+   * For an `hf:<owner>/<repo>[:<quant>][@<revision>]` model: how it is fetched into the Hugging Face cache when
+   * missing (progress, abort, the environment HF_TOKEN, HF_ENDPOINT, HF_HOME, HF_HUB_CACHE and HF_HUB_OFFLINE
+   * are read from; default process.env). See @keepquant/hub.
+   */
+  hub?: HubLoadOptions;
   /**
    * The native step's decode tuner (@keepquant/tt-native's tuneNativeDecode): true (default) = the
    * cached choice for this CPU, addon and model shape, else measured within about 300 ms at load;

@@ -61,6 +61,7 @@ import {
 } from "./sampling/index.js";
 import { StreamingDetokenizer, Tokenizer } from "./tokenizer/index.js";
 import { defaultModelPath } from "./default-model.js";
+import { assertNotSplit, resolveModelFile } from "./model-source.js";
 import { cpuAvailableMemory } from "./planner/devices.js";
 
 /**
@@ -502,13 +503,16 @@ export class Engine {
   }
 
   /**
-   * Loads a qwen35 GGUF file. Refused tensors and unsupported weight types fail here, before any
+   * Loads a qwen35 GGUF file, or an `hf:<owner>/<repo>[:<quant>][@<revision>]` model from the Hugging Face
+   * cache (downloaded when missing; see `options.hub`). Refused tensors and unsupported weight types fail here, before any
    * compute. With the native addon the file is memory-mapped (weights are views of the page cache,
    * never copied into JS memory); without it tensors are read.
    */
-  static async load(path: string, options: EngineOptions = {}): Promise<Engine> {
+  static async load(model: string, options: EngineOptions = {}): Promise<Engine> {
     const resolved = resolveOptions(options);
+    const path = await resolveModelFile(model, options.hub);
     const file = await readGguf(path);
+    assertNotSplit(file, path);
     const mtp = resolved.speculative?.method === "mtp";
     const plan = buildLoadPlan(file, mtp ? { speculative: "mtp" } : {});
     if (mtp && plan.config.nextnPredictLayers === 0) {

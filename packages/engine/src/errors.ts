@@ -15,7 +15,8 @@ export type EngineErrorCode =
   | "ENGINE_NO_DEFAULT_MODEL"
   | "ENGINE_DISPOSED"
   | "ENGINE_ABORTED"
-  | "ENGINE_NO_TOKENIZER";
+  | "ENGINE_NO_TOKENIZER"
+  | "ENGINE_SPLIT_GGUF";
 
 export interface EngineErrorDetails {
   /** The option, request field, tensor or key that was wrong. */

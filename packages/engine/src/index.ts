@@ -4,6 +4,7 @@ export type {
   ConstraintSpec,
   DecodeTuning,
   EngineOptions,
+  HubLoadOptions,
   EngineStats,
   GenerateParams,
   GenerationEvent,
@@ -55,5 +56,6 @@ export * from "./tokenizer/index.js";
 export * from "./sampling/index.js";
 export * from "./chat/index.js";
 export * from "./planner/index.js";
+export { resolveModelFile, isHubReference } from "./model-source.js";
 // The parity gate is `@keepquant/engine/parity` and the benchmark `@keepquant/engine/bench` (their own
 // entries); the parity fixtures, oracle goldens and test helpers are dev-only and live under tools/.

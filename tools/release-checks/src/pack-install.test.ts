@@ -177,6 +177,7 @@ describe("the packed packages, installed with npm outside the workspace", () => 
       "@keepquant/default-model",
       "@keepquant/engine",
       "@keepquant/gguf",
+      "@keepquant/hub",
       "@keepquant/quant",
       "@keepquant/server",
       "@keepquant/tt-native",
@@ -255,12 +256,12 @@ describe("the packed packages, installed with npm outside the workspace", () => 
     }
   });
 
-  it("the .d.ts files type-check for a user: strict, without skipLibCheck; only the CLI, the server and the AI SDK provider need Node's types (their peer dependency)", () => {
+  it("the .d.ts files type-check for a user: strict, without skipLibCheck; only the CLI, the server, the AI SDK provider and the hub need Node's types (their peer dependency)", () => {
     const imports = packages.map((p, i) => `import * as p${i} from "${p.name}";`).join("\n");
     fs.writeFileSync(path.join(app, "all.ts"), `${imports}\nexport const all = [${packages.map((_, i) => `p${i}`).join(", ")}];\n`);
     // the CLI and the HTTP server expose Node's types (streams, http), the AI SDK provider the SDK's (AbortSignal,
-    // ReadableStream): they declare @types/node as a peer
-    const needsNode = new Set(["@keepquant/cli", "@keepquant/server", "@keepquant/ai-sdk"]);
+    // ReadableStream), the hub fetch's (Request, Response, AbortSignal): they declare @types/node as a peer
+    const needsNode = new Set(["@keepquant/cli", "@keepquant/server", "@keepquant/ai-sdk", "@keepquant/hub"]);
     const noNode = packages.filter((p) => !needsNode.has(p.name));
     fs.writeFileSync(
       path.join(app, "no-node.ts"),

@@ -1,7 +1,7 @@
 import { runBenchmark, type BenchmarkProgress, type BenchmarkResult } from "@keepquant/engine/bench";
 import { CliUsageError, defineCommand, toJson, write, type CommandIo } from "../command.js";
 import { defaultModelInfo, defaultModelPath } from "@keepquant/default-model";
-import { checkModelFile } from "../model-file.js";
+import { localModelFile } from "../hub-model.js";
 import { resolveSpeculative } from "./engine-options.js";
 import { decimalInteger, parseIntegerOption } from "./numeric-option.js";
 import { parseThreadCount } from "./threads.js";
@@ -139,8 +139,7 @@ export const command = defineCommand({
       if (!json) write(io.stderr, `keepquant: no model given, benchmarking the embedded default model (${defaultModelInfo().name})`);
       model = await defaultModelPath();
     } else {
-      model = positionals[0]!;
-      await checkModelFile(model);
+      model = await localModelFile(positionals[0]!, io);
     }
 
     let lastLine = 0;

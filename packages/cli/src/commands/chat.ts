@@ -37,7 +37,7 @@ export const command = defineCommand({
     const sampling = parseSampling(values);
     const thinkingBudget = parseThinkingBudget(values["thinking-budget"]);
     const engineOptions = await resolveEngineOptions(values, io.env);
-    const model = await chooseModel(positionals);
+    const model = await chooseModel(positionals, io);
     const modelPath = model.file;
     if (model.notice) write(io.stderr, model.notice);
     await applyForcedThreads(engineOptions);

@@ -5,8 +5,8 @@
  */
 import { defaultModelInfo, defaultModelPath } from "@keepquant/default-model";
 import type { EngineOptions } from "@keepquant/engine";
-import { CliUsageError } from "../command.js";
-import { checkModelFile } from "../model-file.js";
+import { CliUsageError, type CommandIo } from "../command.js";
+import { localModelFile } from "../hub-model.js";
 import { decimalInteger, parseIntegerOption, parseNumberOption } from "./numeric-option.js";
 
 /** The option declarations (node:util parseArgs). */
@@ -172,12 +172,11 @@ export interface ModelChoice {
 }
 
 /** Resolves `[model.gguf]`: the named file (checked by checkModelFile) or the verified default model. */
-export async function chooseModel(positionals: readonly string[]): Promise<ModelChoice> {
+export async function chooseModel(positionals: readonly string[], io: CommandIo): Promise<ModelChoice> {
   if (positionals.length > 1) throw new CliUsageError(`expected at most one model file, got ${positionals.length}`);
   const named = positionals[0];
   if (named !== undefined) {
-    await checkModelFile(named);
-    return { file: named, isDefault: false, notice: undefined };
+    return { file: await localModelFile(named, io), isDefault: false, notice: undefined };
   }
   const info = defaultModelInfo();
   const file = await defaultModelPath();

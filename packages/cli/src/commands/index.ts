@@ -17,6 +17,9 @@ const SUMMARIES = {
   serve: "serve a model over HTTP (OpenAI chat completions and Responses, Anthropic Messages), with metrics and a web chat page",
   parity: "run the parity gate against llama.cpp goldens (exit 0 pass, 1 fail, 77 skip)",
   schema: "check JSON Schemas (and instances) against the constraint engine, no model run",
+  pull: "download a model from the Hugging Face Hub into the shared Hugging Face cache (hf:<owner>/<repo>[:<quant>])",
+  ls: "list the GGUF models in the Hugging Face cache: quant, size, architecture, whether each fits this machine",
+  rm: "remove a model (or a whole repository) from the Hugging Face cache",
 };
 
 /** Each command's module, imported by a literal path so the bundler splits it out and loads it on demand. */
@@ -29,6 +32,9 @@ const MODULES: Record<keyof typeof SUMMARIES, () => Promise<{ command: unknown }
   serve: () => import("./serve.js"),
   parity: () => import("./parity.js"),
   schema: () => import("./schema.js"),
+  pull: () => import("./pull.js"),
+  ls: () => import("./ls.js"),
+  rm: () => import("./rm.js"),
 };
 
 export const COMMANDS: readonly CommandEntry[] = (Object.keys(SUMMARIES) as Array<keyof typeof SUMMARIES>).map((name) => ({

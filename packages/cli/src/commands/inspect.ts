@@ -14,7 +14,7 @@ import {
 } from "@keepquant/gguf";
 import { CliUsageError, defineCommand, toJson, write, type CommandIo } from "../command.js";
 import { describeError } from "../errors.js";
-import { checkModelFile } from "../model-file.js";
+import { localModelFile, modelHeaderSource } from "../hub-model.js";
 
 /** Arrays longer than this are summarised (length and first items) unless --full. */
 const ARRAY_PREVIEW = 16;
@@ -277,8 +277,9 @@ export const command = defineCommand({
     if (path === undefined || extra.length > 0) {
       throw new CliUsageError(`inspect takes exactly one file (usage: keepquant inspect <file.gguf> [--json] [--tensors] [--sha256])`);
     }
-    await checkModelFile(path);
-    const file = await readGguf(path);
+    // an hf: model that is not cached is read by Range requests; --sha256 needs its bytes, so it is fetched
+    const local = values.sha256 ? await localModelFile(path, io) : await modelHeaderSource(path, io);
+    const file = await readGguf(local);
     let plan: LoadPlan | null = null;
     let planError: ReturnType<typeof describeError> | null = null;
     const architecture = getArchitecture(file);
@@ -290,7 +291,7 @@ export const command = defineCommand({
       }
     }
     const report = buildReport(path, file, plan, planError, values.full === true);
-    if (values.sha256) report.sha256 = await sha256File(path, file.fileSize, io);
+    if (values.sha256) report.sha256 = await sha256File(local as string, file.fileSize, io);
     // A qwen35 file the engine cannot load is a failure: the report is printed (with an `error`
     // object in JSON, so a program reading only stdout sees it), then one error line, exit 1.
     if (planError) {

@@ -14,7 +14,8 @@ import {
 } from "@keepquant/engine/parity";
 import { readGguf } from "@keepquant/gguf";
 import { CliUsageError, defineCommand, toJson, write, type CommandIo } from "../command.js";
-import { checkModelFile, isModelNotFound } from "../model-file.js";
+import { localModelFile } from "../hub-model.js";
+import { isModelNotFound } from "../model-file.js";
 import { applyForcedThreads, ENGINE_OPTIONS, ENGINE_OPTIONS_HELP, resolveEngineOptions } from "./engine-options.js";
 
 /** Exit code of a skipped run (the automake convention): the model file is absent. */
@@ -82,10 +83,10 @@ export const command = defineCommand({
     if (values.goldens === undefined) throw new CliUsageError("--goldens <dir> is required");
     const engineOptions = await resolveEngineOptions(values, io.env);
     const numerics = engineOptions.options.numerics;
-    const modelFile = positionals[0]!;
+    let modelFile = positionals[0]!;
     const json = values.json === true;
     try {
-      await checkModelFile(modelFile);
+      modelFile = await localModelFile(modelFile, io);
     } catch (error) {
       // only a model that is not there skips; a symlink loop or an unreadable file fails as in every command
       if (!isModelNotFound(error)) throw error;

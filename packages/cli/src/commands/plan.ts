@@ -9,10 +9,10 @@ import {
   type ResidencyPlan,
   type ResidencyPolicy,
 } from "@keepquant/engine";
-import { readGguf } from "@keepquant/gguf";
+import { readGguf, type GgufByteSource } from "@keepquant/gguf";
 import { CliUsageError, defineCommand, toJson, write, type CommandIo } from "../command.js";
 import { defaultModelInfo, defaultModelPath } from "@keepquant/default-model";
-import { checkModelFile } from "../model-file.js";
+import { modelHeaderSource } from "../hub-model.js";
 import { parseIntegerOption } from "./numeric-option.js";
 
 /** Exit code when the model does not fit (0: fits, 1: bad file or bad arguments). */
@@ -206,6 +206,7 @@ export const command = defineCommand({
     const numerics = choice<Numerics>("numerics", values.numerics, ["llama", "bf16", "exact"]);
 
     let modelPath: string;
+    let source: string | GgufByteSource;
     if (positionals.length === 0) {
       if (!values.json)
         write(
@@ -213,11 +214,13 @@ export const command = defineCommand({
           `keepquant: no model given, planning the embedded ${defaultModelInfo().synthetic ? "SYNTHETIC " : ""}qwen35 model (${defaultModelInfo().name})`,
         );
       modelPath = await defaultModelPath();
+      source = modelPath;
     } else {
       modelPath = positionals[0]!;
-      await checkModelFile(modelPath);
+      // an hf: model: its cached file, or its header read from the Hub by Range requests (nothing downloaded)
+      source = await modelHeaderSource(modelPath, io);
     }
-    const header = await readGguf(modelPath);
+    const header = await readGguf(source);
     const target = resolveDevice(device, memoryBytes === undefined ? {} : { memoryBytes });
     const plans = (policy === "all" ? RESIDENCY_POLICIES : [policy ?? "packed"]).map((each) =>
       planResidency(header, {

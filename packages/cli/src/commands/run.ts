@@ -157,7 +157,7 @@ export const command = defineCommand({
     const promptIds = hasIds ? parsePromptIds(values["prompt-ids"]!) : undefined;
     const json = values.json === true;
 
-    const model = await chooseModel(positionals);
+    const model = await chooseModel(positionals, io);
     const synthetic = model.isDefault && defaultModelInfo().synthetic;
     const modelPath = model.file;
     if (model.notice && !json) write(io.stderr, model.notice);

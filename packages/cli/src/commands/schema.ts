@@ -20,7 +20,7 @@ import {
 } from "@keepquant/engine";
 import { readGguf } from "@keepquant/gguf";
 import { CliUsageError, defineCommand, write } from "../command.js";
-import { checkModelFile } from "../model-file.js";
+import { localModelFile } from "../hub-model.js";
 
 interface Tally {
   schemas: number;
@@ -92,8 +92,7 @@ export const command = defineCommand({
       }
       if (!stat.isFile()) throw new CliUsageError(`schema check: ${input}: not a file`);
     }
-    const modelFile = model ?? (await defaultModelPath());
-    if (model !== undefined) await checkModelFile(model);
+    const modelFile = model === undefined ? await defaultModelPath() : await localModelFile(model, io);
     const tokenizer = Tokenizer.fromGguf(await readGguf(modelFile));
     const checker = new SchemaChecker(tokenizer);
     const json = values.json === true;

@@ -15,7 +15,7 @@ import {
 import { CliUsageError, defineCommand, write, type CommandIo } from "../command.js";
 import { refuseUnlessFitsCpu } from "../residency-check.js";
 import { defaultModelInfo, defaultModelPath } from "@keepquant/default-model";
-import { checkModelFile } from "../model-file.js";
+import { localModelFile } from "../hub-model.js";
 import { resolveGrammarLimits, resolveSpeculative } from "./engine-options.js";
 import { parseIntegerOption, parseNumberOption } from "./numeric-option.js";
 import { parseThinkingBudget } from "./run.js";
@@ -179,8 +179,7 @@ export const command = defineCommand({
       );
       modelPath = await defaultModelPath();
     } else {
-      modelPath = positionals[0]!;
-      await checkModelFile(modelPath);
+      modelPath = await localModelFile(positionals[0]!, io);
     }
     // the context: --ctx, else the default, never above the model's own context_length
     const header = await readGguf(modelPath);

@@ -1,4 +1,4 @@
-import { readGguf, type GgufFile } from "@keepquant/gguf";
+import { readGguf, type GgufByteSource, type GgufFile } from "@keepquant/gguf";
 import type { EnvSource } from "@keepquant/quant";
 import type { EngineOptions } from "../engine-types.js";
 import { cpuAvailableMemory, cpuDevice, type CpuMemory, type PlanDevice } from "./devices.js";
@@ -63,14 +63,16 @@ export interface CpuLoadCheck {
 /**
  * Asks the planner, from the GGUF header of `path` alone, whether `Engine.load(path, options)` fits
  * this machine's available memory (`cpuAvailableMemory`). Never throws for "does not fit": read
- * `plan.fits`; `assertCpuFits` turns a refusal into a PlanError.
+ * `plan.fits`; `assertCpuFits` turns a refusal into a PlanError. `path` may be a byte source (a
+ * model on the Hub read by Range requests, before it is downloaded).
  */
 export async function checkCpuLoad(
-  path: string,
+  path: string | GgufByteSource,
   options: EngineMemoryOptions = {},
   machine: { memory?: CpuMemory; env?: EnvSource } = {},
 ): Promise<CpuLoadCheck> {
   const file = await readGguf(path);
+  if (typeof path !== "string") path = path.description;
   const memory = machine.memory ?? cpuAvailableMemory();
   const plan = planEngineResidency(file, options, cpuDevice(memory), machine.env);
   const capitalized = (text: string): string => text.charAt(0).toUpperCase() + text.slice(1);
