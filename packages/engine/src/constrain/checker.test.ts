@@ -167,6 +167,8 @@ describe("SchemaChecker", () => {
     // without a type, a format constrains strings only
     const untyped = await checker.check({ format: "date" }, [{ data: "2020-02-31" }, { data: 5 }, { data: "2020-02-28" }]);
     expect(untyped.tests.map((t) => t.accepted)).toEqual([false, true, true]);
+    const listed = await checker.check({ type: ["string", "null"], format: "date" }, [{ data: "2020-02-31" }, { data: null }, { data: 5 }]);
+    expect(listed.tests.map((t) => t.accepted)).toEqual([false, true, false]);
   });
 
   it("a listed property cannot come back through additionalProperties with another type (Snowplow's alias event)", async () => {

@@ -348,15 +348,19 @@ function rewrite(schema: Schema): Schema {
     if (out["anyOf"] === undefined) out["anyOf"] = branches;
     else out["allOf"] = [...(Array.isArray(out["allOf"]) ? out["allOf"] : []), { anyOf: branches }];
   }
-  // string keywords with no `type`: they constrain strings only, every other type of value stays valid
-  const keys = Object.keys(out).filter((k) => !ANNOTATIONS.has(k));
-  if (out["type"] === undefined && keys.length > 0 && keys.every((k) => STRING_KEYWORDS.has(k))) {
+  // string keywords with no `type`, or a list of types: they constrain strings only, other values stay valid
+  const keys = Object.keys(out).filter((k) => !ANNOTATIONS.has(k) && k !== "type");
+  const listed = Array.isArray(out["type"]) ? (out["type"] as unknown[]) : undefined;
+  const untyped = out["type"] === undefined || (listed?.includes("string") === true && listed.every((t) => typeof t === "string"));
+  if (untyped && keys.length > 0 && keys.every((k) => STRING_KEYWORDS.has(k))) {
     const stringBranch: Schema = { type: "string" };
     for (const k of keys) {
       stringBranch[k] = out[k];
       delete out[k];
     }
-    out["anyOf"] = [stringBranch, { type: ["number", "boolean", "null", "object", "array"] }];
+    const others = listed === undefined ? ["number", "boolean", "null", "object", "array"] : listed.filter((t) => t !== "string");
+    delete out["type"];
+    out["anyOf"] = others.length === 0 ? [stringBranch] : [stringBranch, { type: others.length === 1 ? others[0] : others }];
   }
   if (out["uniqueItems"] === false) delete out["uniqueItems"];
   if (out["minProperties"] === 0) delete out["minProperties"];
