@@ -588,17 +588,6 @@ struct AttentionContext {
     if (f16) return ops->vecDotF16F32(static_cast<const uint16_t*>(kPlane) + base, q, Dh);
     return ops->vecDotF32(static_cast<const float*>(kPlane) + base, q, Dh);
   }
-  // The tiled path's scores of K rows [j0, j1) (ForwardOps::chainScores*).
-  void chainScores(const int32_t* blockTable, int j0, int j1, int kvHead, const float* q, float* out) const {
-    thread_local std::vector<const void*> rows;
-    if (rows.size() < (size_t)(j1 - j0)) rows.resize((size_t)(j1 - j0));
-    for (int j = j0; j < j1; ++j) {
-      const size_t base = offset(blockTable, j, kvHead);
-      rows[j - j0] = f16 ? (const void*)(static_cast<const uint16_t*>(kPlane) + base) : (const void*)(static_cast<const float*>(kPlane) + base);
-    }
-    if (f16) ops->chainScoresF16(reinterpret_cast<const uint16_t* const*>(rows.data()), j1 - j0, q, Dh, scale, out);
-    else ops->chainScoresF32(reinterpret_cast<const float* const*>(rows.data()), j1 - j0, q, Dh, scale, out);
-  }
   void madV(float* acc, size_t base, float p) const {
     if (f16) ops->madF16(acc, static_cast<const uint16_t*>(vPlane) + base, p, Dh);
     else ops->madF32(acc, static_cast<const float*>(vPlane) + base, p, Dh);
@@ -692,34 +681,82 @@ void attendStandard(const AttentionContext& a, const int32_t* blockTable, int po
 }
 
 // llama.cpp's tiled CPU flash attention for >= 64 query rows (forward.ts attendTiled).
-void attendTiled(const AttentionContext& a, const int32_t* blockTable, int pos, int kvHead, const float* qHead,
-                 float* out) {
+// Query rows of one sequence that share each KV tile in attendTiledBlock.
+constexpr int kFlashAttnQueryBlock = 16;
+
+thread_local std::vector<float> tTileK, tTileV, tBlockAcc, tBlockMs;
+
+// attendTiled for `rows` consecutive query rows of one sequence (positions pos0, pos0 + 1, ...) and the
+// `heads` query heads that read KV head kvHead: the loops turned inside out, KV tiles outermost, so that
+// each tile is read (and converted to f32) once for all of them instead of once per row and head. Each
+// (row, head) keeps its own running max, sum and accumulator and sees its tiles in the same order with
+// the same operations as attendTiled, so its output is the same bits. qHeads(r, h) and outs(r, h) give
+// the query and the output of row r and head h.
+template <typename Q, typename O>
+void attendTiledBlock(const AttentionContext& a, const int32_t* blockTable, int pos0, int rows, int kvHead, int heads, Q&& qHeads,
+                      O&& outs) {
+  constexpr int kTile = kFlashAttnKvTile;
   const int Dh = a.Dh;
-  const int n = pos + 1;
-  float* acc = threadScratch(tAcc, Dh);
-  float* scores = threadScratch(tScores, kFlashAttnKvTile);
-  std::fill(acc, acc + Dh, 0.0f);
-  float M = -std::numeric_limits<float>::infinity();
-  float S = 0;
-  for (int t0 = 0; t0 < n; t0 += kFlashAttnKvTile) {
-    const int t1 = std::min(n, t0 + kFlashAttnKvTile);
-    a.chainScores(blockTable, t0, t1, kvHead, qHead, scores);
-    float tileMax = -std::numeric_limits<float>::infinity();
-    for (int j = t0; j < t1; ++j) tileMax = std::max(tileMax, scores[j - t0]);
-    const float newMax = std::max(M, tileMax);
-    const float ms = M == -std::numeric_limits<float>::infinity() ? 0.0f : expf(M - newMax);
-    if (ms != 1) {
-      for (int i = 0; i < Dh; ++i) acc[i] = acc[i] * ms;
-      S = S * ms;
-    }
-    M = newMax;
-    // ggml_vec_soft_max_f32 over the 64-cell tile (cells past the row's position weigh 0)
-    for (int j = t0; j < t1; ++j) scores[j - t0] = a.ops->vexpf(scores[j - t0] - M);
-    S = (float)((double)S + softMaxSum(scores, t1 - t0));
-    for (int j = t0; j < t1; ++j) a.madV(acc, a.offset(blockTable, j, kvHead), scores[j - t0]);
+  const int pairs = rows * heads;
+  float* kT = threadScratch(tTileK, (size_t)Dh * kTile);
+  float* vT = threadScratch(tTileV, (size_t)kTile * Dh);
+  float* acc = threadScratch(tBlockAcc, (size_t)pairs * Dh);
+  float* ms = threadScratch(tBlockMs, (size_t)pairs * 2);  // [pair]: M, S
+  float* scores = threadScratch(tScores, kTile);
+  std::fill(acc, acc + (size_t)pairs * Dh, 0.0f);
+  for (int i = 0; i < pairs; ++i) {
+    ms[2 * i] = -std::numeric_limits<float>::infinity();
+    ms[2 * i + 1] = 0;
   }
-  const float inv = S == 0 ? 0.0f : 1.0f / S;
-  for (int i = 0; i < Dh; ++i) out[i] = acc[i] * inv;
+  const int nAll = pos0 + rows;
+  for (int t0 = 0; t0 < nAll; t0 += kTile) {
+    const int tEnd = std::min(nAll, t0 + kTile);
+    // the tile's K (transposed, zero past its last key up to a multiple of 8) and V rows in f32
+    const void* kRows[kTile];
+    const void* vRows[kTile];
+    for (int j = t0; j < tEnd; ++j) {
+      const size_t base = a.offset(blockTable, j, kvHead);
+      kRows[j - t0] = a.f16 ? (const void*)(static_cast<const uint16_t*>(a.kPlane) + base) : (const void*)(static_cast<const float*>(a.kPlane) + base);
+      vRows[j - t0] = a.f16 ? (const void*)(static_cast<const uint16_t*>(a.vPlane) + base) : (const void*)(static_cast<const float*>(a.vPlane) + base);
+    }
+    if (a.f16)
+      a.ops->tileLoadF16(reinterpret_cast<const uint16_t* const*>(kRows), reinterpret_cast<const uint16_t* const*>(vRows), tEnd - t0, Dh, kT, kTile, vT);
+    else
+      a.ops->tileLoadF32(reinterpret_cast<const float* const*>(kRows), reinterpret_cast<const float* const*>(vRows), tEnd - t0, Dh, kT, kTile, vT);
+    for (int r = 0; r < rows; ++r) {
+      const int n = pos0 + r + 1;
+      if (n <= t0) continue;
+      const int t1 = std::min(n, t0 + kTile);
+      for (int h = 0; h < heads; ++h) {
+        const int pair = r * heads + h;
+        float* pAcc = acc + (size_t)pair * Dh;
+        float& M = ms[2 * pair];
+        float& S = ms[2 * pair + 1];
+        a.ops->tileScores(kT, kTile, t1 - t0, qHeads(r, h), Dh, a.scale, scores);
+        float tileMax = -std::numeric_limits<float>::infinity();
+        for (int j = t0; j < t1; ++j) tileMax = std::max(tileMax, scores[j - t0]);
+        const float newMax = std::max(M, tileMax);
+        const float m = M == -std::numeric_limits<float>::infinity() ? 0.0f : expf(M - newMax);
+        if (m != 1) {
+          for (int i = 0; i < Dh; ++i) pAcc[i] = pAcc[i] * m;
+          S = S * m;
+        }
+        M = newMax;
+        a.ops->expShifted(scores, t1 - t0, M);
+        S = (float)((double)S + softMaxSum(scores, t1 - t0));
+        a.ops->tileValues(pAcc, vT, (size_t)Dh, scores, t1 - t0, Dh);
+      }
+    }
+  }
+  for (int r = 0; r < rows; ++r)
+    for (int h = 0; h < heads; ++h) {
+      const int pair = r * heads + h;
+      const float S = ms[2 * pair + 1];
+      const float inv = S == 0 ? 0.0f : 1.0f / S;
+      const float* pAcc = acc + (size_t)pair * Dh;
+      float* out = outs(r, h);
+      for (int i = 0; i < Dh; ++i) out[i] = pAcc[i] * inv;
+    }
 }
 
 thread_local std::vector<float> tRopeCos, tRopeSin;
@@ -791,6 +828,36 @@ void Model::attention(const LayerWeights& L, const std::vector<StepEntry>& entri
   AttentionContext a{&forwardOps(), kPlane, vPlane, kv.f16, kv.blockSize, stride, Dh, 1.0f / std::sqrt((float)Dh)};
   const bool tiled = T >= kFlashAttnTiledMinRows;
   const int group = H / Hkv;
+  const auto gateRow = [&](int r, int h) {
+    // o <- o * sigmoid(gate)
+    float* out = attnOut_.data() + ((size_t)r * H + h) * Dh;
+    const float* gate = qg_.data() + (size_t)r * 2 * H * Dh + (size_t)h * 2 * Dh + Dh;
+    for (int i = 0; i < Dh; ++i) out[i] = out[i] * sigmoid(gate[i]);
+  };
+  if (spec_.flashAttention && tiled) {
+    // blocks of up to kFlashAttnQueryBlock rows of one sequence, times the KV heads: one task each
+    std::vector<int32_t>& blocks = attnBlocks_;
+    blocks.clear();
+    for (size_t ei = 0; ei < entries.size(); ++ei)
+      for (int t = 0; t < entries[ei].nTokens; t += kFlashAttnQueryBlock) blocks.push_back(entryRow0_[ei] + t);
+    const int nBlocks = (int)blocks.size();
+    parallelRange(nBlocks * Hkv, 1, [&](int task) {
+      const int b = task / Hkv, kvHead = task % Hkv;
+      const int r0 = blocks[b];
+      const StepEntry& e = entries[rowEntry_[r0]];
+      const int rows = std::min(kFlashAttnQueryBlock, entryRow0_[rowEntry_[r0]] + e.nTokens - r0);
+      const int h0 = kvHead * group;
+      attendTiledBlock(
+          a, e.blockTable, rowPos_[r0], rows, kvHead, group,
+          [&](int r, int h) { return q_.data() + ((size_t)(r0 + r) * H + h0 + h) * Dh; },
+          [&](int r, int h) { return attnOut_.data() + ((size_t)(r0 + r) * H + h0 + h) * Dh; });
+      for (int r = 0; r < rows; ++r)
+        for (int h = 0; h < group; ++h) gateRow(r0 + r, h0 + h);
+    });
+    prepareInput(attnOut_.data(), T, H * Dh);
+    matmul(L.o, branch_.data());
+    return;
+  }
   parallelRange(T * H, 1, [&](int task) {
     const int r = task / H, h = task % H;
     const StepEntry& e = entries[rowEntry_[r]];
@@ -799,11 +866,8 @@ void Model::attention(const LayerWeights& L, const std::vector<StepEntry>& entri
     const float* qh = q_.data() + ((size_t)r * H + h) * Dh;
     float* out = attnOut_.data() + ((size_t)r * H + h) * Dh;
     if (!spec_.flashAttention) attendStandard(a, e.blockTable, pos, kvHead, qh, out);
-    else if (tiled) attendTiled(a, e.blockTable, pos, kvHead, qh, out);
     else attendOneChunk(a, e.blockTable, pos, kvHead, qh, out);
-    // o <- o * sigmoid(gate)
-    const float* gate = qg_.data() + (size_t)r * 2 * H * Dh + (size_t)h * 2 * Dh + Dh;
-    for (int i = 0; i < Dh; ++i) out[i] = out[i] * sigmoid(gate[i]);
+    gateRow(r, h);
   });
   prepareInput(attnOut_.data(), T, H * Dh);
   matmul(L.o, branch_.data());
