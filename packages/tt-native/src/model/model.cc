@@ -702,7 +702,7 @@ void attendTiledBlock(const AttentionContext& a, const int32_t* blockTable, int 
   float* vT = threadScratch(tTileV, (size_t)kTile * Dh);
   float* acc = threadScratch(tBlockAcc, (size_t)pairs * Dh);
   float* ms = threadScratch(tBlockMs, (size_t)pairs * 2);  // [pair]: M, S
-  float* scores = threadScratch(tScores, kTile);
+  float* scores = threadScratch(tScores, 2 * kTile);
   std::fill(acc, acc + (size_t)pairs * Dh, 0.0f);
   for (int i = 0; i < pairs; ++i) {
     ms[2 * i] = -std::numeric_limits<float>::infinity();
@@ -727,24 +727,35 @@ void attendTiledBlock(const AttentionContext& a, const int32_t* blockTable, int 
       const int n = pos0 + r + 1;
       if (n <= t0) continue;
       const int t1 = std::min(n, t0 + kTile);
-      for (int h = 0; h < heads; ++h) {
-        const int pair = r * heads + h;
-        float* pAcc = acc + (size_t)pair * Dh;
-        float& M = ms[2 * pair];
-        float& S = ms[2 * pair + 1];
-        a.ops->tileScores(kT, kTile, t1 - t0, qHeads(r, h), Dh, a.scale, scores);
-        float tileMax = -std::numeric_limits<float>::infinity();
-        for (int j = t0; j < t1; ++j) tileMax = std::max(tileMax, scores[j - t0]);
-        const float newMax = std::max(M, tileMax);
-        const float m = M == -std::numeric_limits<float>::infinity() ? 0.0f : expf(M - newMax);
-        if (m != 1) {
-          for (int i = 0; i < Dh; ++i) pAcc[i] = pAcc[i] * m;
-          S = S * m;
+      // the heads two at a time where they pair up (each tile vector loaded once for both)
+      for (int h = 0; h < heads; h += 2) {
+        const int two = std::min(2, heads - h);
+        float* sc[2] = {scores, scores + kTile};
+        if (two == 2)
+          a.ops->tileScores2(kT, kTile, t1 - t0, qHeads(r, h), qHeads(r, h + 1), Dh, a.scale, sc[0], sc[1]);
+        else
+          a.ops->tileScores(kT, kTile, t1 - t0, qHeads(r, h), Dh, a.scale, sc[0]);
+        for (int u = 0; u < two; ++u) {
+          const int pair = r * heads + h + u;
+          float* pAcc = acc + (size_t)pair * Dh;
+          float& M = ms[2 * pair];
+          float& S = ms[2 * pair + 1];
+          float* p = sc[u];
+          float tileMax = -std::numeric_limits<float>::infinity();
+          for (int j = 0; j < t1 - t0; ++j) tileMax = std::max(tileMax, p[j]);
+          const float newMax = std::max(M, tileMax);
+          const float m = M == -std::numeric_limits<float>::infinity() ? 0.0f : expf(M - newMax);
+          if (m != 1) {
+            for (int i = 0; i < Dh; ++i) pAcc[i] = pAcc[i] * m;
+            S = S * m;
+          }
+          M = newMax;
+          a.ops->expShifted(p, t1 - t0, M);
+          S = (float)((double)S + softMaxSum(p, t1 - t0));
         }
-        M = newMax;
-        a.ops->expShifted(scores, t1 - t0, M);
-        S = (float)((double)S + softMaxSum(scores, t1 - t0));
-        a.ops->tileValues(pAcc, vT, (size_t)Dh, scores, t1 - t0, Dh);
+        float* acc0 = acc + (size_t)(r * heads + h) * Dh;
+        if (two == 2) a.ops->tileValues2(acc0, acc0 + Dh, vT, (size_t)Dh, sc[0], sc[1], t1 - t0, Dh);
+        else a.ops->tileValues(acc0, vT, (size_t)Dh, sc[0], t1 - t0, Dh);
       }
     }
   }
