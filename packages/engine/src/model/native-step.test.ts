@@ -85,7 +85,7 @@ const DEFAULT_SCHEDULE = {
 /**
  * The tiled attention (steps of 64 rows or more) over several of its KV tiles and query blocks: a 100-token
  * prefill, a chunk that starts mid-tile beside another sequence's prefill, a step of 64+ rows with a
- * decode row and a fresh prefill in it, then batched decodes.
+ * decode row and a fresh prefill in it, then batched decodes and a one-row decode step.
  */
 const TILED_SCHEDULE = {
   lengths: [200, 110, 40] as const,
@@ -94,6 +94,7 @@ const TILED_SCHEDULE = {
     () => [chunk(0, 67, "all"), chunk(1, 70, "last")],
     () => [chunk(2, 37, "all"), chunk(0, 1, "last"), chunk(1, 29, "last", [0, 28])],
     ...Array.from({ length: 3 }, () => () => [chunk(0, 1, "last"), chunk(1, 1, "last"), chunk(2, 1, "last")]),
+    () => [chunk(0, 1, "last")],
   ],
 };
 
@@ -196,9 +197,16 @@ describe.skipIf(reason !== undefined)("native step == TypeScript forward, bit fo
     const weights = await loadWeights(file, "llama");
     const providers = [...(await createNativeMatmulProviders("llama", undefined, [])), ...typescriptProviders("llama", [])];
     const selection = selectProviders(weights, providers, "llama");
-    for (const kvType of ["f16", "f32"] as const) {
-      for (const isa of native.availableNativeIsas()) {
+    // every ISA level, then 4 threads (more than a one-row decode step's KV heads: one task per query head)
+    const runs = [
+      ...(["f16", "f32"] as const).flatMap((kvType) => native.availableNativeIsas().map((isa) => ({ kvType, isa, threads: 2 }))),
+      { kvType: "f16" as const, isa: "best" as const, threads: 4 },
+    ];
+    const before = native.getNativeThreads();
+    try {
+      for (const { kvType, isa, threads } of runs) {
         native.setNativeIsa(isa);
+        native.setNativeThreads(threads);
         const spec = pools(weights, kvType, undefined, 64);
         const ts = new Qwen35Forward(weights, spec.kv, spec.states, selection.byWeight, "llama", quantDequantizeRow, 256, true);
         const expected = await runSchedule((e) => ts.forward(e), spec, weights.vocab, TILED_SCHEDULE);
@@ -206,10 +214,12 @@ describe.skipIf(reason !== undefined)("native step == TypeScript forward, bit fo
         const step = NativeStep.create(native, weights, mine.kv, mine.states, { numerics: "llama", flashAttention: true, maxBatchTokens: 256 });
         const actual = await runSchedule((e) => step.forward(e), mine, weights.vocab, TILED_SCHEDULE);
         step.dispose();
-        expect(firstDifference(actual, expected), `kv ${kvType} ${isa}`).toBeUndefined();
+        expect(firstDifference(actual, expected), `kv ${kvType} ${isa} ${threads} threads`).toBeUndefined();
       }
+    } finally {
+      native.setNativeIsa("best");
+      native.setNativeThreads(before);
     }
-    native.setNativeIsa("best");
   });
 });
 

@@ -645,6 +645,57 @@ void attendOneChunk(const AttentionContext& a, const int32_t* blockTable, int po
   for (int i = 0; i < Dh; ++i) out[i] = acc[i] * inv;
 }
 
+// attendOneChunk for the `heads` query heads of one row that read KV head kvHead (the decode step): each K
+// and V row is read from memory once for all of them; each head's operations and their order are
+// attendOneChunk's, so are its bits. qHeads(h) and outs(h) give head h's query and output.
+thread_local std::vector<float> tGroupQuery, tGroupAcc, tGroupScores;
+template <typename Q, typename O>
+void attendOneChunkGroup(const AttentionContext& a, const int32_t* blockTable, int pos, int kvHead, int heads, Q&& qHeads, O&& outs) {
+  const int Dh = a.Dh;
+  const size_t n = (size_t)pos + 1;
+  float* q = threadScratch(tGroupQuery, (size_t)heads * Dh);
+  float* acc = threadScratch(tGroupAcc, (size_t)heads * Dh);
+  float* scores = threadScratch(tGroupScores, (size_t)heads * n);
+  for (int h = 0; h < heads; ++h) {
+    const float* qh = qHeads(h);
+    for (int i = 0; i < Dh; ++i) q[(size_t)h * Dh + i] = a.f16 ? roundF16(qh[i]) : qh[i];
+  }
+  std::fill(acc, acc + (size_t)heads * Dh, 0.0f);
+  for (int j = 0; j <= pos; ++j)
+    for (int h = 0; h < heads; ++h) scores[(size_t)h * n + j] = a.kqDot(blockTable, j, kvHead, q + (size_t)h * Dh) * a.scale;
+  float M[8], S[8];
+  for (int h = 0; h < heads; ++h) {
+    M[h] = -std::numeric_limits<float>::infinity();
+    S[h] = 0;
+  }
+  for (int j = 0; j <= pos; ++j) {
+    const size_t base = a.offset(blockTable, j, kvHead);
+    for (int h = 0; h < heads; ++h) {
+      float* hAcc = acc + (size_t)h * Dh;
+      const float s = scores[(size_t)h * n + j];
+      float ms = 1, vs = 1;
+      if (s > M[h]) {
+        const float old = M[h];
+        M[h] = s;
+        ms = expf(old - M[h]);
+        if (a.f16) a.ops->scaleF16Acc(hAcc, ms, Dh);
+        else
+          for (int i = 0; i < Dh; ++i) hAcc[i] = hAcc[i] * ms;
+      } else {
+        vs = expf(s - M[h]);
+      }
+      if (a.f16) a.ops->madF16Acc(hAcc, static_cast<const uint16_t*>(a.vPlane) + base, vs, Dh);
+      else a.ops->madF32(hAcc, static_cast<const float*>(a.vPlane) + base, vs, Dh);
+      S[h] = S[h] * ms + vs;
+    }
+  }
+  for (int h = 0; h < heads; ++h) {
+    const float inv = S[h] == 0 ? 0.0f : 1.0f / S[h];
+    float* out = outs(h);
+    for (int i = 0; i < Dh; ++i) out[i] = acc[(size_t)h * Dh + i] * inv;
+  }
+}
+
 // llama.cpp without flash attention (forward.ts attendStandard).
 void attendStandard(const AttentionContext& a, const int32_t* blockTable, int pos, int kvHead, const float* qHead,
                     float* out) {
@@ -864,6 +915,21 @@ void Model::attention(const LayerWeights& L, const std::vector<StepEntry>& entri
           [&](int r, int h) { return attnOut_.data() + ((size_t)(r0 + r) * H + h0 + h) * Dh; });
       for (int r = 0; r < rows; ++r)
         for (int h = 0; h < group; ++h) gateRow(r0 + r, h0 + h);
+    });
+    prepareInput(attnOut_.data(), T, H * Dh);
+    matmul(L.o, branch_.data());
+    return;
+  }
+  if (spec_.flashAttention && group <= 8 && T * Hkv >= threadCount()) {
+    // one task per row and KV head: its query heads read each K and V row once between them
+    parallelRange(T * Hkv, 1, [&](int task) {
+      const int r = task / Hkv, kvHead = task % Hkv;
+      const int h0 = kvHead * group;
+      attendOneChunkGroup(
+          a, entries[rowEntry_[r]].blockTable, rowPos_[r], kvHead, group,
+          [&](int h) { return q_.data() + ((size_t)r * H + h0 + h) * Dh; },
+          [&](int h) { return attnOut_.data() + ((size_t)r * H + h0 + h) * Dh; });
+      for (int h = 0; h < group; ++h) gateRow(r, h0 + h);
     });
     prepareInput(attnOut_.data(), T, H * Dh);
     matmul(L.o, branch_.data());
