@@ -19,7 +19,9 @@ const option = (name: string, fallback: string) => {
   const i = args.indexOf(name);
   return i >= 0 && args[i + 1] ? args[i + 1]! : fallback;
 };
-const file = args.find((a, i) => !a.startsWith("--") && !args[i - 1]?.startsWith("--")) ?? path.join(REPO_ROOT, "packages", "default-model", "model", "keepquant-default.gguf");
+const file =
+  args.find((a, i) => !a.startsWith("--") && !args[i - 1]?.startsWith("--")) ??
+  path.join(REPO_ROOT, "packages", "default-model", "model", "keepquant-default.gguf");
 const lengths = option("--lengths", "512,1024,2048,4096").split(",").map(Number);
 const threads = Number(option("--threads", "2"));
 const batch = Number(option("--batch", "512"));

@@ -42,13 +42,11 @@ interface Pools {
   states: GdnStatePool;
 }
 
-function pools(
-  weights: ModelWeights,
-  kvType: KvType,
-  storage = (bytes: number) => native.allocNativeBuffer(bytes),
-  blocks = 24,
-): Pools {
-  return { kv: PagedKvCache.forModel(weights.config, blocks, 8, kvType, storage), states: GdnStatePool.forModel(weights.config, 4, storage) };
+function pools(weights: ModelWeights, kvType: KvType, storage = (bytes: number) => native.allocNativeBuffer(bytes), blocks = 24): Pools {
+  return {
+    kv: PagedKvCache.forModel(weights.config, blocks, 8, kvType, storage),
+    states: GdnStatePool.forModel(weights.config, 4, storage),
+  };
 }
 
 /** Every weight type of a model (the experts' stacked matrices sit deeper in a layer). */
@@ -211,7 +209,11 @@ describe.skipIf(reason !== undefined)("native step == TypeScript forward, bit fo
         const ts = new Qwen35Forward(weights, spec.kv, spec.states, selection.byWeight, "llama", quantDequantizeRow, 256, true);
         const expected = await runSchedule((e) => ts.forward(e), spec, weights.vocab, TILED_SCHEDULE);
         const mine = pools(weights, kvType, undefined, 64);
-        const step = NativeStep.create(native, weights, mine.kv, mine.states, { numerics: "llama", flashAttention: true, maxBatchTokens: 256 });
+        const step = NativeStep.create(native, weights, mine.kv, mine.states, {
+          numerics: "llama",
+          flashAttention: true,
+          maxBatchTokens: 256,
+        });
         const actual = await runSchedule((e) => step.forward(e), mine, weights.vocab, TILED_SCHEDULE);
         step.dispose();
         expect(firstDifference(actual, expected), `kv ${kvType} ${isa} ${threads} threads`).toBeUndefined();
