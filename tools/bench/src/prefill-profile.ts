@@ -4,7 +4,7 @@
  * prompts of several lengths on one engine. A cost that grows faster than the prompt shows as a per-token
  * time that rises from row to row.
  *
- *   tsx src/prefill-profile.ts [file.gguf] [--lengths 512,1024,2048,4096] [--threads 2] [--batch 512]
+ *   tsx src/prefill-profile.ts [file.gguf] [--lengths 512,1024,2048,4096] [--threads 2] [--batch 512] [--decode 0]
  *
  * Without a file it profiles the embedded default model.
  */
@@ -29,35 +29,53 @@ const longest = Math.max(...lengths);
 
 const engine = await Engine.load(file, {
   threads,
-  kvCacheTokens: longest + 64,
-  contextLength: longest + 64,
+  kvCacheTokens: longest + 64 + Number(option("--decode", "0")),
+  contextLength: longest + 64 + Number(option("--decode", "0")),
   maxSequences: 1,
   maxBatchTokens: batch,
 });
 const vocab = engine.weights.vocab;
 const prompt = (n: number) => Array.from({ length: n }, (_, i) => (i * 7919 + 13) % vocab);
-const firstToken = async (ids: number[]) => {
-  for await (const event of engine.generate(ids, { maxTokens: 1, temperature: 0, ignoreEog: true })) if (event.type === "token") break;
-};
-await firstToken(prompt(8)); // warm-up
-console.log(`${file}, ${threads} threads, batch ${batch}, step ${engine.stats().providers.step}`);
-for (const n of lengths) {
-  native.setNativeProfiling(true);
-  const t0 = performance.now();
-  const cpu0 = process.cpuUsage();
-  await firstToken(prompt(n));
-  const wallMs = performance.now() - t0;
-  const cpu = process.cpuUsage(cpu0);
-  const cpuMs = (cpu.user + cpu.system) / 1000;
-  const profile = native.nativeProfile();
-  native.setNativeProfiling(false);
+const decodeTokens = Number(option("--decode", "0"));
+
+type Profile = ReturnType<typeof native.nativeProfile>;
+const report = (label: string, tokens: number, wallMs: number, cpuMs: number, profile: Profile) => {
   const phases = Object.entries(profile.phases).filter(([, p]) => p.ns > 0);
   const nativeMs = phases.reduce((s, [, p]) => s + p.ns / 1e6, 0);
-  const parts = phases.map(([name, p]) => `${name} ${((p.ns / 1e6 / n) * 1000).toFixed(0)}`).join(", ");
+  const parts = phases.map(([name, p]) => `${name} ${((p.ns / 1e6 / tokens) * 1000).toFixed(0)}`).join(", ");
   console.log(
-    `${String(n).padStart(6)} tokens: ${wallMs.toFixed(0)} ms (${((n / wallMs) * 1000).toFixed(0)} tok/s, process CPU ${cpuMs.toFixed(0)} ms), ` +
-      `us/token: native ${((nativeMs / n) * 1000).toFixed(0)} [${parts}], outside the step ${(((wallMs - nativeMs) / n) * 1000).toFixed(0)}`,
+    `${label}: ${wallMs.toFixed(0)} ms (${((tokens / wallMs) * 1000).toFixed(1)} tok/s, process CPU ${cpuMs.toFixed(0)} ms), ` +
+      `us/token: native ${((nativeMs / tokens) * 1000).toFixed(0)} [${parts}], outside the step ${(((wallMs - nativeMs) / tokens) * 1000).toFixed(0)}`,
   );
-}
+};
+
+/** Profiles the prefill of `ids` (to its first token), then `decodeTokens` decoded tokens after it. */
+const profileRun = async (ids: number[], print: boolean) => {
+  let t0 = performance.now();
+  let cpu0 = process.cpuUsage();
+  const cpuMs = () => {
+    const cpu = process.cpuUsage(cpu0);
+    return (cpu.user + cpu.system) / 1000;
+  };
+  native.setNativeProfiling(true);
+  let tokens = 0;
+  for await (const event of engine.generate(ids, { maxTokens: 1 + decodeTokens, temperature: 0, ignoreEog: true })) {
+    if (event.type !== "token") continue;
+    if (++tokens === 1) {
+      if (print)
+        report(`${String(ids.length).padStart(6)} tokens, prefill`, ids.length, performance.now() - t0, cpuMs(), native.nativeProfile());
+      native.setNativeProfiling(false);
+      native.setNativeProfiling(true);
+      t0 = performance.now();
+      cpu0 = process.cpuUsage();
+    }
+  }
+  if (print && decodeTokens > 0)
+    report(`${String(ids.length).padStart(6)} tokens, decode after`, tokens - 1, performance.now() - t0, cpuMs(), native.nativeProfile());
+  native.setNativeProfiling(false);
+};
+await profileRun(prompt(8), false); // warm-up
+console.log(`${file}, ${threads} threads, batch ${batch}, step ${engine.stats().providers.step}`);
+for (const n of lengths) await profileRun(prompt(n), true);
 engine.dispose();
 process.exit(0);
