@@ -731,18 +731,17 @@ void attendStandard(const AttentionContext& a, const int32_t* blockTable, int po
   }
 }
 
-// llama.cpp's tiled CPU flash attention for >= 64 query rows (forward.ts attendTiled).
 // Query rows of one sequence that share each KV tile in attendTiledBlock.
 constexpr int kFlashAttnQueryBlock = 16;
 
 thread_local std::vector<float> tTileK, tTileV, tBlockAcc, tBlockMs;
 
-// attendTiled for `rows` consecutive query rows of one sequence (positions pos0, pos0 + 1, ...) and the
-// `heads` query heads that read KV head kvHead: the loops turned inside out, KV tiles outermost, so that
-// each tile is read (and converted to f32) once for all of them instead of once per row and head. Each
-// (row, head) keeps its own running max, sum and accumulator and sees its tiles in the same order with
-// the same operations as attendTiled, so its output is the same bits. qHeads(r, h) and outs(r, h) give
-// the query and the output of row r and head h.
+// llama.cpp's tiled CPU flash attention for >= 64 query rows (forward.ts attendTiled), for `rows` consecutive
+// query rows of one sequence (positions pos0, pos0 + 1, ...) and the `heads` query heads that read KV head
+// kvHead: KV tiles outermost, so that each tile is read (and converted to f32) once for all of them instead
+// of once per row and head. Each (row, head) keeps its own running max, sum and accumulator and sees its
+// tiles in the same order with the same operations as the specification's per-row loop, so its output is
+// the same bits. qHeads(r, h) and outs(r, h) give the query and the output of row r and head h.
 template <typename Q, typename O>
 void attendTiledBlock(const AttentionContext& a, const int32_t* blockTable, int pos0, int rows, int kvHead, int heads, Q&& qHeads,
                       O&& outs) {
