@@ -19,6 +19,8 @@ export interface WorkerOptions {
   seqs: number;
   /** Vocabulary size of the file (prompt ids are spread over it). */
   vocab: number;
+  /** Tokens per forward pass for both engines (keepquant's maxBatchTokens, llama.cpp's n_ubatch). Default 512. */
+  ubatch?: number;
   /** Busy processes (a spinning `node -e`) started before loading and stopped after: the contention row. */
   contention?: number;
 }
@@ -77,8 +79,9 @@ async function keepquant(file: string, o: WorkerOptions): Promise<WorkerResult> 
   const engine = await Engine.load(file, {
     threads: o.threads,
     kvCacheTokens: o.context,
+    contextLength: o.context,
     maxSequences: Math.max(1, o.seqs),
-    maxBatchTokens: 512,
+    maxBatchTokens: o.ubatch ?? 512,
   });
   const loadMs = performance.now() - t0;
   const vocab = engine.weights.vocab;
@@ -166,7 +169,7 @@ async function rawLlamaCpp(file: string, o: WorkerOptions, pinned = false): Prom
   const t0 = performance.now();
   const llama = loadLlamaOracle({ cpuVariant: pinned ? "pinned" : "best" });
   const model = llama.loadModel(file, { repack: !pinned });
-  const ctx = model.createContext({ nCtx: o.context, threads: o.threads, kvType: "f16", flashAttention: true });
+  const ctx = model.createContext({ nCtx: o.context, threads: o.threads, kvType: "f16", flashAttention: true, ubatch: o.ubatch ?? 512 });
   const loadMs = performance.now() - t0;
   const vocab = model.nVocab;
   const argmax = (logits: Float32Array): number => {

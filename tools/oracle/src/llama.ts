@@ -243,6 +243,11 @@ export interface ContextOptions {
   kvType?: "f32" | "f16";
   /** Flash attention. Default false. */
   flashAttention?: boolean;
+  /**
+   * Tokens per compute pass (llama.cpp's n_ubatch; a longer decode call is split into passes of this many).
+   * Default nCtx (one pass); llama.cpp's own default is 512.
+   */
+  ubatch?: number;
 }
 
 export interface TokenizeOptions {
@@ -475,7 +480,7 @@ export function loadLlamaOracle(options: LoadLlamaOracleOptions = {}): LlamaOrac
       const cp = api.contextDefault() as Record<string, unknown>;
       cp.n_ctx = nCtx;
       cp.n_batch = nCtx;
-      cp.n_ubatch = nCtx;
+      cp.n_ubatch = Math.min(nCtx, contextOptions.ubatch ?? nCtx);
       cp.n_seq_max = 1;
       cp.n_threads = threads;
       cp.n_threads_batch = threads;

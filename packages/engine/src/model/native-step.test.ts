@@ -42,8 +42,11 @@ interface Pools {
   states: GdnStatePool;
 }
 
-function pools(weights: ModelWeights, kvType: KvType, storage = (bytes: number) => native.allocNativeBuffer(bytes)): Pools {
-  return { kv: PagedKvCache.forModel(weights.config, 24, 8, kvType, storage), states: GdnStatePool.forModel(weights.config, 4, storage) };
+function pools(weights: ModelWeights, kvType: KvType, storage = (bytes: number) => native.allocNativeBuffer(bytes), blocks = 24): Pools {
+  return {
+    kv: PagedKvCache.forModel(weights.config, blocks, 8, kvType, storage),
+    states: GdnStatePool.forModel(weights.config, 4, storage),
+  };
 }
 
 /** Every weight type of a model (the experts' stacked matrices sit deeper in a layer). */
@@ -60,23 +63,54 @@ function weightTypes(weights: ModelWeights): Set<number> {
   return types;
 }
 
+type Chunk = (seq: 0 | 1 | 2, n: number, logits: StepEntry["logits"], logitRows?: number[]) => StepEntry;
+
 /**
- * A batch schedule over three sequences: a 70-token prefill alone (the tiled attention path), two
+ * The default schedule over three sequences: a 70-token prefill alone (the tiled attention path), two
  * prefills batched (one with logits at every row), a prefill chunk next to a decode, then five
- * batched decode steps. Returns every step's logits (copied).
+ * batched decode steps.
  */
+const DEFAULT_SCHEDULE = {
+  lengths: [90, 40, 20] as const,
+  steps: (chunk: Chunk): (() => StepEntry[])[] => [
+    () => [chunk(0, 70, "last")],
+    () => [chunk(1, 13, "none"), chunk(2, 9, "all")],
+    () => [chunk(1, 10, "last", [3, 9]), chunk(0, 1, "last")],
+    ...Array.from({ length: 5 }, () => () => [chunk(0, 1, "last"), chunk(1, 1, "last"), chunk(2, 1, "last")]),
+  ],
+};
+
+/**
+ * The tiled attention (steps of 64 rows or more) over several of its KV tiles and query blocks: a 100-token
+ * prefill, a chunk that starts mid-tile beside another sequence's prefill, a step of 64+ rows with a
+ * decode row and a fresh prefill in it, then batched decodes and a one-row decode step.
+ */
+const TILED_SCHEDULE = {
+  lengths: [200, 110, 40] as const,
+  steps: (chunk: Chunk): (() => StepEntry[])[] => [
+    () => [chunk(0, 100, "last")],
+    () => [chunk(0, 67, "all"), chunk(1, 70, "last")],
+    () => [chunk(2, 37, "all"), chunk(0, 1, "last"), chunk(1, 29, "last", [0, 28])],
+    ...Array.from({ length: 3 }, () => () => [chunk(0, 1, "last"), chunk(1, 1, "last"), chunk(2, 1, "last")]),
+    () => [chunk(0, 1, "last")],
+  ],
+};
+
+/** Runs a schedule over three sequences (random tokens) and returns every step's logits (copied). */
 async function runSchedule(
   forward: (entries: readonly StepEntry[]) => Float32Array | Promise<Float32Array>,
   { kv, states }: Pools,
   vocab: number,
+  schedule: typeof DEFAULT_SCHEDULE | typeof TILED_SCHEDULE = DEFAULT_SCHEDULE,
 ): Promise<Float32Array[]> {
   const random = seededRandom(4242);
   const token = () => Math.floor(random() * vocab);
-  const seqs = [90, 40, 20].map((length) => {
+  const seqs = schedule.lengths.map((length) => {
     const blockTable = Array.from({ length: kv.blocksFor(length) }, () => kv.pool.allocate());
     return { blockTable, stateSlot: states.allocate(), tokens: Array.from({ length }, token), pos: 0 };
   });
-  const chunk = (s: (typeof seqs)[number], n: number, logits: StepEntry["logits"], logitRows?: number[]): StepEntry => {
+  const chunk: Chunk = (seq, n, logits, logitRows) => {
+    const s = seqs[seq]!;
     const entry: StepEntry = {
       tokens: s.tokens.slice(s.pos, s.pos + n),
       startPos: s.pos,
@@ -88,15 +122,8 @@ async function runSchedule(
     s.pos += n;
     return entry;
   };
-  const [a, b, c] = seqs as [(typeof seqs)[number], (typeof seqs)[number], (typeof seqs)[number]];
-  const steps: (() => StepEntry[])[] = [
-    () => [chunk(a, 70, "last")],
-    () => [chunk(b, 13, "none"), chunk(c, 9, "all")],
-    () => [chunk(b, 10, "last", [3, 9]), chunk(a, 1, "last")],
-    ...Array.from({ length: 5 }, () => () => [chunk(a, 1, "last"), chunk(b, 1, "last"), chunk(c, 1, "last")]),
-  ];
   const out: Float32Array[] = [];
-  for (const step of steps) out.push((await forward(step())).slice());
+  for (const step of schedule.steps(chunk)) out.push((await forward(step())).slice());
   for (const s of seqs) {
     for (const block of s.blockTable) kv.pool.release(block);
     states.release(s.stateSlot);
@@ -161,6 +188,41 @@ describe.skipIf(reason !== undefined)("native step == TypeScript forward, bit fo
       }
     });
   }
+
+  it("tiled flash attention: several KV tiles and query blocks, chunks from mid-tile, sequences and decode rows in one step", async () => {
+    const fixture = PARITY_FIXTURES.find((f) => f.name === "untied-mtp-6l-q4_k_m")!;
+    const file = await parityFixtureFile(fixture);
+    const weights = await loadWeights(file, "llama");
+    const providers = [...(await createNativeMatmulProviders("llama", undefined, [])), ...typescriptProviders("llama", [])];
+    const selection = selectProviders(weights, providers, "llama");
+    // every ISA level, then 4 threads (more than a one-row decode step's KV heads: one task per query head)
+    const runs = [
+      ...(["f16", "f32"] as const).flatMap((kvType) => native.availableNativeIsas().map((isa) => ({ kvType, isa, threads: 2 }))),
+      { kvType: "f16" as const, isa: "best" as const, threads: 4 },
+    ];
+    const before = native.getNativeThreads();
+    try {
+      for (const { kvType, isa, threads } of runs) {
+        native.setNativeIsa(isa);
+        native.setNativeThreads(threads);
+        const spec = pools(weights, kvType, undefined, 64);
+        const ts = new Qwen35Forward(weights, spec.kv, spec.states, selection.byWeight, "llama", quantDequantizeRow, 256, true);
+        const expected = await runSchedule((e) => ts.forward(e), spec, weights.vocab, TILED_SCHEDULE);
+        const mine = pools(weights, kvType, undefined, 64);
+        const step = NativeStep.create(native, weights, mine.kv, mine.states, {
+          numerics: "llama",
+          flashAttention: true,
+          maxBatchTokens: 256,
+        });
+        const actual = await runSchedule((e) => step.forward(e), mine, weights.vocab, TILED_SCHEDULE);
+        step.dispose();
+        expect(firstDifference(actual, expected), `kv ${kvType} ${isa} ${threads} threads`).toBeUndefined();
+      }
+    } finally {
+      native.setNativeIsa("best");
+      native.setNativeThreads(before);
+    }
+  });
 });
 
 describe.skipIf(reason !== undefined)("native step at every ISA level this CPU runs == TypeScript forward", () => {

@@ -27,10 +27,24 @@ struct ForwardOps {
   void (*madF16)(float* acc, const uint16_t* v, float scale, int n);
   // ggml_v_expf, one lane.
   float (*vexpf)(float x);
-  // The tiled flash attention's scores (ggml's simd_gemm): per K row one f32 fused multiply-add chain
-  // over the head dimension from +0, s = fma(q[d], k[d], s), then times `scale` in f32.
-  void (*chainScoresF16)(const uint16_t* const* rows, int n, const float* q, int dh, float scale, float* out);
-  void (*chainScoresF32)(const float* const* rows, int n, const float* q, int dh, float scale, float* out);
+  // A tiled flash attention's KV tile of n keys (rows of an f16 cache, converted exactly, or f32): K transposed
+  // into kT[d * ldk + j] (keys n up to a multiple of 8 zero), V into v[j * dh + d].
+  void (*tileLoadF16)(const uint16_t* const* kRows, const uint16_t* const* vRows, int n, int dh, float* kT, int ldk, float* v);
+  void (*tileLoadF32)(const float* const* kRows, const float* const* vRows, int n, int dh, float* kT, int ldk, float* v);
+  // x[j] <- vexpf(x[j] - m).
+  void (*expShifted)(float* x, int n, float m);
+  // The tiled flash attention's scores (ggml's simd_gemm) of a KV tile shared by several queries, K
+  // transposed: kT[d * ldk + j] is key j's element d (f32; an f16 cache's rows converted exactly), n <= ldk
+  // keys: per key one f32 fused multiply-add chain over the head dimension from +0, s = fma(q[d], k[d], s),
+  // then times `scale` in f32.
+  void (*tileScores)(const float* kT, int ldk, int n, const float* q, int dh, float scale, float* out);
+  // The same for two queries (each key's vector loaded once for both).
+  void (*tileScores2)(const float* kT, int ldk, int n, const float* q0, const float* q1, int dh, float scale, float* out0,
+                      float* out1);
+  // acc[i] <- fma(v[j * ldv + i], p[j], acc[i]) for keys j = 0..n-1 in order (madF32 key after key).
+  void (*tileValues)(float* acc, const float* v, size_t ldv, const float* p, int n, int dh);
+  // The same for two accumulators and their weights (each V vector loaded once for both).
+  void (*tileValues2)(float* acc0, float* acc1, const float* v, size_t ldv, const float* p0, const float* p1, int n, int dh);
   // The GDN causal depthwise conv with 4 taps over channels [0, nch) of one sequence's tokens: per
   // channel c and token t, y = ((((0 + s0 * w0) + s1 * w1) + s2 * w2) + x * w3) with each product and
   // sum rounded to f32 (s0..s2 the three previous raw inputs, oldest first), then the window shifts.

@@ -588,17 +588,6 @@ struct AttentionContext {
     if (f16) return ops->vecDotF16F32(static_cast<const uint16_t*>(kPlane) + base, q, Dh);
     return ops->vecDotF32(static_cast<const float*>(kPlane) + base, q, Dh);
   }
-  // The tiled path's scores of K rows [j0, j1) (ForwardOps::chainScores*).
-  void chainScores(const int32_t* blockTable, int j0, int j1, int kvHead, const float* q, float* out) const {
-    thread_local std::vector<const void*> rows;
-    if (rows.size() < (size_t)(j1 - j0)) rows.resize((size_t)(j1 - j0));
-    for (int j = j0; j < j1; ++j) {
-      const size_t base = offset(blockTable, j, kvHead);
-      rows[j - j0] = f16 ? (const void*)(static_cast<const uint16_t*>(kPlane) + base) : (const void*)(static_cast<const float*>(kPlane) + base);
-    }
-    if (f16) ops->chainScoresF16(reinterpret_cast<const uint16_t* const*>(rows.data()), j1 - j0, q, Dh, scale, out);
-    else ops->chainScoresF32(reinterpret_cast<const float* const*>(rows.data()), j1 - j0, q, Dh, scale, out);
-  }
   void madV(float* acc, size_t base, float p) const {
     if (f16) ops->madF16(acc, static_cast<const uint16_t*>(vPlane) + base, p, Dh);
     else ops->madF32(acc, static_cast<const float*>(vPlane) + base, p, Dh);
@@ -656,6 +645,57 @@ void attendOneChunk(const AttentionContext& a, const int32_t* blockTable, int po
   for (int i = 0; i < Dh; ++i) out[i] = acc[i] * inv;
 }
 
+// attendOneChunk for the `heads` query heads of one row that read KV head kvHead (the decode step): each K
+// and V row is read from memory once for all of them; each head's operations and their order are
+// attendOneChunk's, so are its bits. qHeads(h) and outs(h) give head h's query and output.
+thread_local std::vector<float> tGroupQuery, tGroupAcc, tGroupScores;
+template <typename Q, typename O>
+void attendOneChunkGroup(const AttentionContext& a, const int32_t* blockTable, int pos, int kvHead, int heads, Q&& qHeads, O&& outs) {
+  const int Dh = a.Dh;
+  const size_t n = (size_t)pos + 1;
+  float* q = threadScratch(tGroupQuery, (size_t)heads * Dh);
+  float* acc = threadScratch(tGroupAcc, (size_t)heads * Dh);
+  float* scores = threadScratch(tGroupScores, (size_t)heads * n);
+  for (int h = 0; h < heads; ++h) {
+    const float* qh = qHeads(h);
+    for (int i = 0; i < Dh; ++i) q[(size_t)h * Dh + i] = a.f16 ? roundF16(qh[i]) : qh[i];
+  }
+  std::fill(acc, acc + (size_t)heads * Dh, 0.0f);
+  for (int j = 0; j <= pos; ++j)
+    for (int h = 0; h < heads; ++h) scores[(size_t)h * n + j] = a.kqDot(blockTable, j, kvHead, q + (size_t)h * Dh) * a.scale;
+  float M[8], S[8];
+  for (int h = 0; h < heads; ++h) {
+    M[h] = -std::numeric_limits<float>::infinity();
+    S[h] = 0;
+  }
+  for (int j = 0; j <= pos; ++j) {
+    const size_t base = a.offset(blockTable, j, kvHead);
+    for (int h = 0; h < heads; ++h) {
+      float* hAcc = acc + (size_t)h * Dh;
+      const float s = scores[(size_t)h * n + j];
+      float ms = 1, vs = 1;
+      if (s > M[h]) {
+        const float old = M[h];
+        M[h] = s;
+        ms = expf(old - M[h]);
+        if (a.f16) a.ops->scaleF16Acc(hAcc, ms, Dh);
+        else
+          for (int i = 0; i < Dh; ++i) hAcc[i] = hAcc[i] * ms;
+      } else {
+        vs = expf(s - M[h]);
+      }
+      if (a.f16) a.ops->madF16Acc(hAcc, static_cast<const uint16_t*>(a.vPlane) + base, vs, Dh);
+      else a.ops->madF32(hAcc, static_cast<const float*>(a.vPlane) + base, vs, Dh);
+      S[h] = S[h] * ms + vs;
+    }
+  }
+  for (int h = 0; h < heads; ++h) {
+    const float inv = S[h] == 0 ? 0.0f : 1.0f / S[h];
+    float* out = outs(h);
+    for (int i = 0; i < Dh; ++i) out[i] = acc[(size_t)h * Dh + i] * inv;
+  }
+}
+
 // llama.cpp without flash attention (forward.ts attendStandard).
 void attendStandard(const AttentionContext& a, const int32_t* blockTable, int pos, int kvHead, const float* qHead,
                     float* out) {
@@ -691,35 +731,93 @@ void attendStandard(const AttentionContext& a, const int32_t* blockTable, int po
   }
 }
 
-// llama.cpp's tiled CPU flash attention for >= 64 query rows (forward.ts attendTiled).
-void attendTiled(const AttentionContext& a, const int32_t* blockTable, int pos, int kvHead, const float* qHead,
-                 float* out) {
+// Query rows of one sequence that share each KV tile in attendTiledBlock.
+constexpr int kFlashAttnQueryBlock = 16;
+
+thread_local std::vector<float> tTileK, tTileV, tBlockAcc, tBlockMs;
+
+// llama.cpp's tiled CPU flash attention for >= 64 query rows (forward.ts attendTiled), for `rows` consecutive
+// query rows of one sequence (positions pos0, pos0 + 1, ...) and the `heads` query heads that read KV head
+// kvHead: KV tiles outermost, so that each tile is read (and converted to f32) once for all of them instead
+// of once per row and head. Each (row, head) keeps its own running max, sum and accumulator and sees its
+// tiles in the same order with the same operations as the specification's per-row loop, so its output is
+// the same bits. qHeads(r, h) and outs(r, h) give the query and the output of row r and head h.
+template <typename Q, typename O>
+void attendTiledBlock(const AttentionContext& a, const int32_t* blockTable, int pos0, int rows, int kvHead, int heads, Q&& qHeads,
+                      O&& outs) {
+  constexpr int kTile = kFlashAttnKvTile;
   const int Dh = a.Dh;
-  const int n = pos + 1;
-  float* acc = threadScratch(tAcc, Dh);
-  float* scores = threadScratch(tScores, kFlashAttnKvTile);
-  std::fill(acc, acc + Dh, 0.0f);
-  float M = -std::numeric_limits<float>::infinity();
-  float S = 0;
-  for (int t0 = 0; t0 < n; t0 += kFlashAttnKvTile) {
-    const int t1 = std::min(n, t0 + kFlashAttnKvTile);
-    a.chainScores(blockTable, t0, t1, kvHead, qHead, scores);
-    float tileMax = -std::numeric_limits<float>::infinity();
-    for (int j = t0; j < t1; ++j) tileMax = std::max(tileMax, scores[j - t0]);
-    const float newMax = std::max(M, tileMax);
-    const float ms = M == -std::numeric_limits<float>::infinity() ? 0.0f : expf(M - newMax);
-    if (ms != 1) {
-      for (int i = 0; i < Dh; ++i) acc[i] = acc[i] * ms;
-      S = S * ms;
-    }
-    M = newMax;
-    // ggml_vec_soft_max_f32 over the 64-cell tile (cells past the row's position weigh 0)
-    for (int j = t0; j < t1; ++j) scores[j - t0] = a.ops->vexpf(scores[j - t0] - M);
-    S = (float)((double)S + softMaxSum(scores, t1 - t0));
-    for (int j = t0; j < t1; ++j) a.madV(acc, a.offset(blockTable, j, kvHead), scores[j - t0]);
+  const int pairs = rows * heads;
+  float* kT = threadScratch(tTileK, (size_t)Dh * kTile);
+  float* vT = threadScratch(tTileV, (size_t)kTile * Dh);
+  float* acc = threadScratch(tBlockAcc, (size_t)pairs * Dh);
+  float* ms = threadScratch(tBlockMs, (size_t)pairs * 2);  // [pair]: M, S
+  float* scores = threadScratch(tScores, 2 * kTile);
+  std::fill(acc, acc + (size_t)pairs * Dh, 0.0f);
+  for (int i = 0; i < pairs; ++i) {
+    ms[2 * i] = -std::numeric_limits<float>::infinity();
+    ms[2 * i + 1] = 0;
   }
-  const float inv = S == 0 ? 0.0f : 1.0f / S;
-  for (int i = 0; i < Dh; ++i) out[i] = acc[i] * inv;
+  const int nAll = pos0 + rows;
+  for (int t0 = 0; t0 < nAll; t0 += kTile) {
+    const int tEnd = std::min(nAll, t0 + kTile);
+    // the tile's K (transposed, zero past its last key up to a multiple of 8) and V rows in f32
+    const void* kRows[kTile];
+    const void* vRows[kTile];
+    for (int j = t0; j < tEnd; ++j) {
+      const size_t base = a.offset(blockTable, j, kvHead);
+      kRows[j - t0] = a.f16 ? (const void*)(static_cast<const uint16_t*>(a.kPlane) + base) : (const void*)(static_cast<const float*>(a.kPlane) + base);
+      vRows[j - t0] = a.f16 ? (const void*)(static_cast<const uint16_t*>(a.vPlane) + base) : (const void*)(static_cast<const float*>(a.vPlane) + base);
+    }
+    if (a.f16)
+      a.ops->tileLoadF16(reinterpret_cast<const uint16_t* const*>(kRows), reinterpret_cast<const uint16_t* const*>(vRows), tEnd - t0, Dh, kT, kTile, vT);
+    else
+      a.ops->tileLoadF32(reinterpret_cast<const float* const*>(kRows), reinterpret_cast<const float* const*>(vRows), tEnd - t0, Dh, kT, kTile, vT);
+    for (int r = 0; r < rows; ++r) {
+      const int n = pos0 + r + 1;
+      if (n <= t0) continue;
+      const int t1 = std::min(n, t0 + kTile);
+      // the heads two at a time where they pair up (each tile vector loaded once for both)
+      for (int h = 0; h < heads; h += 2) {
+        const int two = std::min(2, heads - h);
+        float* sc[2] = {scores, scores + kTile};
+        if (two == 2)
+          a.ops->tileScores2(kT, kTile, t1 - t0, qHeads(r, h), qHeads(r, h + 1), Dh, a.scale, sc[0], sc[1]);
+        else
+          a.ops->tileScores(kT, kTile, t1 - t0, qHeads(r, h), Dh, a.scale, sc[0]);
+        for (int u = 0; u < two; ++u) {
+          const int pair = r * heads + h + u;
+          float* pAcc = acc + (size_t)pair * Dh;
+          float& M = ms[2 * pair];
+          float& S = ms[2 * pair + 1];
+          float* p = sc[u];
+          float tileMax = -std::numeric_limits<float>::infinity();
+          for (int j = 0; j < t1 - t0; ++j) tileMax = std::max(tileMax, p[j]);
+          const float newMax = std::max(M, tileMax);
+          const float m = M == -std::numeric_limits<float>::infinity() ? 0.0f : expf(M - newMax);
+          if (m != 1) {
+            for (int i = 0; i < Dh; ++i) pAcc[i] = pAcc[i] * m;
+            S = S * m;
+          }
+          M = newMax;
+          a.ops->expShifted(p, t1 - t0, M);
+          S = (float)((double)S + softMaxSum(p, t1 - t0));
+        }
+        float* acc0 = acc + (size_t)(r * heads + h) * Dh;
+        if (two == 2) a.ops->tileValues2(acc0, acc0 + Dh, vT, (size_t)Dh, sc[0], sc[1], t1 - t0, Dh);
+        else a.ops->tileValues(acc0, vT, (size_t)Dh, sc[0], t1 - t0, Dh);
+      }
+    }
+  }
+  for (int r = 0; r < rows; ++r)
+    for (int h = 0; h < heads; ++h) {
+      const int pair = r * heads + h;
+      const float S = ms[2 * pair + 1];
+      const float inv = S == 0 ? 0.0f : 1.0f / S;
+      const float* pAcc = acc + (size_t)pair * Dh;
+      float* out = outs(r, h);
+      for (int i = 0; i < Dh; ++i) out[i] = pAcc[i] * inv;
+    }
 }
 
 thread_local std::vector<float> tRopeCos, tRopeSin;
@@ -791,6 +889,51 @@ void Model::attention(const LayerWeights& L, const std::vector<StepEntry>& entri
   AttentionContext a{&forwardOps(), kPlane, vPlane, kv.f16, kv.blockSize, stride, Dh, 1.0f / std::sqrt((float)Dh)};
   const bool tiled = T >= kFlashAttnTiledMinRows;
   const int group = H / Hkv;
+  const auto gateRow = [&](int r, int h) {
+    // o <- o * sigmoid(gate)
+    float* out = attnOut_.data() + ((size_t)r * H + h) * Dh;
+    const float* gate = qg_.data() + (size_t)r * 2 * H * Dh + (size_t)h * 2 * Dh + Dh;
+    for (int i = 0; i < Dh; ++i) out[i] = out[i] * sigmoid(gate[i]);
+  };
+  if (spec_.flashAttention && tiled) {
+    // blocks of up to kFlashAttnQueryBlock rows of one sequence, times the KV heads: one task each
+    std::vector<int32_t>& blocks = attnBlocks_;
+    blocks.clear();
+    for (size_t ei = 0; ei < entries.size(); ++ei)
+      for (int t = 0; t < entries[ei].nTokens; t += kFlashAttnQueryBlock) blocks.push_back(entryRow0_[ei] + t);
+    const int nBlocks = (int)blocks.size();
+    parallelRange(nBlocks * Hkv, 1, [&](int task) {
+      const int b = task / Hkv, kvHead = task % Hkv;
+      const int r0 = blocks[b];
+      const StepEntry& e = entries[rowEntry_[r0]];
+      const int rows = std::min(kFlashAttnQueryBlock, entryRow0_[rowEntry_[r0]] + e.nTokens - r0);
+      const int h0 = kvHead * group;
+      attendTiledBlock(
+          a, e.blockTable, rowPos_[r0], rows, kvHead, group,
+          [&](int r, int h) { return q_.data() + ((size_t)(r0 + r) * H + h0 + h) * Dh; },
+          [&](int r, int h) { return attnOut_.data() + ((size_t)(r0 + r) * H + h0 + h) * Dh; });
+      for (int r = 0; r < rows; ++r)
+        for (int h = 0; h < group; ++h) gateRow(r0 + r, h0 + h);
+    });
+    prepareInput(attnOut_.data(), T, H * Dh);
+    matmul(L.o, branch_.data());
+    return;
+  }
+  if (spec_.flashAttention && group <= 8 && T * Hkv >= threadCount()) {
+    // one task per row and KV head: its query heads read each K and V row once between them
+    parallelRange(T * Hkv, 1, [&](int task) {
+      const int r = task / Hkv, kvHead = task % Hkv;
+      const int h0 = kvHead * group;
+      attendOneChunkGroup(
+          a, entries[rowEntry_[r]].blockTable, rowPos_[r], kvHead, group,
+          [&](int h) { return q_.data() + ((size_t)r * H + h0 + h) * Dh; },
+          [&](int h) { return attnOut_.data() + ((size_t)r * H + h0 + h) * Dh; });
+      for (int h = 0; h < group; ++h) gateRow(r, h0 + h);
+    });
+    prepareInput(attnOut_.data(), T, H * Dh);
+    matmul(L.o, branch_.data());
+    return;
+  }
   parallelRange(T * H, 1, [&](int task) {
     const int r = task / H, h = task % H;
     const StepEntry& e = entries[rowEntry_[r]];
@@ -799,11 +942,8 @@ void Model::attention(const LayerWeights& L, const std::vector<StepEntry>& entri
     const float* qh = q_.data() + ((size_t)r * H + h) * Dh;
     float* out = attnOut_.data() + ((size_t)r * H + h) * Dh;
     if (!spec_.flashAttention) attendStandard(a, e.blockTable, pos, kvHead, qh, out);
-    else if (tiled) attendTiled(a, e.blockTable, pos, kvHead, qh, out);
     else attendOneChunk(a, e.blockTable, pos, kvHead, qh, out);
-    // o <- o * sigmoid(gate)
-    const float* gate = qg_.data() + (size_t)r * 2 * H * Dh + (size_t)h * 2 * Dh + Dh;
-    for (int i = 0; i < Dh; ++i) out[i] = out[i] * sigmoid(gate[i]);
+    gateRow(r, h);
   });
   prepareInput(attnOut_.data(), T, H * Dh);
   matmul(L.o, branch_.data());

@@ -248,6 +248,7 @@ class Model {
   std::vector<uint8_t> moeActX_, moeActH_, moeActShared_;
   std::vector<LlamaRowsJob> moeJobs_;
   std::vector<int32_t> rowEntry_, rowPos_, outRows_, entryRow0_;
+  std::vector<int32_t> attnBlocks_;  // first rows of the tiled attention's query blocks (one step)
   // quantized activations of the current matmul input, one buffer per activation encoding
   const float* actSource_ = nullptr;
   int actRows_ = 0, actCols_ = 0;
