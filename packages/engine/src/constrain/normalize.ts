@@ -222,27 +222,16 @@ const BESIDE_VALUES = new Set(["enum", "const", "type", ...ANNOTATIONS]);
  */
 function finiteValueSets(schema: Schema): Schema {
   const found: { holder: Schema; values: unknown[] }[] = [];
-  const stack: unknown[] = [schema];
-  const seen = new Set<unknown>();
-  while (stack.length > 0 && found.length < MAX_FINITE_SETS) {
-    const node = stack.pop();
-    if (typeof node !== "object" || node === null || seen.has(node)) continue;
-    seen.add(node);
-    if (Array.isArray(node)) {
-      stack.push(...node);
-      continue;
-    }
-    const record = node as Schema;
-    const listOf = (s: unknown): unknown[] | undefined =>
-      isObject(s) ? (Array.isArray(s["enum"]) ? s["enum"] : "const" in s ? [s["const"]] : undefined) : undefined;
+  const listOf = (s: unknown): unknown[] | undefined =>
+    isObject(s) ? (Array.isArray(s["enum"]) ? s["enum"] : "const" in s ? [s["const"]] : undefined) : undefined;
+  walkObjects(schema, (record) => {
     const own = listOf(record);
     const conjunct = Array.isArray(record["allOf"]) ? record["allOf"].map(listOf).find((l) => l !== undefined) : undefined;
     const values = own ?? conjunct;
     const constrained = Object.keys(record).some((k) => !BESIDE_VALUES.has(k));
     if (values !== undefined && constrained && values.length <= MAX_STRUCTURED_ENUM) found.push({ holder: record, values });
-    for (const [key, value] of Object.entries(record))
-      if (key !== "enum" && key !== "const" && key !== "default" && key !== "examples") stack.push(value);
-  }
+    return found.length < MAX_FINITE_SETS;
+  });
   if (found.length === 0) return schema;
   const copies = new Map<Schema, unknown[]>();
   for (const { holder, values } of found) {
@@ -459,6 +448,30 @@ function reachableDefinitions(root: Schema): Set<string> {
   return reached;
 }
 
+/** Values of these keywords are data, not schemas. */
+const DATA_KEYWORDS = new Set(["enum", "const", "default", "examples"]);
+
+/**
+ * Visits each object in `root` once, iteratively (arrays walked through, data keywords' values skipped), until
+ * `visit` returns false.
+ */
+function walkObjects(root: unknown, visit: (record: Schema) => boolean | undefined): void {
+  const stack: unknown[] = [root];
+  const seen = new Set<unknown>();
+  while (stack.length > 0) {
+    const node = stack.pop();
+    if (typeof node !== "object" || node === null || seen.has(node)) continue;
+    seen.add(node);
+    if (Array.isArray(node)) {
+      stack.push(...node);
+      continue;
+    }
+    const record = node as Schema;
+    if (visit(record) === false) return;
+    for (const [key, value] of Object.entries(record)) if (!DATA_KEYWORDS.has(key)) stack.push(value);
+  }
+}
+
 /** Most references rewritten by hoistReferences (each target is copied once). */
 const MAX_HOISTED = 1000;
 
@@ -477,26 +490,14 @@ function unescapePointer(segment: string): string {
 function hoistReferences(schema: Schema): Schema {
   const anchors = new Map<string, unknown>();
   const refs: { holder: Schema; ref: string }[] = [];
-  const seen = new Set<unknown>();
-  const walk = (root: unknown): void => {
-    const stack: unknown[] = [root];
-    while (stack.length > 0) {
-      const node = stack.pop();
-      if (typeof node !== "object" || node === null || seen.has(node)) continue;
-      seen.add(node);
-      if (Array.isArray(node)) {
-        stack.push(...node);
-        continue;
-      }
-      const record = node as Schema;
+  const walk = (root: unknown): void =>
+    walkObjects(root, (record) => {
       if (typeof record["$ref"] === "string") refs.push({ holder: record, ref: record["$ref"] });
       const id = record["$id"] ?? record["id"];
       if (typeof id === "string" && /^#[A-Za-z_][-A-Za-z0-9._]*$/.test(id) && !anchors.has(id.slice(1))) anchors.set(id.slice(1), record);
       if (typeof record["$anchor"] === "string" && !anchors.has(record["$anchor"])) anchors.set(record["$anchor"], record);
-      for (const [key, value] of Object.entries(record))
-        if (key !== "enum" && key !== "const" && key !== "default" && key !== "examples") stack.push(value);
-    }
-  };
+      return undefined;
+    });
   walk(schema);
   const wanted = refs.filter(({ ref }) => ref !== "#" && !/^#\/(\$defs|definitions)\/[^/]+$/.test(ref) && ref.startsWith("#"));
   if (wanted.length === 0) return schema;
@@ -523,7 +524,6 @@ function hoistReferences(schema: Schema): Schema {
   };
   // the clone's references, rewritten; copies added to $defs are walked in turn
   refs.length = 0;
-  seen.clear();
   walk(root);
   for (let i = 0; i < refs.length && names.size <= MAX_HOISTED; i++) {
     const { holder, ref } = refs[i]!;
