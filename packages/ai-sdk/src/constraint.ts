@@ -2,8 +2,8 @@
  * The AI SDK's structured-output and tool-choice settings as the engine's constrained decoding
  * (`GenerateParams.constraint`), and the engine's ConstraintError as the SDK's error types.
  *
- * - `responseFormat: { type: "json", schema }` (generateObject, streamObject, Output.object): `json_schema`;
- *   without a schema: `json_object`.
+ * - `responseFormat: { type: "json", schema }` (generateObject, streamObject, Output.object): `json_schema`, best
+ *   effort unless `providerOptions.keepquant.strictJsonSchema`; without a schema: `json_object`.
  * - `toolChoice: "required"`: `tool_call` with choice "required" (one or more calls, arguments valid for each
  *   tool's inputSchema); `{ type: "tool", toolName }`: exactly one call of that tool; `"auto"` with a tool
  *   marked `strict`: free text or calls, the strict tools' arguments checked. Calls are in the model's own
@@ -20,6 +20,7 @@ export function constraintOf(
   options: Pick<LanguageModelV3CallOptions, "responseFormat" | "toolChoice">,
   tools: readonly LanguageModelV3FunctionTool[],
   format: ToolCallFormat,
+  strictJsonSchema = false,
 ): ConstraintSpec | undefined {
   const responseFormat = options.responseFormat;
   const choice = options.toolChoice ?? { type: "auto" };
@@ -32,7 +33,7 @@ export function constraintOf(
     }
     return responseFormat.schema === undefined
       ? { type: "json_object" }
-      : { type: "json_schema", schema: responseFormat.schema as Record<string, unknown> };
+      : { type: "json_schema", schema: responseFormat.schema as Record<string, unknown>, strict: strictJsonSchema };
   }
   if (tools.length === 0 || choice.type === "none") return undefined;
   const specTools = tools.map((tool) => ({

@@ -89,6 +89,15 @@ function metadataOf(result: GenerationResult): SharedV3ProviderMetadata {
       decodeTokensPerSecond: s.decodeTokensPerSecond,
       preemptions: s.preemptions,
       ...(s.speculative ? { speculative: { drafted: s.speculative.drafted, accepted: s.speculative.accepted } } : {}),
+      ...(result.schemaCheck
+        ? {
+            schemaCheck: {
+              valid: result.schemaCheck.valid,
+              errors: result.schemaCheck.errors,
+              relaxed: result.schemaCheck.relaxed.map(({ path, keyword }) => ({ path, keyword })),
+            },
+          }
+        : {}),
     },
   };
 }
@@ -194,7 +203,7 @@ export class KeepquantLanguageModel implements LanguageModelV3 {
     }));
     const tokenizer = this.chatTokenizer(engine.tokenizer);
     const format = toolCallFormatOf(tokenizer.chatTemplate);
-    const constraint = constraintOf(options, functionTools, format);
+    const constraint = constraintOf(options, functionTools, format, call.strictJsonSchema === true);
     if (constraint) {
       // compiled now (and cached), so that a schema the engine refuses fails before any output
       try {

@@ -63,6 +63,13 @@ export interface KeepquantCallOptions {
   thinkingBudget?: number;
   /** Keep generating past end-of-generation tokens (tests, benchmarks). */
   ignoreEog?: boolean;
+  /**
+   * A JSON schema (generateObject, Output.object) is enforced whole or refused (`true`: a keyword the engine
+   * cannot enforce is an UnsupportedFunctionalityError), or best effort (`false`, the default: such keywords are
+   * relaxed, the SDK validates the object as it always does, and `providerMetadata.keepquant.schemaCheck` says
+   * what the engine relaxed and whether the output met the whole schema).
+   */
+  strictJsonSchema?: boolean;
 }
 
 /** Keys of `providerOptions.keepquant` that are load-time settings: set them in `keepquant(model, settings)`. */
@@ -75,6 +82,7 @@ const CALL_OPTION_KEYS: Readonly<Record<keyof KeepquantCallOptions, "number" | "
   thinking: "boolean",
   thinkingBudget: "number",
   ignoreEog: "boolean",
+  strictJsonSchema: "boolean",
 };
 
 /** Reads `providerOptions.keepquant`; InvalidArgumentError naming the key when it is unknown or of the wrong type. */

@@ -60,6 +60,22 @@ describe("generateObject and streamObject", () => {
     expectAllFree(engine);
   });
 
+  it("zod's everyday strings (uuid, regex, date, datetime), a number range and a discriminated union: valid objects", async () => {
+    const record = z.object({
+      id: z.string().uuid(),
+      code: z.string().regex(/^[A-Z]{3}-\d{2}$/),
+      day: z.iso.date(),
+      at: z.iso.datetime({ precision: 3 }),
+      share: z.number().min(0).max(1),
+      kind: z.discriminatedUnion("type", [z.object({ type: z.literal("a"), n: z.number().int() }), z.object({ type: z.literal("b") })]),
+    });
+    for (const seed of [1, 2]) {
+      const result = await generateObject({ model, schema: record, prompt: "A record.", maxOutputTokens: 400, seed, temperature: 1 });
+      // the SDK validated it with zod; parse again to be sure of what came back
+      expect(record.parse(result.object)).toEqual(result.object);
+    }
+  });
+
   it("a plain JSON Schema works too, and JSON output without a schema is one JSON object", async () => {
     const schema = jsonSchema<{ answer: "yes" | "no"; sure: boolean }>({
       type: "object",
@@ -232,14 +248,35 @@ describe("schemas the engine refuses", () => {
     expect(InvalidArgumentError.isInstance(bad)).toBe(true);
     expect((bad as InvalidArgumentError).argument).toMatch(/^responseFormat\.schema/);
 
+    const multipleOf = jsonSchema({
+      type: "object",
+      properties: { n: { type: "integer", minimum: 0, maximum: 99, multipleOf: 3 } },
+      required: ["n"],
+      additionalProperties: false,
+    });
     const unsupported = await generateObject({
       model,
-      schema: jsonSchema({ type: "object", properties: { n: { type: "integer", multipleOf: 3 } }, required: ["n"] }),
+      schema: multipleOf,
       prompt: "Hi",
+      providerOptions: { keepquant: { strictJsonSchema: true } },
     }).catch((e: unknown) => e);
     expect(UnsupportedFunctionalityError.isInstance(unsupported)).toBe(true);
     expect((unsupported as Error).message).toContain("multipleOf");
+    // refused before anything reached the scheduler
+    expect(engine.stats().counters.steps).toBe(steps);
+    // best effort (the default): generated without it, and the check of the whole schema in the metadata
+    const relaxed = await generateObject({ model, schema: multipleOf, prompt: "Hi", maxOutputTokens: 40 });
+    // the bounds beside multipleOf stay enforced: only multipleOf is relaxed
+    const n = (relaxed.object as { n: number }).n;
+    expect(Number.isInteger(n) && n >= 0 && n <= 99).toBe(true);
+    const metadata = relaxed.providerMetadata?.["keepquant"] as
+      | { schemaCheck?: { valid: boolean; relaxed: { keyword: string }[] } }
+      | undefined;
+    const check = metadata?.schemaCheck;
+    expect(check?.relaxed.map((r) => r.keyword)).toEqual(["multipleOf"]);
+    expect(check?.valid).toBe(n % 3 === 0);
 
+    const stepsAfter = engine.stats().counters.steps;
     const badTool = await generateText({
       model,
       prompt: "Hi",
@@ -249,6 +286,6 @@ describe("schemas the engine refuses", () => {
     expect(UnsupportedFunctionalityError.isInstance(badTool)).toBe(true);
     expect((badTool as Error).message).toMatch(/tools\.odd\.inputSchema/);
     // nothing reached the scheduler
-    expect(engine.stats().counters.steps).toBe(steps);
+    expect(engine.stats().counters.steps).toBe(stepsAfter);
   });
 });

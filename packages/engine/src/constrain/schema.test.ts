@@ -45,6 +45,10 @@ describe("checkJsonSchema", () => {
     // merged exactly, and a const object as the schema of that value: enforced
     expect(() => checkJsonSchema({ allOf: [{ type: "integer" }, { minimum: 1 }] }, "s")).not.toThrow();
     expect(() => checkJsonSchema({ const: { a: 1 } }, "s")).not.toThrow();
+    // what keeps something else from being enforced is named: multipleOf beside bounds, a format beside a pattern
+    expect(caught(() => checkJsonSchema({ type: "integer", minimum: 0, multipleOf: 3 }, "s")).keyword).toBe("multipleOf");
+    expect(caught(() => checkJsonSchema({ type: "string", format: "uuid", pattern: "^[0-9a-f-]{36}$" }, "s")).keyword).toBe("format");
+    expect(caught(() => checkJsonSchema({ type: "string", format: "email", pattern: "^(?!\\.)\\S+$" }, "s")).keyword).toBe("pattern");
     const escaped = caught(() => checkJsonSchema({ properties: { "a/b~c": { minProperties: 1 } } }, "s"));
     expect(escaped.path).toBe("/properties/a~1b~0c");
   });

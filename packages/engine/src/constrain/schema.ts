@@ -155,6 +155,9 @@ export function checkJsonSchema(given: unknown, field: string): unknown {
         case "exclusiveMinimum":
         case "exclusiveMaximum":
           if (typeof child !== "number" || !Number.isFinite(child)) bad(at, `${keyword} must be a finite number`, keyword);
+          // a keyword beside the bounds that is not enforced at all is named first (it is what keeps them from being placed)
+          for (const beside of ["multipleOf", "not", "if"])
+            if (beside in value) unsupported(path, beside, "the grammar engine does not enforce it");
           // the grammar engine's own bounds are not exact (integer-ranges.ts): only the ones placed are enforced
           if (!boundsEnforced(value))
             unsupported(
@@ -175,7 +178,16 @@ export function checkJsonSchema(given: unknown, field: string): unknown {
           // placed as rules of our own (regex.ts): xgrammar 0.1.27 turns a pattern's "." and negated classes
           // into any character, quotes and control characters included, so its strings need not be JSON
           const placement = patternPlacement(value);
-          if (placement !== undefined && "problem" in placement) unsupported(path, keyword, placement.problem);
+          if (placement !== undefined && "problem" in placement) {
+            // beside a format, a pattern that is enforceable alone is kept and the format named (best effort then
+            // relaxes the format: the pattern is usually the stricter of the two, as zod writes them)
+            const { format: _format, ...alone } = value;
+            const patternAlone = value["format"] !== undefined ? patternPlacement(alone) : undefined;
+            if (patternAlone !== undefined && "grammar" in patternAlone) {
+              unsupported(path, "format", "a format and a pattern are not enforced together; the pattern alone is");
+            }
+            unsupported(path, keyword, placement.problem);
+          }
           break;
         }
         case "format":
