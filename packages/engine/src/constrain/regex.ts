@@ -444,7 +444,7 @@ function setEbnf(ranges: [number, number][]): string | undefined {
 export interface PatternGrammar {
   /** EBNF of the string's JSON text without its quotes */
   body: string;
-  /** fewest and most characters of a matching... string the body generates (most undefined: unbounded) */
+  /** fewest and most characters of a string the body generates (most undefined: unbounded) */
   minLength: number;
   maxLength: number | undefined;
   /** the bounded repetition counts `{m,n}` (their upper bounds), for the repetition budget */
@@ -456,8 +456,28 @@ const ANY_CHARACTER = setEbnf([[0, MAX_CODE_POINT]])!;
 /** Most characters of a pattern. */
 export const MAX_PATTERN_LENGTH = 4096;
 
+/** Patterns read so far (the check, the repetition budget and the placement each ask): grammar or refusal. */
+const readPatterns = new Map<string, PatternGrammar | PatternRefusal>();
+const MAX_READ_PATTERNS = 256;
+
 /** The EBNF of the JSON strings whose value matches `pattern`; throws PatternRefusal with the reason. */
 export function patternGrammar(pattern: string): PatternGrammar {
+  let read = readPatterns.get(pattern);
+  if (read === undefined) {
+    try {
+      read = readPattern(pattern);
+    } catch (error) {
+      if (!(error instanceof PatternRefusal)) throw error;
+      read = error;
+    }
+    readPatterns.set(pattern, read);
+    if (readPatterns.size > MAX_READ_PATTERNS) readPatterns.delete(readPatterns.keys().next().value!);
+  }
+  if (read instanceof PatternRefusal) throw read;
+  return { ...read, repetitions: [...read.repetitions] };
+}
+
+function readPattern(pattern: string): PatternGrammar {
   if (pattern.length > MAX_PATTERN_LENGTH)
     throw new PatternRefusal(`a pattern of ${pattern.length} characters (at most ${MAX_PATTERN_LENGTH})`);
   // read with or without the u flag (schemas are written for both)

@@ -26,24 +26,16 @@ const addFormats = ((addFormatsModule as unknown as { default?: unknown }).defau
 
 const AJV_OPTIONS = { strict: false, allErrors: false, validateSchema: false, allowUnionTypes: true, unicodeRegExp: false } as const;
 
-/**
- * A validator of a schema as it is written (before normalizing), read by the draft its `$schema` names: draft-07
- * rules for drafts 4 to 7 and none named, 2019-09 and 2020-12 for theirs. Throws when Ajv cannot compile it.
- */
-export function rawValidator(schema: Record<string, unknown>): ValidateFunction {
-  const draft = typeof schema["$schema"] === "string" ? schema["$schema"] : "";
-  const ajv = /2020-12/.test(draft) ? new Ajv2020(AJV_OPTIONS) : /2019-09/.test(draft) ? new Ajv2019(AJV_OPTIONS) : new Ajv(AJV_OPTIONS);
-  addFormats(ajv);
-  const { $schema: _draft, ...rest } = schema;
-  return ajv.compile(rest);
-}
+type Draft = "07" | "2019-09" | "2020-12";
 
 const MAX_VALIDATORS = 64;
 const MAX_ERRORS = 10;
+/** compiled validators by draft and schema text, least recently used first (a compile costs milliseconds) */
 const validators = new Map<string, ValidateFunction | Error>();
 
-function validatorOf(schema: unknown): ValidateFunction | Error {
-  const key = JSON.stringify(schema);
+/** `schema` compiled by Ajv under `draft` (cached); the Error when Ajv cannot compile it. `$schema` is not read. */
+function compiled(schema: unknown, draft: Draft): ValidateFunction | Error {
+  const key = `${draft} ${JSON.stringify(schema)}`;
   const hit = validators.get(key);
   if (hit !== undefined) {
     validators.delete(key);
@@ -52,16 +44,26 @@ function validatorOf(schema: unknown): ValidateFunction | Error {
   }
   let made: ValidateFunction | Error;
   try {
-    const ajv = new Ajv2020(AJV_OPTIONS);
+    const ajv = draft === "2020-12" ? new Ajv2020(AJV_OPTIONS) : draft === "2019-09" ? new Ajv2019(AJV_OPTIONS) : new Ajv(AJV_OPTIONS);
     addFormats(ajv);
-    // the normalized schema is read as 2020-12 whatever draft it names
-    const { $schema: _draft, ...rest } = (typeof schema === "object" && schema !== null ? schema : { not: {} }) as Record<string, unknown>;
+    const { $schema: _draft, ...rest } = (typeof schema === "object" && schema !== null ? schema : {}) as Record<string, unknown>;
     made = ajv.compile(typeof schema === "boolean" ? (schema ? {} : { not: {} }) : rest);
   } catch (error) {
     made = error instanceof Error ? error : new Error(String(error));
   }
   validators.set(key, made);
   while (validators.size > MAX_VALIDATORS) validators.delete(validators.keys().next().value!);
+  return made;
+}
+
+/**
+ * A validator of a schema as it is written (before normalizing), read by the draft its `$schema` names: draft-07
+ * rules for drafts 4 to 7 and none named, 2019-09 and 2020-12 for theirs. Throws when Ajv cannot compile it.
+ */
+export function rawValidator(schema: Record<string, unknown>): ValidateFunction {
+  const named = typeof schema["$schema"] === "string" ? schema["$schema"] : "";
+  const made = compiled(schema, /2020-12/.test(named) ? "2020-12" : /2019-09/.test(named) ? "2019-09" : "07");
+  if (made instanceof Error) throw made;
   return made;
 }
 
@@ -73,7 +75,8 @@ export function checkOutput(text: string, schema: unknown, relaxed: RelaxedKeywo
   } catch (error) {
     return { valid: false, errors: [`the output is not one JSON document: ${(error as Error).message}`], relaxed };
   }
-  const validate = validatorOf(schema);
+  // the normalized schema is read as 2020-12 whatever draft it names
+  const validate = compiled(schema, "2020-12");
   if (validate instanceof Error)
     return { valid: false, errors: [`the schema could not be compiled for the check: ${validate.message}`], relaxed };
   if (validate(value)) return { valid: true, errors: [], relaxed };
