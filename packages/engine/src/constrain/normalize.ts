@@ -472,6 +472,19 @@ function walkObjects(root: unknown, visit: (record: Schema) => boolean | undefin
   }
 }
 
+/** The value at a JSON pointer (RFC 6901: `""` is `root`, segments escaped with `~0` and `~1`), or undefined. */
+export function resolvePointer(root: unknown, pointer: string): unknown {
+  if (pointer === "") return root;
+  let node = root;
+  for (const raw of pointer.slice(1).split("/")) {
+    const segment = unescapePointer(raw);
+    if (Array.isArray(node)) node = node[Number(segment)];
+    else if (isObject(node)) node = node[segment];
+    else return undefined;
+  }
+  return node;
+}
+
 /** Most references rewritten by hoistReferences (each target is copied once). */
 const MAX_HOISTED = 1000;
 
@@ -508,19 +521,12 @@ function hoistReferences(schema: Schema): Schema {
   const names = new Map<string, string>();
   const resolve = (ref: string): unknown => {
     if (!ref.startsWith("#/")) return anchors.get(ref.slice(1));
-    let node: unknown = schema;
-    for (const raw of ref.slice(2).split("/")) {
-      let segment: string;
-      try {
-        segment = unescapePointer(decodeURIComponent(raw));
-      } catch {
-        return undefined;
-      }
-      if (Array.isArray(node)) node = node[Number(segment)];
-      else if (isObject(node)) node = node[segment];
-      else return undefined;
+    try {
+      // a reference's pointer is a URI fragment: its segments may be percent-encoded
+      return resolvePointer(schema, ref.slice(1).split("/").map(decodeURIComponent).join("/"));
+    } catch {
+      return undefined;
     }
-    return node;
   };
   // the clone's references, rewritten; copies added to $defs are walked in turn
   refs.length = 0;
@@ -637,17 +643,24 @@ function meetTypes(a: unknown, b: unknown): unknown {
  * what all of them do; undefined otherwise (the allOf then stays, and is refused when strict). Exact when: each
  * keyword is held by one conjunct or meets exactly (`required` unite, `properties` join with a shared name's
  * schemas as an allOf of their own, `type`s intersect, bounds take the tighter, equal values stay); and an
- * `additionalProperties` is held by one conjunct that lists every property the others name.
+ * `additionalProperties` is held by one conjunct that lists every property the others name. Not `exact` (best
+ * effort, relax.ts): never undefined; where conjuncts disagree the first one's keyword stays, and a `$ref` that
+ * cannot be read stays as it is.
  */
-function mergeConjunctsExact(node: Schema, root: Schema, budget: { inlines: number }): Schema | undefined {
+export function mergeConjuncts(node: Schema, root: Schema, budget: { inlines: number }, exact = true): Schema | undefined {
   const { allOf, ...own } = node;
   const conjuncts: unknown[] = [own, ...(allOf as unknown[])];
   const merged: Schema = {};
+  // the node's own definitions stay where they are (references elsewhere reach them); a conjunct's are dropped
+  for (const container of ["$defs", "definitions"]) if (own[container] !== undefined) merged[container] = own[container];
   let additionalHolder: Schema | undefined;
   const resolved: Schema[] = [];
   for (const given of conjuncts) {
     if (given === true) continue;
-    if (!isObject(given)) return undefined;
+    if (!isObject(given)) {
+      if (exact) return undefined;
+      continue;
+    }
     let conjunct = given;
     if (typeof conjunct["$ref"] === "string") {
       const ref = conjunct["$ref"];
@@ -655,19 +668,22 @@ function mergeConjunctsExact(node: Schema, root: Schema, budget: { inlines: numb
       const defs = match ? root[match[1]!] : undefined;
       const target = match && isObject(defs) ? defs[unescapePointer(match[2]!)] : undefined;
       // a recursive definition would be read again inside its own copy: the copies are bounded
-      if (!isObject(target) || budget.inlines <= 0) return undefined;
-      budget.inlines--;
-      const { $ref: _ref, ...rest } = conjunct;
-      resolved.push(rest);
-      // a copy: the definition stays as it is for its other references
-      conjunct = structuredClone(target);
+      if (isObject(target) && budget.inlines > 0) {
+        budget.inlines--;
+        const { $ref: _ref, ...rest } = conjunct;
+        resolved.push(rest);
+        // a copy: the definition stays as it is for its other references
+        conjunct = structuredClone(target);
+      } else if (exact) return undefined;
     }
     resolved.push(conjunct);
   }
-  for (const conjunct of resolved) {
-    if ("additionalProperties" in conjunct || "unevaluatedProperties" in conjunct || "patternProperties" in conjunct) {
-      if (additionalHolder !== undefined) return undefined;
-      additionalHolder = conjunct;
+  if (exact) {
+    for (const conjunct of resolved) {
+      if ("additionalProperties" in conjunct || "unevaluatedProperties" in conjunct || "patternProperties" in conjunct) {
+        if (additionalHolder !== undefined) return undefined;
+        additionalHolder = conjunct;
+      }
     }
   }
   if (additionalHolder !== undefined) {
@@ -679,8 +695,9 @@ function mergeConjunctsExact(node: Schema, root: Schema, budget: { inlines: numb
   }
   for (const conjunct of resolved) {
     for (const [key, value] of Object.entries(conjunct)) {
-      if (ANNOTATIONS.has(key) || key === "$defs" || key === "definitions") {
-        if (!(key in merged) && !(key === "$defs" || key === "definitions")) merged[key] = value;
+      if (key === "$defs" || key === "definitions") continue;
+      if (ANNOTATIONS.has(key)) {
+        if (!(key in merged)) merged[key] = value;
         continue;
       }
       if (!(key in merged)) {
@@ -691,15 +708,17 @@ function mergeConjunctsExact(node: Schema, root: Schema, budget: { inlines: numb
       if (key === "required" && Array.isArray(value) && Array.isArray(before)) merged[key] = [...new Set([...before, ...value])];
       else if (key === "properties" && isObject(value) && isObject(before)) {
         for (const [name, schema] of Object.entries(value)) {
-          before[name] = name in before && !sameJson(before[name], schema) ? { allOf: [before[name], schema] } : schema;
+          // best effort: the first conjunct naming a property keeps it
+          if (!(name in before)) before[name] = schema;
+          else if (exact && !sameJson(before[name], schema)) before[name] = { allOf: [before[name], schema] };
         }
       } else if (key === "type") {
         const met = meetTypes(before, value);
-        if (met === undefined) return undefined;
-        merged[key] = met;
+        if (met !== undefined) merged[key] = met;
+        else if (exact) return undefined;
       } else if (LOWER_BOUNDS.has(key) && typeof value === "number" && typeof before === "number") merged[key] = Math.max(before, value);
       else if (UPPER_BOUNDS.has(key) && typeof value === "number" && typeof before === "number") merged[key] = Math.min(before, value);
-      else if (!sameJson(before, value)) return undefined;
+      else if (exact && !sameJson(before, value)) return undefined;
     }
   }
   return merged;
@@ -722,7 +741,7 @@ function distributeAnyOf(record: Schema, root: Schema, budget: { inlines: number
   const distributed: unknown[] = [];
   for (const branch of branches) {
     if (branch === false) continue;
-    const merged = mergeConjunctsExact({ allOf: [structuredClone(rest), branch === true ? {} : branch] }, root, budget);
+    const merged = mergeConjuncts({ allOf: [structuredClone(rest), branch === true ? {} : branch] }, root, budget);
     if (merged === undefined) return false;
     distributed.push(merged);
   }
@@ -731,7 +750,7 @@ function distributeAnyOf(record: Schema, root: Schema, budget: { inlines: number
   return true;
 }
 
-/** Merges, in place, each `allOf` of several schemas whose merge is exact (mergeConjunctsExact); true when one was. */
+/** Merges, in place, each `allOf` of several schemas whose merge is exact (mergeConjuncts); true when one was. */
 function mergeAllOf(root: Schema): boolean {
   let changed = false;
   const budget = { inlines: MAX_MERGE_INLINES };
@@ -748,7 +767,7 @@ function mergeAllOf(root: Schema): boolean {
     }
     const record = node as Schema;
     for (let round = 0; round < MAX_MERGE_ROUNDS && Array.isArray(record["allOf"]) && record["allOf"].length > 0; round++) {
-      const merged = mergeConjunctsExact(record, root, budget);
+      const merged = mergeConjuncts(record, root, budget);
       if (merged === undefined) break;
       for (const key of Object.keys(record)) delete record[key];
       Object.assign(record, merged);

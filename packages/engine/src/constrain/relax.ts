@@ -12,7 +12,7 @@
  */
 import { ConstraintError } from "./errors.js";
 import { addSchemaRepetitions, type GrammarLimits, RepetitionBudget } from "./limits.js";
-import { normalizeJsonSchema } from "./normalize.js";
+import { mergeConjuncts, normalizeJsonSchema, resolvePointer } from "./normalize.js";
 import { checkJsonSchema } from "./schema.js";
 
 /** One keyword relaxed: where (a JSON pointer into the normalized schema), which, and why it was not enforced. */
@@ -39,54 +39,7 @@ function isObject(value: unknown): value is Schema {
   return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
-function resolvePointer(root: unknown, pointer: string): unknown {
-  if (pointer === "") return root;
-  let node = root;
-  for (const raw of pointer.slice(1).split("/")) {
-    const segment = raw.replace(/~1/g, "/").replace(/~0/g, "~");
-    if (Array.isArray(node)) node = node[Number(segment)];
-    else if (isObject(node)) node = node[segment];
-    else return undefined;
-  }
-  return node;
-}
-
-/** A local `$ref` (`#`, `#/$defs/NAME`, `#/definitions/NAME`) resolved, or undefined. */
-function localRef(root: unknown, ref: unknown): unknown {
-  if (typeof ref !== "string" || !ref.startsWith("#")) return undefined;
-  return resolvePointer(root, ref.slice(1));
-}
-
 const BOUNDS = ["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"];
-
-/**
- * The conjuncts of an `allOf` merged into one schema, best effort: each conjunct that is only a local `$ref` is
- * read where it points; `properties` join (the first conjunct naming a property keeps it), `required` unite, any
- * other keyword comes from the first conjunct that has it.
- */
-function mergeConjuncts(conjuncts: unknown[], root: unknown): Schema {
-  const merged: Schema = {};
-  for (const given of conjuncts) {
-    let conjunct = given;
-    for (let hops = 0; isObject(conjunct) && typeof conjunct["$ref"] === "string" && hops < 8; hops++) {
-      const target = localRef(root, conjunct["$ref"]);
-      if (target === undefined) break;
-      const { $ref: _ref, ...rest } = conjunct;
-      conjunct = isObject(target) ? { ...target, ...rest } : target;
-    }
-    if (!isObject(conjunct)) continue;
-    for (const [key, value] of Object.entries(conjunct)) {
-      if (key === "properties" && isObject(value)) {
-        merged["properties"] = { ...value, ...(isObject(merged["properties"]) ? merged["properties"] : {}) };
-      } else if (key === "required" && Array.isArray(value)) {
-        merged["required"] = [...new Set([...(Array.isArray(merged["required"]) ? merged["required"] : []), ...value])];
-      } else if (merged[key] === undefined) {
-        merged[key] = value;
-      }
-    }
-  }
-  return merged;
-}
 
 /** Relaxes `keyword` of the schema at `path` in place; false when it is not there (the refusal then stands). */
 function relaxKeyword(root: unknown, path: string, keyword: string): boolean {
@@ -104,16 +57,11 @@ function relaxKeyword(root: unknown, path: string, keyword: string): boolean {
       delete node["oneOf"];
       return true;
     case "allOf": {
-      const conjuncts = Array.isArray(node["allOf"]) ? node["allOf"] : [];
-      delete node["allOf"];
-      const merged = mergeConjuncts(conjuncts, root);
-      for (const [key, value] of Object.entries(merged)) {
-        if (key === "properties" && isObject(value) && isObject(node["properties"]))
-          node["properties"] = { ...value, ...node["properties"] };
-        else if (key === "required" && Array.isArray(value) && Array.isArray(node["required"]))
-          node["required"] = [...new Set([...node["required"], ...value])];
-        else if (node[key] === undefined) node[key] = value;
-      }
+      // best effort: where the conjuncts disagree the first one's keyword stays
+      if (!Array.isArray(node["allOf"])) node["allOf"] = [];
+      const merged = mergeConjuncts(node, root as Schema, { inlines: MAX_RELAXED_KEYWORDS }, false)!;
+      for (const key of Object.keys(node)) delete node[key];
+      Object.assign(node, merged);
       return true;
     }
     case "if":
