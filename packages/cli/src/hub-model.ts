@@ -4,9 +4,9 @@
  * checked like any path. `plan` and `inspect` read a model that is not cached by Range requests instead.
  */
 import { resolveModelFile } from "@keepquant/engine";
-import type { GgufByteSource } from "@keepquant/gguf";
-import { HubError, isHubReference, remoteModelSource, resolveHubModel } from "@keepquant/hub";
-import { write, type CommandIo } from "./command.js";
+import { readGgufModel, type GgufFile } from "@keepquant/gguf";
+import { HubError, isHubReference, readHubModelHeader, resolveHubModel } from "@keepquant/hub";
+import type { CommandIo } from "./command.js";
 import { downloadProgress } from "./download-progress.js";
 import { checkModelFile } from "./model-file.js";
 
@@ -49,18 +49,14 @@ export async function localModelFile(model: string, io: CommandIo): Promise<stri
 }
 
 /**
- * What `plan` and `inspect` read a header from: a checked path, the cached file of an `hf:` model, or (when
- * it is not cached) the Hub file itself read by Range requests, nothing downloaded.
+ * The model header `plan` and `inspect` read: from a checked path (every shard of a split model), from the cache
+ * for an `hf:` model there, or (when it is not cached) from the Hub files themselves by Range requests, nothing
+ * downloaded.
  */
-export async function modelHeaderSource(model: string, io: CommandIo): Promise<string | GgufByteSource> {
+export async function readModelHeader(model: string, io: CommandIo): Promise<GgufFile> {
   if (!isHubReference(model)) {
     await checkModelFile(model);
-    return model;
+    return readGgufModel(model);
   }
-  const resolved = await resolveHubModel(model, { env: io.env });
-  const first = resolved.model.files[0]!;
-  if (first.cached) return first.localPath;
-  if (resolved.model.files.length > 1)
-    write(io.stderr, `note: ${resolved.name} is split in ${resolved.model.files.length} shards; reading the first`);
-  return remoteModelSource(resolved, { env: io.env });
+  return readHubModelHeader(await resolveHubModel(model, { env: io.env }), { env: io.env });
 }

@@ -9,7 +9,16 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { defaultModelPath } from "@keepquant/default-model";
 import { cpuAvailableMemory } from "@keepquant/engine";
-import { GgmlType, QWEN35_27B_SHAPE, QWEN35_TEST_SHAPE, qwen35SpecLayout, synthesizeQwen35, synthesizeQwen35Header } from "@keepquant/gguf";
+import {
+  GgmlType,
+  QWEN35_27B_SHAPE,
+  QWEN35_TEST_SHAPE,
+  qwen35SpecLayout,
+  readGguf,
+  splitGgufBytes,
+  synthesizeQwen35,
+  synthesizeQwen35Header,
+} from "@keepquant/gguf";
 import { startMockHub, type MockHub } from "@keepquant/hub/testing";
 import { afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { CommandIo } from "./command.js";
@@ -20,6 +29,7 @@ const bin = fileURLToPath(new URL("../dist/keepquant.js", import.meta.url));
 const REPO = "unsloth/Qwen3.5-0.8B-GGUF";
 const TOKEN = "hf_do_not_print_me";
 let small: Uint8Array;
+let shards: Uint8Array[];
 let tooBig: { header: Uint8Array; size: number };
 let hub: MockHub;
 let dir: string;
@@ -27,6 +37,7 @@ let env: NodeJS.ProcessEnv;
 
 beforeAll(async () => {
   small = fs.readFileSync(await defaultModelPath());
+  shards = await splitGgufBytes(small, 2);
   // an F32 27B-shaped header with enough layers to be four times this machine's available memory (served sparse)
   const base = { ...QWEN35_27B_SHAPE, vocab: 4096, layers: 4 };
   const perFourLayers = qwen35SpecLayout(base).tensors.reduce((sum, t) => sum + t.ne.reduce((a, b) => a * b, 1) * 4, 0);
@@ -41,8 +52,9 @@ beforeEach(async () => {
     [REPO]: { files: { "Qwen3.5-0.8B-Q4_K_M.gguf": small, "Qwen3.5-0.8B-F32.gguf": tooBig, "mmproj-F16.gguf": small.subarray(0, 2048) } },
     "qwen/Gated-GGUF": { files: { "gated-Q4_K_M.gguf": small }, gatedToken: "hf_the_right_one" },
     "test/Header-GGUF": { files: { "test-Q8_0.gguf": synthesizeQwen35(QWEN35_TEST_SHAPE) } },
+    "test/Mtp-GGUF": { files: { "m-Q8_0.gguf": small, "m-MTP-Q8_0.gguf": small.subarray(0, 4096) } },
     "test/Split-GGUF": {
-      files: { "m-Q8_0-00001-of-00002.gguf": small.subarray(0, 3000), "m-Q8_0-00002-of-00002.gguf": small.subarray(3000, 5000) },
+      files: { "m-Q8_0-00001-of-00002.gguf": shards[0]!, "m-Q8_0-00002-of-00002.gguf": shards[1]! },
     },
   });
   env = { HF_ENDPOINT: hub.url, HF_HOME: path.join(dir, "home"), HF_HUB_CACHE: path.join(dir, "hub") };
@@ -148,10 +160,11 @@ describe("keepquant pull, ls, rm", () => {
     );
   });
 
-  it("a split model: every shard is downloaded into one snapshot, with a note that it must be merged to load", async () => {
+  it("a split model: planned from every shard's header, every shard downloaded into one snapshot, loaded as one model", async () => {
     const pulled = await cli(["pull", "hf:test/Split-GGUF:Q8_0"]);
     expect(pulled.code, pulled.stderr).toBe(0);
-    expect(pulled.stderr).toContain("note: m-Q8_0.gguf is a split GGUF of 2 shards: all are downloaded");
+    expect(pulled.stderr).toContain("m-Q8_0.gguf (Q8_0, 2 file(s)");
+    expect(pulled.stderr).toMatch(/^plan: fits/m);
     expect(
       pulled.stdout
         .trim()
@@ -159,7 +172,43 @@ describe("keepquant pull, ls, rm", () => {
         .map((p) => path.basename(p)),
     ).toEqual(["m-Q8_0-00001-of-00002.gguf", "m-Q8_0-00002-of-00002.gguf"]);
     const listed = JSON.parse((await cli(["ls", "--json"])).stdout) as { models: { shards: number; fits: boolean | null }[] };
-    expect(listed.models).toEqual([expect.objectContaining({ shards: 2, fits: null })]);
+    expect(listed.models).toEqual([expect.objectContaining({ shards: 2, fits: true })]);
+    const inspected = JSON.parse((await cli(["inspect", "hf:test/Split-GGUF:Q8_0", "--json"])).stdout) as {
+      tensorCount: number;
+      shards: { tensorCount: number }[];
+      plan: { ok: boolean };
+    };
+    expect(inspected.tensorCount).toBe((await readGguf(small)).tensors.length);
+    expect(inspected.shards.map((s) => s.tensorCount).reduce((a, b) => a + b, 0)).toBe(inspected.tensorCount);
+    expect(inspected.plan.ok).toBe(true);
+    const ran = await cli(["run", "hf:test/Split-GGUF:Q8_0", "--prompt", "Hi", "--max-tokens", "3", "--threads", "1", "--json"]);
+    expect(ran.code, ran.stderr).toBe(0);
+    expect(JSON.parse(ran.stdout).stats.generatedTokens).toBe(3);
+  });
+
+  it("a split model not in the cache is planned from the headers of all its shards, by Range requests", async () => {
+    const planned = await cli(["plan", "hf:test/Split-GGUF:Q8_0", "--json"]);
+    expect(planned.code, planned.stderr).toBe(0);
+    const whole = await readGguf(small);
+    const weights = whole.tensors.reduce((sum, t) => sum + t.byteLength, 0);
+    const plan = JSON.parse(planned.stdout) as { fits: boolean; model: { usedBytes: number; skippedBytes: number } };
+    expect(plan.fits).toBe(true);
+    expect(plan.model.usedBytes + plan.model.skippedBytes).toBe(weights);
+    expect(fs.existsSync(path.join(dir, "hub", "models--test--Split-GGUF"))).toBe(false);
+  });
+
+  it("--mtp brings the separate MTP drafter with the model; --connections is checked", async () => {
+    const plain = JSON.parse((await cli(["pull", "hf:test/Mtp-GGUF", "--json"])).stdout) as { files: { path: string }[] };
+    expect(plain.files.map((f) => f.path)).toEqual(["m-Q8_0.gguf"]);
+    const pulled = await cli(["pull", "hf:test/Mtp-GGUF", "--mtp", "--connections", "2", "--json"]);
+    expect(pulled.code, pulled.stderr).toBe(0);
+    const document = JSON.parse(pulled.stdout) as { files: { path: string; localPath: string }[]; downloadedBytes: number };
+    expect(document.files.map((f) => f.path)).toEqual(["m-Q8_0.gguf", "m-MTP-Q8_0.gguf"]);
+    expect(document.downloadedBytes).toBe(4096);
+    expect(fs.readFileSync(document.files[1]!.localPath).equals(small.subarray(0, 4096))).toBe(true);
+    const bad = await cli(["pull", "hf:test/Mtp-GGUF", "--connections", "0"]);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain("--connections");
   });
 
   it("a gated repository: 401 without a token, 403 with the wrong one, the token never printed", async () => {

@@ -1,5 +1,4 @@
-import fs from "node:fs";
-import { buildLoadPlan, readGguf } from "@keepquant/gguf";
+import { buildLoadPlan, readGgufModel } from "@keepquant/gguf";
 import type {
   ConstraintSpec,
   DecodeTuning,
@@ -35,14 +34,8 @@ import {
   type SpeculativeSequence,
 } from "./speculative.js";
 import { probeExactKernels } from "./model/exact-probe.js";
-import {
-  loadQwen35Weights,
-  mappedTensorBytes,
-  planMappedRanges,
-  rangedTensorBytes,
-  readTensorSource,
-  type TensorBytes,
-} from "./model/load.js";
+import { loadQwen35Weights } from "./model/load.js";
+import { openWeightSource } from "./model/weight-source.js";
 import { loadTtNative, type TtNative } from "./model/native-module.js";
 import { NativeStep } from "./model/native-step.js";
 import { tuneNativeDecode } from "./model/native-tuning.js";
@@ -61,8 +54,7 @@ import {
 } from "./sampling/index.js";
 import { StreamingDetokenizer, Tokenizer } from "./tokenizer/index.js";
 import { defaultModelPath } from "./default-model.js";
-import { assertNotSplit, resolveModelFile } from "./model-source.js";
-import { cpuAvailableMemory } from "./planner/devices.js";
+import { resolveModelFile } from "./model-source.js";
 
 /**
  * How long the step loop waits, when every schedulable sequence waits on a grammar worker (a compile, a
@@ -141,15 +133,6 @@ function positiveInteger(value: unknown, field: string, fallback: number): numbe
 function weightMemoryFromEnv(): EngineOptions["weightMemory"] | undefined {
   const value = process.env.KEEPQUANT_WEIGHT_MEMORY;
   return value ? (value as EngineOptions["weightMemory"]) : undefined;
-}
-
-/** The kernel's transparent huge page mode (`always`, `madvise`, `never`), or undefined where it cannot be read. */
-function transparentHugePages(): string | undefined {
-  try {
-    return /\[(\w+)\]/.exec(fs.readFileSync("/sys/kernel/mm/transparent_hugepage/enabled", "utf8"))?.[1];
-  } catch {
-    return undefined;
-  }
 }
 
 function resolveOptions(options: EngineOptions): ResolvedOptions {
@@ -503,16 +486,16 @@ export class Engine {
   }
 
   /**
-   * Loads a qwen35 GGUF file, or an `hf:<owner>/<repo>[:<quant>][@<revision>]` model from the Hugging Face
-   * cache (downloaded when missing; see `options.hub`). Refused tensors and unsupported weight types fail here, before any
+   * Loads a qwen35 GGUF file (any shard of a split model: every shard is loaded), or an
+   * `hf:<owner>/<repo>[:<quant>][@<revision>]` model from the Hugging Face cache (downloaded when missing; see
+   * `options.hub`). Refused tensors and unsupported weight types fail here, before any
    * compute. With the native addon the file is memory-mapped (weights are views of the page cache,
    * never copied into JS memory); without it tensors are read.
    */
   static async load(model: string, options: EngineOptions = {}): Promise<Engine> {
     const resolved = resolveOptions(options);
     const path = await resolveModelFile(model, options.hub);
-    const file = await readGguf(path);
-    assertNotSplit(file, path);
+    const file = await readGgufModel(path);
     const mtp = resolved.speculative?.method === "mtp";
     const plan = buildLoadPlan(file, mtp ? { speculative: "mtp" } : {});
     if (mtp && plan.config.nextnPredictLayers === 0) {
@@ -532,53 +515,7 @@ export class Engine {
     }
     const diagnostics: string[] = plan.diagnostics.filter((d) => d.level !== "info" || d.code === "MTP_SKIPPED").map((d) => d.message);
     const { native } = await loadTtNative();
-    let bytes: TensorBytes = readTensorSource(path);
-    let weightMemory: WeightMemory = "read";
-    if (native) {
-      const size = fs.statSync(path).size;
-      // faulting in (or reading) more than the memory available would only evict what it read: map lazily then
-      const available = cpuAvailableMemory().bytes;
-      const fits = size <= available;
-      // auto reads only a file of at most a quarter of the available memory: a 16.5 GB file read so with 22 GB
-      // available decoded 0.85x its mapping (the kernel fell back to small pages, and compacted memory at length)
-      const small = size <= available / 4;
-      // the file's bytes from `get(offset, length)`: one buffer when one holds the file, else whole-tensor ranges
-      const fileBytes = (get: (offset: number, length: number) => ArrayBuffer): TensorBytes =>
-        size <= native.MAX_MAPPED_RANGE_BYTES
-          ? mappedTensorBytes(get(0, size))
-          : rangedTensorBytes(
-              planMappedRanges(file.tensors, native.MAX_MAPPED_RANGE_BYTES).map((r) => ({ ...r, buffer: get(r.offset, r.length) })),
-            );
-      if (resolved.weightMemory === "huge-pages" && !fits) {
-        diagnostics.push(
-          `weightMemory "huge-pages": ${path} (${size} B) is larger than the available memory (${available} B); it is memory-mapped instead`,
-        );
-      } else if (
-        resolved.weightMemory === "huge-pages" ||
-        (resolved.weightMemory === "auto" && small && transparentHugePages() !== "never")
-      ) {
-        try {
-          let huge = true;
-          const read = (offset: number, length: number): ArrayBuffer => {
-            const range = native.readFileRange(path, offset, length);
-            huge &&= range.hugePages;
-            return range.buffer;
-          };
-          bytes = fileBytes(read);
-          weightMemory = huge ? "huge-pages" : "anonymous";
-        } catch (error) {
-          diagnostics.push(`reading ${path} into memory failed (${(error as Error).message}); it is memory-mapped instead`);
-        }
-      }
-      if (weightMemory === "read") {
-        try {
-          bytes = fileBytes((offset, length) => native.mapFileRange(path, offset, length, { populate: fits }));
-          weightMemory = "mapped";
-        } catch (error) {
-          diagnostics.push(`memory-mapping ${path} failed (${(error as Error).message}); tensors are read instead`);
-        }
-      }
-    }
+    const { bytes, weightMemory } = openWeightSource(file, path, native, resolved.weightMemory, diagnostics);
     const loaded = await loadQwen35Weights(plan, bytes, resolved.numerics, options.onProgress);
     diagnostics.push(...loaded.diagnostics);
     let tokenizer: Tokenizer | undefined;

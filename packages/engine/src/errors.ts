@@ -15,8 +15,7 @@ export type EngineErrorCode =
   | "ENGINE_NO_DEFAULT_MODEL"
   | "ENGINE_DISPOSED"
   | "ENGINE_ABORTED"
-  | "ENGINE_NO_TOKENIZER"
-  | "ENGINE_SPLIT_GGUF";
+  | "ENGINE_NO_TOKENIZER";
 
 export interface EngineErrorDetails {
   /** The option, request field, tensor or key that was wrong. */

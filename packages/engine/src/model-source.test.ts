@@ -1,13 +1,14 @@
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { QWEN35_TEST_SHAPE, synthesizeQwen35 } from "@keepquant/gguf";
+import { QWEN35_TEST_SHAPE, splitGgufBytes, synthesizeQwen35 } from "@keepquant/gguf";
 import { startMockHub, type MockHub } from "@keepquant/hub/testing";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { Engine } from "./engine.js";
 import { checkCpuLoad } from "./planner/index.js";
 
 const MODEL = synthesizeQwen35(QWEN35_TEST_SHAPE);
+const SHARDS = await splitGgufBytes(MODEL, 2);
 
 let hub: MockHub;
 let dir: string;
@@ -17,9 +18,8 @@ beforeEach(async () => {
   dir = fs.mkdtempSync(path.join(os.tmpdir(), "keepquant-engine-hub-"));
   hub = await startMockHub({
     "unsloth/Qwen3.5-Test-GGUF": { files: { "Qwen3.5-Test-Q4_K_M.gguf": MODEL } },
-    // two "shards": only their names matter to the refusal, which comes after both are downloaded
     "bartowski/Qwen3.5-Split-GGUF": {
-      files: { "Qwen3.5-Split-Q8_0-00001-of-00002.gguf": MODEL, "Qwen3.5-Split-Q8_0-00002-of-00002.gguf": MODEL.subarray(0, 1000) },
+      files: { "Qwen3.5-Split-Q8_0-00001-of-00002.gguf": SHARDS[0]!, "Qwen3.5-Split-Q8_0-00002-of-00002.gguf": SHARDS[1]! },
     },
   });
   env = { HF_ENDPOINT: hub.url, HF_HOME: path.join(dir, "home"), HF_HUB_CACHE: path.join(dir, "hub") };
@@ -44,11 +44,18 @@ describe("Engine.load with an hf: reference", () => {
     expect(hub.requests.length).toBe(seen);
   });
 
-  it("downloads every shard of a split model, then refuses it by name with what to do", async () => {
-    const error = await Engine.load("hf:bartowski/Qwen3.5-Split-GGUF:Q8_0", { hub: { env } }).catch((e: unknown) => e);
-    expect(error).toMatchObject({ code: "ENGINE_SPLIT_GGUF" });
-    expect((error as Error).message).toContain("split GGUF of 2 shards");
-    expect((error as Error).message).toContain("llama-gguf-split --merge");
+  it("downloads every shard of a split model and loads them as one model", async () => {
+    const engine = await Engine.load("hf:bartowski/Qwen3.5-Split-GGUF:Q8_0", { provider: "ts", hub: { env } });
+    const whole = path.join(dir, "whole.gguf");
+    fs.writeFileSync(whole, MODEL);
+    const reference = await Engine.load(whole, { provider: "ts" });
+    try {
+      const [got, expected] = [await engine.evaluate([1, 2]), await reference.evaluate([1, 2])];
+      got.forEach((row, i) => expect(Buffer.from(row.buffer).equals(Buffer.from(expected[i]!.buffer))).toBe(true));
+    } finally {
+      engine.dispose();
+      reference.dispose();
+    }
     const snapshots = path.join(dir, "hub", "models--bartowski--Qwen3.5-Split-GGUF", "snapshots");
     const [commit] = fs.readdirSync(snapshots);
     expect(fs.readdirSync(path.join(snapshots, commit!)).sort()).toEqual([

@@ -1,7 +1,7 @@
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { QWEN35_TEST_SHAPE, synthesizeQwen35 } from "@keepquant/gguf";
+import { QWEN35_TEST_SHAPE, shardPath, splitGgufBytes, synthesizeQwen35 } from "@keepquant/gguf";
 import { decodeF32, llamaUnavailableReason, runOracle } from "@keepquant/oracle";
 import { afterAll, describe, expect, it } from "vitest";
 import { Engine } from "./engine.js";
@@ -36,5 +36,21 @@ describe.skipIf(reason !== undefined)(`against llama.cpp (F32 synthetic test sha
     const result = await engine.generateToEnd(prompt, { maxTokens: 16, ignoreEog: true });
     expect(result.tokens).toEqual(greedy.tokens[0]);
     engine.dispose();
+  });
+
+  it("llama.cpp loads a split model our writer made (gguf-split's layout), and both give the same greedy tokens", async () => {
+    const shards = (await splitGgufBytes(synthesizeQwen35({ ...QWEN35_TEST_SHAPE, seed: 29 }), 3)).map((bytes, i) => {
+      const file = shardPath(path.join(scratch, "split"), i, 3);
+      writeFileSync(file, bytes);
+      return file;
+    });
+    const prompt = [5, 17, 300, 2, 41, 99];
+    const greedy = await runOracle({ kind: "greedy", model: shards[0]!, prompts: [prompt], nTokens: 12, kvType: "f32" });
+    const engine = await Engine.load(shards[0]!, { kvType: "f32", flashAttention: false, provider: "ts" });
+    try {
+      expect((await engine.generateToEnd(prompt, { maxTokens: 12, ignoreEog: true })).tokens).toEqual(greedy.tokens[0]);
+    } finally {
+      engine.dispose();
+    }
   });
 });

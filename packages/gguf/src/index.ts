@@ -6,6 +6,21 @@ export type * from "./types.js";
 export { BufferSource, FileSource, assertRegularFile, type GgufByteSource } from "./source.js";
 export { readGguf, readTensorBytes, GGUF_MAGIC, GGUF_DEFAULT_ALIGNMENT, type ReadGgufOptions } from "./reader.js";
 export {
+  readGgufModel,
+  splitGgufInput,
+  splitGgufBytes,
+  splitInfo,
+  parseShardName,
+  shardPath,
+  SPLIT_NO_KEY,
+  SPLIT_COUNT_KEY,
+  SPLIT_TENSORS_COUNT_KEY,
+  MAX_SPLIT_SHARDS,
+  type GgufShardName,
+  type GgufSplitInfo,
+  type ReadGgufModelOptions,
+} from "./split.js";
+export {
   writeGguf,
   encodeGgufHeader,
   tensorByteLength,

@@ -58,6 +58,17 @@ export interface GgufTensorInfo {
   elements: number;
   /** File offset of this tensor's info record in the header. */
   infoOffset: number;
+  /** In a split model (`readGgufModel`), the index in `GgufFile.shards` of the file holding the bytes. */
+  shard?: number;
+}
+
+/** One file of a split model: `offset`s of the tensors whose `shard` names it are offsets in this file. */
+export interface GgufShard {
+  /** Where it was read from (a path). */
+  source: string;
+  fileSize: number;
+  dataOffset: number;
+  tensorCount: number;
 }
 
 export interface GgufFile {
@@ -67,8 +78,10 @@ export interface GgufFile {
   alignment: number;
   /** Absolute offset of the data section (end of header, padded to `alignment`). */
   dataOffset: number;
-  /** Size of the file or buffer that was parsed. */
+  /** Size of the file or buffer that was parsed (of every shard together for a split model). */
   fileSize: number;
-  /** Where it was read from (a path or "buffer"). */
+  /** Where it was read from (a path or "buffer"; the first shard of a split model). */
   source: string;
+  /** The shards of a split model, in order (`readGgufModel`); absent for a model in one file. */
+  shards?: readonly GgufShard[];
 }

@@ -12,6 +12,7 @@ export {
   ensureHubModel,
   filesToFetch,
   remoteModelSource,
+  readHubModelHeader,
   hubClient,
   type HubModelFile,
   type ResolvedHubModel,

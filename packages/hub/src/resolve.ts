@@ -1,4 +1,5 @@
 import fs from "node:fs/promises";
+import { readGgufModel, type GgufFile } from "@keepquant/gguf";
 import { listRepoFiles, resolveRevision, resolveUrl } from "./api.js";
 import { blobPath, isPresent, linkSnapshot, readRef, repoFolder, snapshotFiles, snapshotPath, writeRef } from "./cache.js";
 import { hubConfig, type HubConfig, type HubEnvironment } from "./config.js";
@@ -222,16 +223,41 @@ export async function ensureHubModel(reference: string, options: DownloadOptions
   return resolved;
 }
 
-/** The first (or only) shard of the model read over HTTP Range requests, for its GGUF header: nothing downloaded. */
-export function remoteModelSource(resolved: ResolvedHubModel, options: HubOptions = {}): RemoteSource {
-  const first = resolved.model.files[0]!;
-  if (!first.remote) throw new HubError("HUB_BAD_RESPONSE", `${resolved.name} was resolved from the cache: read ${first.localPath}`);
+/** Shard `shard` (0-based; the first or only file by default) of the model read over HTTP Range requests, for its GGUF header: nothing downloaded. */
+export function remoteModelSource(resolved: ResolvedHubModel, options: HubOptions = {}, shard = 0): RemoteSource {
+  const file = resolved.model.files[shard];
+  if (!file) throw new HubError("HUB_BAD_RESPONSE", `${resolved.name} has ${resolved.model.files.length} file(s), no shard ${shard + 1}`);
+  if (!file.remote) throw new HubError("HUB_BAD_RESPONSE", `${resolved.name} was resolved from the cache: read ${file.localPath}`);
   return new RemoteSource(
     hubClient(options),
     resolved.reference.repo,
-    first.remote.url,
-    first.size,
-    `${resolved.name} (${first.path})`,
+    file.remote.url,
+    file.size,
+    `${resolved.name} (${file.path})`,
     options.signal,
   );
+}
+
+/**
+ * The model's GGUF header, every shard of a split model merged (`readGgufModel`): read from the cache where a file
+ * is there, else by HTTP Range requests (a few MB per shard; nothing downloaded).
+ */
+export async function readHubModelHeader(resolved: ResolvedHubModel, options: HubOptions = {}): Promise<GgufFile> {
+  const files = resolved.model.files;
+  if (files.every((f) => f.cached)) return readGgufModel(files[0]!.localPath);
+  const source = (shard: number): string | RemoteSource => {
+    const file = files[shard];
+    return file?.cached ? file.localPath : remoteModelSource(resolved, options, shard);
+  };
+  return readGgufModel(source(0), {
+    openShard: (shard, count) => {
+      if (count !== files.length) {
+        throw new HubError(
+          "HUB_BAD_RESPONSE",
+          `${resolved.name}: the GGUF header says ${count} shards, the repository has ${files.length}`,
+        );
+      }
+      return source(shard);
+    },
+  });
 }

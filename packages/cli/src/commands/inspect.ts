@@ -6,7 +6,7 @@ import {
   getArchitecture,
   ggmlTypeName,
   ggufValueTypeName,
-  readGguf,
+  readGgufModel,
   type GgufFile,
   type GgufMetadataEntry,
   type LoadPlan,
@@ -14,14 +14,17 @@ import {
 } from "@keepquant/gguf";
 import { CliUsageError, defineCommand, toJson, write, type CommandIo } from "../command.js";
 import { describeError } from "../errors.js";
-import { localModelFile, modelHeaderSource } from "../hub-model.js";
+import { localModelFile, readModelHeader } from "../hub-model.js";
 
 /** Arrays longer than this are summarised (length and first items) unless --full. */
 const ARRAY_PREVIEW = 16;
 
 interface InspectReport {
   file: string;
+  /** Bytes of the file (of every shard together for a split model). */
   fileSize: number;
+  /** A split model's shards in order (null for a model in one file); `sha256` with --sha256. */
+  shards: { file: string; fileSize: number; tensorCount: number; sha256?: string }[] | null;
   version: number;
   architecture: string | null;
   alignment: number;
@@ -40,7 +43,8 @@ interface InspectReport {
   tensorCount: number;
   tensorCountByType: Record<string, number>;
   totalTensorBytes: number;
-  tensors: { name: string; type: string; ne: number[]; shape: number[]; offset: number; byteLength: number }[];
+  /** `offset` is in the file of `shard` (split models only). */
+  tensors: { name: string; type: string; ne: number[]; shape: number[]; offset: number; byteLength: number; shard?: number }[];
   plan: {
     speculative: string | null;
     ok: boolean;
@@ -106,6 +110,7 @@ function buildReport(
   return {
     file: path,
     fileSize: file.fileSize,
+    shards: file.shards?.map((s) => ({ file: s.source, fileSize: s.fileSize, tensorCount: s.tensorCount })) ?? null,
     version: file.version,
     architecture,
     alignment: file.alignment,
@@ -123,6 +128,7 @@ function buildReport(
       shape: t.shape,
       offset: t.offset,
       byteLength: t.byteLength,
+      ...(t.shard === undefined ? {} : { shard: t.shard }),
     })),
     plan: plan
       ? {
@@ -186,6 +192,12 @@ function printText(report: InspectReport, showTensors: boolean, io: CommandIo): 
   const row = (label: string, value: string | number) => lines.push(`${label.padEnd(14)}${value}`);
   row("file", report.file);
   row("size", bytesText(report.fileSize));
+  for (const [i, shard] of (report.shards ?? []).entries()) {
+    row(
+      i === 0 ? "shards" : "",
+      `${i + 1}/${report.shards!.length} ${shard.file} (${bytesText(shard.fileSize)}, ${shard.tensorCount} tensors)`,
+    );
+  }
   row("version", `GGUF v${report.version}`);
   row("architecture", report.architecture ?? "(none)");
   const name = report.metadata["general.name"] as { value?: unknown } | undefined;
@@ -251,6 +263,8 @@ function printText(report: InspectReport, showTensors: boolean, io: CommandIo): 
     for (const d of report.diagnostics) lines.push(`  ${d.level}: ${d.code}: ${d.message}`);
   }
   if (report.sha256) lines.push("", `sha256        ${report.sha256}`);
+  const hashed = (report.shards ?? []).filter((s) => s.sha256 !== undefined);
+  if (hashed.length > 0) lines.push("", ...hashed.map((s, i) => `${(i === 0 ? "sha256" : "").padEnd(14)}${s.sha256}  ${s.file}`));
   write(io.stdout, lines.join("\n"));
 }
 
@@ -261,7 +275,7 @@ export const command = defineCommand({
   help: [
     "--json       print one JSON document on stdout",
     "--tensors    list every tensor (name, type, shape, offset, bytes)",
-    "--sha256     hash the whole file",
+    "--sha256     hash the whole file (each shard of a split model)",
     "--mtp        plan with speculative method mtp (keeps the MTP block)",
     "--full       (--json) print long metadata arrays whole instead of their first 16 items",
   ],
@@ -278,8 +292,8 @@ export const command = defineCommand({
       throw new CliUsageError(`inspect takes exactly one file (usage: keepquant inspect <file.gguf> [--json] [--tensors] [--sha256])`);
     }
     // an hf: model that is not cached is read by Range requests; --sha256 needs its bytes, so it is fetched
-    const local = values.sha256 ? await localModelFile(path, io) : await modelHeaderSource(path, io);
-    const file = await readGguf(local);
+    const local = values.sha256 ? await localModelFile(path, io) : undefined;
+    const file = local === undefined ? await readModelHeader(path, io) : await readGgufModel(local);
     let plan: LoadPlan | null = null;
     let planError: ReturnType<typeof describeError> | null = null;
     const architecture = getArchitecture(file);
@@ -291,7 +305,9 @@ export const command = defineCommand({
       }
     }
     const report = buildReport(path, file, plan, planError, values.full === true);
-    if (values.sha256) report.sha256 = await sha256File(local as string, file.fileSize, io);
+    if (local !== undefined && report.shards) {
+      for (const shard of report.shards) shard.sha256 = await sha256File(shard.file, shard.fileSize, io);
+    } else if (local !== undefined) report.sha256 = await sha256File(local, file.fileSize, io);
     // A qwen35 file the engine cannot load is a failure: the report is printed (with an `error`
     // object in JSON, so a program reading only stdout sees it), then one error line, exit 1.
     if (planError) {

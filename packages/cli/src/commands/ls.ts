@@ -1,5 +1,5 @@
 import { checkCpuLoad } from "@keepquant/engine";
-import { getArchitecture, readGguf } from "@keepquant/gguf";
+import { getArchitecture, readGgufModel } from "@keepquant/gguf";
 import { listCachedModels, type CachedModel } from "@keepquant/hub";
 import { CliUsageError, defineCommand, toJson, write } from "../command.js";
 import { formatBytes } from "../download-progress.js";
@@ -24,8 +24,8 @@ async function describe(model: CachedModel, env: NodeJS.ProcessEnv): Promise<Row
   let architecture: string | null = null;
   let fits: boolean | null = null;
   try {
-    architecture = getArchitecture(await readGguf(first)) ?? null;
-    if (model.files.length === 1) fits = (await checkCpuLoad(first, {}, { env })).plan.fits;
+    architecture = getArchitecture(await readGgufModel(first)) ?? null;
+    fits = (await checkCpuLoad(first, {}, { env })).plan.fits;
   } catch {
     // a file the reader or the planner refuses is listed without them
   }

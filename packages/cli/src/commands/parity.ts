@@ -12,7 +12,7 @@ import {
   runParityGate,
   type ParityGoldens,
 } from "@keepquant/engine/parity";
-import { readGguf } from "@keepquant/gguf";
+import { readGgufModel } from "@keepquant/gguf";
 import { CliUsageError, defineCommand, toJson, write, type CommandIo } from "../command.js";
 import { localModelFile } from "../hub-model.js";
 import { isModelNotFound } from "../model-file.js";
@@ -93,7 +93,7 @@ export const command = defineCommand({
       write(io.stdout, json ? toJson({ skipped: true, reason: error.message }) : `SKIP: ${error.message}`);
       return EXIT_SKIP;
     }
-    await readGguf(modelFile); // a non-GGUF file: the same typed error inspect gives
+    await readGgufModel(modelFile); // a non-GGUF file: the same typed error inspect gives
     const goldens = findGoldens(values.goldens, modelFile, await sha256File(modelFile));
     // llama.cpp's knobs default to what it ran with for these goldens
     const recorded = goldens.oracle.settings ?? PARITY_ENGINE_OPTIONS;

@@ -9,10 +9,10 @@ import {
   type ResidencyPlan,
   type ResidencyPolicy,
 } from "@keepquant/engine";
-import { readGguf, type GgufByteSource } from "@keepquant/gguf";
+import { readGgufModel, type GgufFile } from "@keepquant/gguf";
 import { CliUsageError, defineCommand, toJson, write, type CommandIo } from "../command.js";
 import { defaultModelInfo, defaultModelPath } from "@keepquant/default-model";
-import { modelHeaderSource } from "../hub-model.js";
+import { readModelHeader } from "../hub-model.js";
 import { parseIntegerOption } from "./numeric-option.js";
 
 /** Exit code when the model does not fit (0: fits, 1: bad file or bad arguments). */
@@ -206,7 +206,7 @@ export const command = defineCommand({
     const numerics = choice<Numerics>("numerics", values.numerics, ["llama", "bf16", "exact"]);
 
     let modelPath: string;
-    let source: string | GgufByteSource;
+    let header: GgufFile;
     if (positionals.length === 0) {
       if (!values.json)
         write(
@@ -214,13 +214,12 @@ export const command = defineCommand({
           `keepquant: no model given, planning the embedded ${defaultModelInfo().synthetic ? "SYNTHETIC " : ""}qwen35 model (${defaultModelInfo().name})`,
         );
       modelPath = await defaultModelPath();
-      source = modelPath;
+      header = await readGgufModel(modelPath);
     } else {
       modelPath = positionals[0]!;
-      // an hf: model: its cached file, or its header read from the Hub by Range requests (nothing downloaded)
-      source = await modelHeaderSource(modelPath, io);
+      // an hf: model: its cached files, or its header read from the Hub by Range requests (nothing downloaded)
+      header = await readModelHeader(modelPath, io);
     }
-    const header = await readGguf(source);
     const target = resolveDevice(device, memoryBytes === undefined ? {} : { memoryBytes });
     const plans = (policy === "all" ? RESIDENCY_POLICIES : [policy ?? "packed"]).map((each) =>
       planResidency(header, {

@@ -1,6 +1,6 @@
 import { checkCpuLoad, PlanError, type CpuLoadCheck } from "@keepquant/engine";
 import { GgufError } from "@keepquant/gguf";
-import { downloadHubModel, filesToFetch, HubError, remoteModelSource, resolveHubModel, type ResolvedHubModel } from "@keepquant/hub";
+import { downloadHubModel, filesToFetch, HubError, readHubModelHeader, resolveHubModel, type ResolvedHubModel } from "@keepquant/hub";
 import { CliUsageError, defineCommand, toJson, write, type CommandIo } from "../command.js";
 import { downloadProgress, formatBytes } from "../download-progress.js";
 import { reportError } from "../errors.js";
@@ -13,9 +13,9 @@ const INTERRUPTED_EXIT = 130;
 
 /** The planner's answer from the model's GGUF header, read by Range requests; undefined when it cannot plan it. */
 async function planBeforeDownload(resolved: ResolvedHubModel, io: CommandIo, signal: AbortSignal): Promise<CpuLoadCheck | undefined> {
-  const first = resolved.model.files[0]!;
   try {
-    return await checkCpuLoad(first.cached ? first.localPath : remoteModelSource(resolved, { env: io.env, signal }), {}, { env: io.env });
+    // every shard's header (a split model's tensors are spread over them), from the cache or by Range requests
+    return await checkCpuLoad(await readHubModelHeader(resolved, { env: io.env, signal }), {}, { env: io.env });
   } catch (error) {
     if (GgufError.isInstance(error)) return undefined;
     throw error;
@@ -70,12 +70,6 @@ export const command = defineCommand({
         say(
           `${resolved.name}: ${resolved.reference.repo}@${resolved.commit.slice(0, 12)} ${resolved.model.name} (${resolved.model.quant ?? "unknown quant"}, ${files.length} file(s), ${formatBytes(total)}${missing.length === 0 ? ", all cached" : ""})`,
         );
-        const shards = resolved.model.files.length;
-        if (shards > 1) {
-          say(
-            `note: ${resolved.model.name} is a split GGUF of ${shards} shards: all are downloaded, but keepquant loads one file (ENGINE_SPLIT_GGUF); merge them with llama.cpp's llama-gguf-split --merge`,
-          );
-        }
         let check: CpuLoadCheck | undefined;
         if (missing.length > 0 || !json) check = await planBeforeDownload(resolved, io, signal);
         if (check === undefined) say("note: the planner cannot plan this model from its header; downloading without a fit check");

@@ -18,7 +18,7 @@ import {
   type SchemaTest,
   Tokenizer,
 } from "@keepquant/engine";
-import { readGguf } from "@keepquant/gguf";
+import { readGgufModel } from "@keepquant/gguf";
 import { CliUsageError, defineCommand, write } from "../command.js";
 import { localModelFile } from "../hub-model.js";
 
@@ -93,7 +93,7 @@ export const command = defineCommand({
       if (!stat.isFile()) throw new CliUsageError(`schema check: ${input}: not a file`);
     }
     const modelFile = model === undefined ? await defaultModelPath() : await localModelFile(model, io);
-    const tokenizer = Tokenizer.fromGguf(await readGguf(modelFile));
+    const tokenizer = Tokenizer.fromGguf(await readGgufModel(modelFile));
     const checker = new SchemaChecker(tokenizer);
     const json = values.json === true;
     const tally: Tally = { schemas: 0, compiled: 0, passing: 0, tests: 0, validationErrors: 0, invalidationErrors: 0 };

@@ -5,7 +5,7 @@
  * progress through a callback and returns numbers; the CLI prints.
  */
 import fs from "node:fs";
-import { readGguf } from "@keepquant/gguf";
+import { readGgufModel } from "@keepquant/gguf";
 import { Engine } from "../engine.js";
 import type { DecodeTuning, EngineOptions, SpeculativeStats } from "../engine-types.js";
 import { EngineOptionError } from "../errors.js";
@@ -241,6 +241,6 @@ async function bytesReadPerToken(
 ): Promise<number> {
   const moe = config.moe;
   if (!moe) return resident;
-  const experts = (await readGguf(file)).tensors.filter((t) => /_exps\.weight$/.test(t.name)).reduce((a, t) => a + t.byteLength, 0);
+  const experts = (await readGgufModel(file)).tensors.filter((t) => /_exps\.weight$/.test(t.name)).reduce((a, t) => a + t.byteLength, 0);
   return resident - experts * (1 - moe.expertUsedCount / moe.expertCount);
 }

@@ -1,4 +1,4 @@
-import { readGguf, type GgufByteSource, type GgufFile } from "@keepquant/gguf";
+import { readGgufModel, type GgufByteSource, type GgufFile } from "@keepquant/gguf";
 import type { EnvSource } from "@keepquant/quant";
 import type { EngineOptions } from "../engine-types.js";
 import { cpuAvailableMemory, cpuDevice, type CpuMemory, type PlanDevice } from "./devices.js";
@@ -60,23 +60,26 @@ export interface CpuLoadCheck {
   explanation: string;
 }
 
+const isGgufFile = (value: string | GgufByteSource | GgufFile): value is GgufFile => typeof value === "object" && "tensors" in value;
+
 /**
  * Asks the planner, from the GGUF header of `path` alone, whether `Engine.load(path, options)` fits
  * this machine's available memory (`cpuAvailableMemory`). Never throws for "does not fit": read
  * `plan.fits`; `assertCpuFits` turns a refusal into a PlanError. `path` may be a byte source (a
- * model on the Hub read by Range requests, before it is downloaded).
+ * model on the Hub read by Range requests, before it is downloaded), or a header already read (a split
+ * model's shards merged by `readGgufModel`); a path to a split model's shard reads every shard's header.
  */
 export async function checkCpuLoad(
-  path: string | GgufByteSource,
+  path: string | GgufByteSource | GgufFile,
   options: EngineMemoryOptions = {},
   machine: { memory?: CpuMemory; env?: EnvSource } = {},
 ): Promise<CpuLoadCheck> {
-  const file = await readGguf(path);
-  if (typeof path !== "string") path = path.description;
+  const file = isGgufFile(path) ? path : await readGgufModel(path);
+  const name = typeof path === "string" ? path : isGgufFile(path) ? path.source : path.description;
   const memory = machine.memory ?? cpuAvailableMemory();
   const plan = planEngineResidency(file, options, cpuDevice(memory), machine.env);
   const capitalized = (text: string): string => text.charAt(0).toUpperCase() + text.slice(1);
-  const sentences = [`${path} on this machine: ${plan.verdict}`, `Available memory from ${memory.source}`];
+  const sentences = [`${name} on this machine: ${plan.verdict}`, `Available memory from ${memory.source}`];
   if (plan.suggestions.length > 0) sentences.push(`Would fit with: ${plan.suggestions.map((s) => s.message).join("; ")}`);
   sentences.push(...plan.notes.map(capitalized));
   return { plan, explanation: sentences.join(". ") };
