@@ -953,7 +953,9 @@ export class Engine {
       const request = chunk.sequence as Request;
       if (!request.guide || (!chunk.needsLogits && chunk.draftTokens === 0)) continue;
       const rules: PendingRules = { promise: Promise.resolve(), settled: false, failed: false, error: undefined };
-      rules.promise = request.guide.prepare(request.drafts.slice(0, chunk.draftTokens)).then(
+      // the tokens it may still write: a constrained answer is closed within them (guide.ts)
+      const tokensLeft = Math.min(request.maxTokens - request.generated.length, request.maxLength - request.tokens.length);
+      rules.promise = request.guide.prepare(request.drafts.slice(0, chunk.draftTokens), tokensLeft).then(
         () => {
           rules.settled = true;
         },
@@ -997,9 +999,11 @@ export class Engine {
     request.push(
       logprobs ? { type: "token", token, text, logprob: logprobs.logprob, topLogprobs: logprobs.top } : { type: "token", token, text },
     );
+    // out of tokens just as a forced close completed the document: it is finished, not cut off
+    const complete = request.guide?.endsNext === true;
     if (stopped) this.finishRequest(request, "stop_string");
-    else if (request.generated.length >= request.maxTokens) this.finishRequest(request, "max_tokens");
-    else if (request.tokens.length >= request.maxLength) this.finishRequest(request, "context");
+    else if (request.generated.length >= request.maxTokens) this.finishRequest(request, complete ? "eog" : "max_tokens");
+    else if (request.tokens.length >= request.maxLength) this.finishRequest(request, complete ? "eog" : "context");
   }
 
   private finishRequest(request: Request, stopReason: StopReason): void {

@@ -63,6 +63,32 @@ describe("SchemaChecker", () => {
     }
   });
 
+  it("numbers have bounded digits (20 integer, 20 fraction, 3 exponent) unless a bound needs more", async () => {
+    const raw = (text: string) => ({ data: parseJsonKeepingNumbers(text) });
+    const number = await checker.check({ type: "number" }, [
+      raw("12345678901234567890"),
+      raw("123456789012345678901"),
+      raw("0.12345678901234567"),
+      raw("1e308"),
+      raw("1e3080"),
+    ]);
+    // (a fraction of more than 20 digits cannot be tested here: Python writes a float in at most 17)
+    expect(number.tests.map((t) => t.accepted)).toEqual([true, false, true, true, false]);
+    const integers = await checker.check({ type: "object", properties: { n: { type: "integer" } } }, [
+      raw('{"n": -12345678901234567890}'),
+      raw('{"n": 123456789012345678901}'),
+    ]);
+    expect(integers.tests.map((t) => t.accepted)).toEqual([true, false]);
+    // a lower bound of 25 digits asks for more: longer numbers stay
+    const huge = await checker.check({ type: "integer", minimum: 1e24 }, [
+      raw("1000000000000000000000000"),
+      raw("10000000000000000000000000"),
+    ]);
+    expect(huge.tests.map((t) => t.accepted)).toEqual([true, true]);
+    const ranged = await checker.check({ type: "integer", minimum: 1 }, [raw(`1${"0".repeat(19)}`), raw(`1${"0".repeat(20)}`)]);
+    expect(ranged.tests.map((t) => t.accepted)).toEqual([true, false]);
+  });
+
   it("number bounds that are whole numbers are exact through the grammar engine (fractions at the bounds included)", async () => {
     const literals = [
       "-361",

@@ -23,6 +23,7 @@ import {
   GrammarWorkerRestart,
 } from "./grammar-thread.js";
 import { DEFAULT_GRAMMAR_LIMITS, type GrammarLimits } from "./limits.js";
+import { NUMBER_DIGITS } from "./integer-ranges.js";
 import { RemoteMatcher } from "./remote-matcher.js";
 import type { GrammarSource } from "./spec.js";
 import { xgrammarFile } from "./xgrammar.js";
@@ -147,6 +148,7 @@ export class ConstraintCompiler {
         stopTokenIds: [...this.stopTokens],
         cacheEntries: COMPILED_GRAMMAR_CACHE_ENTRIES,
         memoryBytes: this.limits.memoryMiB * 2 ** 20,
+        numberDigits: { ...NUMBER_DIGITS },
       },
       // the budget is read when a compile starts
       this.limits,

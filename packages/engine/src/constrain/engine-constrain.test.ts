@@ -260,6 +260,48 @@ describe("constrained decoding in the engine", () => {
     expect(() => JSON.parse(result.text)).toThrow();
   });
 
+  it("a budget-aware close: a document that fits max_tokens is closed within it (valid, stop), for every seed", async () => {
+    // the model writes its strings on and on: unguided by the budget it is cut off at 40 tokens every time
+    const notes = {
+      type: "object",
+      properties: {
+        notes: { type: "array", items: { type: "string" } },
+        n: { type: "number" },
+        who: { type: "object", properties: { a: { type: "string" }, b: { type: "integer" } }, required: ["a", "b"] },
+      },
+      required: ["notes", "n", "who"],
+    };
+    for (const maxTokens of [40, 64]) {
+      for (const seed of [1, 2, 3]) {
+        const result = await engine.generateToEnd("Hi", { ...SAMPLED, seed, maxTokens, constraint: schemaSpec(notes) });
+        expect(result.stopReason, result.text).toBe("eog");
+        expect(result.tokens.length).toBeLessThanOrEqual(maxTokens);
+        const value = JSON.parse(result.text) as { notes: string[]; who: { b: number } };
+        expect(violation(value, notes), result.text).toBeUndefined();
+      }
+    }
+  });
+
+  it("a budget-aware close in a tool call (XML format): the required parameters are written within max_tokens", async () => {
+    const notes = { type: "object", properties: { text: { type: "string" }, days: { type: "integer" } }, required: ["text", "days"] };
+    const tools = [{ name: "remember", parameters: notes }];
+    for (const seed of [1, 2, 3]) {
+      const result = await engine.generateToEnd("Hi", {
+        ...SAMPLED,
+        seed,
+        maxTokens: 48,
+        constraint: { type: "tool_call", format: "xml", tools, choice: "required" },
+      });
+      expect(result.stopReason, result.text).toBe("eog");
+      // the template's layout: one newline between tags, none elsewhere (no free whitespace to spend the budget on)
+      expect(result.text).toMatch(
+        /^<tool_call>\n<function=remember>(\n<parameter=(text|days)>\n[^\n]*\n<\/parameter>)+\n<\/function>\n<\/tool_call>$/,
+      );
+      const blocks = [...result.text.matchAll(/<parameter=([^>\n]+)>/g)].map((m) => m[1]);
+      expect(blocks, result.text).toEqual(["text", "days"]);
+    }
+  });
+
   it("batched: sequences with different schemas at once each follow their own", async () => {
     const specs: ConstraintSpec[] = [
       schemaSpec(PERSON),
@@ -305,6 +347,25 @@ describe("constrained decoding in the engine", () => {
     // the budget alone (no constraint): </think> at the budget, then free text
     const free = await engine.generateToEnd("<think>\n", { ...SAMPLED, seed: 4, maxTokens: 20, reasoning: true, thinkingBudget: 6 });
     expect(free.tokens.indexOf(thinkEnd[0]!)).toBe(6);
+  });
+
+  it("reasoning without a thinking budget before a schema answer: closed early enough to leave the answer room", async () => {
+    const thinkEnd = engine.tokenizer!.encode("</think>", { parseSpecial: true })[0]!;
+    for (const seed of [1, 2, 3]) {
+      // the model never ends its reasoning by itself: only the reserve for the answer closes it
+      const result = await engine.generateToEnd("<think>\n", {
+        ...SAMPLED,
+        seed,
+        maxTokens: 120,
+        reasoning: true,
+        constraint: schemaSpec(POINT),
+      });
+      expect(result.stopReason).toBe("eog");
+      const at = result.tokens.indexOf(thinkEnd);
+      expect(at).toBeGreaterThan(40);
+      const answer = engine.tokenizer!.decode(result.tokens.slice(at + 1));
+      expect(violation(JSON.parse(answer), POINT), answer).toBeUndefined();
+    }
   });
 
   it("bad input: a schema keyword the engine cannot enforce is refused synchronously with its name and path", () => {

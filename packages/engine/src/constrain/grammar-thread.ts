@@ -57,6 +57,8 @@ export interface GrammarThreadReply {
   masks: Int32Array[];
   accepted: number;
   terminated: boolean;
+  /** `close`: the closing walk, when one was found */
+  plan?: number[];
 }
 
 interface Waiter {

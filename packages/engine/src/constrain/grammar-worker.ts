@@ -30,6 +30,8 @@ export interface GrammarWorkerData {
   cacheEntries: number;
   /** bytes of WebAssembly memory the grammar engine may grow to (GrammarLimits.memoryMiB) */
   memoryBytes: number;
+  /** most digits of a generated number's integer part, fraction and exponent (integer-ranges.ts NUMBER_DIGITS) */
+  numberDigits: { integer: number; fraction: number; exponent: number };
 }
 
 /** The grammar worker's exit code after its WebAssembly runtime aborted (it cannot run anything again). */
@@ -49,6 +51,13 @@ export type GrammarWorkerRequest =
    * back afterwards.
    */
   | { op: "prepare"; id: number; matcher: number; drafts: number[]; withCurrent: boolean }
+  /**
+   * The closing walk from the current position (guide.ts): at each position the first of `closers` (token
+   * sequences) the grammar takes whole, else the allowed token of most bytes (not `avoid`ed after MAX_REPEATS
+   * choices of one token in a row), until a stop token is allowed; at most `limit` tokens before it. Replies with
+   * the `plan` (stop token last), or none; the matcher is rolled back afterwards.
+   */
+  | { op: "close"; id: number; matcher: number; limit: number; closers: number[][]; maxRepeats: number }
   /** accepts `tokens` (the host knows they are allowed); `terminated`: the state the host expects after them */
   | { op: "accept"; matcher: number; tokens: number[]; terminated: boolean }
   | { op: "rollBack"; matcher: number; tokens: number }
@@ -74,7 +83,7 @@ export interface GrammarWorkerError {
 }
 
 export type GrammarWorkerReply =
-  | { id: number; masks: Int32Array[]; accepted: number; terminated: boolean }
+  | { id: number; masks: Int32Array[]; accepted: number; terminated: boolean; plan?: number[] }
   | { id: number; error: GrammarWorkerError }
   /** a compile of request `id` starts now (its grammar was not cached): the host's time budget runs from here */
   | { id: number; compiling: true; field: string };
@@ -240,13 +249,24 @@ export function grammarWorkerMain(load: (id: string) => unknown): void {
   // characters (a tab) that JSON forbids inside strings: they are narrowed to JSON's string characters.
   // Bounded integers come as placeholder constants (integer-ranges.ts, which xgrammar's converter does not bound
   // exactly): each placeholder's literal is replaced by a rule of the exact range.
+  // xgrammar's numbers have digits without end: bounded as integer-ranges.ts bounds ours (NUMBER_DIGITS)
+  const { integer, fraction, exponent } = data.numberDigits;
+  const boundedNumbers = (ebnf: string): string =>
+    ebnf
+      .split("[1-9] [0-9]*")
+      .join(`[1-9] [0-9]{0,${integer - 1}}`)
+      .split('"." [0-9]+')
+      .join(`"." [0-9]{1,${fraction}}`)
+      .split("[eE] [+-]? [0-9]+")
+      .join(`[eE] [+-]? [0-9]{1,${exponent}}`);
+
   const jsonSchemaGrammar = async (
     xg: XgModule,
     schema: string,
     strictMode: boolean,
     ranges: Readonly<Record<string, string>> = {},
   ): Promise<string> => {
-    let ebnf = (await xg.Testings._jsonSchemaToEBNF(schema, JSON_ANY_WHITESPACE, JSON_ONE_LINE, undefined, strictMode))
+    let ebnf = boundedNumbers(await xg.Testings._jsonSchemaToEBNF(schema, JSON_ANY_WHITESPACE, JSON_ONE_LINE, undefined, strictMode))
       .split(BOUNDED_STRING_CHAR)
       .join(JSON_STRING_CHAR);
     const rules: string[] = [];
@@ -260,13 +280,36 @@ export function grammarWorkerMain(load: (id: string) => unknown): void {
     return rules.length === 0 ? ebnf : `${ebnf}\n${rules.join("\n")}\n`;
   };
 
+  // The parameters of a tool call in Qwen's XML format, in the template's own layout: each
+  // `\n<parameter=NAME>\nVALUE\n</parameter>` (the call's begin ends at `<function=NAME>`), no other whitespace.
+  // xgrammar's XML converter allows any whitespace around the tags (`[ \n\t]*`) even without any_whitespace:
+  // a model could spend its whole budget on it. Each such run becomes the one newline of the layout.
+  const ANY_WHITESPACE = "[ \\n\\t]*";
+  const xmlParametersGrammar = async (xg: XgModule, schema: string): Promise<string> =>
+    boundedNumbers(await xg.Testings._jsonSchemaToEBNF(schema, JSON_ANY_WHITESPACE, JSON_ONE_LINE, undefined, true, undefined, "xml"))
+      // what may follow a JSON string: no whitespace in this layout
+      .split(`(= ${ANY_WHITESPACE} `)
+      .join("(= ")
+      // an empty lookahead (what nothing may follow) is not one xgrammar's own parser reads back
+      .split(" (= )")
+      .join("")
+      .replace(/("<parameter=[^"\n]*>") \[ \\n\\t\]\*/g, '$1 "\\n"')
+      .replace(/\[ \\n\\t\]\* "<\/parameter>"/g, '"\\n" "</parameter>"')
+      // what is left comes before a parameter
+      .split(ANY_WHITESPACE)
+      .join('"\\n"')
+      .split(BOUNDED_STRING_CHAR)
+      .join(JSON_STRING_CHAR);
+
   // A structural tag whose `json_schema` contents are replaced by their grammars in the canonical
   // JSON layout (a structural tag's own JSON contents allow any whitespace).
   const withJsonGrammars = async (xg: XgModule, node: unknown, ranges: Readonly<Record<string, string>> = {}): Promise<unknown> => {
     if (Array.isArray(node)) return Promise.all(node.map((item) => withJsonGrammars(xg, item, ranges)));
     if (typeof node !== "object" || node === null) return node;
     const record = node as Record<string, unknown>;
-    if (record["type"] === "qwen_xml_parameter") return record;
+    if (record["type"] === "qwen_xml_parameter") {
+      return { type: "grammar", grammar: await xmlParametersGrammar(xg, JSON.stringify(record["json_schema"])) };
+    }
     if (record["type"] === "json_schema") {
       return { type: "grammar", grammar: await jsonSchemaGrammar(xg, JSON.stringify(record["json_schema"]), true, ranges) };
     }
@@ -353,6 +396,73 @@ export function grammarWorkerMain(load: (id: string) => unknown): void {
   const masksReply = (id: number, masks: Int32Array[], accepted = 0, terminated = false): void =>
     reply({ id, masks, accepted, terminated });
 
+  const allows = (bits: Int32Array, id: number): boolean => (((bits[id >> 5] ?? 0) >>> (id & 31)) & 1) === 1;
+  /** The allowed token of most bytes other than `avoid` (the lowest id among equals). */
+  const longestAllowed = (bits: Int32Array, avoid: number | undefined): number | undefined => {
+    let best: number | undefined;
+    let bestLength = -1;
+    for (let w = 0; w < bits.length; w++) {
+      let word = bits[w]!;
+      while (word !== 0) {
+        const low = word & -word;
+        const id = w * 32 + (31 - Math.clz32(low));
+        word ^= low;
+        const length = id < data.vocabSize ? data.vocabLengths[id]! : 0;
+        if (length > bestLength && id !== avoid) {
+          best = id;
+          bestLength = length;
+        }
+      }
+    }
+    return best;
+  };
+  /** The "close" request's walk (see its comment); the matcher ends where it started. */
+  const closingWalk = async (
+    matcher: XgGrammarMatcher,
+    request: { limit: number; closers: number[][]; maxRepeats: number },
+  ): Promise<number[] | undefined> => {
+    const plan: number[] = [];
+    let previous: number | undefined;
+    let repeats = 0;
+    try {
+      while (plan.length <= request.limit) {
+        if (matcher.isTerminated()) return plan;
+        const bits = await matcher.getNextTokenBitmask();
+        const stop = data.stopTokenIds.find((id) => allows(bits, id));
+        if (stop !== undefined) {
+          plan.push(stop);
+          return plan;
+        }
+        const avoid = repeats >= request.maxRepeats ? previous : undefined;
+        let step: number[] | undefined;
+        for (const closer of request.closers) {
+          if (closer[0] === avoid || !allows(bits, closer[0]!)) continue;
+          let taken = 0;
+          while (taken < closer.length && !matcher.isTerminated() && matcher.acceptToken(closer[taken]!)) taken++;
+          if (taken === closer.length) {
+            step = closer;
+            break;
+          }
+          if (taken > 0) matcher.rollBack(taken);
+        }
+        if (step === undefined) {
+          const token = longestAllowed(bits, avoid) ?? avoid;
+          if (token === undefined || !matcher.acceptToken(token)) return undefined;
+          step = [token];
+        }
+        plan.push(...step);
+        repeats = step[0] === previous ? repeats + 1 : 0;
+        previous = step[0];
+      }
+      return undefined;
+    } finally {
+      // the stop token ended the walk without being accepted
+      const accepted =
+        plan.length - (plan.length > 0 && data.stopTokenIds.includes(plan[plan.length - 1]!) && !matcher.isTerminated() ? 1 : 0);
+      if (accepted > 0) matcher.rollBack(accepted);
+    }
+  };
+
   const handle = async (request: GrammarWorkerRequest): Promise<void> => {
     switch (request.op) {
       case "compile":
@@ -387,6 +497,11 @@ export function grammarWorkerMain(load: (id: string) => unknown): void {
           if (accepted > 0) matcher.rollBack(accepted);
         }
         return masksReply(request.id, masks, accepted, terminated);
+      }
+      case "close": {
+        const { matcher } = matcherOf(request.matcher);
+        const plan = await closingWalk(matcher, request);
+        return reply({ id: request.id, masks: [], accepted: 0, terminated: false, ...(plan ? { plan } : {}) });
       }
       case "accept": {
         const entry = matcherOf(request.matcher);

@@ -8,6 +8,12 @@
  * matcher answers from the masks `prepare` made known). Speculative decoding prepares one rule per
  * draft position by advancing through the drafts and rolling the matcher back (one round trip to the
  * worker for all of them), and drafts are checked against the grammar (`validDrafts`).
+ *
+ * Outputs that finish: `prepare` is told how many tokens the sequence may still write. The guide keeps an
+ * estimate of the shortest way to finish the document from where it is (a closing walk through the grammar,
+ * `closingPlan`, preferring tokens that close what is open) and, when the tokens left come within a margin of
+ * it, forces that walk, so the answer closes within `max_tokens` instead of being cut off. Reasoning before a
+ * constrained answer is closed early enough to leave the answer room (`answerReserve`).
  */
 
 /**
@@ -26,6 +32,12 @@ export interface GuideMatcher {
   rollBack(tokens: number): void;
   /** what the next mask would wait behind (a compile of the grammar engine), undefined when nothing */
   blockedBy?(): Promise<void> | undefined;
+  /**
+   * The closing walk from the current position, without moving: at each position the first of `closers` the
+   * grammar takes whole, else the allowed token of most bytes (another after `maxRepeats` choices of one token in
+   * a row), until a stop token is allowed (the walk's last token); undefined when none within `limit` tokens.
+   */
+  close(limit: number, closers: readonly (readonly number[])[], maxRepeats: number): Promise<number[] | undefined>;
 }
 
 /** What may come at one position. */
@@ -48,6 +60,32 @@ interface GuideState {
   reasoningTokens: number;
   thinkMatched: number;
   matcherSteps: number;
+  /** the reasoning must close now (the answer needs the tokens left) */
+  closeThinking: boolean;
+  /** the forced closing walk (ends with a stop token) and how far along it the sequence is */
+  closing: readonly number[] | undefined;
+  closed: number;
+}
+
+/** Longest closing walk tried: past it the document is left to the model (and may be cut off). */
+export const MAX_CLOSING_TOKENS = 1024;
+/** A closing walk that picked one token this many times in a row tries another once (a pattern's repeated character). */
+const MAX_REPEATS = 8;
+
+/**
+ * Tokens kept between the shortest close and the tokens left before the close is forced: a free token can open
+ * more than it closes (a nested object with required keys), so the margin grows with the close's length.
+ */
+export function closingMargin(closeTokens: number): number {
+  return 8 + Math.floor(closeTokens / 2);
+}
+
+/**
+ * Tokens a constrained answer is left after reasoning, of `total` the request may write: its shortest form
+ * (`answerTokens`) plus a quarter of the total (at least 16) to write it well.
+ */
+export function answerReserve(answerTokens: number, total: number): number {
+  return answerTokens + Math.max(16, Math.floor(total / 4));
 }
 
 export interface GuideOptions {
@@ -63,12 +101,26 @@ export interface GuideOptions {
   thinkEnd: readonly number[];
   /** end-of-generation ids (kept out of the reasoning when a constraint follows it) */
   eogIds: ReadonlySet<number>;
+  /**
+   * Token sequences a closing walk prefers, best first (those that close a string, an object or an array, then
+   * a separator, then the shortest values; a tool call's closing tags); when none is taken, the allowed token of
+   * most bytes.
+   */
+  closers?: readonly (readonly number[])[];
 }
 
 export class DecodeGuide {
   private state: GuideState;
   private rules: PositionRule[] = [];
   private disposed = false;
+  /** the last closing estimate: its length (stop token included) and where it was made */
+  private estimate: { tokens: number; atStep: number } | undefined;
+  /** the shortest answer (tokens, stop included) from the grammar's start, for the reasoning's reserve */
+  private answerTokens: number | undefined;
+  /** the tokens left at the first `prepare` (the request's whole budget) */
+  private totalTokens: number | undefined;
+  /** closing walks in a row that found no close within the tokens left */
+  private misses = 0;
 
   constructor(private readonly options: GuideOptions) {
     this.state = {
@@ -76,7 +128,19 @@ export class DecodeGuide {
       reasoningTokens: 0,
       thinkMatched: 0,
       matcherSteps: 0,
+      closeThinking: false,
+      closing: undefined,
+      closed: 0,
     };
+  }
+
+  /**
+   * The next token is the stop token of a forced close: the document is complete, and a sequence out of tokens
+   * ends here as finished (not cut off).
+   */
+  get endsNext(): boolean {
+    const { closing, closed, phase } = this.state;
+    return phase === "constrained" && closing !== undefined && closed === closing.length - 1;
   }
 
   /** The grammar has accepted a stop token: the sequence is complete. */
@@ -106,11 +170,11 @@ export class DecodeGuide {
       case "done":
         return { kind: "done" };
       case "reasoning": {
-        const budget = this.options.thinkingBudget;
-        if (budget !== undefined && s.reasoningTokens >= budget) return { kind: "forced", token: this.options.thinkEnd[s.thinkMatched]! };
+        if (this.thinkingForced()) return { kind: "forced", token: this.options.thinkEnd[s.thinkMatched]! };
         return this.options.matcher ? { kind: "no_eog" } : { kind: "free" };
       }
       case "constrained":
+        if (s.closing) return { kind: "forced", token: s.closing[s.closed]! };
         return { kind: "mask", bits: await this.options.matcher!.mask() };
     }
   }
@@ -120,8 +184,67 @@ export class DecodeGuide {
    * draft (the matcher advances through the drafts and is rolled back). Call it before the step
    * whose logits `apply` masks; any `advance` invalidates them.
    */
-  async prepare(drafts: readonly number[] = []): Promise<void> {
+  async prepare(drafts: readonly number[] = [], tokensLeft?: number): Promise<void> {
+    if (tokensLeft !== undefined) await this.budget(tokensLeft);
     this.rules = (await this.walk(drafts, true)).rules;
+  }
+
+  private thinkingForced(): boolean {
+    const budget = this.options.thinkingBudget;
+    return this.state.closeThinking || (budget !== undefined && this.state.reasoningTokens >= budget);
+  }
+
+  /**
+   * With `tokensLeft` tokens still to write: closes the reasoning when the answer needs the rest, and forces the
+   * shortest close of the document when the tokens left come within `closingMargin` of it.
+   */
+  private async budget(tokensLeft: number): Promise<void> {
+    this.totalTokens ??= tokensLeft;
+    const s = this.state;
+    const matcher = this.options.matcher;
+    if (!matcher) return;
+    if (s.phase === "reasoning") {
+      if (s.closeThinking) return;
+      // the answer's shortest form from the grammar's start (the matcher has accepted nothing yet)
+      this.answerTokens ??= (await this.closingPlan(Math.min(tokensLeft, MAX_CLOSING_TOKENS)))?.length ?? 0;
+      const reserve = this.options.thinkEnd.length + answerReserve(this.answerTokens, this.totalTokens);
+      if (tokensLeft <= reserve) s.closeThinking = true;
+      return;
+    }
+    if (s.phase !== "constrained" || s.closing) return;
+    const last = this.estimate;
+    const since = last === undefined ? 0 : s.matcherSteps - last.atStep;
+    // estimate again at every token near the end, and before the tokens left could have reached the last estimate
+    // (a close that did not fit the tokens left is looked for again every few tokens: the model may shorten it)
+    const near = last !== undefined && tokensLeft <= last.tokens + 2 * closingMargin(last.tokens) + 16;
+    const every =
+      last === undefined
+        ? 1
+        : last.tokens - 1 > tokensLeft
+          ? Math.max(4 << Math.min(this.misses, 10), Math.floor(tokensLeft / 8))
+          : near
+            ? 1
+            : Math.floor((tokensLeft - last.tokens) / 2);
+    if (last !== undefined && since >= 0 && since < Math.max(1, every)) return;
+    // a walk longer than the tokens left cannot be used: it stops there (and the estimate says "does not fit")
+    const limit = Math.min(tokensLeft, MAX_CLOSING_TOKENS);
+    const plan = await this.closingPlan(limit);
+    this.estimate = { tokens: plan?.length ?? limit + 2, atStep: s.matcherSteps };
+    // a grammar with no close in reach (one that never ends) is looked at less and less often
+    this.misses = plan && plan.length - 1 <= tokensLeft ? 0 : this.misses + 1;
+    // the stop token is not one of the tokens left: it ends the sequence
+    // (a close longer than the tokens left cannot help: the model goes on and the answer is cut off)
+    if (plan && plan.length - 1 <= tokensLeft && plan.length - 1 + closingMargin(plan.length - 1) >= tokensLeft) {
+      // the masks along the walk, for the mirror to accept its tokens (one round trip)
+      await matcher.lookahead(plan.slice(0, -1));
+      s.closing = plan;
+      s.closed = 0;
+    }
+  }
+
+  /** The matcher's closing walk from the current position (stop token last), within `limit` tokens. */
+  private closingPlan(limit: number): Promise<number[] | undefined> {
+    return this.options.matcher!.close(limit, this.options.closers ?? [], MAX_REPEATS);
   }
 
   /**
@@ -204,8 +327,8 @@ export class DecodeGuide {
       case "done":
         return false;
       case "reasoning": {
-        const { thinkEnd, thinkingBudget, matcher } = this.options;
-        const forced = thinkingBudget !== undefined && s.reasoningTokens >= thinkingBudget;
+        const { thinkEnd, matcher } = this.options;
+        const forced = this.thinkingForced();
         if (forced && token !== thinkEnd[s.thinkMatched]) return false;
         if (matcher && this.options.eogIds.has(token)) return false;
         if (token === thinkEnd[s.thinkMatched]) s.thinkMatched++;
@@ -220,7 +343,9 @@ export class DecodeGuide {
       }
       case "constrained": {
         const matcher = this.options.matcher!;
+        if (s.closing && token !== s.closing[s.closed]) return false;
         if (!matcher.acceptToken(token)) return false;
+        if (s.closing) s.closed++;
         s.matcherSteps++;
         if (matcher.isTerminated()) s.phase = "done";
         return true;

@@ -26,6 +26,20 @@ function isRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
+/** JSON texts a closing walk prefers, best first (guide.ts). */
+const JSON_CLOSERS = ['"}', '"]', '"', "}}", "}]", "]}", "]]", "}", "]", ",", "0", '""', "{}", "[]", "null", "true", "false", "{", "["];
+/**
+ * The closing tags of a tool call in the XML format, best first. Each starts with the newline of the layout, which
+ * no value holds (a text parameter is one line, a JSON string holds no raw newline): a tag is taken only where it
+ * closes, and inside a JSON value the JSON closers follow.
+ */
+const XML_CLOSERS = ["\n</parameter>", "\n</function>", "\n</tool_call>"];
+
+/** Whether a grammar holds tool calls in the XML format (their parameters close with tags). */
+function closesXmlParameters(source: GrammarSource): boolean {
+  return source.kind === "structural_tag" && JSON.stringify(source.tag).includes('"qwen_xml_parameter"');
+}
+
 /** The reasoning block's closing text in Qwen templates. */
 export const THINK_END = "</think>";
 
@@ -89,6 +103,7 @@ export function planGuide(
 export class GuidedDecoding {
   private compiler: ConstraintCompiler | undefined;
   private thinkEndIds: number[] | undefined;
+  private closerIds: { json: number[][]; xml: number[][] } | undefined;
 
   constructor(
     private readonly tokenizer: Tokenizer | undefined,
@@ -128,6 +143,19 @@ export class GuidedDecoding {
     return this.thinkEndIds;
   }
 
+  /**
+   * The token sequences a closing walk prefers (guide.ts), best first: for JSON those that close a string (and its
+   * container), a container; a separator; then the shortest values. A tool call in the XML format closes its
+   * parameter first (a string parameter's text may hold any JSON character). Texts of one token only for JSON.
+   */
+  private closers(tokenizer: Tokenizer, xml: boolean): number[][] {
+    this.closerIds ??= {
+      json: JSON_CLOSERS.map((text) => tokenizer.encode(text)).filter((ids) => ids.length === 1),
+      xml: XML_CLOSERS.map((text) => tokenizer.encode(text)).filter((ids) => ids.length > 0),
+    };
+    return xml ? [...this.closerIds.xml, ...this.closerIds.json] : this.closerIds.json;
+  }
+
   /** Compiles `spec` (cached), so that a bad schema fails before a response starts. */
   async check(spec: ConstraintSpec): Promise<void> {
     const source = planGuide({ constraint: spec }, this.limits)!.source!;
@@ -150,6 +178,7 @@ export class GuidedDecoding {
       thinkingBudget: plan.thinkingBudget,
       thinkEnd: this.thinkEnd(tokenizer),
       eogIds: tokenizer.eogIds,
+      closers: this.closers(tokenizer, plan.source !== undefined && closesXmlParameters(plan.source)),
     });
   }
 }

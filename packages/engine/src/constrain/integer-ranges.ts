@@ -80,7 +80,7 @@ function nonNegative(a: bigint, b: bigint | undefined, sink: RuleSink): string[]
     out.push(sameLength(from, to, sink));
   }
   // no upper bound: every longer number
-  if (b === undefined) out.push(`[1-9]${" [0-9]".repeat(lowLength)} [0-9]*`);
+  if (b === undefined) out.push(`[1-9]${" [0-9]".repeat(lowLength)} ${digits(0, Math.max(4, NUMBER_DIGITS.integer - 1 - lowLength))}`);
   return out;
 }
 
@@ -147,11 +147,22 @@ export function rangePlaces(text: string): RangePlaces {
 /** Most digits of an integer bound placed (longer ones make rules quadratic in their length). */
 export const MAX_RANGE_DIGITS = 40;
 
+/**
+ * Digits a generated JSON number may have where the schema sets no bound that needs more: an integer part of
+ * 20 (every int64 and uint64), a fraction of 20 (Python's repr of a double needs at most 17 significant ones)
+ * and an exponent of 3 (a double's). A model cannot write digits forever.
+ */
+export const NUMBER_DIGITS = Object.freeze({ integer: 20, fraction: 20, exponent: 3 });
+/** `n` to `m` digits, EBNF. */
+const digits = (n: number, m: number): string => `[0-9]{${n},${m}}`;
+const FRACTION_DIGITS = digits(1, NUMBER_DIGITS.fraction);
+const EXPONENT = `([eE] [+-]? ${digits(1, NUMBER_DIGITS.exponent)})?`;
+
 /** JSON numbers >= 0 (no sign; `-0` left out) and <= 0 (`0`, or a sign), exactly. */
-const NON_NEGATIVE_NUMBER = '("0" | [1-9] [0-9]*) ("." [0-9]+)? ([eE] [+-]? [0-9]+)?';
+const NON_NEGATIVE_NUMBER = `("0" | [1-9] ${digits(0, NUMBER_DIGITS.integer - 1)}) ("." ${FRACTION_DIGITS})? ${EXPONENT}`;
 const NUMBER_RULES: Readonly<Record<string, string>> = {
   nonNegative: `${RANGE_NAME} ::= ${NON_NEGATIVE_NUMBER}`,
-  nonPositive: `${RANGE_NAME} ::= ("-" ${NON_NEGATIVE_NUMBER}) | ("0" ("." "0"+)? ([eE] [+-]? [0-9]+)?)`,
+  nonPositive: `${RANGE_NAME} ::= ("-" ${NON_NEGATIVE_NUMBER}) | ("0" ("." "0"{1,${NUMBER_DIGITS.fraction}})? ${EXPONENT})`,
 };
 
 /** Which exact range rule a bounded number schema gets, or undefined when its bounds are not enforced exactly. */
@@ -217,9 +228,9 @@ function numberBound(node: Schema, side: "low" | "high"): NumberBound | undefine
 }
 
 /** Fraction digits: any, only zeros, or at least one that is not zero. */
-const ANY_FRACTION = '("." [0-9]+)?';
-const ZERO_FRACTION = '("." "0"+)?';
-const NONZERO_FRACTION = '"." [0-9]* [1-9] [0-9]*';
+const ANY_FRACTION = `("." ${FRACTION_DIGITS})?`;
+const ZERO_FRACTION = `("." "0"{1,${NUMBER_DIGITS.fraction}})?`;
+const NONZERO_FRACTION = `"." ${digits(0, NUMBER_DIGITS.fraction - 1)} [1-9] ${digits(0, NUMBER_DIGITS.fraction - 1)}`;
 
 /**
  * EBNF alternatives of the numbers y >= 0 (no sign) between whole-number bounds, written without an exponent: the

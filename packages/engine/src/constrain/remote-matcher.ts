@@ -162,6 +162,16 @@ export class RemoteMatcher implements GuideMatcher {
     this.redo = drafts.slice(0, reply.accepted).map((token, i) => ({ token, mask: after[i] }));
   }
 
+  /** The grammar engine's closing walk from the current position (GuideMatcher.close); the matcher does not move. */
+  async close(limit: number, closers: readonly (readonly number[])[], maxRepeats: number): Promise<number[] | undefined> {
+    this.checkUsable("close");
+    if (this.terminated) return [];
+    const version = this.version;
+    const reply = await this.ask({ op: "close", matcher: this.id, limit, closers: closers.map((c) => [...c]), maxRepeats });
+    this.checkVersion(version);
+    return reply.plan;
+  }
+
   /** Whether every mask `lookahead(drafts)` would compute is known. */
   private knowsAlong(drafts: readonly number[]): boolean {
     let mask = this.current;

@@ -25,9 +25,10 @@ export type GrammarSource =
 function callTag(format: "xml" | "json", name: string, schema: Record<string, unknown>): Record<string, unknown> {
   if (format === "xml") {
     // <tool_call>\n<function=NAME>\n<parameter=ARG>\nvalue\n</parameter>\n</function>\n</tool_call>
+    // (each parameter brings the newline before it: grammar-worker.ts's xmlParametersGrammar)
     return {
       type: "tag",
-      begin: `<tool_call>\n<function=${name}>\n`,
+      begin: `<tool_call>\n<function=${name}>`,
       content: { type: "qwen_xml_parameter", json_schema: schema },
       end: "\n</function>\n</tool_call>",
     };

@@ -46,6 +46,9 @@ export interface XgModule {
       indent?: number,
       separators?: [string, string],
       strictMode?: boolean,
+      maxWhitespaceCount?: number,
+      /** "xml": the parameters of a tool call in Qwen's XML format */
+      jsonFormat?: "json" | "xml",
     ): Promise<string>;
   };
 }
