@@ -498,6 +498,8 @@ export function messagesSink(ctx: SinkContext, request: MessagesRequest): Answer
   let open = -1;
   /** output tool call index -> block index; calls past the first are dropped with disable_parallel_tool_use */
   const callBlocks = new Map<number, number>();
+  /** blocks of calls the end of the output cut off */
+  const cutCalls = new Set<number>();
   const write = (name: string, data: unknown): void => {
     if (stream && !ctx.signal.aborted) ctx.res.write(sseEvent(name, data));
   };
@@ -592,6 +594,8 @@ export function messagesSink(ctx: SinkContext, request: MessagesRequest): Answer
           const at = callBlocks.get(part.index);
           if (at === undefined) continue;
           const block = blocks[at] as Extract<Block, { type: "tool_use" }>;
+          // cut off by max_tokens: never answered as a call (left out of a non-streamed message)
+          if (part.warnings.some((w) => w.code === "unterminated")) cutCalls.add(at);
           try {
             block.input = JSON.parse(part.arguments);
           } catch {
@@ -630,9 +634,9 @@ export function messagesSink(ctx: SinkContext, request: MessagesRequest): Answer
         type: "message",
         role: "assistant",
         model: ctx.modelName,
-        content: blocks.map((block) =>
-          block.type === "tool_use" ? { type: "tool_use", id: block.id, name: block.name, input: block.input } : block,
-        ),
+        content: blocks
+          .filter((_, at) => !cutCalls.has(at))
+          .map((block) => (block.type === "tool_use" ? { type: "tool_use", id: block.id, name: block.name, input: block.input } : block)),
         stop_reason: stopReason,
         stop_sequence: stopSequence,
         usage: usage(result.stats.generatedTokens, result.stats),

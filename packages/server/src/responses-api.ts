@@ -1031,7 +1031,10 @@ export function responsesSink(ctx: SinkContext, request: ResponsesRequest, store
           const at = callItems.get(part.index);
           if (at === undefined) continue;
           output[at]!["arguments"] = part.arguments;
-          if (open === at) closeItem();
+          // cut off by max_output_tokens: an incomplete item, never a completed call
+          const cut = part.warnings.some((w) => w.code === "unterminated");
+          if (open === at) closeItem(cut ? "incomplete" : "completed");
+          else if (cut) output[at]!["status"] = "incomplete";
         }
       }
     },

@@ -188,6 +188,46 @@ describe("tool_choice", () => {
   });
 });
 
+describe("a forced call cut off by max_tokens", () => {
+  it("is never answered as a call: finish_reason length, no tool_calls", async () => {
+    // 38 tokens cannot hold this call (its shortest form is 41 tokens in this vocabulary): the output ends inside it
+    const completion = (await client.chat.completions.create({
+      model: "x",
+      messages,
+      temperature: 1,
+      seed: 2,
+      max_tokens: 38,
+      tools,
+      tool_choice: { type: "function", function: { name: "get_weather" } },
+      ...NO_THINKING,
+    } as never)) as OpenAI.ChatCompletion;
+    const choice = completion.choices[0]!;
+    expect(choice.finish_reason).toBe("length");
+    expect(choice.message.tool_calls).toBeUndefined();
+    expect(choice.message.content).toMatch(/^<tool_call>\n\{"name": "get_weather"/);
+  });
+
+  it("with a few more tokens the budget-aware close finishes it: a valid call", async () => {
+    const completion = (await client.chat.completions.create({
+      model: "x",
+      messages,
+      temperature: 1,
+      seed: 2,
+      max_tokens: 44,
+      tools,
+      tool_choice: { type: "function", function: { name: "get_weather" } },
+      ...NO_THINKING,
+    } as never)) as OpenAI.ChatCompletion;
+    const choice = completion.choices[0]!;
+    expect(choice.finish_reason).toBe("tool_calls");
+    const args = JSON.parse((choice.message.tool_calls![0] as { function: { arguments: string } }).function.arguments) as Record<
+      string,
+      unknown
+    >;
+    expect(Object.keys(args).sort()).toEqual(["city", "unit"]);
+  });
+});
+
 describe("a best-effort schema (strict not true)", () => {
   it("is generated with what cannot be enforced relaxed, and schema_check says whether the output is valid", async () => {
     // three integers from {0, 1} are never unique: uniqueItems is relaxed, and the check must find the duplicate

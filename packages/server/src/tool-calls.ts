@@ -6,6 +6,9 @@
  * Warnings about tool calls (an argument that did not parse as its schema's type, a call cut off
  * by the end of the output, ...) are collected and returned as the response's `warnings` (the
  * non-streamed body, or the last chunk of a stream), each `{index, name, parameter?, code, message}`.
+ * A call cut off by the end of the output (`unterminated`: max_tokens or the context ran out inside it) is
+ * never returned as a call: it is left out of the non-streamed message (its warning says what was cut); a
+ * stream has sent its deltas already and ends with `finish_reason: "length"`.
  */
 import type { ParsedOutput, ToolCallWarning } from "@keepquant/engine";
 
@@ -56,12 +59,19 @@ export class ChatOutput {
     return deltas;
   }
 
+  /** The calls the output finished (a call cut off by the end of the output is not one). */
+  finishedCalls(): ToolCallEntry[] {
+    const cut = new Set(this.warnings.filter((w) => w.code === "unterminated").map((w) => w.index));
+    return this.toolCalls.filter((call, index) => call !== undefined && !cut.has(index));
+  }
+
   /** The assistant message of a non-streamed response. */
   message(): Record<string, unknown> {
-    const calls = this.toolCalls.length > 0;
+    const toolCalls = this.finishedCalls();
+    const calls = toolCalls.length > 0;
     const message: Record<string, unknown> = { role: "assistant", content: this.content === "" && calls ? null : this.content };
     if (this.reasoning !== "") message["reasoning_content"] = this.reasoning;
-    if (calls) message["tool_calls"] = this.toolCalls;
+    if (calls) message["tool_calls"] = toolCalls;
     return message;
   }
 
