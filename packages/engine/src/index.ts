@@ -18,6 +18,7 @@ export { MAX_DRAFT_TOKENS } from "./engine-types.js";
 export { EngineError, EngineLoadError, EngineOptionError, EngineAbortError, type EngineErrorCode } from "./errors.js";
 export {
   checkJsonSchema,
+  checkOutput,
   ConstraintError,
   type ConstraintErrorCode,
   type ConstraintErrorDetails,
