@@ -107,6 +107,51 @@ export interface ModelDims {
 
 export type ModelDimName = keyof ModelDims;
 
+/**
+ * How a named dimension crosses to the native model (@keepquant/tt-native generates its C++ header
+ * from this table): the member of the C++ model shape it fills, its C++ integer type, and the least
+ * value the native model accepts. The keys are in the order the values cross N-API.
+ */
+export interface ModelDimSchema {
+  /** the C++ member name (ModelHparams in tt-native's generated src/model/model_hparams.h) */
+  readonly native: string;
+  /** `int64` for element counts that can pass 2^31 (state planes); `int` otherwise */
+  readonly type: "int" | "int64";
+  /** the least value accepted (1 where a zero would leave the model without that part) */
+  readonly min: number;
+}
+
+/** Every named dimension with its C++ name: a dimension without an entry is a compile error. */
+export const MODEL_DIM_SCHEMA: Readonly<Record<ModelDimName, ModelDimSchema>> = {
+  nEmbd: { native: "nEmbd", type: "int", min: 1 },
+  nVocab: { native: "nVocab", type: "int", min: 1 },
+  nFf: { native: "nFf", type: "int", min: 1 },
+  nHead: { native: "nHead", type: "int", min: 1 },
+  nHeadKv: { native: "nHeadKv", type: "int", min: 1 },
+  headDim: { native: "headDim", type: "int", min: 1 },
+  nRot: { native: "nRot", type: "int", min: 0 },
+  qDim: { native: "qDim", type: "int", min: 1 },
+  kvDim: { native: "kvDim", type: "int", min: 1 },
+  attnOutDim: { native: "attnOutDim", type: "int", min: 1 },
+  convKernel: { native: "convKernel", type: "int", min: 0 },
+  ssmStateSize: { native: "ssmStateSize", type: "int", min: 0 },
+  ssmGroupCount: { native: "ssmGroupCount", type: "int", min: 0 },
+  nHeadV: { native: "ssmTimeStepRank", type: "int", min: 0 },
+  keyDim: { native: "keyDim", type: "int", min: 0 },
+  valueDim: { native: "ssmInnerSize", type: "int", min: 0 },
+  convDim: { native: "convDim", type: "int", min: 0 },
+  headVDim: { native: "headVDim", type: "int", min: 0 },
+  ehProjIn: { native: "ehProjIn", type: "int", min: 0 },
+  convStateElements: { native: "convStateElements", type: "int64", min: 0 },
+  ssmStateElements: { native: "ssmStateElements", type: "int64", min: 0 },
+  nExpert: { native: "nExpert", type: "int", min: 0 },
+  nExpertUsed: { native: "nExpertUsed", type: "int", min: 0 },
+  nFfExp: { native: "nFfExp", type: "int", min: 0 },
+  nFfExpGateUp: { native: "nFfExpGateUp", type: "int", min: 0 },
+  nFfShexp: { native: "nFfShexp", type: "int", min: 0 },
+  one: { native: "one", type: "int", min: 1 },
+};
+
 /** A token mixer (qwen35.md sections 4-5): gated full attention, or a Gated DeltaNet. */
 export type TokenMixer = "attention" | "gdn";
 /** A layer's FFN: dense SwiGLU (qwen35), or routed experts plus a gated shared expert (qwen35moe). */

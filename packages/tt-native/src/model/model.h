@@ -12,6 +12,7 @@
 
 #include "cpu/matmul.h"
 #include "core/profile.h"
+#include "model/model_hparams.h"
 
 namespace kq {
 
@@ -38,22 +39,11 @@ struct WeightMatrix {
 
 enum class Numerics { Llama, Bf16 };
 
-// Hyperparameters (qwen35.md section 2) and the sizes derived from them, all read by name from the
-// table's `hparams` (the model description computed them; nothing is derived here). nLayer and
-// `recurrent` come from the table's layers.
-struct ModelShape {
-  int nLayer = 0, nEmbd = 0, nFf = 0, nHead = 0, nHeadKv = 0, headDim = 0, nRot = 0;
-  int convKernel = 0, ssmStateSize = 0, ssmGroupCount = 0, ssmTimeStepRank = 0, ssmInnerSize = 0, nVocab = 0;
-  // derived: 2 H Dh, Hkv Dh, H Dh, Hk Dk, 2 keyDim + valueDim, Dv, 2 D, conv and recurrent state per slot
-  int qDim = 0, kvDim = 0, attnOutDim = 0, keyDim = 0, convDim = 0, headVDim = 0, ehProjIn = 0;
-  int64_t convStateElements = 0, ssmStateElements = 0;
-  // rows of the drafter's head (the vocabulary, or a prefix of it)
-  int drafterVocab = 0;
-  // the MoE FFN (qwen35moe; 0 for a dense model): experts, experts per token, expert and shared widths
-  int nExpert = 0, nExpertUsed = 0, nFfExp = 0, nFfShexp = 0;
-  float eps = 0;
-  // powf(rope_freq_base, -2 / n_rot), computed by the caller's libm (the specification's value)
-  float ropeThetaScale = 0;
+// Hyperparameters (qwen35.md section 2) and the sizes derived from them: ModelHparams, generated
+// from the model description's dimension schema (model_hparams.h; the description computed every
+// value, nothing is derived here). nLayer and `recurrent` come from the table's layers.
+struct ModelShape : ModelHparams {
+  int nLayer = 0;
   std::vector<uint8_t> recurrent;  // per trunk layer
 };
 
@@ -149,7 +139,7 @@ struct ModelSpec {
   StateStorage snapshots;
 };
 
-// The model as one table (src/native-types.ts NativeModelSpec): named hyperparameters, the layers
+// The model as one table (src/native-types.ts NativeModelSpec): the hyperparameters, the layers
 // (token mixer + FFN, cache plane) and the tensors by slot and layer, each with its shape as named
 // dimensions. bindModelTable checks every entry generically against the hyperparameters its dims
 // name and against its type's block geometry, binds it to the model's fields through one slot
@@ -168,7 +158,8 @@ struct TableLayer {
   int cacheIndex = 0;
 };
 struct ModelTable {
-  std::vector<std::pair<std::string, double>> hparams;
+  // hparams::kCount values in the generated order (model_hparams.h)
+  std::vector<double> hparams;
   std::vector<TableLayer> layers;
   std::vector<TableTensor> tensors;
 };

@@ -79,43 +79,6 @@ const Slot<DrafterWeights> kDrafterSlots[] = {
     {"nextn.shared_head_head", Need::Every, &DrafterWeights::head, nullptr},
 };
 
-// The hyperparameters read by name (all required).
-struct Hparam {
-  const char* name;
-  int ModelShape::*member;
-  int64_t ModelShape::*wide;
-  int min;
-};
-using C = ModelShape;
-const Hparam kHparams[] = {
-    {"nEmbd", &C::nEmbd, nullptr, 1},
-    {"nVocab", &C::nVocab, nullptr, 1},
-    {"nFf", &C::nFf, nullptr, 1},
-    {"nHead", &C::nHead, nullptr, 1},
-    {"nHeadKv", &C::nHeadKv, nullptr, 1},
-    {"headDim", &C::headDim, nullptr, 1},
-    {"nRot", &C::nRot, nullptr, 0},
-    {"qDim", &C::qDim, nullptr, 1},
-    {"kvDim", &C::kvDim, nullptr, 1},
-    {"attnOutDim", &C::attnOutDim, nullptr, 1},
-    {"convKernel", &C::convKernel, nullptr, 0},
-    {"ssmStateSize", &C::ssmStateSize, nullptr, 0},
-    {"ssmGroupCount", &C::ssmGroupCount, nullptr, 0},
-    {"nHeadV", &C::ssmTimeStepRank, nullptr, 0},
-    {"keyDim", &C::keyDim, nullptr, 0},
-    {"valueDim", &C::ssmInnerSize, nullptr, 0},
-    {"convDim", &C::convDim, nullptr, 0},
-    {"headVDim", &C::headVDim, nullptr, 0},
-    {"ehProjIn", &C::ehProjIn, nullptr, 0},
-    {"drafterVocab", &C::drafterVocab, nullptr, 1},
-    {"nExpert", &C::nExpert, nullptr, 0},
-    {"nExpertUsed", &C::nExpertUsed, nullptr, 0},
-    {"nFfExp", &C::nFfExp, nullptr, 0},
-    {"nFfShexp", &C::nFfShexp, nullptr, 0},
-    {"convStateElements", nullptr, &C::convStateElements, 0},
-    {"ssmStateElements", nullptr, &C::ssmStateElements, 0},
-};
-
 template <typename S, size_t N>
 const Slot<S>* findSlot(const Slot<S> (&slots)[N], const std::string& name) {
   for (const Slot<S>& s : slots)
@@ -149,12 +112,15 @@ bool bound(const Slot<S>& s, const S& target) {
 class Binder {
  public:
   explicit Binder(const ModelTable& table) {
-    for (const auto& [name, value] : table.hparams) hp_[name] = value;
+    if (table.hparams.size() != (size_t)hparams::kCount)
+      fail("hparams: " + str((int64_t)table.hparams.size()) + " values, expected " + str(hparams::kCount));
+    for (int i = 0; i < hparams::kCount; ++i) hp_[hparams::kFields[i].name] = table.hparams[i];
   }
 
+  // A tensor's named dimension: a hyperparameter by its name.
   double hparam(const std::string& name, const std::string& where) const {
     const auto it = hp_.find(name);
-    if (it == hp_.end()) fail(where + "hparams." + name + " is missing");
+    if (it == hp_.end()) fail(where + "hparams." + name + " is not a hyperparameter");
     return it->second;
   }
 
@@ -199,18 +165,22 @@ class Binder {
 void bindModelTable(const ModelTable& table, ModelSpec& spec) {
   const Binder binder(table);
   ModelShape& c = spec.shape;
-  for (const Hparam& h : kHparams) {
-    const double v = binder.hparam(h.name, "");
+  // the values in the generated order (model_hparams.h): integers checked against their least value
+  for (int i = 0; i < hparams::kCount; ++i) {
+    const hparams::Field& h = hparams::kFields[i];
+    const double v = table.hparams[i];
+    if (h.kind == hparams::Kind::Float) {
+      c.*h.real = (float)v;
+      continue;
+    }
     if (v != (double)(int64_t)v || v < h.min || v > 9.0e15) fail(std::string("hparams.") + h.name + " must be an integer >= " + str(h.min));
-    if (h.member) {
+    if (h.kind == hparams::Kind::Int) {
       if (v > 2147483647.0) fail(std::string("hparams.") + h.name + " is too large");
-      c.*h.member = (int)v;
+      c.*h.integer = (int)v;
     } else {
       c.*h.wide = (int64_t)v;
     }
   }
-  c.eps = (float)binder.hparam("eps", "");
-  c.ropeThetaScale = (float)binder.hparam("ropeThetaScale", "");
 
   // layers: the trunk in order, then at most one MTP block
   std::unordered_map<int, int> trunkAt;  // blk index -> position in spec.layers

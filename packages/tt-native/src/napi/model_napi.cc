@@ -102,13 +102,17 @@ std::string stringField(const Reader& r, const Napi::Object& o, const char* key,
 // The table (named hparams, layers, tensors) read generically; bindModelTable checks and binds it.
 ModelTable readTable(const Reader& r, const Napi::Object& spec) {
   ModelTable t;
-  const Napi::Object hparams = r.object(spec.Get("hparams"), "hparams");
-  const Napi::Array names = hparams.GetPropertyNames();
-  for (uint32_t i = 0; i < names.Length(); ++i) {
-    const std::string name = names.Get(i).As<Napi::String>().Utf8Value();
-    const double v = r.number(hparams, name.c_str(), "hparams");
-    if (!std::isfinite(v)) r.rangeError("hparams." + name, "must be finite");
-    t.hparams.emplace_back(name, v);
+  // the hyperparameters in the generated order (model_hparams.h; src/model-hparams.ts encodes them)
+  const Napi::Value hparamsValue = spec.Get("hparams");
+  if (!hparamsValue.IsTypedArray() || hparamsValue.As<Napi::TypedArray>().TypedArrayType() != napi_float64_array)
+    r.typeError("hparams", "a Float64Array (encodeNativeHparams)");
+  const Napi::Float64Array hparams = hparamsValue.As<Napi::Float64Array>();
+  if (hparams.ElementLength() != (size_t)hparams::kCount)
+    r.rangeError("hparams", "has " + str((int64_t)hparams.ElementLength()) + " values, expected " + str(hparams::kCount));
+  for (int i = 0; i < hparams::kCount; ++i) {
+    const double v = hparams[i];
+    if (!std::isfinite(v)) r.rangeError(std::string("hparams.") + hparams::kFields[i].name, "must be finite");
+    t.hparams.push_back(v);
   }
   const Napi::Value layersValue = spec.Get("layers");
   if (!layersValue.IsArray()) r.typeError("layers", "an array");
