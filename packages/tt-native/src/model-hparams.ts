@@ -75,7 +75,7 @@ export function renderModelHparamsHeader(): string {
   const member = (f: NativeHparamField, kind: NativeHparamField["type"]) => (f.type === kind ? `&ModelHparams::${f.native}` : "nullptr");
   const lines = [
     "// Generated from src/model-hparams.ts (NATIVE_HPARAMS, from @keepquant/gguf's MODEL_DIM_SCHEMA) by",
-    "// scripts/gen-model-hparams.ts: do not edit.",
+    "// scripts/gen-model.ts: do not edit.",
     "// The native model's hyperparameters, in the order they cross N-API (one Float64Array).",
     "#pragma once",
     "",

@@ -211,7 +211,7 @@ export function qwen35TensorSlot(name: string): Qwen35TensorSlot {
 }
 
 /** A tensor template: slot, binding field, shape in named dims, GGUF suffix and flags. */
-interface Template {
+export interface TensorTemplate {
   slot: Qwen35TensorSlot;
   field: string;
   dims: readonly ModelDimName[];
@@ -222,14 +222,14 @@ interface Template {
   requiredUnless?: Qwen35TensorSlot;
 }
 
-const GLOBAL: readonly Template[] = [
+const GLOBAL: readonly TensorTemplate[] = [
   { slot: "token_embd", field: "tokenEmbd", dims: ["nEmbd", "nVocab"] },
   { slot: "output_norm", field: "outputNorm", dims: ["nEmbd"] },
   { slot: "output", field: "output", dims: ["nEmbd", "nVocab"], optional: true, fallback: "tokenEmbd" },
 ];
 
 /** Token mixers: the tensors before the FFN, in file order. */
-const MIXERS: Record<TokenMixer, readonly Template[]> = {
+const MIXERS: Record<TokenMixer, readonly TensorTemplate[]> = {
   attention: [
     { slot: "attn_norm", field: "attnNorm", dims: ["nEmbd"] },
     { slot: "attn_q", field: "q", dims: ["nEmbd", "qDim"] },
@@ -254,7 +254,7 @@ const MIXERS: Record<TokenMixer, readonly Template[]> = {
 };
 
 /** FFNs: the post-attention norm and the FFN's tensors. */
-const FFNS: Record<FfnKind, readonly Template[]> = {
+const FFNS: Record<FfnKind, readonly TensorTemplate[]> = {
   dense: [
     { slot: "post_attention_norm", field: "postAttnNorm", dims: ["nEmbd"] },
     { slot: "ffn_gate", field: "ffnGate", dims: ["nEmbd", "nFf"] },
@@ -278,7 +278,7 @@ const FFNS: Record<FfnKind, readonly Template[]> = {
 };
 
 /** The MTP/NextN block's own tensors (qwen35.md section 12), after its attention block. */
-const NEXTN: readonly Template[] = [
+const NEXTN: readonly TensorTemplate[] = [
   { slot: "nextn.eh_proj", field: "ehProj", dims: ["ehProjIn", "nEmbd"] },
   { slot: "nextn.enorm", field: "enorm", dims: ["nEmbd"] },
   { slot: "nextn.hnorm", field: "hnorm", dims: ["nEmbd"] },
@@ -286,6 +286,18 @@ const NEXTN: readonly Template[] = [
   { slot: "nextn.embed_tokens", field: "embedTokens", dims: ["nEmbd", "nVocab"], optional: true },
   { slot: "nextn.shared_head_head", field: "head", dims: ["nEmbd", "nVocab"], optional: true, fallback: "output" },
 ];
+
+/**
+ * The tensor slots of each scope and kind, as templates (the description instantiates them per
+ * layer): the globals, each token mixer's, each FFN's, and the MTP block's own. tt-native generates
+ * its native slot tables from this (src/model/model_slots.h).
+ */
+export const MODEL_TENSOR_SCHEMA = {
+  global: GLOBAL,
+  mixers: MIXERS,
+  ffns: FFNS,
+  nextn: NEXTN,
+} as const;
 
 /** Every named dimension of a config and vocabulary (see ModelDims); the vocabulary enters only `nVocab`. */
 export function qwen35Dims(config: Qwen35Config, vocab = config.vocabSize ?? 0): ModelDims {
@@ -323,7 +335,7 @@ export function qwen35Dims(config: Qwen35Config, vocab = config.vocabSize ?? 0):
   };
 }
 
-function instantiate(t: Template, dims: ModelDims, role: Qwen35TensorRole, layer?: number): TensorDescription {
+function instantiate(t: TensorTemplate, dims: ModelDims, role: Qwen35TensorRole, layer?: number): TensorDescription {
   const base = `${t.slot}${t.suffix ?? ".weight"}`;
   return {
     name: layer === undefined ? base : `blk.${layer}.${base}`,

@@ -108,7 +108,7 @@ Model::Model(ModelSpec spec) : spec_(std::move(spec)) {
   // dimensions of the description. What is left here is what the table cannot say by itself: the
   // numerics' needs, the cache planes' order and the storage.
   const ModelShape& c = spec_.shape;
-  if ((int)c.recurrent.size() != c.nLayer || (int)spec_.layers.size() != c.nLayer) fail("layers: expected " + str(c.nLayer) + " layers");
+  if ((int)spec_.layers.size() != c.nLayer) fail("layers: expected " + str(c.nLayer) + " layers");
   if (spec_.maxBatchTokens < 1) fail("maxBatchTokens must be positive");
   const int D = c.nEmbd;
   keyDim_ = c.keyDim;
@@ -125,10 +125,13 @@ Model::Model(ModelSpec spec) : spec_(std::move(spec)) {
   for (int il = 0; il < c.nLayer; ++il) {
     const LayerWeights& L = spec_.layers[il];
     const std::string p = "blk." + str(il);
-    if (L.recurrent) {
-      if (L.cacheIndex != gdnLayers++) fail(p + ": state layer index out of order");
-    } else if (L.cacheIndex != attentionLayers++) {
-      fail(p + ": KV layer index out of order");
+    switch (L.mixer) {
+      case Mixer::Gdn:
+        if (L.cacheIndex != gdnLayers++) fail(p + ": state layer index out of order");
+        break;
+      case Mixer::Attention:
+        if (L.cacheIndex != attentionLayers++) fail(p + ": KV layer index out of order");
+        break;
     }
   }
   const DrafterWeights& d = spec_.drafter;
@@ -173,8 +176,8 @@ Model::Model(ModelSpec spec) : spec_(std::move(spec)) {
   alloc(outHidden_, T * D);
   alloc(ffnGate_, T * c.nFf);
   alloc(ffnUp_, T * c.nFf);
-  const bool anyMoe = std::any_of(spec_.layers.begin(), spec_.layers.end(), [](const LayerWeights& L) { return L.moe; }) ||
-                      (d.present && d.block.moe);
+  const bool anyMoe = std::any_of(spec_.layers.begin(), spec_.layers.end(), [](const LayerWeights& L) { return L.ffn == Ffn::Moe; }) ||
+                      (d.present && d.block.ffn == Ffn::Moe);
   if (anyMoe) {
     const size_t E = (size_t)c.nExpert, K = (size_t)c.nExpertUsed, F = (size_t)c.nFfExp, S = (size_t)c.nFfShexp;
     alloc(moeLogits_, T * E);
@@ -197,7 +200,7 @@ Model::Model(ModelSpec spec) : spec_(std::move(spec)) {
     moeJobs_.reserve(2 * E + 4);
     size_t xBytes = 0, hBytes = 0, sBytes = 0;
     auto widest = [&](const LayerWeights& L) {
-      if (!L.moe) return;
+      if (L.ffn != Ffn::Moe) return;
       xBytes = std::max(xBytes, moeActRowBytes(L, 0));
       hBytes = std::max(hBytes, moeActRowBytes(L, 1));
       sBytes = std::max(sBytes, moeActRowBytes(L, 2));
@@ -473,8 +476,10 @@ void Model::step(const std::vector<StepEntry>& entries, float* logits, float* hi
   for (int il = 0; il < c.nLayer; ++il) {
     const LayerWeights& L = spec_.layers[il];
     rmsNormRows(hidden_.data(), L.attnNorm, normed_.data(), T);
-    if (L.recurrent) gatedDeltaNet(L, entries, T);
-    else attention(L, entries, T);
+    switch (L.mixer) {  // the layer's token mixer
+      case Mixer::Attention: attention(L, entries, T); break;
+      case Mixer::Gdn: gatedDeltaNet(L, entries, T); break;
+    }
     int rows = T;
     if (il == c.nLayer - 1) {
       // as llama.cpp: after the last mixer only the output rows go on
@@ -544,7 +549,7 @@ void Model::draftStep(const std::vector<StepEntry>& entries, const float* hidden
 
 void Model::ffn(const LayerWeights& L, int rows) {
   const ProfileScope scope(kPhaseFfn);
-  if (L.moe) {
+  if (L.ffn == Ffn::Moe) {
     matmulPhase_ = kPhaseMatmulMoe;
     moeFfn(L, rows);
     matmulPhase_ = kPhaseMatmulLayer;

@@ -13,6 +13,7 @@
 #include "cpu/matmul.h"
 #include "core/profile.h"
 #include "model/model_hparams.h"
+#include "model/model_kinds.h"
 
 namespace kq {
 
@@ -41,20 +42,21 @@ enum class Numerics { Llama, Bf16 };
 
 // Hyperparameters (qwen35.md section 2) and the sizes derived from them: ModelHparams, generated
 // from the model description's dimension schema (model_hparams.h; the description computed every
-// value, nothing is derived here). nLayer and `recurrent` come from the table's layers.
+// value, nothing is derived here). nLayer comes from the table's layers.
 struct ModelShape : ModelHparams {
   int nLayer = 0;
-  std::vector<uint8_t> recurrent;  // per trunk layer
 };
 
+// One block: its kinds (a token mixer and an FFN, model_kinds.h) and the fields of every kind; the
+// slots of its kinds are bound (model_slots.h), the others stay empty.
 struct LayerWeights {
-  bool recurrent = false;
+  Mixer mixer = Mixer::Attention;
+  Ffn ffn = Ffn::Dense;
   const float* attnNorm = nullptr;      // [D]
   const float* postAttnNorm = nullptr;  // [D]
   WeightMatrix ffnGate, ffnUp, ffnDown;
   // the MoE FFN instead of the dense one (qwen35moe): router [E, D] (F32), stacked experts (gate and up
   // split, or merged [2 n_ff_exp] rows per expert), down experts, the shared expert and its gate [D]
-  bool moe = false;
   WeightMatrix router, gateExps, upExps, gateUpExps, downExps, sharedGateProj, sharedUp, sharedDown;
   const float* sharedGate = nullptr;
   // full attention
@@ -142,8 +144,9 @@ struct ModelSpec {
 // The model as one table (src/native-types.ts NativeModelSpec): the hyperparameters, the layers
 // (token mixer + FFN, cache plane) and the tensors by slot and layer, each with its shape as named
 // dimensions. bindModelTable checks every entry generically against the hyperparameters its dims
-// name and against its type's block geometry, binds it to the model's fields through one slot
-// table per scope (model/model_table.cc), and checks that each layer has what its mixer needs.
+// name and against its type's block geometry, binds it to the model's fields through the generated
+// slot tables of its scope and kinds (model_slots.h), and checks that each layer has what its
+// kinds need.
 struct TableTensor {
   std::string slot;
   int layer = -1;  // -1: a global tensor
@@ -153,8 +156,8 @@ struct TableTensor {
 struct TableLayer {
   int index = 0;
   bool mtp = false;
-  bool recurrent = false;
-  bool moe = false;
+  Mixer mixer = Mixer::Attention;
+  Ffn ffn = Ffn::Dense;
   int cacheIndex = 0;
 };
 struct ModelTable {

@@ -1,5 +1,5 @@
 // Generated from src/model-hparams.ts (NATIVE_HPARAMS, from @keepquant/gguf's MODEL_DIM_SCHEMA) by
-// scripts/gen-model-hparams.ts: do not edit.
+// scripts/gen-model.ts: do not edit.
 // The native model's hyperparameters, in the order they cross N-API (one Float64Array).
 #pragma once
 
