@@ -17,6 +17,9 @@ export {
   type EncodedGgufHeader,
 } from "./writer.js";
 export { getMetadata, getMetadataEntry, getArchitecture } from "./metadata.js";
+export type { ModelArchitecture } from "./architecture.js";
+export { ARCHITECTURES, architectureOf } from "./architectures.js";
+export { FFN_KINDS, TOKEN_MIXERS } from "./kinds.js";
 export {
   parseQwen35Config,
   type Qwen35Architecture,

@@ -1,3 +1,4 @@
+import { FFN_KINDS, type FfnKind, TOKEN_MIXERS, type TokenMixer } from "../kinds.js";
 import type { Qwen35Config } from "./config.js";
 
 export type Qwen35TensorRole = "global" | "trunk" | "mtp";
@@ -152,10 +153,7 @@ export const MODEL_DIM_SCHEMA: Readonly<Record<ModelDimName, ModelDimSchema>> = 
   one: { native: "one", type: "int", min: 1 },
 };
 
-/** A token mixer (qwen35.md sections 4-5): gated full attention, or a Gated DeltaNet. */
-export type TokenMixer = "attention" | "gdn";
-/** A layer's FFN: dense SwiGLU (qwen35), or routed experts plus a gated shared expert (qwen35moe). */
-export type FfnKind = "dense" | "moe";
+export type { FfnKind, TokenMixer } from "../kinds.js";
 
 /** One tensor of the description. */
 export interface TensorDescription {
@@ -228,54 +226,9 @@ const GLOBAL: readonly TensorTemplate[] = [
   { slot: "output", field: "output", dims: ["nEmbd", "nVocab"], optional: true, fallback: "tokenEmbd" },
 ];
 
-/** Token mixers: the tensors before the FFN, in file order. */
-const MIXERS: Record<TokenMixer, readonly TensorTemplate[]> = {
-  attention: [
-    { slot: "attn_norm", field: "attnNorm", dims: ["nEmbd"] },
-    { slot: "attn_q", field: "q", dims: ["nEmbd", "qDim"] },
-    { slot: "attn_k", field: "k", dims: ["nEmbd", "kvDim"] },
-    { slot: "attn_v", field: "v", dims: ["nEmbd", "kvDim"] },
-    { slot: "attn_q_norm", field: "qNorm", dims: ["headDim"] },
-    { slot: "attn_k_norm", field: "kNorm", dims: ["headDim"] },
-    { slot: "attn_output", field: "o", dims: ["attnOutDim", "nEmbd"] },
-  ],
-  gdn: [
-    { slot: "attn_norm", field: "attnNorm", dims: ["nEmbd"] },
-    { slot: "attn_qkv", field: "qkv", dims: ["nEmbd", "convDim"] },
-    { slot: "attn_gate", field: "gate", dims: ["nEmbd", "valueDim"] },
-    { slot: "ssm_beta", field: "beta", dims: ["nEmbd", "nHeadV"] },
-    { slot: "ssm_alpha", field: "alpha", dims: ["nEmbd", "nHeadV"] },
-    { slot: "ssm_conv1d", field: "conv", dims: ["convKernel", "convDim"], requiresF32: true },
-    { slot: "ssm_dt", field: "dtBias", dims: ["nHeadV"], suffix: ".bias" },
-    { slot: "ssm_a", field: "a", dims: ["nHeadV"], suffix: "" },
-    { slot: "ssm_norm", field: "norm", dims: ["headVDim"] },
-    { slot: "ssm_out", field: "out", dims: ["valueDim", "nEmbd"] },
-  ],
-};
-
-/** FFNs: the post-attention norm and the FFN's tensors. */
-const FFNS: Record<FfnKind, readonly TensorTemplate[]> = {
-  dense: [
-    { slot: "post_attention_norm", field: "postAttnNorm", dims: ["nEmbd"] },
-    { slot: "ffn_gate", field: "ffnGate", dims: ["nEmbd", "nFf"] },
-    { slot: "ffn_up", field: "ffnUp", dims: ["nEmbd", "nFf"] },
-    { slot: "ffn_down", field: "ffnDown", dims: ["nFf", "nEmbd"] },
-  ],
-  // qwen35moe (llama.cpp's load_block_trunk / load_block_mtp): the router, E stacked experts (gate and up
-  // split, or merged into one [n_embd, 2 n_ff_exp, E] tensor), and a shared expert behind a scalar gate
-  moe: [
-    { slot: "post_attention_norm", field: "postAttnNorm", dims: ["nEmbd"] },
-    { slot: "ffn_gate_inp", field: "moe.router", dims: ["nEmbd", "nExpert"] },
-    { slot: "ffn_gate_exps", field: "moe.gateExps", dims: ["nEmbd", "nFfExp", "nExpert"], requiredUnless: "ffn_gate_up_exps" },
-    { slot: "ffn_up_exps", field: "moe.upExps", dims: ["nEmbd", "nFfExp", "nExpert"], requiredUnless: "ffn_gate_up_exps" },
-    { slot: "ffn_gate_up_exps", field: "moe.gateUpExps", dims: ["nEmbd", "nFfExpGateUp", "nExpert"], optional: true },
-    { slot: "ffn_down_exps", field: "moe.downExps", dims: ["nFfExp", "nEmbd", "nExpert"] },
-    { slot: "ffn_gate_inp_shexp", field: "moe.sharedGate", dims: ["nEmbd"] },
-    { slot: "ffn_gate_shexp", field: "moe.sharedGateProj", dims: ["nEmbd", "nFfShexp"] },
-    { slot: "ffn_up_shexp", field: "moe.sharedUp", dims: ["nEmbd", "nFfShexp"] },
-    { slot: "ffn_down_shexp", field: "moe.sharedDown", dims: ["nFfShexp", "nEmbd"] },
-  ],
-};
+/** Token mixers and FFNs: each registered kind's tensors (../kinds.ts), in file order. */
+const MIXERS: Record<TokenMixer, readonly TensorTemplate[]> = TOKEN_MIXERS;
+const FFNS: Record<FfnKind, readonly TensorTemplate[]> = FFN_KINDS;
 
 /** The MTP/NextN block's own tensors (qwen35.md section 12), after its attention block. */
 const NEXTN: readonly TensorTemplate[] = [
