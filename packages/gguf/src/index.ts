@@ -19,7 +19,7 @@ export {
 export { getMetadata, getMetadataEntry, getArchitecture } from "./metadata.js";
 export type { ModelArchitecture } from "./architecture.js";
 export { ARCHITECTURES, architectureOf } from "./architectures.js";
-export { FFN_KINDS, TOKEN_MIXERS } from "./kinds.js";
+export { FFN_KINDS, SCRATCH_SCHEMA, TOKEN_MIXERS } from "./kinds.js";
 export {
   parseQwen35Config,
   type Qwen35Architecture,

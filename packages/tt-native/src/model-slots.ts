@@ -1,11 +1,20 @@
 /**
  * The native model's layer kinds and tensor slots, generated from the model description's tensor
  * schema (@keepquant/gguf's MODEL_TENSOR_SCHEMA): src/model/model_kinds.h (a layer's token mixer and
- * FFN as enums, with their names) and src/model/model_slots.h (each scope's and kind's slots, bound to
- * the native model's fields). `pnpm --filter @keepquant/tt-native gen:model` writes them; a test fails
+ * FFN as enums, with their names), src/model/model_slots.h (each scope's and kind's slots, bound to
+ * the native model's fields) and src/model/model_scratch.h (the layer loop's activation scratch per kind,
+ * from SCRATCH_SCHEMA). `pnpm --filter @keepquant/tt-native gen:model` writes them; a test fails
  * when they are stale.
  */
-import { type FfnKind, MODEL_TENSOR_SCHEMA, type TensorTemplate, type TokenMixer } from "@keepquant/gguf";
+import {
+  type FfnKind,
+  MODEL_DIM_SCHEMA,
+  MODEL_TENSOR_SCHEMA,
+  type ModelDimName,
+  SCRATCH_SCHEMA,
+  type TensorTemplate,
+  type TokenMixer,
+} from "@keepquant/gguf";
 
 /** How errors name a layer of each kind ("a full-attention MoE layer has no ssm_norm"). */
 const MIXER_TITLES: Record<TokenMixer, string> = { attention: "full-attention", gdn: "Gated DeltaNet" };
@@ -114,6 +123,32 @@ export function renderModelSlotsHeader(): string {
     ...slotArray("kNextn", "DrafterWeights", schema.nextn),
     "",
     "}  // namespace kq::slots",
+    "",
+  ];
+  return lines.join("\n");
+}
+
+/** `X(buffer, width)` for each buffer of one scratch table: its width as the ModelHparams member of its dimension. */
+function scratchMacro(name: string, buffers: Readonly<Record<string, ModelDimName>>): string {
+  const items = Object.entries(buffers).map(([buffer, dim]) => ` X(${buffer}, ${MODEL_DIM_SCHEMA[dim].native})`);
+  return `#define ${name}(X)${items.join("")}`;
+}
+
+/**
+ * The scratch header (src/model/model_scratch.h): one X-macro per table, `X(buffer, width)`; the
+ * model declares `buffer_` and allocates it for its maximum batch rows times `shape.width`.
+ */
+export function renderModelScratchHeader(): string {
+  const macro = (prefix: string, kind: string) => `${prefix}_${kind.toUpperCase()}`;
+  const lines = [
+    "// Generated from @keepquant/gguf's SCRATCH_SCHEMA by scripts/gen-model.ts (src/model-slots.ts): do not edit.",
+    "// The layer loop's activation scratch per batch row: X(buffer, ModelHparams member holding its width), for the",
+    "// trunk and for each registered kind (the TypeScript forward allocates the same buffers).",
+    "#pragma once",
+    "",
+    scratchMacro("KQ_SCRATCH_TRUNK", SCRATCH_SCHEMA.trunk),
+    ...MIXER_KINDS.map((k) => scratchMacro(macro("KQ_SCRATCH_MIXER", k), SCRATCH_SCHEMA.mixers[k])),
+    ...FFN_KINDS.map((k) => scratchMacro(macro("KQ_SCRATCH_FFN", k), SCRATCH_SCHEMA.ffns[k])),
     "",
   ];
   return lines.join("\n");

@@ -1,4 +1,4 @@
-import type { TensorTemplate } from "./tensors.js";
+import type { ModelDimName, TensorTemplate } from "./tensors.js";
 
 /**
  * The layer kinds qwen35 brings (qwen35.md sections 4-6), each as its tensors in file order: the
@@ -38,3 +38,26 @@ export const QWEN35_FFNS = {
     { slot: "ffn_down", field: "ffnDown", dims: ["nFf", "nEmbd"] },
   ],
 } as const satisfies Record<string, readonly TensorTemplate[]>;
+
+/**
+ * The activation scratch each of these kinds writes, per batch row: buffer name -> its width as a
+ * named dimension (the engine's forward allocates them; tt-native's generated model_scratch.h too).
+ */
+export const QWEN35_SCRATCH = {
+  /** every layer: the residual stream, the current norm's output, a mixer's or the FFN's output */
+  trunk: { hidden: "nEmbd", normed: "nEmbd", branch: "nEmbd" },
+  mixers: {
+    /** attn_q [q_h | gate_h]; queries; attn_k and attn_v rows; the attention output */
+    attention: { qg: "qDim", q: "attnOutDim", kRows: "kvDim", vRows: "kvDim", attnOut: "attnOutDim" },
+    /** attn_qkv and its conv output; attn_gate (z); ssm_beta and ssm_alpha; the gated delta rule's output */
+    gdn: { mixed: "convDim", convOut: "convDim", zRows: "valueDim", betaRows: "nHeadV", alphaRows: "nHeadV", gdnOut: "valueDim" },
+  },
+  ffns: {
+    /** ffn_gate (then swiglu) and ffn_up */
+    dense: { ffnGate: "nFf", ffnUp: "nFf" },
+  },
+} as const satisfies {
+  trunk: Record<string, ModelDimName>;
+  mixers: Record<string, Record<string, ModelDimName>>;
+  ffns: Record<string, Record<string, ModelDimName>>;
+};

@@ -17,3 +17,10 @@ export const QWEN35MOE_FFNS = {
     { slot: "ffn_down_shexp", field: "moe.sharedDown", dims: ["nFfShexp", "nEmbd"] },
   ],
 } as const satisfies Record<string, readonly TensorTemplate[]>;
+
+/**
+ * The MoE FFN's scratch in the shared table: none. Its work buffers (router logits, the gathered expert
+ * rows) are sized from the expert counts by the FFN's own code (the engine's allocateMoeScratch,
+ * tt-native's moe.cc).
+ */
+export const QWEN35MOE_SCRATCH = { ffns: { moe: {} } } as const;

@@ -170,12 +170,11 @@ Model::Model(ModelSpec spec) : spec_(std::move(spec)) {
     v.assign(n, 0.0f);
     scratchBytes_ += n * sizeof(float);
   };
-  alloc(hidden_, T * D);
-  alloc(normed_, T * D);
-  alloc(branch_, T * D);
+  // the scratch of model_scratch.h: [T, width] each
+#define KQ_SCRATCH_ALLOC(buffer, width) alloc(buffer##_, T * (size_t)c.width);
+  KQ_SCRATCH_TRUNK(KQ_SCRATCH_ALLOC)
   alloc(outHidden_, T * D);
-  alloc(ffnGate_, T * c.nFf);
-  alloc(ffnUp_, T * c.nFf);
+  KQ_SCRATCH_FFN_DENSE(KQ_SCRATCH_ALLOC)  // on every model (on an MoE model: feed_forward_length wide, or 0)
   const bool anyMoe = std::any_of(spec_.layers.begin(), spec_.layers.end(), [](const LayerWeights& L) { return L.ffn == Ffn::Moe; }) ||
                       (d.present && d.block.ffn == Ffn::Moe);
   if (anyMoe) {
@@ -216,20 +215,12 @@ Model::Model(ModelSpec spec) : spec_(std::move(spec)) {
   alloc(headInput_, T * D);
   logitAmongKept_.assign(T, 0);
   if (kvPlanes > 0) {
-    alloc(qg_, T * c.qDim);
-    alloc(q_, T * c.attnOutDim);
-    alloc(kRows_, T * kvRowStride_);
-    alloc(vRows_, T * kvRowStride_);
-    alloc(attnOut_, T * c.attnOutDim);
+    KQ_SCRATCH_MIXER_ATTENTION(KQ_SCRATCH_ALLOC)
   }
   if (gdnLayers > 0) {
-    alloc(mixed_, T * convDim_);
-    alloc(convOut_, T * convDim_);
-    alloc(z_, T * valueDim_);
-    alloc(betaRows_, T * c.ssmTimeStepRank);
-    alloc(alphaRows_, T * c.ssmTimeStepRank);
-    alloc(gdnOut_, T * valueDim_);
+    KQ_SCRATCH_MIXER_GDN(KQ_SCRATCH_ALLOC)
   }
+#undef KQ_SCRATCH_ALLOC
   rowEntry_.assign(T, 0);
   entryRow0_.assign(T, 0);
   rowPos_.assign(T, 0);
@@ -965,7 +956,7 @@ void Model::gatedDeltaNet(const LayerWeights& L, const std::vector<StepEntry>& e
   const float eps = c.eps;
   const ForwardOps& ops = forwardOps();
   prepareInput(normed_.data(), T, D);
-  const MatmulOut inputs[] = {{&L.qkv, mixed_.data()}, {&L.gate, z_.data()}, {&L.beta, betaRows_.data()}, {&L.alpha, alphaRows_.data()}};
+  const MatmulOut inputs[] = {{&L.qkv, mixed_.data()}, {&L.gate, zRows_.data()}, {&L.beta, betaRows_.data()}, {&L.alpha, alphaRows_.data()}};
   matmulMany(inputs, 4);
   float* convPlane = spec_.states.conv[L.cacheIndex];
   float* ssmPlane = spec_.states.ssm[L.cacheIndex];
@@ -1050,7 +1041,7 @@ void Model::gatedDeltaNet(const LayerWeights& L, const std::vector<StepEntry>& e
       }
       // gated RMSNorm: rms(o_h) * ssm_norm (raw), times silu(z_h)
       rmsNorm(o, L.norm, o, Dv, eps);
-      float* zh = z_.data() + (size_t)row * valueDim + (size_t)h * Dv;
+      float* zh = zRows_.data() + (size_t)row * valueDim + (size_t)h * Dv;
       ops.siluRow(zh, Dv);
       for (int j = 0; j < Dv; ++j) o[j] = o[j] * zh[j];
     }

@@ -14,6 +14,7 @@
 #include "core/profile.h"
 #include "model/model_hparams.h"
 #include "model/model_kinds.h"
+#include "model/model_scratch.h"
 
 namespace kq {
 
@@ -229,8 +230,16 @@ class Model {
   int64_t convStride_ = 0, ssmStride_ = 0;
   size_t scratchBytes_ = 0;
   // scratch, [rows, width]
-  std::vector<float> hidden_, normed_, branch_, qg_, q_, kRows_, vRows_, attnOut_, mixed_, convOut_, z_, betaRows_,
-      alphaRows_, gdnOut_, ffnGate_, ffnUp_, outHidden_, concat_, headInput_;
+  // the layer loop's (model_scratch.h: the trunk's and each kind's buffers, as the description names them)
+#define KQ_SCRATCH_MEMBER(buffer, width) std::vector<float> buffer##_;
+  KQ_SCRATCH_TRUNK(KQ_SCRATCH_MEMBER)
+  KQ_SCRATCH_MIXER_ATTENTION(KQ_SCRATCH_MEMBER)
+  KQ_SCRATCH_MIXER_GDN(KQ_SCRATCH_MEMBER)
+  KQ_SCRATCH_FFN_DENSE(KQ_SCRATCH_MEMBER)
+  KQ_SCRATCH_FFN_MOE(KQ_SCRATCH_MEMBER)
+#undef KQ_SCRATCH_MEMBER
+  // the step's own: the kept rows' hidden states, the drafter's [e | h] input, the head's input
+  std::vector<float> outHidden_, concat_, headInput_;
   std::vector<int32_t> logitAmongKept_;
   // the MoE FFN's work buffers (qwen35moe)
   std::vector<float> moeLogits_, moeProbs_, moeWeights_, moeX_, moeGate_, moeUp_, moeDown_, moeExperts_, moeShared_,
