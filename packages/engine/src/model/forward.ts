@@ -301,6 +301,8 @@ export class Qwen35Forward {
   readonly maxBatchTokens: number;
   /** layer -> its KV cache layer (attention) or state pool layer (GDN) */
   private readonly cacheIndex: Int32Array;
+  /** full-attention trunk layers (KV planes before the drafter's), from the description */
+  private readonly trunkKvLayers: number;
   private readonly eps: number;
 
   // activation scratch, [rows, width]: views of the named buffers of scratch.ts
@@ -356,6 +358,7 @@ export class Qwen35Forward {
     this.moeScratch = c.moe ? allocateMoeScratch(c, maxBatchTokens) : undefined;
     const description = modelDescription(weights);
     this.cacheIndex = trunkCacheIndex(description);
+    this.trunkKvLayers = description.attentionLayers;
     const T = maxBatchTokens;
     this.scratchWidths = forwardScratchWidths(description.dims);
     const scratch = allocateForwardScratch(description.dims, T);
@@ -565,7 +568,7 @@ export class Qwen35Forward {
     const w = this.weights.drafter;
     if (!w) throw new Error('this model has no MTP drafter block bound (load it with speculative method "mtp")');
     const c = this.config;
-    const trunkKvLayers = c.layerKinds.filter((kind) => kind === "attention").length;
+    const trunkKvLayers = this.trunkKvLayers;
     if (this.kv.numLayers !== trunkKvLayers + 1) {
       throw new Error(
         `drafter step: the KV cache has ${this.kv.numLayers} layers, the drafter needs its own after the trunk's ${trunkKvLayers}`,
