@@ -2,7 +2,7 @@
  * The exact surface of build/Release/keepquant_native.node (src/napi/addon.cc). One hand-written type:
  * when the addon changes, bump kAbiVersion there and NATIVE_ABI_VERSION here together.
  */
-import type { GgmlType } from "@keepquant/gguf";
+import type { FfnKind, GgmlType, TokenMixer } from "@keepquant/gguf";
 import type { NativeHparams } from "./model-hparams.js";
 
 export const NATIVE_ABI_VERSION = 8;
@@ -70,9 +70,10 @@ export interface NativeModelLayer {
   /** blk index */
   index: number;
   role: "trunk" | "mtp";
-  mixer: "attention" | "gdn";
-  /** dense SwiGLU (qwen35) or the MoE FFN (qwen35moe: router, routed experts, shared expert) */
-  ffn: "dense" | "moe";
+  /** a registered token mixer (@keepquant/gguf's TOKEN_MIXERS; model_kinds.h is generated from them) */
+  mixer: TokenMixer;
+  /** a registered FFN kind: dense SwiGLU (qwen35), the MoE FFN (qwen35moe: router, routed experts, shared expert), ... */
+  ffn: FfnKind;
   /** KV plane (attention) or GDN state layer (gdn), in layer order; the MTP block's KV plane follows the trunk's */
   cacheIndex: number;
 }
