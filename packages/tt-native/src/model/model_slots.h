@@ -1,6 +1,7 @@
 // Generated from @keepquant/gguf's MODEL_TENSOR_SCHEMA by scripts/gen-model.ts (src/model-slots.ts): do not edit.
 // Each scope's tensor slots (the globals, each token mixer's, each FFN's, the MTP block's own),
-// bound to the native model's fields: a matrix stays packed, a vector is f32.
+// bound to the native model's fields: a matrix stays packed, a vector is f32. A slot with a fallback in the
+// description (a tied head, the drafter's shared head and its norm) is required: the caller binds the fallback.
 #pragma once
 
 #include "model/model.h"
