@@ -5,47 +5,14 @@ export type Qwen35TensorRole = "global" | "trunk" | "mtp";
 
 /**
  * What a tensor is, independent of its layer: the GGUF name without `blk.N.` and without the
- * `.weight` / `.bias` suffix (qwen35.md section 3). The engine binds weights by slot.
+ * `.weight` / `.bias` suffix (qwen35.md section 3). The engine binds weights by slot. The slots are
+ * those of the templates: the globals, the MTP block's own, and every registered kind's (../kinds.ts).
  */
 export type Qwen35TensorSlot =
-  | "token_embd"
-  | "output_norm"
-  | "output"
-  | "attn_norm"
-  | "post_attention_norm"
-  | "attn_q"
-  | "attn_k"
-  | "attn_v"
-  | "attn_q_norm"
-  | "attn_k_norm"
-  | "attn_output"
-  | "ffn_gate"
-  | "ffn_up"
-  | "ffn_down"
-  | "ffn_gate_inp"
-  | "ffn_gate_exps"
-  | "ffn_up_exps"
-  | "ffn_gate_up_exps"
-  | "ffn_down_exps"
-  | "ffn_gate_inp_shexp"
-  | "ffn_gate_shexp"
-  | "ffn_up_shexp"
-  | "ffn_down_shexp"
-  | "attn_qkv"
-  | "attn_gate"
-  | "ssm_beta"
-  | "ssm_alpha"
-  | "ssm_conv1d"
-  | "ssm_dt"
-  | "ssm_a"
-  | "ssm_norm"
-  | "ssm_out"
-  | "nextn.eh_proj"
-  | "nextn.enorm"
-  | "nextn.hnorm"
-  | "nextn.shared_head_norm"
-  | "nextn.embed_tokens"
-  | "nextn.shared_head_head";
+  | (typeof GLOBAL)[number]["slot"]
+  | (typeof NEXTN)[number]["slot"]
+  | { [K in TokenMixer]: (typeof TOKEN_MIXERS)[K][number]["slot"] }[TokenMixer]
+  | { [K in FfnKind]: (typeof FFN_KINDS)[K][number]["slot"] }[FfnKind];
 
 /**
  * The named dimensions of a model: the hyperparameters and every size derived from them, computed
@@ -210,35 +177,37 @@ export function qwen35TensorSlot(name: string): Qwen35TensorSlot {
 
 /** A tensor template: slot, binding field, shape in named dims, GGUF suffix and flags. */
 export interface TensorTemplate {
-  slot: Qwen35TensorSlot;
+  /** the tensor's slot (see Qwen35TensorSlot, which is the union of the templates' slots) */
+  slot: string;
   field: string;
   dims: readonly ModelDimName[];
   suffix?: ".weight" | ".bias" | "";
   optional?: boolean;
   fallback?: string;
   requiresF32?: boolean;
-  requiredUnless?: Qwen35TensorSlot;
+  /** required unless the layer holds this other slot of its kinds instead */
+  requiredUnless?: string;
 }
 
-const GLOBAL: readonly TensorTemplate[] = [
+const GLOBAL = [
   { slot: "token_embd", field: "tokenEmbd", dims: ["nEmbd", "nVocab"] },
   { slot: "output_norm", field: "outputNorm", dims: ["nEmbd"] },
   { slot: "output", field: "output", dims: ["nEmbd", "nVocab"], optional: true, fallback: "tokenEmbd" },
-];
+] as const satisfies readonly TensorTemplate[];
 
 /** Token mixers and FFNs: each registered kind's tensors (../kinds.ts), in file order. */
 const MIXERS: Record<TokenMixer, readonly TensorTemplate[]> = TOKEN_MIXERS;
 const FFNS: Record<FfnKind, readonly TensorTemplate[]> = FFN_KINDS;
 
 /** The MTP/NextN block's own tensors (qwen35.md section 12), after its attention block. */
-const NEXTN: readonly TensorTemplate[] = [
+const NEXTN = [
   { slot: "nextn.eh_proj", field: "ehProj", dims: ["ehProjIn", "nEmbd"] },
   { slot: "nextn.enorm", field: "enorm", dims: ["nEmbd"] },
   { slot: "nextn.hnorm", field: "hnorm", dims: ["nEmbd"] },
   { slot: "nextn.shared_head_norm", field: "headNorm", dims: ["nEmbd"], fallback: "outputNorm" },
   { slot: "nextn.embed_tokens", field: "embedTokens", dims: ["nEmbd", "nVocab"], optional: true },
   { slot: "nextn.shared_head_head", field: "head", dims: ["nEmbd", "nVocab"], optional: true, fallback: "output" },
-];
+] as const satisfies readonly TensorTemplate[];
 
 /**
  * The tensor slots of each scope and kind, as templates (the description instantiates them per
@@ -292,7 +261,7 @@ function instantiate(t: TensorTemplate, dims: ModelDims, role: Qwen35TensorRole,
   const base = `${t.slot}${t.suffix ?? ".weight"}`;
   return {
     name: layer === undefined ? base : `blk.${layer}.${base}`,
-    slot: t.slot,
+    slot: t.slot as Qwen35TensorSlot,
     field: t.field,
     dims: t.dims,
     ne: t.dims.map((d) => dims[d]),
@@ -301,7 +270,7 @@ function instantiate(t: TensorTemplate, dims: ModelDims, role: Qwen35TensorRole,
     optional: t.optional ?? false,
     ...(t.fallback ? { fallback: t.fallback } : {}),
     ...(t.requiresF32 ? { requiresF32: true } : {}),
-    ...(t.requiredUnless ? { requiredUnless: t.requiredUnless } : {}),
+    ...(t.requiredUnless ? { requiredUnless: t.requiredUnless as Qwen35TensorSlot } : {}),
   };
 }
 
