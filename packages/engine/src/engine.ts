@@ -25,6 +25,7 @@ import { EngineError, EngineLoadError, EngineOptionError } from "./errors.js";
 import { allocateJsStorage, PagedKvCache, type AllocateStorage, type KvType } from "./kv/paged-kv.js";
 import { GdnStatePool } from "./kv/state-pool.js";
 import { PrefixCache } from "./kv/prefix-cache.js";
+import { modelDescription } from "./model/config.js";
 import { FLASH_ATTN_TILED_MIN_ROWS, Qwen35Forward, type DrafterEntry, type StepEntry } from "./model/forward.js";
 import {
   type DrafterWork,
@@ -357,7 +358,7 @@ export class Engine {
     tokenizer: Tokenizer | undefined,
     native: TtNative | undefined,
   ) {
-    const c = weights.config;
+    const description = modelDescription(weights);
     this.numerics = options.numerics;
     this.tokenizer = tokenizer;
     this.guided = new GuidedDecoding(tokenizer, options.grammarLimits);
@@ -380,8 +381,8 @@ export class Engine {
         { field: "speculative.method" },
       );
     }
-    this.kv = PagedKvCache.forModel(c, numBlocks, options.blockSize, kvType, allocate, speculative?.method === "mtp");
-    const statePool = (slots: number, storage: AllocateStorage) => GdnStatePool.forModel(c, slots, storage);
+    this.kv = PagedKvCache.forModel(description, numBlocks, options.blockSize, kvType, allocate, speculative?.method === "mtp");
+    const statePool = (slots: number, storage: AllocateStorage) => GdnStatePool.forModel(description, slots, storage);
     this.states = statePool(options.maxSequences, allocate);
     if (speculative) {
       this.spec = new SpeculativeDecoder(

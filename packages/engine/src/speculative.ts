@@ -9,6 +9,7 @@ import { EngineOptionError } from "./errors.js";
 import { applyRule, type DecodeGuide, type PositionRule } from "./constrain/index.js";
 import { allocateJsStorage, type AllocateStorage } from "./kv/paged-kv.js";
 import { GdnStatePool } from "./kv/state-pool.js";
+import { modelDescription } from "./model/config.js";
 import type { DrafterEntry } from "./model/forward.js";
 import type { ModelWeights } from "./model/weights.js";
 import { drawFrom, logprobsOf, type Sampler, type SampledLogprobs, speculativeAccept, type TokenDistribution } from "./sampling/index.js";
@@ -167,7 +168,7 @@ export class SpeculativeDecoder {
     private readonly states: GdnStatePool,
     allocate: AllocateStorage = allocateJsStorage,
   ) {
-    this.rollback = GdnStatePool.forModel(host.weights.config, states.numSlots, allocate);
+    this.rollback = GdnStatePool.forModel(modelDescription(host.weights), states.numSlots, allocate);
     const k = options.draftTokens;
     this.counters = {
       method: options.method,

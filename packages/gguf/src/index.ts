@@ -32,6 +32,9 @@ export {
   type EncodedGgufHeader,
 } from "./writer.js";
 export { getMetadata, getMetadataEntry, getArchitecture } from "./metadata.js";
+export type { ModelArchitecture } from "./architecture.js";
+export { ARCHITECTURES, architectureOf } from "./architectures.js";
+export { FFN_KINDS, SCRATCH_SCHEMA, TOKEN_MIXERS } from "./kinds.js";
 export {
   parseQwen35Config,
   type Qwen35Architecture,
@@ -42,12 +45,16 @@ export {
 export {
   describeQwen35,
   qwen35Dims,
+  MODEL_DIM_SCHEMA,
+  MODEL_TENSOR_SCHEMA,
   qwen35ExpectedTensors,
   qwen35TensorSlot,
   type FfnKind,
   type LayerDescription,
   type ModelDescription,
   type ModelDimName,
+  type ModelDimSchema,
+  type TensorTemplate,
   type ModelDims,
   type TensorDescription,
   type TokenMixer,

@@ -6,7 +6,7 @@
  * and output out in cache-sized pieces. Blocks whose f16 scales are infinite or NaN are redone by the
  * scalar kernels afterwards, so NaN payload propagation never depends on the SIMD unit.
  */
-import { GgmlType } from "@keepquant/gguf";
+import { GGML_TYPE_TRAITS, GgmlType } from "@keepquant/gguf";
 import { FP16_TO_FP32_BITS } from "./fp.js";
 
 // ---------------------------------------------------------------- a tiny wasm emitter
@@ -135,8 +135,19 @@ export class Code {
   }
 }
 
-/** Wraps a per-block body in the block loop: p from IN by inBytes, o from OUT by outBytes. */
-function blockLoop(inBytes: number, outBytes: number, body: (c: Code) => void): number[] {
+/** ggml blocks per SIMD step: one, except BF16 (a block is one value; a step takes 8). */
+const blocksPerUnit = (type: GgmlType): number => (type === GgmlType.BF16 ? 8 : 1);
+
+/** One SIMD step of `type` from gguf's type table: `unit` values from `unitBytes` bytes. */
+function unitOf(type: GgmlType): { unitBytes: number; unit: number } {
+  const { blockSize, typeSize } = GGML_TYPE_TRAITS[type];
+  return { unitBytes: typeSize * blocksPerUnit(type), unit: blockSize * blocksPerUnit(type) };
+}
+
+/** Wraps a per-unit body in the loop: p from IN by the unit's bytes, o from OUT by its f32 values. */
+function blockLoop(type: GgmlType, body: (c: Code) => void): number[] {
+  const { unitBytes: inBytes, unit } = unitOf(type);
+  const outBytes = unit * 4;
   const c = new Code();
   c.i32(IN).set(P).i32(OUT).set(O).i32(0).set(I);
   c.op(0x02, 0x40); // block
@@ -187,7 +198,7 @@ function timesLocal(c: Code, base: number): Code {
   return c.op(0xb2).get(base).op(0x94);
 }
 
-const q8_0 = blockLoop(34, 128, (c) => {
+const q8_0 = blockLoop(GgmlType.Q8_0, (c) => {
   c.f16(0).splatTo(V4);
   c.vload(2).set(V0).store16(V0, true, V4, undefined, 0);
   c.vload(18).set(V0).store16(V0, true, V4, undefined, 64);
@@ -197,8 +208,8 @@ const q8_0 = blockLoop(34, 128, (c) => {
  * Q4_K and Q5_K: per sub-block, d * scale and dmin * min splat, the levels the nibbles at `qs` (Q4_K 16,
  * Q5_K 48) and, with `fifthBit`, Q5_K's fifth bit from qh at 16.
  */
-function kScaleMinLoop(inBytes: number, qs: number, fifthBit: boolean): number[] {
-  return blockLoop(inBytes, 1024, (c) => {
+function kScaleMinLoop(type: GgmlType.Q4_K | GgmlType.Q5_K, qs: number, fifthBit: boolean): number[] {
+  return blockLoop(type, (c) => {
     c.f16(0).set(D).f16(2).set(M);
     for (let pair = 0; pair < 4; pair++) {
       for (let nibble = 0; nibble < 2; nibble++) {
@@ -226,10 +237,10 @@ function kScaleMinLoop(inBytes: number, qs: number, fifthBit: boolean): number[]
   });
 }
 
-const q4_K = kScaleMinLoop(144, 16, false);
-const q5_K = kScaleMinLoop(176, 48, true);
+const q4_K = kScaleMinLoop(GgmlType.Q4_K, 16, false);
+const q5_K = kScaleMinLoop(GgmlType.Q5_K, 48, true);
 
-const q6_K = blockLoop(210, 1024, (c) => {
+const q6_K = blockLoop(GgmlType.Q6_K, (c) => {
   c.f16(208).set(D);
   for (let n = 0; n < 2; n++) {
     const ql = 64 * n;
@@ -261,13 +272,13 @@ const q6_K = blockLoop(210, 1024, (c) => {
   }
 });
 
-const q4_0 = blockLoop(18, 128, (c) => {
+const q4_0 = blockLoop(GgmlType.Q4_0, (c) => {
   c.f16(0).splatTo(V4);
   c.vload(2).vconst8(0x0f).simd(0x4e).vconst8(8).simd(0x71).set(V0).store16(V0, true, V4, undefined, 0);
   c.vload(2).i32(4).simd(0x6d).vconst8(8).simd(0x71).set(V0).store16(V0, true, V4, undefined, 64);
 });
 
-const q8_K = blockLoop(292, 1024, (c) => {
+const q8_K = blockLoop(GgmlType.Q8_K, (c) => {
   c.get(P).mem(0x2a, 0, 0).splatTo(V4); // f32 d
   for (let k = 0; k < 16; k++)
     c.vload(4 + 16 * k)
@@ -275,7 +286,7 @@ const q8_K = blockLoop(292, 1024, (c) => {
       .store16(V0, true, V4, undefined, 64 * k);
 });
 
-const q2_K = blockLoop(84, 1024, (c) => {
+const q2_K = blockLoop(GgmlType.Q2_K, (c) => {
   c.f16(80).set(D).f16(82).set(M);
   for (let n = 0; n < 2; n++) {
     for (let j = 0; j < 4; j++) {
@@ -300,7 +311,7 @@ function sixBitScale(c: Code, shift: number): Code {
   return c.i32(shift).op(0x76).i32(3).op(0x71).i32(4).op(0x74).op(0x72).i32(32).op(0x6b);
 }
 
-const q3_K = blockLoop(110, 1024, (c) => {
+const q3_K = blockLoop(GgmlType.Q3_K, (c) => {
   c.f16(108).set(D);
   const scale = (j: number) => {
     // (low | high << 4) - 32 of the 12-byte 6-bit scale array at 96
@@ -349,12 +360,12 @@ function codebook32(c: Code, book: readonly number[], offset: number, outOffset:
   c.store16(V0, true, V4, undefined, outOffset + 64);
 }
 
-const iq4_nl = blockLoop(18, 128, (c) => {
+const iq4_nl = blockLoop(GgmlType.IQ4_NL, (c) => {
   c.f16(0).splatTo(V4);
   codebook32(c, KVALUES_IQ4NL_BYTES, 2, 0);
 });
 
-const iq4_xs = blockLoop(136, 1024, (c) => {
+const iq4_xs = blockLoop(GgmlType.IQ4_XS, (c) => {
   c.f16(0).set(D);
   for (let ib = 0; ib < 8; ib++) {
     c.u8(4 + (ib >> 1))
@@ -368,12 +379,12 @@ const iq4_xs = blockLoop(136, 1024, (c) => {
   }
 });
 
-const mxfp4 = blockLoop(17, 128, (c) => {
+const mxfp4 = blockLoop(GgmlType.MXFP4, (c) => {
   c.u8(0).i32(2).op(0x74).mem(0x2a, 2, E8M0_TABLE).splatTo(V4);
   codebook32(c, KVALUES_MXFP4_BYTES, 1, 0);
 });
 
-const q4_1 = blockLoop(20, 128, (c) => {
+const q4_1 = blockLoop(GgmlType.Q4_1, (c) => {
   c.f16(0).splatTo(V4).f16(2).splatTo(V5);
   c.vload(4).vconst8(0x0f).simd(0x4e).set(V0).store16(V0, false, V4, V5, 0, true);
   c.vload(4).i32(4).simd(0x6d).set(V0).store16(V0, false, V4, V5, 64, true);
@@ -387,7 +398,7 @@ function fifthBits(c: Code, qhOffset: number, half: number): Code {
   return c.vconst8(0).simd(0x24).vconst8(0x10).simd(0x4e); // i8x16.ne 0 -> 0xff, & 0x10
 }
 
-const q5_0 = blockLoop(22, 128, (c) => {
+const q5_0 = blockLoop(GgmlType.Q5_0, (c) => {
   c.f16(0).splatTo(V4);
   c.vload(6).vconst8(0x0f).simd(0x4e);
   fifthBits(c, 2, 0).simd(0x50).vconst8(16).simd(0x71).set(V0).store16(V0, true, V4, undefined, 0);
@@ -395,7 +406,7 @@ const q5_0 = blockLoop(22, 128, (c) => {
   fifthBits(c, 2, 1).simd(0x50).vconst8(16).simd(0x71).set(V0).store16(V0, true, V4, undefined, 64);
 });
 
-const q5_1 = blockLoop(24, 128, (c) => {
+const q5_1 = blockLoop(GgmlType.Q5_1, (c) => {
   c.f16(0).splatTo(V4).f16(2).splatTo(V5);
   c.vload(8).vconst8(0x0f).simd(0x4e);
   fifthBits(c, 4, 0).simd(0x50).set(V0).store16(V0, false, V4, V5, 0, true);
@@ -404,7 +415,7 @@ const q5_1 = blockLoop(24, 128, (c) => {
 });
 
 /** BF16: 8 values (16 bytes) per step; each u16 moves to the top half of a u32. Pure integer work. */
-const bf16 = blockLoop(16, 32, (c) => {
+const bf16 = blockLoop(GgmlType.BF16, (c) => {
   for (let half = 0; half < 2; half++) {
     c.get(O)
       .vload(0)
@@ -557,26 +568,26 @@ export function wasmDequantizeUnavailableReason(): string | undefined {
 }
 
 /**
- * Geometry of one SIMD step (`unit` values from `unitBytes` bytes; a ggml block, or 8 values for
- * BF16) and where its scales live: `f16Scales` byte offsets of f16 scales, or `f32Scale` for Q8_K.
- * A block with an infinite or NaN scale is redone by the scalar kernel.
+ * Where the scales of one SIMD step live (its geometry is gguf's type table: `unitOf`): `f16Scales`
+ * byte offsets of f16 scales, or `f32Scale` for Q8_K. A block with an infinite or NaN scale is redone
+ * by the scalar kernel.
  */
-const LAYOUT: Partial<Record<GgmlType, { unitBytes: number; unit: number; f16Scales?: readonly number[]; f32Scale?: boolean }>> = {
-  [GgmlType.Q2_K]: { unitBytes: 84, unit: 256, f16Scales: [80, 82] },
-  [GgmlType.Q3_K]: { unitBytes: 110, unit: 256, f16Scales: [108] },
-  [GgmlType.IQ4_NL]: { unitBytes: 18, unit: 32, f16Scales: [0] },
-  [GgmlType.IQ4_XS]: { unitBytes: 136, unit: 256, f16Scales: [0] },
-  [GgmlType.MXFP4]: { unitBytes: 17, unit: 32 }, // E8M0 scales are always finite
-  [GgmlType.Q4_1]: { unitBytes: 20, unit: 32, f16Scales: [0, 2] },
-  [GgmlType.Q5_0]: { unitBytes: 22, unit: 32, f16Scales: [0] },
-  [GgmlType.Q5_1]: { unitBytes: 24, unit: 32, f16Scales: [0, 2] },
-  [GgmlType.Q4_0]: { unitBytes: 18, unit: 32, f16Scales: [0] },
-  [GgmlType.Q8_0]: { unitBytes: 34, unit: 32, f16Scales: [0] },
-  [GgmlType.Q4_K]: { unitBytes: 144, unit: 256, f16Scales: [0, 2] },
-  [GgmlType.Q5_K]: { unitBytes: 176, unit: 256, f16Scales: [0, 2] },
-  [GgmlType.Q6_K]: { unitBytes: 210, unit: 256, f16Scales: [208] },
-  [GgmlType.Q8_K]: { unitBytes: 292, unit: 256, f32Scale: true },
-  [GgmlType.BF16]: { unitBytes: 16, unit: 8 },
+const SCALES: Partial<Record<GgmlType, { f16Scales?: readonly number[]; f32Scale?: boolean }>> = {
+  [GgmlType.Q2_K]: { f16Scales: [80, 82] },
+  [GgmlType.Q3_K]: { f16Scales: [108] },
+  [GgmlType.IQ4_NL]: { f16Scales: [0] },
+  [GgmlType.IQ4_XS]: { f16Scales: [0] },
+  [GgmlType.MXFP4]: {}, // E8M0 scales are always finite
+  [GgmlType.Q4_1]: { f16Scales: [0, 2] },
+  [GgmlType.Q5_0]: { f16Scales: [0] },
+  [GgmlType.Q5_1]: { f16Scales: [0, 2] },
+  [GgmlType.Q4_0]: { f16Scales: [0] },
+  [GgmlType.Q8_0]: { f16Scales: [0] },
+  [GgmlType.Q4_K]: { f16Scales: [0, 2] },
+  [GgmlType.Q5_K]: { f16Scales: [0, 2] },
+  [GgmlType.Q6_K]: { f16Scales: [208] },
+  [GgmlType.Q8_K]: { f32Scale: true },
+  [GgmlType.BF16]: {},
 };
 
 /** Redoes with `scalar` every block of [so, so + n blocks) whose scale is infinite or NaN. */
@@ -624,16 +635,17 @@ export function wasmKernel(type: GgmlType, scalar: ScalarKernel): ScalarKernel {
 
 function resolveWasmKernel(type: GgmlType, scalar: ScalarKernel): ScalarKernel {
   const wasm = dequantizer.load();
-  const layout = LAYOUT[type];
+  const scales = SCALES[type];
   const run = wasm?.kernels[type];
-  if (!wasm || !layout || !run) return scalar;
+  if (!wasm || !scales || !run) return scalar;
+  const layout = { ...unitOf(type), ...scales };
   const { unitBytes, unit } = layout;
   // scalar kernels count ggml blocks; for BF16 a block is one value and a SIMD unit is 8
-  const blocksPerUnit = type === GgmlType.BF16 ? unit : 1;
+  const perUnit = blocksPerUnit(type);
   const perPiece = Math.min(Math.floor(IN_BYTES / unitBytes), Math.floor(OUT_BYTES / (unit * 4)));
   const { memory, output } = wasm;
   return (src, srcOffset, dst, dstOffset, blocks) => {
-    const units = Math.floor(blocks / blocksPerUnit);
+    const units = Math.floor(blocks / perUnit);
     if (units < MIN_WASM_UNITS) {
       scalar(src, srcOffset, dst, dstOffset, blocks);
       return;
@@ -650,7 +662,7 @@ function resolveWasmKernel(type: GgmlType, scalar: ScalarKernel): ScalarKernel {
       dOff += n * unit;
       left -= n;
     }
-    const rest = blocks - units * blocksPerUnit;
+    const rest = blocks - units * perUnit;
     if (rest > 0) scalar(src, so, dst, dOff, rest);
   };
 }

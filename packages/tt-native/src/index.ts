@@ -26,6 +26,7 @@ import {
   type PackedWeight,
 } from "@keepquant/quant";
 import { NativeArgumentError, NativeIsaError, NativeUnavailableError } from "./errors.js";
+import { encodeNativeHparams } from "./model-hparams.js";
 import { loadNativeAddon, nativeThreadLimits, NATIVE_THREADS_PER_CORE, type LoadResult, type NativeStatus } from "./loader.js";
 import type {
   IsaLevelName,
@@ -480,6 +481,14 @@ export type {
   NativeModelTensor,
 } from "./native-types.js";
 export {
+  NATIVE_HPARAMS,
+  encodeNativeHparams,
+  renderModelHparamsHeader,
+  type NativeHparamField,
+  type NativeHparamName,
+  type NativeHparams,
+} from "./model-hparams.js";
+export {
   STEP_DESCRIPTOR,
   encodeStepDescriptor,
   stepDescriptorLength,
@@ -495,8 +504,9 @@ export {
 export function createNativeModel(spec: NativeModelSpec): NativeModelHandle {
   const op = "createNativeModel";
   const addon = requireAddon(op);
+  const hparams = encodeNativeHparams(spec.hparams);
   try {
-    return new addon.NativeModel(spec);
+    return new addon.NativeModel({ ...spec, hparams });
   } catch (error) {
     const message = (error as Error).message;
     const field = /^native model spec: ([^\s:]+)/.exec(message)?.[1] ?? "spec";

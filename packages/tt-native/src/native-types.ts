@@ -2,9 +2,10 @@
  * The exact surface of build/Release/keepquant_native.node (src/napi/addon.cc). One hand-written type:
  * when the addon changes, bump kAbiVersion there and NATIVE_ABI_VERSION here together.
  */
-import type { GgmlType } from "@keepquant/gguf";
+import type { FfnKind, GgmlType, TokenMixer } from "@keepquant/gguf";
+import type { NativeHparams } from "./model-hparams.js";
 
-export const NATIVE_ABI_VERSION = 7;
+export const NATIVE_ABI_VERSION = 8;
 
 export type IsaLevelName = "generic" | "avx2" | "avx512" | "neon";
 
@@ -69,9 +70,10 @@ export interface NativeModelLayer {
   /** blk index */
   index: number;
   role: "trunk" | "mtp";
-  mixer: "attention" | "gdn";
-  /** dense SwiGLU (qwen35) or the MoE FFN (qwen35moe: router, routed experts, shared expert) */
-  ffn: "dense" | "moe";
+  /** a registered token mixer (@keepquant/gguf's TOKEN_MIXERS; model_kinds.h is generated from them) */
+  mixer: TokenMixer;
+  /** a registered FFN kind: dense SwiGLU (qwen35), the MoE FFN (qwen35moe: router, routed experts, shared expert), ... */
+  ffn: FfnKind;
   /** KV plane (attention) or GDN state layer (gdn), in layer order; the MTP block's KV plane follows the trunk's */
   cacheIndex: number;
 }
@@ -88,8 +90,10 @@ export interface NativeModelSpec {
    * Every named dimension of the description (nEmbd, nVocab, qDim, kvDim, convDim, ...; see
    * @keepquant/gguf's ModelDims), plus `drafterVocab` (the drafter head's rows), `eps` and
    * `ropeThetaScale` (powf(rope_freq_base, -2 / n_rot) as the caller's libm computes it).
+   * `createNativeModel` passes them to the addon as one Float64Array in the order of NATIVE_HPARAMS
+   * (src/model-hparams.ts), which src/model/model_hparams.h is generated from.
    */
-  hparams: Record<string, number>;
+  hparams: NativeHparams;
   /** The trunk's layers in order, then the MTP drafter block when it runs (its KV plane is the last of `kv`). */
   layers: NativeModelLayer[];
   tensors: NativeModelTensor[];
@@ -271,7 +275,10 @@ export interface NativeAddon {
   /** greedy sampling's argmax: the lowest index of the largest value, NaN never taken; 0 when none is above -Infinity */
   argmaxF32(x: Float32Array): number;
   matmulBf16Async(...args: NativeBf16Args): Promise<void>;
-  NativeModel: new (spec: NativeModelSpec) => NativeModelHandle;
+  /** `hparams` as encodeNativeHparams writes them (src/model-hparams.ts). */
+  NativeModel: new (
+    spec: Omit<NativeModelSpec, "hparams"> & { hparams: Float64Array },
+  ) => NativeModelHandle;
   /** The file mapped copy-on-write as one external ArrayBuffer; `populate` faults every page in now. */
   mapFile(path: string, populate: boolean): ArrayBuffer;
   /** Bytes [offset, offset + length) of the file mapped copy-on-write (length <= 2^32). */

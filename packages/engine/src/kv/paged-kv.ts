@@ -1,4 +1,4 @@
-import { describeQwen35, type Qwen35Config } from "@keepquant/gguf";
+import { describeQwen35, type ModelDescription, type Qwen35Config } from "@keepquant/gguf";
 import { RefCountedPool } from "./block-pool.js";
 
 export type KvType = "f16" | "f32";
@@ -25,14 +25,14 @@ export class PagedKvCache {
    * through the same block tables (a sequence's position p holds the drafter's K/V of its row p).
    */
   static forModel(
-    config: Qwen35Config,
+    model: ModelDescription | Qwen35Config,
     numBlocks: number,
     blockSize: number,
     kvType: KvType,
     allocate?: AllocateStorage,
     drafter = false,
   ): PagedKvCache {
-    const d = describeQwen35(config, 0);
+    const d = "dims" in model ? model : describeQwen35(model, 0);
     return new PagedKvCache(d.attentionLayers + (drafter ? 1 : 0), numBlocks, blockSize, d.dims.kvDim, kvType, allocate);
   }
 

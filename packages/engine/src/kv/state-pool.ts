@@ -1,4 +1,4 @@
-import { describeQwen35, type Qwen35Config } from "@keepquant/gguf";
+import { describeQwen35, type ModelDescription, type Qwen35Config } from "@keepquant/gguf";
 import { RefCountedPool } from "./block-pool.js";
 import { allocateJsStorage, type AllocateStorage } from "./paged-kv.js";
 
@@ -14,9 +14,12 @@ export class GdnStatePool {
   readonly conv: Float32Array[];
   readonly ssm: Float32Array[];
 
-  /** The state of a model's GDN layers: conv [slots, conv_dim, K-1] and recurrent [slots, Hv, Dv, Dk] per layer. */
-  static forModel(config: Qwen35Config, numSlots: number, allocate?: AllocateStorage): GdnStatePool {
-    const d = describeQwen35(config, 0);
+  /**
+   * The state of a model's GDN layers: conv [slots, conv_dim, K-1] and recurrent [slots, Hv, Dv, Dk] per
+   * layer, sized by its description (a config alone is described here).
+   */
+  static forModel(model: ModelDescription | Qwen35Config, numSlots: number, allocate?: AllocateStorage): GdnStatePool {
+    const d = "dims" in model ? model : describeQwen35(model, 0);
     return new GdnStatePool(d.gdnLayers, numSlots, d.dims.convStateElements, d.dims.ssmStateElements, allocate);
   }
 

@@ -1,30 +1,23 @@
-import type { PlannedTensor, Qwen35Config } from "@keepquant/gguf";
+import { describeQwen35, type ModelDescription, type PlannedTensor } from "@keepquant/gguf";
+import type { ModelWeights } from "./weights.js";
 
 /**
- * The engine has one model description: the load plan's `Qwen35Config` (the gguf package parsed and
- * validated it; qwen35.md section 2) and the plan's vocabulary. What follows only indexes it.
+ * The engine has one model description: the load plan's (the gguf package derived it from the
+ * hyperparameters it parsed and validated; qwen35.md sections 2-3). Sizes, cache planes and the
+ * native table are read from it, never derived again.
  */
 
-/** Trunk layers by kind, and each layer's index in its cache (KV cache for attention, state pool for GDN). */
-export interface LayerCaches {
-  /** attention layers, in layer order */
-  readonly attentionLayers: readonly number[];
-  /** GDN layers, in layer order */
-  readonly gdnLayers: readonly number[];
-  /** layer -> its index among the layers of its kind */
-  readonly cacheIndex: Int32Array;
+/**
+ * The description the weights were bound from: the load plan's copy. Weights built by hand (tests
+ * that assemble a model in memory) carry none; theirs is described here once from their config.
+ */
+export function modelDescription(weights: Pick<ModelWeights, "config" | "vocab" | "description">): ModelDescription {
+  return weights.description ?? describeQwen35(weights.config, weights.vocab);
 }
 
-export function layerCaches(config: Qwen35Config): LayerCaches {
-  const attentionLayers: number[] = [];
-  const gdnLayers: number[] = [];
-  const cacheIndex = new Int32Array(config.nLayer);
-  config.layerKinds.forEach((kind, il) => {
-    const list = kind === "gdn" ? gdnLayers : attentionLayers;
-    cacheIndex[il] = list.length;
-    list.push(il);
-  });
-  return { attentionLayers, gdnLayers, cacheIndex };
+/** Each trunk layer's index in its cache (the KV cache for attention, the state pool for GDN), as the description assigns it. */
+export function trunkCacheIndex(description: ModelDescription): Int32Array {
+  return Int32Array.from(description.layers.filter((l) => l.role === "trunk").map((l) => l.cacheIndex));
 }
 
 /**

@@ -1,4 +1,4 @@
-import { GgmlType, type Qwen35Config } from "@keepquant/gguf";
+import { GgmlType, type ModelDims, type Qwen35Config } from "@keepquant/gguf";
 import { matmulDense } from "@keepquant/quant";
 import { F16_TO_F32, f32BitsToF16Bits } from "../numerics/half.js";
 import {
@@ -16,7 +16,7 @@ import { fmaf } from "../numerics/fma.js";
 import { ggmlArgsortDesc } from "../numerics/ggml-argsort.js";
 import type { PagedKvCache } from "../kv/paged-kv.js";
 import type { GdnStatePool } from "../kv/state-pool.js";
-import { layerCaches } from "./config.js";
+import { modelDescription, trunkCacheIndex } from "./config.js";
 import { allocateForwardScratch, forwardScratchWidths, type ForwardScratch, type ForwardScratchName } from "./scratch.js";
 import { decodeRow, type DequantizeRow, type MatmulProvider, type Numerics } from "./matmul.js";
 import type { AttentionWeights, GdnWeights, ModelWeights, MoeFfnWeights, PackedMatrix } from "./weights.js";
@@ -299,8 +299,12 @@ export class Qwen35Forward {
   /** the load plan's hyperparameters (ModelWeights.config) */
   readonly config: Qwen35Config;
   readonly maxBatchTokens: number;
+  /** the description's named dimensions (the widths and head counts every op reads) */
+  private readonly dims: ModelDims;
   /** layer -> its KV cache layer (attention) or state pool layer (GDN) */
   private readonly cacheIndex: Int32Array;
+  /** full-attention trunk layers (KV planes before the drafter's), from the description */
+  private readonly trunkKvLayers: number;
   private readonly eps: number;
 
   // activation scratch, [rows, width]: views of the named buffers of scratch.ts
@@ -354,10 +358,13 @@ export class Qwen35Forward {
     this.maxBatchTokens = maxBatchTokens;
     this.eps = fround(c.rmsEps);
     this.moeScratch = c.moe ? allocateMoeScratch(c, maxBatchTokens) : undefined;
-    this.cacheIndex = layerCaches(c).cacheIndex;
+    const description = modelDescription(weights);
+    this.dims = description.dims;
+    this.cacheIndex = trunkCacheIndex(description);
+    this.trunkKvLayers = description.attentionLayers;
     const T = maxBatchTokens;
-    this.scratchWidths = forwardScratchWidths(c);
-    const scratch = allocateForwardScratch(c, T);
+    this.scratchWidths = forwardScratchWidths(description.dims);
+    const scratch = allocateForwardScratch(description.dims, T);
     this.scratch = scratch;
     this.hidden = scratch.hidden;
     this.normed = scratch.normed;
@@ -375,14 +382,14 @@ export class Qwen35Forward {
     this.gdnOut = scratch.gdnOut;
     this.ffnGate = scratch.ffnGate;
     this.ffnUp = scratch.ffnUp;
-    this.headDimScratch = new Float32Array(c.headDim);
-    this.kRowScratch = new Float32Array(c.headDim);
+    this.headDimScratch = new Float32Array(this.dims.headDim);
+    this.kRowScratch = new Float32Array(this.dims.headDim);
     this.qBits = new Uint32Array(this.q.buffer, this.q.byteOffset, this.q.length);
-    this.accScratch = new Float32Array(c.headDim);
-    this.vLanes = new Float32Array(c.headDim * 8);
-    this.ropeCos = new Float32Array(c.ropeDimensionCount / 2);
-    this.ropeSin = new Float32Array(c.ropeDimensionCount / 2);
-    this.ropeThetaScale = libm.powf(fround(c.ropeFreqBase), fround(-2 / c.ropeDimensionCount));
+    this.accScratch = new Float32Array(this.dims.headDim);
+    this.vLanes = new Float32Array(this.dims.headDim * 8);
+    this.ropeCos = new Float32Array(this.dims.nRot / 2);
+    this.ropeSin = new Float32Array(this.dims.nRot / 2);
+    this.ropeThetaScale = libm.powf(fround(c.ropeFreqBase), fround(-2 / this.dims.nRot));
     this.rowSeq = new Int32Array(T);
     this.rowPos = new Int32Array(T);
   }
@@ -433,7 +440,7 @@ export class Qwen35Forward {
    */
   forward(entries: readonly StepEntry[]): Float32Array {
     const c = this.config;
-    const D = c.embeddingLength;
+    const D = this.dims.nEmbd;
     const vocab = this.weights.vocab;
     let T = 0;
     for (const e of entries) T += e.tokens.length;
@@ -505,12 +512,12 @@ export class Qwen35Forward {
    * `draft` (its logit rows: the drafter's own hidden state, for chaining). Valid until the next step.
    */
   get hiddenRows(): Float32Array {
-    return this.outHidden.subarray(0, this.nHidden * this.config.embeddingLength);
+    return this.outHidden.subarray(0, this.nHidden * this.dims.nEmbd);
   }
 
   /** The head over rows `rows` of `normed` ([nKept, D]); the logits view is valid until the next step. */
   private head(weight: PackedMatrix, normed: Float32Array, rows: readonly number[], nKept: number, vocab: number): Float32Array {
-    const D = this.config.embeddingLength;
+    const D = this.dims.nEmbd;
     const nLogits = rows.length;
     if (this.logitsBuffer.length < nLogits * vocab) this.logitsBuffer = new Float32Array(nLogits * vocab);
     const logits = this.logitsBuffer.subarray(0, nLogits * vocab);
@@ -532,7 +539,7 @@ export class Qwen35Forward {
     table: PackedMatrix,
     twin: Uint16Array | undefined,
   ): void {
-    const D = this.config.embeddingLength;
+    const D = this.dims.nEmbd;
     const vocab = this.weights.vocab;
     const twinBits = new Uint32Array(this.hidden.buffer);
     let row = 0;
@@ -564,13 +571,13 @@ export class Qwen35Forward {
     const w = this.weights.drafter;
     if (!w) throw new Error('this model has no MTP drafter block bound (load it with speculative method "mtp")');
     const c = this.config;
-    const trunkKvLayers = c.layerKinds.filter((kind) => kind === "attention").length;
+    const trunkKvLayers = this.trunkKvLayers;
     if (this.kv.numLayers !== trunkKvLayers + 1) {
       throw new Error(
         `drafter step: the KV cache has ${this.kv.numLayers} layers, the drafter needs its own after the trunk's ${trunkKvLayers}`,
       );
     }
-    const D = c.embeddingLength;
+    const D = this.dims.nEmbd;
     let T = 0;
     for (const e of entries) T += e.tokens.length;
     if (T > this.maxBatchTokens) throw new Error(`drafter step has ${T} tokens, more than maxBatchTokens ${this.maxBatchTokens}`);
@@ -644,7 +651,7 @@ export class Qwen35Forward {
     const c = this.config;
     const m = c.moe!;
     const w = this.moeScratch!;
-    const D = c.embeddingLength;
+    const D = this.dims.nEmbd;
     const E = m.expertCount;
     const K = m.expertUsedCount;
     const F = m.expertFeedForwardLength;
@@ -752,7 +759,7 @@ export class Qwen35Forward {
   }
 
   private rope(x: Float32Array, offset: number): void {
-    const half = this.config.ropeDimensionCount / 2;
+    const half = this.dims.nRot / 2;
     for (let i = 0; i < half; i++) {
       const x0 = x[offset + i]!;
       const x1 = x[offset + i + half]!;
@@ -767,7 +774,7 @@ export class Qwen35Forward {
 
   private ropeTables(position: number): void {
     let theta = fround(position);
-    for (let i = 0; i < this.config.ropeDimensionCount / 2; i++) {
+    for (let i = 0; i < this.dims.nRot / 2; i++) {
       this.ropeCos[i] = libm.cosf(theta);
       this.ropeSin[i] = libm.sinf(theta);
       theta = fround(theta * this.ropeThetaScale);
@@ -775,10 +782,9 @@ export class Qwen35Forward {
   }
 
   private attention(il: number, w: AttentionWeights, entries: readonly StepEntry[], T: number, layer = this.cacheIndex[il]!): void {
-    const c = this.config;
-    const H = c.headCount;
-    const Hkv = c.headCountKv;
-    const Dh = c.headDim;
+    const H = this.dims.nHead;
+    const Hkv = this.dims.nHeadKv;
+    const Dh = this.dims.headDim;
     const eps = this.eps;
     this.matmul(w.q, this.normed, T, this.qg);
     this.matmul(w.k, this.normed, T, this.kRows);
@@ -843,7 +849,7 @@ export class Qwen35Forward {
   /** Offset of position `j`'s row for `kvHead` in a layer's K or V plane, through the block table. */
   private kvRowOffset(blockTable: readonly number[], j: number, kvHead: number): number {
     const bs = this.kv.blockSize;
-    return (blockTable[(j / bs) | 0]! * bs + (j % bs)) * this.kv.rowStride + kvHead * this.config.headDim;
+    return (blockTable[(j / bs) | 0]! * bs + (j % bs)) * this.kv.rowStride + kvHead * this.dims.headDim;
   }
 
   /**
@@ -851,7 +857,7 @@ export class Qwen35Forward {
    * or ggml_vec_dot_f32 computes it: four 8-lane f32 fused multiply-add accumulators.
    */
   private kqDot(kPlane: Uint16Array | Float32Array, f16: boolean, base: number, q: Float32Array): number {
-    const Dh = this.config.headDim;
+    const Dh = this.dims.headDim;
     if (!f16) return ggmlVecDotF32(kPlane as Float32Array, base, q, 0, Dh);
     const kRow = this.kRowScratch;
     for (let i = 0; i < Dh; i++) kRow[i] = F16_TO_F32[(kPlane as Uint16Array)[base + i]!]!;
@@ -860,7 +866,7 @@ export class Qwen35Forward {
 
   /** Query head at `outOffset` into `headDimScratch`, rounded to f16 (K's vec_dot_type) for an f16 cache. */
   private loadQuery(f16: boolean, outOffset: number): void {
-    const Dh = this.config.headDim;
+    const Dh = this.dims.headDim;
     const q = this.headDimScratch;
     if (f16) for (let i = 0; i < Dh; i++) q[i] = F16_TO_F32[f32BitsToF16Bits(this.qBits[outOffset + i]!)]!;
     else q.set(this.q.subarray(outOffset, outOffset + Dh));
@@ -880,7 +886,7 @@ export class Qwen35Forward {
     outOffset: number,
     scale: number,
   ): void {
-    const Dh = this.config.headDim;
+    const Dh = this.dims.headDim;
     const q = this.headDimScratch;
     const acc = this.accScratch;
     this.loadQuery(f16, outOffset);
@@ -930,7 +936,7 @@ export class Qwen35Forward {
     outOffset: number,
     scale: number,
   ): void {
-    const Dh = this.config.headDim;
+    const Dh = this.dims.headDim;
     const q = this.headDimScratch;
     this.loadQuery(f16, outOffset);
     const n = pos + 1;
@@ -991,7 +997,7 @@ export class Qwen35Forward {
     outOffset: number,
     scale: number,
   ): void {
-    const Dh = this.config.headDim;
+    const Dh = this.dims.headDim;
     const q = this.q;
     const acc = this.accScratch;
     const scores = this.scoreScratch;
@@ -1061,12 +1067,11 @@ export class Qwen35Forward {
    * rows are in entry order, so the conv state and the recurrent state advance token by token.
    */
   private gatedDeltaNet(il: number, w: GdnWeights, entries: readonly StepEntry[], T: number): void {
-    const c = this.config;
-    const { convDim, keyDim, valueDim, headVDim: Dv } = c;
-    const Hk = c.ssmGroupCount;
-    const Hv = c.ssmTimeStepRank;
-    const Dk = c.ssmStateSize;
-    const K = c.ssmConvKernel;
+    const { convDim, keyDim, valueDim, headVDim: Dv } = this.dims;
+    const Hk = this.dims.ssmGroupCount;
+    const Hv = this.dims.nHeadV;
+    const Dk = this.dims.ssmStateSize;
+    const K = this.dims.convKernel;
     const eps = this.eps;
     this.matmul(w.qkv, this.normed, T, this.mixed);
     this.observe("linear_attn_qkv_mixed", il, "mixed", T);

@@ -181,7 +181,7 @@ export async function loadQwen35Weights(
     }
   }
   return {
-    weights: { config, vocab, tokenEmbd, tokenEmbdTwin, outputNorm, output, tied, layers, ...(drafter ? { drafter } : {}) },
+    weights: { config, vocab, description, tokenEmbd, tokenEmbdTwin, outputNorm, output, tied, layers, ...(drafter ? { drafter } : {}) },
     diagnostics,
   };
 }

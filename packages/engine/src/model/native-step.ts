@@ -6,8 +6,9 @@
  * The native model borrows everything: the weights (views of the memory-mapped GGUF file), the KV
  * and GDN state planes of the engine's pools (natively allocated), and owns only its scratch.
  */
-import { describeQwen35, type ModelDescription, type TensorDescription } from "@keepquant/gguf";
+import type { ModelDescription, TensorDescription } from "@keepquant/gguf";
 import type { PagedKvCache } from "../kv/paged-kv.js";
+import { modelDescription } from "./config.js";
 import type { GdnStatePool } from "../kv/state-pool.js";
 import { keptRows, type DrafterEntry, type StepEntry } from "./forward.js";
 import type { Numerics } from "./matmul.js";
@@ -103,7 +104,7 @@ export function nativeModelSpec(
   options: NativeStepOptions,
 ): NativeModelSpec {
   // the drafter runs when its weights are bound and the cache has its KV plane after the trunk's
-  const description = describeQwen35(weights.config, weights.vocab);
+  const description = modelDescription(weights);
   const withDrafter = weights.drafter !== undefined && kv.numLayers === description.attentionLayers + 1;
   return {
     ...nativeTable(weights, withDrafter, native.nativeLibm(), description),

@@ -1,4 +1,4 @@
-import type { GgmlType, Qwen35Config } from "@keepquant/gguf";
+import type { GgmlType, ModelDescription, Qwen35Config } from "@keepquant/gguf";
 import type { PackedWeight } from "@keepquant/quant";
 
 /**
@@ -103,6 +103,11 @@ export interface ModelWeights {
   readonly config: Qwen35Config;
   /** The load plan's vocabulary: rows of token_embd and of the head. */
   readonly vocab: number;
+  /**
+   * The load plan's model description (dims, layers, cache planes), which these weights were bound
+   * from. Absent only on weights assembled by hand; read it through `modelDescription`.
+   */
+  readonly description?: ModelDescription;
   /** token_embd [n_vocab, D], packed */
   readonly tokenEmbd: PackedMatrix;
   /** bf16 twin of token_embd for gathers (bf16 numerics only); undefined in llama numerics. */

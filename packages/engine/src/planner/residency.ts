@@ -413,7 +413,7 @@ function compute(facts: ModelFacts, settings: ResolvedPlanSettings, device: Plan
 
   // Activation scratch of the forward: its named buffers (model/scratch.ts), f32, per batch row.
   const D = config.embeddingLength;
-  const rowWidth = forwardScratchRowWidth(config);
+  const rowWidth = forwardScratchRowWidth(dims);
   const activationBytes = settings.batchTokens * rowWidth * 4;
   // Rows needing logits in one step: one per sequence at most (decode, or the last prefill row);
   // with speculative decoding the verified drafts and the target's own token per sequence.

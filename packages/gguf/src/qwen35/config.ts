@@ -1,11 +1,13 @@
+import { describeEntry, readArchitectureName } from "../architecture-key.js";
 import { Qwen35ConfigError } from "../errors.js";
 import type { GgufFile, GgufMetadataEntry } from "../types.js";
-import { GgufValueType, ggufValueTypeName } from "../value-type.js";
+import { GgufValueType } from "../value-type.js";
 
 export type Qwen35LayerKind = "attention" | "gdn";
 
 /** The dense Qwen3.5 (`qwen35`) and its MoE sibling (`qwen35moe`): the same token mixers, another FFN. */
 export type Qwen35Architecture = "qwen35" | "qwen35moe";
+const QWEN35_ARCHITECTURES: readonly Qwen35Architecture[] = ["qwen35", "qwen35moe"];
 
 /** The MoE FFN's hyperparameters (`qwen35moe`; llama.cpp's load_arch_hparams and load_hparams). */
 export interface Qwen35MoeConfig {
@@ -87,22 +89,13 @@ function bad(
   });
 }
 
-function describe(entry: GgufMetadataEntry): string {
-  if (entry.type === GgufValueType.ARRAY) {
-    const n = (entry.value as ArrayLike<unknown>).length;
-    return `${ggufValueTypeName(entry.itemType ?? GgufValueType.ARRAY)}[${n}]`;
-  }
-  const shown = typeof entry.value === "string" ? JSON.stringify(entry.value.slice(0, 40)) : String(entry.value);
-  return `${ggufValueTypeName(entry.type)} ${shown}`;
-}
-
 function u32(m: Entries, key: string, fallback?: number): number {
   const entry = m.get(key);
   if (!entry) {
     if (fallback !== undefined) return fallback;
     return bad("QWEN35_MISSING_KEY", key, "required key is missing (expected u32)");
   }
-  if (entry.type !== GgufValueType.UINT32) bad("QWEN35_BAD_KEY_TYPE", key, `expected u32, found ${describe(entry)}`, entry);
+  if (entry.type !== GgufValueType.UINT32) bad("QWEN35_BAD_KEY_TYPE", key, `expected u32, found ${describeEntry(entry)}`, entry);
   return entry.value as number;
 }
 
@@ -115,7 +108,7 @@ function positive(m: Entries, key: string, fallback?: number): number {
 function f32(m: Entries, key: string): number {
   const entry = m.get(key);
   if (!entry) return bad("QWEN35_MISSING_KEY", key, "required key is missing (expected f32)");
-  if (entry.type !== GgufValueType.FLOAT32) bad("QWEN35_BAD_KEY_TYPE", key, `expected f32, found ${describe(entry)}`, entry);
+  if (entry.type !== GgufValueType.FLOAT32) bad("QWEN35_BAD_KEY_TYPE", key, `expected f32, found ${describeEntry(entry)}`, entry);
   const value = entry.value as number;
   if (!Number.isFinite(value) || value <= 0) bad("QWEN35_BAD_VALUE", key, `must be a finite positive number, found ${value}`, entry);
   return value;
@@ -128,18 +121,7 @@ function check(condition: boolean, key: string, message: string, m: Entries): vo
 /** Parses and validates the qwen35 hyperparameters of a GGUF file. */
 export function parseQwen35Config(file: Pick<GgufFile, "metadata">): Qwen35Config {
   const m = file.metadata;
-  const archEntry = m.get("general.architecture");
-  if (!archEntry) bad("QWEN35_MISSING_KEY", "general.architecture", 'required key is missing (expected str "qwen35" or "qwen35moe")');
-  if (archEntry.type !== GgufValueType.STRING)
-    bad("QWEN35_BAD_KEY_TYPE", "general.architecture", `expected str, found ${describe(archEntry)}`, archEntry);
-  if (archEntry.value !== "qwen35" && archEntry.value !== "qwen35moe") {
-    throw new Qwen35ConfigError(
-      "QWEN35_WRONG_ARCHITECTURE",
-      `general.architecture is ${JSON.stringify(archEntry.value)}, expected "qwen35" or "qwen35moe"`,
-      { field: "general.architecture", offset: archEntry.offset },
-    );
-  }
-  const architecture = archEntry.value as Qwen35Architecture;
+  const architecture = readArchitectureName(file, QWEN35_ARCHITECTURES) as Qwen35Architecture;
   const P = `${architecture}.`;
 
   const blockCount = positive(m, `${P}block_count`);
@@ -181,7 +163,7 @@ export function parseQwen35Config(file: Pick<GgufFile, "metadata">): Qwen35Confi
   const sections = m.get(sectionsKey);
   if (!sections) bad("QWEN35_MISSING_KEY", sectionsKey, "required key is missing (expected i32[4])");
   if (sections.type !== GgufValueType.ARRAY || sections.itemType !== GgufValueType.INT32 || (sections.value as Int32Array).length !== 4) {
-    bad("QWEN35_BAD_KEY_TYPE", sectionsKey, `expected i32[4], found ${describe(sections)}`, sections);
+    bad("QWEN35_BAD_KEY_TYPE", sectionsKey, `expected i32[4], found ${describeEntry(sections)}`, sections);
   }
   const sectionValues = Array.from(sections.value as Int32Array) as [number, number, number, number];
   check(
@@ -235,7 +217,7 @@ export function parseQwen35Config(file: Pick<GgufFile, "metadata">): Qwen35Confi
       recurrentEntry.itemType === undefined ||
       !integerTypes.includes(recurrentEntry.itemType)
     ) {
-      bad("QWEN35_BAD_KEY_TYPE", recurrentKey, `expected a bool or integer array, found ${describe(recurrentEntry)}`, recurrentEntry);
+      bad("QWEN35_BAD_KEY_TYPE", recurrentKey, `expected a bool or integer array, found ${describeEntry(recurrentEntry)}`, recurrentEntry);
     }
     recurrentLayers = Array.from(
       recurrentEntry.value as ArrayLike<number | boolean>,

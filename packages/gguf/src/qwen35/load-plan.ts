@@ -1,14 +1,9 @@
 import { Qwen35ConfigError } from "../errors.js";
 import { GgmlType, ggmlTypeName } from "../ggml-type.js";
 import type { GgufFile, GgufTensorInfo } from "../types.js";
-import { parseQwen35Config, type Qwen35Config } from "./config.js";
-import {
-  describeQwen35,
-  type ModelDescription,
-  type Qwen35ExpectedTensor,
-  type Qwen35TensorRole,
-  type Qwen35TensorSlot,
-} from "./tensors.js";
+import { architectureOf } from "../architectures.js";
+import type { Qwen35Config } from "./config.js";
+import type { ModelDescription, Qwen35ExpectedTensor, Qwen35TensorRole, Qwen35TensorSlot } from "./tensors.js";
 
 export type SpeculativeMethod = "mtp";
 
@@ -74,7 +69,8 @@ const sameNe = (a: readonly number[], b: readonly number[]): boolean => a.length
  * hyperparameters themselves are invalid.
  */
 export function buildLoadPlan(file: Pick<GgufFile, "metadata" | "tensors">, options: LoadPlanOptions = {}): LoadPlan {
-  const config = parseQwen35Config(file);
+  const architecture = architectureOf(file);
+  const config = architecture.parseConfig(file);
   const byName = new Map(file.tensors.map((t) => [t.name, t]));
   const refused: RefusedTensor[] = [];
 
@@ -82,7 +78,7 @@ export function buildLoadPlan(file: Pick<GgufFile, "metadata" | "tensors">, opti
   const embd = byName.get("token_embd.weight");
   const vocab = config.vocabSize ?? (embd?.ne.length === 2 ? embd.ne[1]! : 0);
 
-  const description = describeQwen35(config, vocab);
+  const description = architecture.describe(config, vocab);
   const expected: Qwen35ExpectedTensor[] = [...description.global, ...description.layers.flatMap((l) => l.tensors)];
   const expectedByName = new Map<string, Qwen35ExpectedTensor>(expected.map((e) => [e.name, e]));
   const useMtp = options.speculative === "mtp";

@@ -1,50 +1,18 @@
+import { FFN_KINDS, type FfnKind, TOKEN_MIXERS, type TokenMixer } from "../kinds.js";
 import type { Qwen35Config } from "./config.js";
 
 export type Qwen35TensorRole = "global" | "trunk" | "mtp";
 
 /**
  * What a tensor is, independent of its layer: the GGUF name without `blk.N.` and without the
- * `.weight` / `.bias` suffix (qwen35.md section 3). The engine binds weights by slot.
+ * `.weight` / `.bias` suffix (qwen35.md section 3). The engine binds weights by slot. The slots are
+ * those of the templates: the globals, the MTP block's own, and every registered kind's (../kinds.ts).
  */
 export type Qwen35TensorSlot =
-  | "token_embd"
-  | "output_norm"
-  | "output"
-  | "attn_norm"
-  | "post_attention_norm"
-  | "attn_q"
-  | "attn_k"
-  | "attn_v"
-  | "attn_q_norm"
-  | "attn_k_norm"
-  | "attn_output"
-  | "ffn_gate"
-  | "ffn_up"
-  | "ffn_down"
-  | "ffn_gate_inp"
-  | "ffn_gate_exps"
-  | "ffn_up_exps"
-  | "ffn_gate_up_exps"
-  | "ffn_down_exps"
-  | "ffn_gate_inp_shexp"
-  | "ffn_gate_shexp"
-  | "ffn_up_shexp"
-  | "ffn_down_shexp"
-  | "attn_qkv"
-  | "attn_gate"
-  | "ssm_beta"
-  | "ssm_alpha"
-  | "ssm_conv1d"
-  | "ssm_dt"
-  | "ssm_a"
-  | "ssm_norm"
-  | "ssm_out"
-  | "nextn.eh_proj"
-  | "nextn.enorm"
-  | "nextn.hnorm"
-  | "nextn.shared_head_norm"
-  | "nextn.embed_tokens"
-  | "nextn.shared_head_head";
+  | (typeof GLOBAL)[number]["slot"]
+  | (typeof NEXTN)[number]["slot"]
+  | { [K in TokenMixer]: (typeof TOKEN_MIXERS)[K][number]["slot"] }[TokenMixer]
+  | { [K in FfnKind]: (typeof FFN_KINDS)[K][number]["slot"] }[FfnKind];
 
 /**
  * The named dimensions of a model: the hyperparameters and every size derived from them, computed
@@ -107,10 +75,52 @@ export interface ModelDims {
 
 export type ModelDimName = keyof ModelDims;
 
-/** A token mixer (qwen35.md sections 4-5): gated full attention, or a Gated DeltaNet. */
-export type TokenMixer = "attention" | "gdn";
-/** A layer's FFN: dense SwiGLU (qwen35), or routed experts plus a gated shared expert (qwen35moe). */
-export type FfnKind = "dense" | "moe";
+/**
+ * How a named dimension crosses to the native model (@keepquant/tt-native generates its C++ header
+ * from this table): the member of the C++ model shape it fills, its C++ integer type, and the least
+ * value the native model accepts. The keys are in the order the values cross N-API.
+ */
+export interface ModelDimSchema {
+  /** the C++ member name (ModelHparams in tt-native's generated src/model/model_hparams.h) */
+  readonly native: string;
+  /** `int64` for element counts that can pass 2^31 (state planes); `int` otherwise */
+  readonly type: "int" | "int64";
+  /** the least value accepted (1 where a zero would leave the model without that part) */
+  readonly min: number;
+}
+
+/** Every named dimension with its C++ name: a dimension without an entry is a compile error. */
+export const MODEL_DIM_SCHEMA: Readonly<Record<ModelDimName, ModelDimSchema>> = {
+  nEmbd: { native: "nEmbd", type: "int", min: 1 },
+  nVocab: { native: "nVocab", type: "int", min: 1 },
+  nFf: { native: "nFf", type: "int", min: 1 },
+  nHead: { native: "nHead", type: "int", min: 1 },
+  nHeadKv: { native: "nHeadKv", type: "int", min: 1 },
+  headDim: { native: "headDim", type: "int", min: 1 },
+  nRot: { native: "nRot", type: "int", min: 0 },
+  qDim: { native: "qDim", type: "int", min: 1 },
+  kvDim: { native: "kvDim", type: "int", min: 1 },
+  attnOutDim: { native: "attnOutDim", type: "int", min: 1 },
+  convKernel: { native: "convKernel", type: "int", min: 0 },
+  ssmStateSize: { native: "ssmStateSize", type: "int", min: 0 },
+  ssmGroupCount: { native: "ssmGroupCount", type: "int", min: 0 },
+  nHeadV: { native: "ssmTimeStepRank", type: "int", min: 0 },
+  keyDim: { native: "keyDim", type: "int", min: 0 },
+  valueDim: { native: "ssmInnerSize", type: "int", min: 0 },
+  convDim: { native: "convDim", type: "int", min: 0 },
+  headVDim: { native: "headVDim", type: "int", min: 0 },
+  ehProjIn: { native: "ehProjIn", type: "int", min: 0 },
+  convStateElements: { native: "convStateElements", type: "int64", min: 0 },
+  ssmStateElements: { native: "ssmStateElements", type: "int64", min: 0 },
+  nExpert: { native: "nExpert", type: "int", min: 0 },
+  nExpertUsed: { native: "nExpertUsed", type: "int", min: 0 },
+  nFfExp: { native: "nFfExp", type: "int", min: 0 },
+  nFfExpGateUp: { native: "nFfExpGateUp", type: "int", min: 0 },
+  nFfShexp: { native: "nFfShexp", type: "int", min: 0 },
+  one: { native: "one", type: "int", min: 1 },
+};
+
+export type { FfnKind, TokenMixer } from "../kinds.js";
 
 /** One tensor of the description. */
 export interface TensorDescription {
@@ -166,81 +176,50 @@ export function qwen35TensorSlot(name: string): Qwen35TensorSlot {
 }
 
 /** A tensor template: slot, binding field, shape in named dims, GGUF suffix and flags. */
-interface Template {
-  slot: Qwen35TensorSlot;
+export interface TensorTemplate {
+  /** the tensor's slot (see Qwen35TensorSlot, which is the union of the templates' slots) */
+  slot: string;
   field: string;
   dims: readonly ModelDimName[];
   suffix?: ".weight" | ".bias" | "";
   optional?: boolean;
   fallback?: string;
   requiresF32?: boolean;
-  requiredUnless?: Qwen35TensorSlot;
+  /** required unless the layer holds this other slot of its kinds instead */
+  requiredUnless?: string;
 }
 
-const GLOBAL: readonly Template[] = [
+const GLOBAL = [
   { slot: "token_embd", field: "tokenEmbd", dims: ["nEmbd", "nVocab"] },
   { slot: "output_norm", field: "outputNorm", dims: ["nEmbd"] },
   { slot: "output", field: "output", dims: ["nEmbd", "nVocab"], optional: true, fallback: "tokenEmbd" },
-];
+] as const satisfies readonly TensorTemplate[];
 
-/** Token mixers: the tensors before the FFN, in file order. */
-const MIXERS: Record<TokenMixer, readonly Template[]> = {
-  attention: [
-    { slot: "attn_norm", field: "attnNorm", dims: ["nEmbd"] },
-    { slot: "attn_q", field: "q", dims: ["nEmbd", "qDim"] },
-    { slot: "attn_k", field: "k", dims: ["nEmbd", "kvDim"] },
-    { slot: "attn_v", field: "v", dims: ["nEmbd", "kvDim"] },
-    { slot: "attn_q_norm", field: "qNorm", dims: ["headDim"] },
-    { slot: "attn_k_norm", field: "kNorm", dims: ["headDim"] },
-    { slot: "attn_output", field: "o", dims: ["attnOutDim", "nEmbd"] },
-  ],
-  gdn: [
-    { slot: "attn_norm", field: "attnNorm", dims: ["nEmbd"] },
-    { slot: "attn_qkv", field: "qkv", dims: ["nEmbd", "convDim"] },
-    { slot: "attn_gate", field: "gate", dims: ["nEmbd", "valueDim"] },
-    { slot: "ssm_beta", field: "beta", dims: ["nEmbd", "nHeadV"] },
-    { slot: "ssm_alpha", field: "alpha", dims: ["nEmbd", "nHeadV"] },
-    { slot: "ssm_conv1d", field: "conv", dims: ["convKernel", "convDim"], requiresF32: true },
-    { slot: "ssm_dt", field: "dtBias", dims: ["nHeadV"], suffix: ".bias" },
-    { slot: "ssm_a", field: "a", dims: ["nHeadV"], suffix: "" },
-    { slot: "ssm_norm", field: "norm", dims: ["headVDim"] },
-    { slot: "ssm_out", field: "out", dims: ["valueDim", "nEmbd"] },
-  ],
-};
-
-/** FFNs: the post-attention norm and the FFN's tensors. */
-const FFNS: Record<FfnKind, readonly Template[]> = {
-  dense: [
-    { slot: "post_attention_norm", field: "postAttnNorm", dims: ["nEmbd"] },
-    { slot: "ffn_gate", field: "ffnGate", dims: ["nEmbd", "nFf"] },
-    { slot: "ffn_up", field: "ffnUp", dims: ["nEmbd", "nFf"] },
-    { slot: "ffn_down", field: "ffnDown", dims: ["nFf", "nEmbd"] },
-  ],
-  // qwen35moe (llama.cpp's load_block_trunk / load_block_mtp): the router, E stacked experts (gate and up
-  // split, or merged into one [n_embd, 2 n_ff_exp, E] tensor), and a shared expert behind a scalar gate
-  moe: [
-    { slot: "post_attention_norm", field: "postAttnNorm", dims: ["nEmbd"] },
-    { slot: "ffn_gate_inp", field: "moe.router", dims: ["nEmbd", "nExpert"] },
-    { slot: "ffn_gate_exps", field: "moe.gateExps", dims: ["nEmbd", "nFfExp", "nExpert"], requiredUnless: "ffn_gate_up_exps" },
-    { slot: "ffn_up_exps", field: "moe.upExps", dims: ["nEmbd", "nFfExp", "nExpert"], requiredUnless: "ffn_gate_up_exps" },
-    { slot: "ffn_gate_up_exps", field: "moe.gateUpExps", dims: ["nEmbd", "nFfExpGateUp", "nExpert"], optional: true },
-    { slot: "ffn_down_exps", field: "moe.downExps", dims: ["nFfExp", "nEmbd", "nExpert"] },
-    { slot: "ffn_gate_inp_shexp", field: "moe.sharedGate", dims: ["nEmbd"] },
-    { slot: "ffn_gate_shexp", field: "moe.sharedGateProj", dims: ["nEmbd", "nFfShexp"] },
-    { slot: "ffn_up_shexp", field: "moe.sharedUp", dims: ["nEmbd", "nFfShexp"] },
-    { slot: "ffn_down_shexp", field: "moe.sharedDown", dims: ["nFfShexp", "nEmbd"] },
-  ],
-};
+/** Token mixers and FFNs: each registered kind's tensors (../kinds.ts), in file order. */
+const MIXERS: Record<TokenMixer, readonly TensorTemplate[]> = TOKEN_MIXERS;
+const FFNS: Record<FfnKind, readonly TensorTemplate[]> = FFN_KINDS;
 
 /** The MTP/NextN block's own tensors (qwen35.md section 12), after its attention block. */
-const NEXTN: readonly Template[] = [
+const NEXTN = [
   { slot: "nextn.eh_proj", field: "ehProj", dims: ["ehProjIn", "nEmbd"] },
   { slot: "nextn.enorm", field: "enorm", dims: ["nEmbd"] },
   { slot: "nextn.hnorm", field: "hnorm", dims: ["nEmbd"] },
   { slot: "nextn.shared_head_norm", field: "headNorm", dims: ["nEmbd"], fallback: "outputNorm" },
   { slot: "nextn.embed_tokens", field: "embedTokens", dims: ["nEmbd", "nVocab"], optional: true },
   { slot: "nextn.shared_head_head", field: "head", dims: ["nEmbd", "nVocab"], optional: true, fallback: "output" },
-];
+] as const satisfies readonly TensorTemplate[];
+
+/**
+ * The tensor slots of each scope and kind, as templates (the description instantiates them per
+ * layer): the globals, each token mixer's, each FFN's, and the MTP block's own. tt-native generates
+ * its native slot tables from this (src/model/model_slots.h).
+ */
+export const MODEL_TENSOR_SCHEMA = {
+  global: GLOBAL,
+  mixers: MIXERS,
+  ffns: FFNS,
+  nextn: NEXTN,
+} as const;
 
 /** Every named dimension of a config and vocabulary (see ModelDims); the vocabulary enters only `nVocab`. */
 export function qwen35Dims(config: Qwen35Config, vocab = config.vocabSize ?? 0): ModelDims {
@@ -278,11 +257,11 @@ export function qwen35Dims(config: Qwen35Config, vocab = config.vocabSize ?? 0):
   };
 }
 
-function instantiate(t: Template, dims: ModelDims, role: Qwen35TensorRole, layer?: number): TensorDescription {
+function instantiate(t: TensorTemplate, dims: ModelDims, role: Qwen35TensorRole, layer?: number): TensorDescription {
   const base = `${t.slot}${t.suffix ?? ".weight"}`;
   return {
     name: layer === undefined ? base : `blk.${layer}.${base}`,
-    slot: t.slot,
+    slot: t.slot as Qwen35TensorSlot,
     field: t.field,
     dims: t.dims,
     ne: t.dims.map((d) => dims[d]),
@@ -291,7 +270,7 @@ function instantiate(t: Template, dims: ModelDims, role: Qwen35TensorRole, layer
     optional: t.optional ?? false,
     ...(t.fallback ? { fallback: t.fallback } : {}),
     ...(t.requiresF32 ? { requiresF32: true } : {}),
-    ...(t.requiredUnless ? { requiredUnless: t.requiredUnless } : {}),
+    ...(t.requiredUnless ? { requiredUnless: t.requiredUnless as Qwen35TensorSlot } : {}),
   };
 }
 

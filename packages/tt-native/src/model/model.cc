@@ -108,7 +108,7 @@ Model::Model(ModelSpec spec) : spec_(std::move(spec)) {
   // dimensions of the description. What is left here is what the table cannot say by itself: the
   // numerics' needs, the cache planes' order and the storage.
   const ModelShape& c = spec_.shape;
-  if ((int)c.recurrent.size() != c.nLayer || (int)spec_.layers.size() != c.nLayer) fail("layers: expected " + str(c.nLayer) + " layers");
+  if ((int)spec_.layers.size() != c.nLayer) fail("layers: expected " + str(c.nLayer) + " layers");
   if (spec_.maxBatchTokens < 1) fail("maxBatchTokens must be positive");
   const int D = c.nEmbd;
   keyDim_ = c.keyDim;
@@ -125,10 +125,13 @@ Model::Model(ModelSpec spec) : spec_(std::move(spec)) {
   for (int il = 0; il < c.nLayer; ++il) {
     const LayerWeights& L = spec_.layers[il];
     const std::string p = "blk." + str(il);
-    if (L.recurrent) {
-      if (L.cacheIndex != gdnLayers++) fail(p + ": state layer index out of order");
-    } else if (L.cacheIndex != attentionLayers++) {
-      fail(p + ": KV layer index out of order");
+    switch (L.mixer) {
+      case Mixer::Gdn:
+        if (L.cacheIndex != gdnLayers++) fail(p + ": state layer index out of order");
+        break;
+      case Mixer::Attention:
+        if (L.cacheIndex != attentionLayers++) fail(p + ": KV layer index out of order");
+        break;
     }
   }
   const DrafterWeights& d = spec_.drafter;
@@ -167,14 +170,13 @@ Model::Model(ModelSpec spec) : spec_(std::move(spec)) {
     v.assign(n, 0.0f);
     scratchBytes_ += n * sizeof(float);
   };
-  alloc(hidden_, T * D);
-  alloc(normed_, T * D);
-  alloc(branch_, T * D);
+  // the scratch of model_scratch.h: [T, width] each
+#define KQ_SCRATCH_ALLOC(buffer, width) alloc(buffer##_, T * (size_t)c.width);
+  KQ_SCRATCH_TRUNK(KQ_SCRATCH_ALLOC)
   alloc(outHidden_, T * D);
-  alloc(ffnGate_, T * c.nFf);
-  alloc(ffnUp_, T * c.nFf);
-  const bool anyMoe = std::any_of(spec_.layers.begin(), spec_.layers.end(), [](const LayerWeights& L) { return L.moe; }) ||
-                      (d.present && d.block.moe);
+  KQ_SCRATCH_FFN_DENSE(KQ_SCRATCH_ALLOC)  // on every model (on an MoE model: feed_forward_length wide, or 0)
+  const bool anyMoe = std::any_of(spec_.layers.begin(), spec_.layers.end(), [](const LayerWeights& L) { return L.ffn == Ffn::Moe; }) ||
+                      (d.present && d.block.ffn == Ffn::Moe);
   if (anyMoe) {
     const size_t E = (size_t)c.nExpert, K = (size_t)c.nExpertUsed, F = (size_t)c.nFfExp, S = (size_t)c.nFfShexp;
     alloc(moeLogits_, T * E);
@@ -197,7 +199,7 @@ Model::Model(ModelSpec spec) : spec_(std::move(spec)) {
     moeJobs_.reserve(2 * E + 4);
     size_t xBytes = 0, hBytes = 0, sBytes = 0;
     auto widest = [&](const LayerWeights& L) {
-      if (!L.moe) return;
+      if (L.ffn != Ffn::Moe) return;
       xBytes = std::max(xBytes, moeActRowBytes(L, 0));
       hBytes = std::max(hBytes, moeActRowBytes(L, 1));
       sBytes = std::max(sBytes, moeActRowBytes(L, 2));
@@ -213,20 +215,12 @@ Model::Model(ModelSpec spec) : spec_(std::move(spec)) {
   alloc(headInput_, T * D);
   logitAmongKept_.assign(T, 0);
   if (kvPlanes > 0) {
-    alloc(qg_, T * c.qDim);
-    alloc(q_, T * c.attnOutDim);
-    alloc(kRows_, T * kvRowStride_);
-    alloc(vRows_, T * kvRowStride_);
-    alloc(attnOut_, T * c.attnOutDim);
+    KQ_SCRATCH_MIXER_ATTENTION(KQ_SCRATCH_ALLOC)
   }
   if (gdnLayers > 0) {
-    alloc(mixed_, T * convDim_);
-    alloc(convOut_, T * convDim_);
-    alloc(z_, T * valueDim_);
-    alloc(betaRows_, T * c.ssmTimeStepRank);
-    alloc(alphaRows_, T * c.ssmTimeStepRank);
-    alloc(gdnOut_, T * valueDim_);
+    KQ_SCRATCH_MIXER_GDN(KQ_SCRATCH_ALLOC)
   }
+#undef KQ_SCRATCH_ALLOC
   rowEntry_.assign(T, 0);
   entryRow0_.assign(T, 0);
   rowPos_.assign(T, 0);
@@ -473,8 +467,10 @@ void Model::step(const std::vector<StepEntry>& entries, float* logits, float* hi
   for (int il = 0; il < c.nLayer; ++il) {
     const LayerWeights& L = spec_.layers[il];
     rmsNormRows(hidden_.data(), L.attnNorm, normed_.data(), T);
-    if (L.recurrent) gatedDeltaNet(L, entries, T);
-    else attention(L, entries, T);
+    switch (L.mixer) {  // the layer's token mixer
+      case Mixer::Attention: attention(L, entries, T); break;
+      case Mixer::Gdn: gatedDeltaNet(L, entries, T); break;
+    }
     int rows = T;
     if (il == c.nLayer - 1) {
       // as llama.cpp: after the last mixer only the output rows go on
@@ -544,7 +540,7 @@ void Model::draftStep(const std::vector<StepEntry>& entries, const float* hidden
 
 void Model::ffn(const LayerWeights& L, int rows) {
   const ProfileScope scope(kPhaseFfn);
-  if (L.moe) {
+  if (L.ffn == Ffn::Moe) {
     matmulPhase_ = kPhaseMatmulMoe;
     moeFfn(L, rows);
     matmulPhase_ = kPhaseMatmulLayer;
@@ -960,7 +956,7 @@ void Model::gatedDeltaNet(const LayerWeights& L, const std::vector<StepEntry>& e
   const float eps = c.eps;
   const ForwardOps& ops = forwardOps();
   prepareInput(normed_.data(), T, D);
-  const MatmulOut inputs[] = {{&L.qkv, mixed_.data()}, {&L.gate, z_.data()}, {&L.beta, betaRows_.data()}, {&L.alpha, alphaRows_.data()}};
+  const MatmulOut inputs[] = {{&L.qkv, mixed_.data()}, {&L.gate, zRows_.data()}, {&L.beta, betaRows_.data()}, {&L.alpha, alphaRows_.data()}};
   matmulMany(inputs, 4);
   float* convPlane = spec_.states.conv[L.cacheIndex];
   float* ssmPlane = spec_.states.ssm[L.cacheIndex];
@@ -1045,7 +1041,7 @@ void Model::gatedDeltaNet(const LayerWeights& L, const std::vector<StepEntry>& e
       }
       // gated RMSNorm: rms(o_h) * ssm_norm (raw), times silu(z_h)
       rmsNorm(o, L.norm, o, Dv, eps);
-      float* zh = z_.data() + (size_t)row * valueDim + (size_t)h * Dv;
+      float* zh = zRows_.data() + (size_t)row * valueDim + (size_t)h * Dv;
       ops.siluRow(zh, Dv);
       for (int j = 0; j < Dv; ++j) o[j] = o[j] * zh[j];
     }

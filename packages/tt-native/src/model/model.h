@@ -12,6 +12,9 @@
 
 #include "cpu/matmul.h"
 #include "core/profile.h"
+#include "model/model_hparams.h"
+#include "model/model_kinds.h"
+#include "model/model_scratch.h"
 
 namespace kq {
 
@@ -38,33 +41,23 @@ struct WeightMatrix {
 
 enum class Numerics { Llama, Bf16 };
 
-// Hyperparameters (qwen35.md section 2) and the sizes derived from them, all read by name from the
-// table's `hparams` (the model description computed them; nothing is derived here). nLayer and
-// `recurrent` come from the table's layers.
-struct ModelShape {
-  int nLayer = 0, nEmbd = 0, nFf = 0, nHead = 0, nHeadKv = 0, headDim = 0, nRot = 0;
-  int convKernel = 0, ssmStateSize = 0, ssmGroupCount = 0, ssmTimeStepRank = 0, ssmInnerSize = 0, nVocab = 0;
-  // derived: 2 H Dh, Hkv Dh, H Dh, Hk Dk, 2 keyDim + valueDim, Dv, 2 D, conv and recurrent state per slot
-  int qDim = 0, kvDim = 0, attnOutDim = 0, keyDim = 0, convDim = 0, headVDim = 0, ehProjIn = 0;
-  int64_t convStateElements = 0, ssmStateElements = 0;
-  // rows of the drafter's head (the vocabulary, or a prefix of it)
-  int drafterVocab = 0;
-  // the MoE FFN (qwen35moe; 0 for a dense model): experts, experts per token, expert and shared widths
-  int nExpert = 0, nExpertUsed = 0, nFfExp = 0, nFfShexp = 0;
-  float eps = 0;
-  // powf(rope_freq_base, -2 / n_rot), computed by the caller's libm (the specification's value)
-  float ropeThetaScale = 0;
-  std::vector<uint8_t> recurrent;  // per trunk layer
+// Hyperparameters (qwen35.md section 2) and the sizes derived from them: ModelHparams, generated
+// from the model description's dimension schema (model_hparams.h; the description computed every
+// value, nothing is derived here). nLayer comes from the table's layers.
+struct ModelShape : ModelHparams {
+  int nLayer = 0;
 };
 
+// One block: its kinds (a token mixer and an FFN, model_kinds.h) and the fields of every kind; the
+// slots of its kinds are bound (model_slots.h), the others stay empty.
 struct LayerWeights {
-  bool recurrent = false;
+  Mixer mixer = Mixer::Attention;
+  Ffn ffn = Ffn::Dense;
   const float* attnNorm = nullptr;      // [D]
   const float* postAttnNorm = nullptr;  // [D]
   WeightMatrix ffnGate, ffnUp, ffnDown;
   // the MoE FFN instead of the dense one (qwen35moe): router [E, D] (F32), stacked experts (gate and up
   // split, or merged [2 n_ff_exp] rows per expert), down experts, the shared expert and its gate [D]
-  bool moe = false;
   WeightMatrix router, gateExps, upExps, gateUpExps, downExps, sharedGateProj, sharedUp, sharedDown;
   const float* sharedGate = nullptr;
   // full attention
@@ -149,11 +142,12 @@ struct ModelSpec {
   StateStorage snapshots;
 };
 
-// The model as one table (src/native-types.ts NativeModelSpec): named hyperparameters, the layers
+// The model as one table (src/native-types.ts NativeModelSpec): the hyperparameters, the layers
 // (token mixer + FFN, cache plane) and the tensors by slot and layer, each with its shape as named
 // dimensions. bindModelTable checks every entry generically against the hyperparameters its dims
-// name and against its type's block geometry, binds it to the model's fields through one slot
-// table per scope (model/model_table.cc), and checks that each layer has what its mixer needs.
+// name and against its type's block geometry, binds it to the model's fields through the generated
+// slot tables of its scope and kinds (model_slots.h), and checks that each layer has what its
+// kinds need.
 struct TableTensor {
   std::string slot;
   int layer = -1;  // -1: a global tensor
@@ -163,12 +157,13 @@ struct TableTensor {
 struct TableLayer {
   int index = 0;
   bool mtp = false;
-  bool recurrent = false;
-  bool moe = false;
+  Mixer mixer = Mixer::Attention;
+  Ffn ffn = Ffn::Dense;
   int cacheIndex = 0;
 };
 struct ModelTable {
-  std::vector<std::pair<std::string, double>> hparams;
+  // hparams::kCount values in the generated order (model_hparams.h)
+  std::vector<double> hparams;
   std::vector<TableLayer> layers;
   std::vector<TableTensor> tensors;
 };
@@ -235,8 +230,16 @@ class Model {
   int64_t convStride_ = 0, ssmStride_ = 0;
   size_t scratchBytes_ = 0;
   // scratch, [rows, width]
-  std::vector<float> hidden_, normed_, branch_, qg_, q_, kRows_, vRows_, attnOut_, mixed_, convOut_, z_, betaRows_,
-      alphaRows_, gdnOut_, ffnGate_, ffnUp_, outHidden_, concat_, headInput_;
+  // the layer loop's (model_scratch.h: the trunk's and each kind's buffers, as the description names them)
+#define KQ_SCRATCH_MEMBER(buffer, width) std::vector<float> buffer##_;
+  KQ_SCRATCH_TRUNK(KQ_SCRATCH_MEMBER)
+  KQ_SCRATCH_MIXER_ATTENTION(KQ_SCRATCH_MEMBER)
+  KQ_SCRATCH_MIXER_GDN(KQ_SCRATCH_MEMBER)
+  KQ_SCRATCH_FFN_DENSE(KQ_SCRATCH_MEMBER)
+  KQ_SCRATCH_FFN_MOE(KQ_SCRATCH_MEMBER)
+#undef KQ_SCRATCH_MEMBER
+  // the step's own: the kept rows' hidden states, the drafter's [e | h] input, the head's input
+  std::vector<float> outHidden_, concat_, headInput_;
   std::vector<int32_t> logitAmongKept_;
   // the MoE FFN's work buffers (qwen35moe)
   std::vector<float> moeLogits_, moeProbs_, moeWeights_, moeX_, moeGate_, moeUp_, moeDown_, moeExperts_, moeShared_,

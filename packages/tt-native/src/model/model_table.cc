@@ -1,13 +1,14 @@
 // The native model's input table (model.h ModelTable) bound to the model's fields. Shapes are not
 // known here: each tensor names its dimensions, and the check is the same for every tensor (its
-// columns and rows equal the named hyperparameters, its rows are whole blocks of its type). What is
-// known here is only where a slot lives (the tables below) and which mixer needs it.
+// columns and rows equal the named hyperparameters, its rows are whole blocks of its type). Which
+// slots a scope or a layer's kinds have, and where each lives, is the generated model_slots.h.
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
 
 #include "core/common.h"
 #include "model/model.h"
+#include "model/model_slots.h"
 
 namespace kq {
 namespace {
@@ -15,130 +16,33 @@ namespace {
 std::string str(int64_t v) { return std::to_string(v); }
 [[noreturn]] void fail(const std::string& message) { throw std::invalid_argument(message); }
 
-// Which layers need a slot: every layer, one token mixer's, one FFN's, or none (optional).
-enum class Need { Every, Attention, Gdn, Dense, Moe, Optional };
+using slots::Need;
+using slots::Slot;
+using slots::Slots;
 
-// A slot of one scope: a matrix (kept packed) or an f32 vector.
-template <typename S>
-struct Slot {
-  const char* name;
-  Need need;
-  WeightMatrix S::*matrix;
-  const float* S::*vector;
-};
-
-using L = LayerWeights;
-const Slot<L> kLayerSlots[] = {
-    {"attn_norm", Need::Every, nullptr, &L::attnNorm},
-    {"post_attention_norm", Need::Every, nullptr, &L::postAttnNorm},
-    {"ffn_gate", Need::Dense, &L::ffnGate, nullptr},
-    {"ffn_up", Need::Dense, &L::ffnUp, nullptr},
-    {"ffn_down", Need::Dense, &L::ffnDown, nullptr},
-    {"ffn_gate_inp", Need::Moe, &L::router, nullptr},
-    // split gate/up experts or the merged tensor: one of the two (checked after binding)
-    {"ffn_gate_exps", Need::Optional, &L::gateExps, nullptr},
-    {"ffn_up_exps", Need::Optional, &L::upExps, nullptr},
-    {"ffn_gate_up_exps", Need::Optional, &L::gateUpExps, nullptr},
-    {"ffn_down_exps", Need::Moe, &L::downExps, nullptr},
-    {"ffn_gate_inp_shexp", Need::Moe, nullptr, &L::sharedGate},
-    {"ffn_gate_shexp", Need::Moe, &L::sharedGateProj, nullptr},
-    {"ffn_up_shexp", Need::Moe, &L::sharedUp, nullptr},
-    {"ffn_down_shexp", Need::Moe, &L::sharedDown, nullptr},
-    {"attn_q", Need::Attention, &L::q, nullptr},
-    {"attn_k", Need::Attention, &L::k, nullptr},
-    {"attn_v", Need::Attention, &L::v, nullptr},
-    {"attn_output", Need::Attention, &L::o, nullptr},
-    {"attn_q_norm", Need::Attention, nullptr, &L::qNorm},
-    {"attn_k_norm", Need::Attention, nullptr, &L::kNorm},
-    {"attn_qkv", Need::Gdn, &L::qkv, nullptr},
-    {"attn_gate", Need::Gdn, &L::gate, nullptr},
-    {"ssm_beta", Need::Gdn, &L::beta, nullptr},
-    {"ssm_alpha", Need::Gdn, &L::alpha, nullptr},
-    {"ssm_out", Need::Gdn, &L::out, nullptr},
-    {"ssm_conv1d", Need::Gdn, nullptr, &L::conv},
-    {"ssm_dt", Need::Gdn, nullptr, &L::dtBias},
-    {"ssm_a", Need::Gdn, nullptr, &L::a},
-    {"ssm_norm", Need::Gdn, nullptr, &L::norm},
-};
-
-const Slot<ModelSpec> kGlobalSlots[] = {
-    {"token_embd", Need::Every, &ModelSpec::tokenEmbd, nullptr},
-    {"output_norm", Need::Every, nullptr, &ModelSpec::outputNorm},
-    // the caller binds the tied head to token_embd's bytes
-    {"output", Need::Every, &ModelSpec::output, nullptr},
-};
-
-// The MTP block's own tensors (its attention block and FFN are layer slots of drafter.block); the
-// caller resolves the shared head and its norm to the trunk's when the file has none.
-const Slot<DrafterWeights> kDrafterSlots[] = {
-    {"nextn.eh_proj", Need::Every, &DrafterWeights::ehProj, nullptr},
-    {"nextn.enorm", Need::Every, nullptr, &DrafterWeights::enorm},
-    {"nextn.hnorm", Need::Every, nullptr, &DrafterWeights::hnorm},
-    {"nextn.shared_head_norm", Need::Every, nullptr, &DrafterWeights::headNorm},
-    {"nextn.embed_tokens", Need::Optional, &DrafterWeights::embedTokens, nullptr},
-    {"nextn.shared_head_head", Need::Every, &DrafterWeights::head, nullptr},
-};
-
-// The hyperparameters read by name (all required).
-struct Hparam {
-  const char* name;
-  int ModelShape::*member;
-  int64_t ModelShape::*wide;
-  int min;
-};
-using C = ModelShape;
-const Hparam kHparams[] = {
-    {"nEmbd", &C::nEmbd, nullptr, 1},
-    {"nVocab", &C::nVocab, nullptr, 1},
-    {"nFf", &C::nFf, nullptr, 1},
-    {"nHead", &C::nHead, nullptr, 1},
-    {"nHeadKv", &C::nHeadKv, nullptr, 1},
-    {"headDim", &C::headDim, nullptr, 1},
-    {"nRot", &C::nRot, nullptr, 0},
-    {"qDim", &C::qDim, nullptr, 1},
-    {"kvDim", &C::kvDim, nullptr, 1},
-    {"attnOutDim", &C::attnOutDim, nullptr, 1},
-    {"convKernel", &C::convKernel, nullptr, 0},
-    {"ssmStateSize", &C::ssmStateSize, nullptr, 0},
-    {"ssmGroupCount", &C::ssmGroupCount, nullptr, 0},
-    {"nHeadV", &C::ssmTimeStepRank, nullptr, 0},
-    {"keyDim", &C::keyDim, nullptr, 0},
-    {"valueDim", &C::ssmInnerSize, nullptr, 0},
-    {"convDim", &C::convDim, nullptr, 0},
-    {"headVDim", &C::headVDim, nullptr, 0},
-    {"ehProjIn", &C::ehProjIn, nullptr, 0},
-    {"drafterVocab", &C::drafterVocab, nullptr, 1},
-    {"nExpert", &C::nExpert, nullptr, 0},
-    {"nExpertUsed", &C::nExpertUsed, nullptr, 0},
-    {"nFfExp", &C::nFfExp, nullptr, 0},
-    {"nFfShexp", &C::nFfShexp, nullptr, 0},
-    {"convStateElements", nullptr, &C::convStateElements, 0},
-    {"ssmStateElements", nullptr, &C::ssmStateElements, 0},
-};
-
-template <typename S, size_t N>
-const Slot<S>* findSlot(const Slot<S> (&slots)[N], const std::string& name) {
-  for (const Slot<S>& s : slots)
+template <typename S, typename List>
+const Slot<S>* findSlot(const List& list, const std::string& name) {
+  for (const Slot<S>& s : list)
     if (name == s.name) return &s;
   return nullptr;
 }
 
-bool needed(Need need, const LayerWeights& L) {
-  switch (need) {
-    case Need::Every: return true;
-    case Need::Attention: return !L.recurrent;
-    case Need::Gdn: return L.recurrent;
-    case Need::Dense: return !L.moe;
-    case Need::Moe: return L.moe;
-    case Need::Optional: return false;
-  }
-  return false;
+// The slots of a layer's kinds: its token mixer's, then its FFN's.
+const Slots<LayerWeights>& mixerSlots(const LayerWeights& L) { return slots::kMixers[(int)L.mixer]; }
+const Slots<LayerWeights>& ffnSlots(const LayerWeights& L) { return slots::kFfns[(int)L.ffn]; }
+
+const Slot<LayerWeights>* layerSlot(const LayerWeights& L, const std::string& name) {
+  if (const Slot<LayerWeights>* s = findSlot<LayerWeights>(mixerSlots(L), name)) return s;
+  return findSlot<LayerWeights>(ffnSlots(L), name);
 }
 
-// A slot a layer may hold: what it needs, and the optional slots of its FFN (the split/merged experts).
-bool allowed(const Slot<LayerWeights>& s, const LayerWeights& L) {
-  if (s.need != Need::Optional) return needed(s.need, L);
-  return L.moe;
+// A slot of some kind (not necessarily this layer's).
+bool anyLayerSlot(const std::string& name) {
+  for (const Slots<LayerWeights>& list : slots::kMixers)
+    if (findSlot<LayerWeights>(list, name)) return true;
+  for (const Slots<LayerWeights>& list : slots::kFfns)
+    if (findSlot<LayerWeights>(list, name)) return true;
+  return false;
 }
 
 template <typename S>
@@ -146,15 +50,32 @@ bool bound(const Slot<S>& s, const S& target) {
   return s.matrix ? (target.*s.matrix).data != nullptr : target.*s.vector != nullptr;
 }
 
+// What a scope's slots need: every required slot bound, and each `unless` slot bound or its alternative.
+template <typename S, typename List>
+void checkNeeds(const List& list, const S& target, const std::string& prefix) {
+  for (const Slot<S>& s : list) {
+    if (s.need == Need::Optional || bound(s, target)) continue;
+    if (s.need == Need::Unless) {
+      const Slot<S>* other = findSlot<S>(list, s.unless);
+      if (other && bound(*other, target)) continue;
+      fail(prefix + s.name + ": missing from the table (or " + s.unless + " instead)");
+    }
+    fail(prefix + s.name + ": missing from the table");
+  }
+}
+
 class Binder {
  public:
   explicit Binder(const ModelTable& table) {
-    for (const auto& [name, value] : table.hparams) hp_[name] = value;
+    if (table.hparams.size() != (size_t)hparams::kCount)
+      fail("hparams: " + str((int64_t)table.hparams.size()) + " values, expected " + str(hparams::kCount));
+    for (int i = 0; i < hparams::kCount; ++i) hp_[hparams::kFields[i].name] = table.hparams[i];
   }
 
+  // A tensor's named dimension: a hyperparameter by its name.
   double hparam(const std::string& name, const std::string& where) const {
     const auto it = hp_.find(name);
-    if (it == hp_.end()) fail(where + "hparams." + name + " is missing");
+    if (it == hp_.end()) fail(where + "hparams." + name + " is not a hyperparameter");
     return it->second;
   }
 
@@ -199,18 +120,22 @@ class Binder {
 void bindModelTable(const ModelTable& table, ModelSpec& spec) {
   const Binder binder(table);
   ModelShape& c = spec.shape;
-  for (const Hparam& h : kHparams) {
-    const double v = binder.hparam(h.name, "");
+  // the values in the generated order (model_hparams.h): integers checked against their least value
+  for (int i = 0; i < hparams::kCount; ++i) {
+    const hparams::Field& h = hparams::kFields[i];
+    const double v = table.hparams[i];
+    if (h.kind == hparams::Kind::Float) {
+      c.*h.real = (float)v;
+      continue;
+    }
     if (v != (double)(int64_t)v || v < h.min || v > 9.0e15) fail(std::string("hparams.") + h.name + " must be an integer >= " + str(h.min));
-    if (h.member) {
+    if (h.kind == hparams::Kind::Int) {
       if (v > 2147483647.0) fail(std::string("hparams.") + h.name + " is too large");
-      c.*h.member = (int)v;
+      c.*h.integer = (int)v;
     } else {
       c.*h.wide = (int64_t)v;
     }
   }
-  c.eps = (float)binder.hparam("eps", "");
-  c.ropeThetaScale = (float)binder.hparam("ropeThetaScale", "");
 
   // layers: the trunk in order, then at most one MTP block
   std::unordered_map<int, int> trunkAt;  // blk index -> position in spec.layers
@@ -219,11 +144,11 @@ void bindModelTable(const ModelTable& table, ModelSpec& spec) {
     const std::string where = "layers[blk." + str(l.index) + "]";
     if (l.mtp) {
       if (mtpIndex >= 0) fail(where + ": only one MTP block is supported");
-      if (l.recurrent) fail(where + ": the MTP block is a full-attention block");
+      if (l.mixer != Mixer::Attention) fail(where + ": the MTP block is a full-attention block");
       mtpIndex = l.index;
       spec.drafter.present = true;
-      spec.drafter.block.recurrent = false;
-      spec.drafter.block.moe = l.moe;
+      spec.drafter.block.mixer = Mixer::Attention;
+      spec.drafter.block.ffn = l.ffn;
       spec.drafter.block.cacheIndex = l.cacheIndex;
       continue;
     }
@@ -231,18 +156,17 @@ void bindModelTable(const ModelTable& table, ModelSpec& spec) {
     if (l.index != (int)spec.layers.size()) fail(where + ": trunk layers must be blk.0, blk.1, ... in order");
     trunkAt[l.index] = (int)spec.layers.size();
     LayerWeights L;
-    L.recurrent = l.recurrent;
-    L.moe = l.moe;
+    L.mixer = l.mixer;
+    L.ffn = l.ffn;
     L.cacheIndex = l.cacheIndex;
     spec.layers.push_back(L);
-    c.recurrent.push_back(l.recurrent ? 1 : 0);
   }
   c.nLayer = (int)spec.layers.size();
   if (c.nLayer < 1) fail("layers: the model needs at least one trunk layer");
 
   for (const TableTensor& t : table.tensors) {
     if (t.layer < 0) {
-      const Slot<ModelSpec>* slot = findSlot(kGlobalSlots, t.slot);
+      const Slot<ModelSpec>* slot = findSlot<ModelSpec>(slots::kGlobal, t.slot);
       if (!slot) fail(t.slot + ": not a global slot of the native qwen35 model");
       binder.bind(*slot, t, t.slot, spec);
       continue;
@@ -250,7 +174,7 @@ void bindModelTable(const ModelTable& table, ModelSpec& spec) {
     const std::string where = "blk." + str(t.layer) + "." + t.slot;
     LayerWeights* layer = nullptr;
     if (t.layer == mtpIndex) {
-      if (const Slot<DrafterWeights>* slot = findSlot(kDrafterSlots, t.slot)) {
+      if (const Slot<DrafterWeights>* slot = findSlot<DrafterWeights>(slots::kNextn, t.slot)) {
         binder.bind(*slot, t, where, spec.drafter);
         continue;
       }
@@ -260,29 +184,25 @@ void bindModelTable(const ModelTable& table, ModelSpec& spec) {
       if (it == trunkAt.end()) fail(where + ": blk." + str(t.layer) + " is not a layer of the table");
       layer = &spec.layers[it->second];
     }
-    const Slot<LayerWeights>* slot = findSlot(kLayerSlots, t.slot);
-    if (!slot) fail(where + ": not a layer slot of the native qwen35 model");
-    if (!allowed(*slot, *layer))
-      fail(where + ": a " + (layer->recurrent ? "Gated DeltaNet" : "full-attention") + (layer->moe ? " MoE" : "") + " layer has no " +
-           t.slot);
+    const Slot<LayerWeights>* slot = layerSlot(*layer, t.slot);
+    if (!slot) {
+      if (!anyLayerSlot(t.slot)) fail(where + ": not a layer slot of the native qwen35 model");
+      fail(where + ": a " + kinds::kMixerTitles[(int)layer->mixer] + kinds::kFfnTitles[(int)layer->ffn] + " layer has no " + t.slot);
+    }
     binder.bind(*slot, t, where, *layer);
   }
 
   // what each scope needs
-  for (const Slot<ModelSpec>& s : kGlobalSlots)
-    if (s.need != Need::Optional && !bound(s, spec)) fail(std::string(s.name) + ": missing from the table");
+  checkNeeds<ModelSpec>(slots::kGlobal, spec, "");
   auto checkLayer = [&](const LayerWeights& L, int index) {
-    for (const Slot<LayerWeights>& s : kLayerSlots)
-      if (needed(s.need, L) && !bound(s, L)) fail("blk." + str(index) + "." + s.name + ": missing from the table");
-    if (L.moe && !(L.gateUpExps.data || (L.gateExps.data && L.upExps.data)))
-      fail("blk." + str(index) + ": an MoE layer needs ffn_gate_exps and ffn_up_exps, or ffn_gate_up_exps");
+    const std::string prefix = "blk." + str(index) + ".";
+    checkNeeds<LayerWeights>(mixerSlots(L), L, prefix);
+    checkNeeds<LayerWeights>(ffnSlots(L), L, prefix);
   };
   for (int il = 0; il < c.nLayer; ++il) checkLayer(spec.layers[il], il);
   if (spec.drafter.present) {
     checkLayer(spec.drafter.block, mtpIndex);
-    for (const Slot<DrafterWeights>& s : kDrafterSlots)
-      if (s.need != Need::Optional && !bound(s, spec.drafter))
-        fail("blk." + str(mtpIndex) + "." + s.name + ": missing from the table");
+    checkNeeds<DrafterWeights>(slots::kNextn, spec.drafter, "blk." + str(mtpIndex) + ".");
     if (spec.drafter.embedTokens.data == nullptr) spec.drafter.embedTokens.type = -1;
   }
 }

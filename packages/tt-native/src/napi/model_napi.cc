@@ -99,16 +99,32 @@ std::string stringField(const Reader& r, const Napi::Object& o, const char* key,
   return v.As<Napi::String>().Utf8Value();
 }
 
-// The table (named hparams, layers, tensors) read generically; bindModelTable checks and binds it.
+// A layer's kind by its name (model_kinds.h): its index in `names`.
+template <size_t N>
+int kindField(const Reader& r, const Napi::Object& o, const char* key, const std::string& field, const char* const (&names)[N]) {
+  const std::string value = stringField(r, o, key, field);
+  std::string expected;
+  for (size_t i = 0; i < N; ++i) {
+    if (value == names[i]) return (int)i;
+    expected += (i == 0 ? "" : i + 1 == N ? " or " : ", ") + std::string("\"") + names[i] + "\"";
+  }
+  r.typeError(field + "." + key, expected);
+}
+
+// The table (the hyperparameters, layers, tensors) read generically; bindModelTable checks and binds it.
 ModelTable readTable(const Reader& r, const Napi::Object& spec) {
   ModelTable t;
-  const Napi::Object hparams = r.object(spec.Get("hparams"), "hparams");
-  const Napi::Array names = hparams.GetPropertyNames();
-  for (uint32_t i = 0; i < names.Length(); ++i) {
-    const std::string name = names.Get(i).As<Napi::String>().Utf8Value();
-    const double v = r.number(hparams, name.c_str(), "hparams");
-    if (!std::isfinite(v)) r.rangeError("hparams." + name, "must be finite");
-    t.hparams.emplace_back(name, v);
+  // the hyperparameters in the generated order (model_hparams.h; src/model-hparams.ts encodes them)
+  const Napi::Value hparamsValue = spec.Get("hparams");
+  if (!hparamsValue.IsTypedArray() || hparamsValue.As<Napi::TypedArray>().TypedArrayType() != napi_float64_array)
+    r.typeError("hparams", "a Float64Array (encodeNativeHparams)");
+  const Napi::Float64Array hparams = hparamsValue.As<Napi::Float64Array>();
+  if (hparams.ElementLength() != (size_t)hparams::kCount)
+    r.rangeError("hparams", "has " + str((int64_t)hparams.ElementLength()) + " values, expected " + str(hparams::kCount));
+  for (int i = 0; i < hparams::kCount; ++i) {
+    const double v = hparams[i];
+    if (!std::isfinite(v)) r.rangeError(std::string("hparams.") + hparams::kFields[i].name, "must be finite");
+    t.hparams.push_back(v);
   }
   const Napi::Value layersValue = spec.Get("layers");
   if (!layersValue.IsArray()) r.typeError("layers", "an array");
@@ -119,13 +135,11 @@ ModelTable readTable(const Reader& r, const Napi::Object& spec) {
     TableLayer l;
     l.index = r.integer(o, "index", f);
     l.cacheIndex = r.integer(o, "cacheIndex", f);
-    const std::string role = stringField(r, o, "role", f), mixer = stringField(r, o, "mixer", f), ffn = stringField(r, o, "ffn", f);
+    const std::string role = stringField(r, o, "role", f);
     if (role != "trunk" && role != "mtp") r.typeError(f + ".role", "\"trunk\" or \"mtp\"");
-    if (mixer != "attention" && mixer != "gdn") r.typeError(f + ".mixer", "\"attention\" or \"gdn\"");
-    if (ffn != "dense" && ffn != "moe") r.typeError(f + ".ffn", "\"dense\" or \"moe\"");
     l.mtp = role == "mtp";
-    l.moe = ffn == "moe";
-    l.recurrent = mixer == "gdn";
+    l.mixer = (Mixer)kindField(r, o, "mixer", f, kinds::kMixerNames);
+    l.ffn = (Ffn)kindField(r, o, "ffn", f, kinds::kFfnNames);
     t.layers.push_back(l);
   }
   const Napi::Value tensorsValue = spec.Get("tensors");

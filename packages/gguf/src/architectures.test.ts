@@ -1,0 +1,66 @@
+import { describe, expect, it } from "vitest";
+import {
+  ARCHITECTURES,
+  architectureOf,
+  buildLoadPlan,
+  FFN_KINDS,
+  gguf,
+  QWEN35_0_8B_SHAPE,
+  QWEN35_35B_A3B_SHAPE,
+  Qwen35ConfigError,
+  readGguf,
+  synthesizeQwen35HeaderSource,
+  TOKEN_MIXERS,
+} from "./index.js";
+
+const metadataOf = (architecture: unknown) =>
+  new Map(
+    architecture === undefined
+      ? []
+      : [
+          [
+            "general.architecture",
+            typeof architecture === "string" ? gguf.str("general.architecture", architecture) : gguf.u32("general.architecture", 7),
+          ],
+        ],
+  );
+
+describe("the architecture registry", () => {
+  it("general.architecture chooses the folder; the load plan reads config and description through it", async () => {
+    expect(Object.keys(ARCHITECTURES)).toEqual(["qwen35", "qwen35moe"]);
+    for (const shape of [QWEN35_0_8B_SHAPE, QWEN35_35B_A3B_SHAPE]) {
+      const file = await readGguf(synthesizeQwen35HeaderSource(shape));
+      const architecture = architectureOf(file);
+      const config = architecture.parseConfig(file);
+      expect(architecture.name).toBe(config.architecture);
+      const plan = buildLoadPlan(file);
+      expect(plan.description).toEqual(architecture.describe(config, plan.vocab));
+      // every layer is of registered kinds
+      for (const layer of plan.description.layers) {
+        expect(Object.keys(TOKEN_MIXERS)).toContain(layer.mixer);
+        expect(Object.keys(FFN_KINDS)).toContain(layer.ffn);
+      }
+    }
+  });
+
+  it("names general.architecture when it is missing, not a string, or not registered", () => {
+    const cases: [unknown, string, RegExp][] = [
+      [undefined, "QWEN35_MISSING_KEY", /general\.architecture: required key is missing \(expected str "qwen35" or "qwen35moe"\)/],
+      [7, "QWEN35_BAD_KEY_TYPE", /general\.architecture: expected str, found u32 7/],
+      ["llama", "QWEN35_WRONG_ARCHITECTURE", /general\.architecture is "llama", expected "qwen35" or "qwen35moe"/],
+    ];
+    for (const [value, code, message] of cases) {
+      const error = (() => {
+        try {
+          architectureOf({ metadata: metadataOf(value) as never });
+        } catch (e) {
+          return e;
+        }
+        return undefined;
+      })();
+      expect(error).toBeInstanceOf(Qwen35ConfigError);
+      expect(error).toMatchObject({ code, field: "general.architecture" });
+      expect((error as Error).message).toMatch(message);
+    }
+  });
+});

@@ -1,0 +1,19 @@
+/**
+ * The registry of architectures: one line per architecture folder. A file's `general.architecture`
+ * chooses its entry; the load plan reads the config and the description through it.
+ */
+import type { ModelArchitecture } from "./architecture.js";
+import { readArchitectureName } from "./architecture-key.js";
+import { qwen35 } from "./qwen35/index.js";
+import { qwen35moe } from "./qwen35moe/index.js";
+import type { GgufFile } from "./types.js";
+
+export const ARCHITECTURES: Readonly<Record<string, ModelArchitecture>> = {
+  qwen35,
+  qwen35moe,
+};
+
+/** The registered architecture of a file; a typed error names `general.architecture` otherwise. */
+export function architectureOf(file: Pick<GgufFile, "metadata">): ModelArchitecture {
+  return ARCHITECTURES[readArchitectureName(file, Object.keys(ARCHITECTURES))]!;
+}
