@@ -330,7 +330,7 @@ export class Engine {
   private readonly backend: StepBackend;
   private readonly kv: PagedKvCache;
   private readonly states: GdnStatePool;
-  private readonly scheduler: Scheduler;
+  private readonly scheduler: Scheduler<Request>;
   private readonly prefixCache: PrefixCache | undefined;
   private readonly requests = new Set<Request>();
   private nextId = 1;
@@ -408,7 +408,7 @@ export class Engine {
       this.prefixCache = new PrefixCache(this.kv, this.states, snapshots);
       this.snapshotBytes = snapshots.bytes;
     }
-    this.scheduler = new Scheduler(
+    this.scheduler = new Scheduler<Request>(
       this.kv,
       this.states,
       options.maxBatchTokens,
@@ -811,7 +811,7 @@ export class Engine {
     // grammar worker (up to seconds for a new schema) or for its matcher's move to a new worker
     const held = new Set<Promise<void>>();
     const chunks = this.scheduler.schedule((sequence) => {
-      const request = sequence as Request;
+      const request = sequence;
       const waits = request.deferred ? request.deferred.rules.promise : request.guide?.blockedBy();
       if (waits) held.add(waits);
       return waits !== undefined;
@@ -823,13 +823,13 @@ export class Engine {
     }
     if (chunks.length === 0) {
       // nothing fits: the head of the queue needs more blocks than the whole pool holds
-      const head = this.scheduler.waiting[0] as Request | undefined;
+      const head = this.scheduler.waiting[0];
       if (head) this.finishRequest(head, "context");
       return;
     }
     const drafter = this.spec?.options.method === "mtp";
     const entries: StepEntry[] = chunks.map((chunk) => {
-      const s = chunk.sequence as Request;
+      const s = chunk.sequence;
       const known = s.tokens.slice(s.numComputed, s.numComputed + chunk.numTokens);
       const base = { startPos: s.numComputed, blockTable: s.blockTable, stateSlot: s.stateSlot };
       if (chunk.draftTokens > 0) {
@@ -853,7 +853,7 @@ export class Engine {
     let row = 0;
     let hiddenRow = 0;
     chunks.forEach((chunk, ci) => {
-      const request = chunk.sequence as Request;
+      const request = chunk.sequence;
       const entry = entries[ci]!;
       const logitCount = chunk.draftTokens > 0 ? chunk.draftTokens + 1 : chunk.needsLogits ? 1 : 0;
       const rowsLogits = logits.subarray(row * vocab, (row + logitCount) * vocab);
@@ -948,10 +948,10 @@ export class Engine {
    * Asks for the constraint rules of the positions each chunk samples (the next token, and after each
    * draft); they settle while the forward runs, or later (never rejected: `failed` and `error` say why).
    */
-  private prepareGuides(chunks: readonly { sequence: unknown; needsLogits: boolean; draftTokens: number }[]): Map<Request, PendingRules> {
+  private prepareGuides(chunks: readonly { sequence: Request; needsLogits: boolean; draftTokens: number }[]): Map<Request, PendingRules> {
     const pending = new Map<Request, PendingRules>();
     for (const chunk of chunks) {
-      const request = chunk.sequence as Request;
+      const request = chunk.sequence;
       if (!request.guide || (!chunk.needsLogits && chunk.draftTokens === 0)) continue;
       const rules: PendingRules = { promise: Promise.resolve(), settled: false, failed: false, error: undefined };
       // the tokens it may still write: a constrained answer is closed within them (guide.ts)

@@ -41,8 +41,8 @@ export interface ScheduledSequence {
   resumed?: { position: number; hidden: Float32Array | undefined } | undefined;
 }
 
-export interface ScheduledChunk {
-  readonly sequence: ScheduledSequence;
+export interface ScheduledChunk<S extends ScheduledSequence = ScheduledSequence> {
+  readonly sequence: S;
   readonly numTokens: number;
   /** true when the chunk reaches the last known token: the step samples a new token */
   readonly needsLogits: boolean;
@@ -57,9 +57,9 @@ export interface ScheduledChunk {
  * recompute: its blocks and state slot go back to the pools and it re-enters the waiting queue
  * at the front with numComputed = 0.
  */
-export class Scheduler {
-  readonly waiting: ScheduledSequence[] = [];
-  readonly running: ScheduledSequence[] = [];
+export class Scheduler<S extends ScheduledSequence = ScheduledSequence> {
+  readonly waiting: S[] = [];
+  readonly running: S[] = [];
   preemptionCount = 0;
 
   constructor(
@@ -79,7 +79,7 @@ export class Scheduler {
   ) {}
 
   /** Where the prefix cache snapshots `sequence`: its extra points (block-aligned) and its last full block, ascending. */
-  private boundaries(sequence: ScheduledSequence, cache: PrefixCache): number[] {
+  private boundaries(sequence: S, cache: PrefixCache): number[] {
     const last = cache.snapshotBoundary(sequence.promptLength);
     if (!sequence.snapshotPoints || sequence.snapshotPoints.length === 0) return last > 0 ? [last] : [];
     const points = new Set<number>();
@@ -92,7 +92,7 @@ export class Scheduler {
   }
 
   /** Tokens of the next chunk: cut at the next prefix-cache snapshot boundary when the chunk would cross it. */
-  private chunkLength(sequence: ScheduledSequence, budget: number): number {
+  private chunkLength(sequence: S, budget: number): number {
     const remaining = sequence.tokens.length - sequence.numComputed;
     let n = Math.min(remaining, budget, this.maxChunkTokens);
     if (this.prefixCache) {
@@ -106,7 +106,7 @@ export class Scheduler {
    * After a step: registers the prefix when the sequence just reached one of its snapshot boundaries.
    * `hidden`: the target's hidden state at the last computed position (kept when the drafter runs).
    */
-  afterStep(sequence: ScheduledSequence, hidden?: Float32Array): void {
+  afterStep(sequence: S, hidden?: Float32Array): void {
     if (!this.prefixCache) return;
     if (this.boundaries(sequence, this.prefixCache).includes(sequence.numComputed)) {
       // without the hidden state a drafter could not resume from the entry: none is made
@@ -115,7 +115,7 @@ export class Scheduler {
     }
   }
 
-  add(sequence: ScheduledSequence): void {
+  add(sequence: S): void {
     this.waiting.push(sequence);
   }
 
@@ -124,7 +124,7 @@ export class Scheduler {
   }
 
   /** Returns every block and the state slot of `sequence` to the pools. */
-  releaseResources(sequence: ScheduledSequence): void {
+  releaseResources(sequence: S): void {
     for (const block of sequence.blockTable) this.kv.pool.release(block);
     sequence.blockTable = [];
     if (sequence.stateSlot >= 0) this.states.release(sequence.stateSlot);
@@ -132,7 +132,7 @@ export class Scheduler {
   }
 
   /** Removes a sequence (finished or aborted) from the queues and frees what it holds. */
-  remove(sequence: ScheduledSequence): void {
+  remove(sequence: S): void {
     sequence.finished = true;
     const r = this.running.indexOf(sequence);
     if (r >= 0) this.running.splice(r, 1);
@@ -141,7 +141,7 @@ export class Scheduler {
     this.releaseResources(sequence);
   }
 
-  private ensureBlocks(sequence: ScheduledSequence, upTo: number): boolean {
+  private ensureBlocks(sequence: S, upTo: number): boolean {
     const need = this.kv.blocksFor(upTo) - sequence.blockTable.length;
     if (need <= 0) return true;
     // cached prefixes give their blocks back before anyone is preempted
@@ -151,7 +151,7 @@ export class Scheduler {
     return true;
   }
 
-  private preempt(sequence: ScheduledSequence): void {
+  private preempt(sequence: S): void {
     const r = this.running.indexOf(sequence);
     if (r >= 0) this.running.splice(r, 1);
     this.releaseResources(sequence);
@@ -163,7 +163,7 @@ export class Scheduler {
   }
 
   /** Drafts appended to a chunk of `n` tokens: only when it reaches the last known token, within `room` rows (with the chunk). */
-  private draftsFor(sequence: ScheduledSequence, n: number, room: number): number {
+  private draftsFor(sequence: S, n: number, room: number): number {
     if (!sequence.drafts || sequence.numComputed + n !== sequence.tokens.length) return 0;
     return Math.max(0, Math.min(sequence.drafts.length, room - n));
   }
@@ -172,16 +172,16 @@ export class Scheduler {
    * Gives back the blocks of `sequence` past the first `positions` positions (speculative
    * decoding's rollback of rejected positions).
    */
-  truncateBlocks(sequence: ScheduledSequence, positions: number): void {
+  truncateBlocks(sequence: S, positions: number): void {
     const keep = this.kv.blocksFor(positions);
     while (sequence.blockTable.length > keep) this.kv.pool.release(sequence.blockTable.pop()!);
   }
 
   /** Picks the chunks of the next step; a running sequence that would sample and is `held` sits it out. */
-  schedule(held?: (sequence: ScheduledSequence) => boolean): ScheduledChunk[] {
-    const chunks: ScheduledChunk[] = [];
+  schedule(held?: (sequence: S) => boolean): ScheduledChunk<S>[] {
+    const chunks: ScheduledChunk<S>[] = [];
     let budget = this.maxBatchTokens;
-    const scheduled = new Set<ScheduledSequence>();
+    const scheduled = new Set<S>();
     // running: decodes and continuing prefills in arrival order
     for (let i = 0; i < this.running.length && budget > 0; ) {
       const sequence = this.running[i]!;
@@ -196,7 +196,7 @@ export class Scheduler {
       let ok = this.ensureBlocks(sequence, upTo);
       while (!ok) {
         // preempt the most recently admitted running sequence that is not yet scheduled
-        let victim: ScheduledSequence | undefined;
+        let victim: S | undefined;
         for (let j = this.running.length - 1; j >= 0; j--) {
           const candidate = this.running[j]!;
           if (!scheduled.has(candidate)) {
