@@ -14,23 +14,11 @@
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
 import readline from "node:readline";
 import { createGunzip } from "node:zlib";
 import { parseJsonKeepingNumbers, plainJson, SchemaChecker, Tokenizer, vocabFromJson } from "@keepquant/engine";
 import { growVocab, QWEN35_VOCAB_SIZE } from "@keepquant/engine/testing";
-
-const here = path.dirname(fileURLToPath(import.meta.url));
-const REPO_ROOT = path.resolve(here, "..", "..", "..");
-const DATA = path.resolve(REPO_ROOT, "..", "shared", "data", "maskbench", "maskbench.jsonl.gz");
-
-function positiveInteger(name: string, fallback: number): number {
-  const text = process.env[name];
-  if (text === undefined || text === "") return fallback;
-  const value = Number(text);
-  if (!Number.isSafeInteger(value) || value < 1) throw new Error(`${name} must be a positive integer, got ${JSON.stringify(text)}`);
-  return value;
-}
+import { MASKBENCH_DATA as DATA, positiveInteger, REPO_ROOT } from "./maskbench-data.js";
 
 const every = positiveInteger("KEEPQUANT_BENCH_MASKBENCH_EVERY", 1);
 const vocabKind = process.env.KEEPQUANT_BENCH_MASKBENCH_VOCAB || "qwen35";

@@ -12,22 +12,10 @@
  */
 import fs from "node:fs";
 import os from "node:os";
-import path from "node:path";
 import readline from "node:readline";
-import { fileURLToPath } from "node:url";
 import { createGunzip } from "node:zlib";
 import { checkOutput, ConstraintError, Engine, normalizeJsonSchema } from "@keepquant/engine";
-
-const here = path.dirname(fileURLToPath(import.meta.url));
-const DATA = path.resolve(here, "..", "..", "..", "..", "shared", "data", "maskbench", "maskbench.jsonl.gz");
-
-function positiveInteger(name: string, fallback: number): number {
-  const text = process.env[name];
-  if (text === undefined || text === "") return fallback;
-  const value = Number(text);
-  if (!Number.isSafeInteger(value) || value < 1) throw new Error(`${name} must be a positive integer, got ${JSON.stringify(text)}`);
-  return value;
-}
+import { MASKBENCH_DATA as DATA, positiveInteger } from "./maskbench-data.js";
 
 const perSplit = positiveInteger("KEEPQUANT_BENCH_E2E_PER_SPLIT", 40);
 const maxTokens = positiveInteger("KEEPQUANT_BENCH_E2E_MAX_TOKENS", 1024);
