@@ -248,6 +248,20 @@ export interface ContextOptions {
    * Default nCtx (one pass); llama.cpp's own default is 512.
    */
   ubatch?: number;
+  /**
+   * Sequences the context holds at once (llama.cpp's n_seq_max; each sequence gets its own KV stream of
+   * nCtx / sequences cells and its own recurrent state). Default 1.
+   */
+  sequences?: number;
+}
+
+/** One row of a multi-sequence batch (`OracleContext.decodeRows`): `token` at position `pos` of sequence `seq`. */
+export interface BatchRow {
+  token: number;
+  pos: number;
+  seq: number;
+  /** Whether llama.cpp computes this row's logits (readable afterwards with `argmaxRow`). */
+  logits: boolean;
 }
 
 export interface TokenizeOptions {
@@ -277,6 +291,13 @@ export interface OracleContext {
   evaluate(ids: readonly number[]): Float32Array[];
   /** Fresh sequence: batched prefill of `prompt`, then `nTokens` greedy steps decoded one by one. */
   greedy(prompt: readonly number[], nTokens: number): GreedyRun;
+  /**
+   * One llama_decode of rows that may belong to different sequences (at most nCtx rows; `seq` below
+   * `sequences`), as llama-server's parallel slots decode: e.g. one token of every sequence per step.
+   */
+  decodeRows(rows: readonly BatchRow[]): void;
+  /** The greedy token (ties -> lowest id) of row `i` of the last `decodeRows`, read in place (no copy). */
+  argmaxRow(i: number): number;
   free(): void;
 }
 
@@ -481,7 +502,7 @@ export function loadLlamaOracle(options: LoadLlamaOracleOptions = {}): LlamaOrac
       cp.n_ctx = nCtx;
       cp.n_batch = nCtx;
       cp.n_ubatch = Math.min(nCtx, contextOptions.ubatch ?? nCtx);
-      cp.n_seq_max = 1;
+      cp.n_seq_max = contextOptions.sequences ?? 1;
       cp.n_threads = threads;
       cp.n_threads_batch = threads;
       cp.type_k = contextOptions.kvType === "f16" ? GGML_TYPE_F16 : GGML_TYPE_F32;
@@ -502,11 +523,14 @@ export function loadLlamaOracle(options: LoadLlamaOracleOptions = {}): LlamaOrac
       const posView = new Int32Array(koffi.view(batch.pos, nCtx * 4));
       const nSeqView = new Int32Array(koffi.view(batch.n_seq_id, nCtx * 4));
       const logitsView = new Int8Array(koffi.view(batch.logits, nCtx));
-      const seqPointers = koffi.decode(batch.seq_id, koffi.array("void *", nCtx)) as unknown[];
+      const seqViews = (koffi.decode(batch.seq_id, koffi.array("void *", nCtx)) as unknown[]).map(
+        (pointer) => new Int32Array(koffi.view(pointer, 4)),
+      );
       for (let i = 0; i < nCtx; i++) {
         nSeqView[i] = 1;
-        new Int32Array(koffi.view(seqPointers[i], 4))[0] = 0;
+        seqViews[i]![0] = 0;
       }
+      const sequences = cp.n_seq_max as number;
       let contextFreed = false;
 
       const readLogits = (i: number): Float32Array => {
@@ -528,6 +552,7 @@ export function loadLlamaOracle(options: LoadLlamaOracleOptions = {}): LlamaOrac
             if (!(id >= 0 && id < nVocab)) throw new LlamaOracleError("BAD_TOKEN", `token ${id} outside vocab ${nVocab}`);
             tokenView[i] = id;
             posView[i] = startPos + start + i;
+            seqViews[i]![0] = 0;
             logitsView[i] = wantAll || (last && i === count - 1) ? 1 : 0;
           }
           const status = api.decode(ctx, { ...batch, n_tokens: count }) as number;
@@ -536,6 +561,33 @@ export function loadLlamaOracle(options: LoadLlamaOracleOptions = {}): LlamaOrac
         }
         return out;
       };
+      const decodeRows = (rows: readonly BatchRow[]): void => {
+        if (contextFreed) throw new LlamaOracleError("CONTEXT_FREED", "context already freed");
+        if (rows.length === 0 || rows.length > nCtx) {
+          throw new LlamaOracleError("BAD_BATCH", `a batch holds 1 to ${nCtx} rows (n_ctx), got ${rows.length}`);
+        }
+        rows.forEach((row, i) => {
+          if (!(row.token >= 0 && row.token < nVocab))
+            throw new LlamaOracleError("BAD_TOKEN", `row ${i}: token ${row.token} outside vocab ${nVocab}`);
+          if (!(Number.isInteger(row.seq) && row.seq >= 0 && row.seq < sequences)) {
+            throw new LlamaOracleError(
+              "BAD_SEQUENCE",
+              `row ${i}: sequence ${row.seq} outside 0..${sequences - 1} (n_seq_max ${sequences})`,
+            );
+          }
+          tokenView[i] = row.token;
+          posView[i] = row.pos;
+          seqViews[i]![0] = row.seq;
+          logitsView[i] = row.logits ? 1 : 0;
+        });
+        const status = api.decode(ctx, { ...batch, n_tokens: rows.length }) as number;
+        if (status !== 0) throw new LlamaOracleError("DECODE_FAILED", `llama_decode returned ${status}`);
+      };
+      const argmaxRow = (i: number): number => {
+        const pointer = api.logitsIth(ctx, i);
+        if (!pointer) throw new LlamaOracleError("NO_LOGITS", `llama_get_logits_ith(${i}) returned NULL`);
+        return argmax(new Float32Array(koffi.view(pointer, nVocab * 4)));
+      };
       const clear = (): void => {
         api.memoryClear(memory, true);
       };
@@ -543,6 +595,8 @@ export function loadLlamaOracle(options: LoadLlamaOracleOptions = {}): LlamaOrac
         nVocab,
         clear,
         decode,
+        decodeRows,
+        argmaxRow,
         evaluate: (ids) => {
           clear();
           return decode(ids, 0, true);
