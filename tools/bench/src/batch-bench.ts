@@ -2,13 +2,14 @@
  * Throughput against llama.cpp's batching (issue 42, Required 3): for 1, 4, 8 and 16 concurrent sequences,
  * keepquant (concurrent requests; its scheduler batches them into one step) and llama.cpp's raw C API
  * decoding the same sequences in one llama_batch per step (the CPU variant ggml picks for this CPU, weight
- * repacking on; f16 KV, flash attention, the same threads). Aggregate decode tok/s and wall time per step,
+ * repacking on, a persistent thread pool polling at 50 as llama-server runs it; f16 KV, flash attention, the same
+ * threads). Aggregate decode tok/s and wall time per step,
  * and the ratio. One process per measurement (batch-worker.ts); within each repeat the sequence counts run in
  * turn and the two engines alternate (the order flips every repeat); medians over the repeats. Prints a
  * markdown report with the CPU (`lscpu`) and the load average (nothing is written).
  *
  *   pnpm --filter @keepquant/bench bench:batch -- [--sequences 1,4,8,16] [--types Q4_K_M,Q8_0] [--repeat 3]
- *     [--threads 2] [--prompt 16] [--gen 48] [--haswell]
+ *     [--threads 2] [--prompt 16] [--gen 48] [--poll 50 (-1: no pool)] [--haswell]
  */
 import { execFileSync } from "node:child_process";
 import os from "node:os";
@@ -24,6 +25,7 @@ const repeat = Number(flag("repeat", "3"));
 const threads = Number(flag("threads", "2"));
 const promptTokens = Number(flag("prompt", "16"));
 const gen = Number(flag("gen", "48"));
+const poll = Number(flag("poll", "50"));
 // --haswell adds llama.cpp pinned to the haswell variant with repacking off (the arithmetic keepquant reproduces)
 const engines = ["keepquant", "llama.cpp", ...(hasFlag("haswell") ? ["llama.cpp haswell"] : [])];
 
@@ -54,7 +56,7 @@ for (const type of types) {
   const runs = new Map<string, BatchWorkerResult[]>();
   for (let r = 0; r < repeat; r++) {
     for (const sequences of sequenceCounts) {
-      const options: BatchWorkerOptions = { threads, sequences, prompt: promptTokens, gen, vocab };
+      const options: BatchWorkerOptions = { threads, sequences, prompt: promptTokens, gen, vocab, poll };
       for (const engine of r % 2 === 0 ? engines : [...engines].reverse()) {
         loads.push(os.loadavg()[0]!);
         const result = runWorker<BatchWorkerResult, BatchWorkerOptions>(engine, file, options, "batch-worker.ts");

@@ -22,6 +22,11 @@ export interface BatchWorkerOptions {
   /** Greedy tokens generated per sequence (the first comes from the prefill). */
   gen: number;
   vocab: number;
+  /**
+   * llama.cpp: the polling level of the persistent thread pool attached to its context (llama-server's and
+   * llama-cli's `--poll`, default 50); -1 = no pool attached (ggml starts one for every graph).
+   */
+  poll?: number;
 }
 
 export interface BatchWorkerResult {
@@ -123,6 +128,7 @@ async function llamaCpp(file: string, o: BatchWorkerOptions, pinned: boolean): P
     flashAttention: true,
     ubatch: 512,
     sequences: o.sequences,
+    ...((o.poll ?? 50) >= 0 ? { threadPool: { poll: o.poll ?? 50 } } : {}),
   });
   const loadMs = performance.now() - t0;
   // warm-up: a short prompt and a few steps on sequence 0
@@ -171,7 +177,7 @@ async function llamaCpp(file: string, o: BatchWorkerOptions, pinned: boolean): P
     forwardMsPerStep: forwardMs / steps,
     firstTokens: generated[0]!.slice(0, 8),
     peakRssBytes: process.resourceUsage().maxRSS * 1024,
-    detail: `raw C API, ${llama.cpuVariant()} CPU variant, repacking ${pinned ? "off" : "on"}, n_seq_max ${o.sequences}, one batch per step`,
+    detail: `raw C API, ${llama.cpuVariant()} CPU variant, repacking ${pinned ? "off" : "on"}, ${(o.poll ?? 50) >= 0 ? `a persistent thread pool (poll ${o.poll ?? 50})` : "a thread pool per graph"}, n_seq_max ${o.sequences}, one batch per step`,
   };
   ctx.free();
   model.free();

@@ -253,6 +253,12 @@ export interface ContextOptions {
    * nCtx / sequences cells and its own recurrent state). Default 1.
    */
   sequences?: number;
+  /**
+   * A persistent ggml thread pool attached to the context (`llama_attach_threadpool`), as llama-server and
+   * llama-cli run (their `--poll`: 0 = the workers sleep between graphs, 100 = they spin; theirs is 50).
+   * Without it (the default) ggml starts and joins a pool for every graph it computes.
+   */
+  threadPool?: { poll: number };
 }
 
 /** One row of a multi-sequence batch (`OracleContext.decodeRows`): `token` at position `pos` of sequence `seq`. */
@@ -436,6 +442,23 @@ export function loadLlamaOracle(options: LoadLlamaOracleOptions = {}): LlamaOrac
     getEmbeddingsNextn: lib.func("_Z26llama_get_embeddings_nextnP13llama_context", "float *", ["void *"]) as Fn,
     getEmbeddingsNextnIth: lib.func("_Z30llama_get_embeddings_nextn_ithP13llama_contexti", "float *", ["void *", "int32_t"]) as Fn,
     version: f("const char *llama_version(void)"),
+    attachThreadpool: f("void llama_attach_threadpool(void *ctx, void *threadpool, void *threadpool_batch)"),
+    threadpoolParamsInit: ggml.func("void ggml_threadpool_params_init(_Out_ uint8_t *params, int n_threads)") as Fn,
+    devByType: ggml.func("void *ggml_backend_dev_by_type(int type)") as Fn,
+    devBackendReg: ggml.func("void *ggml_backend_dev_backend_reg(void *device)") as Fn,
+    regProcAddress: ggml.func("void *ggml_backend_reg_get_proc_address(void *reg, const char *name)") as Fn,
+  };
+  /** struct ggml_threadpool_params: cpumask[512] bools, n_threads, prio, poll (at 520), strict_cpu, paused. */
+  const THREADPOOL_PARAMS_BYTES = 528;
+  const THREADPOOL_POLL_OFFSET = 520;
+  const ThreadpoolNew = koffi.proto("void *llama_oracle_threadpool_new(const uint8_t *params)");
+  const ThreadpoolFree = koffi.proto("void llama_oracle_threadpool_free(void *threadpool)");
+  /** The CPU backend's (the loaded variant's) ggml_threadpool_new / _free, as llama.cpp's common code finds them. */
+  const cpuProc = (name: string): unknown => {
+    const device = api.devByType(0); // GGML_BACKEND_DEVICE_TYPE_CPU
+    const pointer = device ? api.regProcAddress(api.devBackendReg(device), name) : null;
+    if (!pointer) throw new LlamaOracleError("NO_THREADPOOL", `the CPU backend does not export ${name}`);
+    return pointer;
   };
 
   const loadModel = (file: string, options: LoadModelOptions = {}): OracleModel => {
@@ -517,6 +540,18 @@ export function loadLlamaOracle(options: LoadLlamaOracleOptions = {}): LlamaOrac
       const cp = contextParams(contextOptions, nCtx);
       const ctx = api.initContext(model, cp);
       if (!ctx) throw new LlamaOracleError("CONTEXT_FAILED", `llama_init_from_model failed (n_ctx ${nCtx})`);
+      let threadpool: unknown = null;
+      if (contextOptions.threadPool) {
+        const params = Buffer.alloc(THREADPOOL_PARAMS_BYTES);
+        api.threadpoolParamsInit(params, cp.n_threads as number);
+        params.writeUInt32LE(contextOptions.threadPool.poll, THREADPOOL_POLL_OFFSET);
+        threadpool = koffi.call(cpuProc("ggml_threadpool_new"), ThreadpoolNew, params);
+        if (!threadpool) {
+          api.freeContext(ctx);
+          throw new LlamaOracleError("NO_THREADPOOL", `ggml_threadpool_new failed (${cp.n_threads} threads)`);
+        }
+        api.attachThreadpool(ctx, threadpool, null);
+      }
       const memory = api.getMemory(ctx);
       const batch = api.batchInit(nCtx, 0, 1) as Record<string, unknown>;
       const tokenView = new Int32Array(koffi.view(batch.token, nCtx * 4));
@@ -620,6 +655,7 @@ export function loadLlamaOracle(options: LoadLlamaOracleOptions = {}): LlamaOrac
           contextFreed = true;
           api.batchFree(batch);
           api.freeContext(ctx);
+          if (threadpool) koffi.call(cpuProc("ggml_threadpool_free"), ThreadpoolFree, threadpool);
         },
       };
     };
