@@ -53,13 +53,16 @@ const details = new Map<string, string>();
 for (const type of types) {
   const file = files[type];
   const vocab = ((await readGguf(file)).metadata.get("tokenizer.ggml.tokens")?.value as ArrayLike<unknown> | undefined)?.length ?? 0;
-  const runs = new Map<string, BatchWorkerResult[]>();
+  const runs = new Map<string, (BatchWorkerResult & { load: number })[]>();
   for (let r = 0; r < repeat; r++) {
     for (const sequences of sequenceCounts) {
       const options: BatchWorkerOptions = { threads, sequences, prompt: promptTokens, gen, vocab, poll };
       for (const engine of r % 2 === 0 ? engines : [...engines].reverse()) {
         loads.push(os.loadavg()[0]!);
-        const result = runWorker<BatchWorkerResult, BatchWorkerOptions>(engine, file, options, "batch-worker.ts");
+        const result = {
+          ...runWorker<BatchWorkerResult, BatchWorkerOptions>(engine, file, options, "batch-worker.ts"),
+          load: loads.at(-1)!,
+        };
         const key = `${engine}/${sequences}`;
         runs.set(key, [...(runs.get(key) ?? []), result]);
         details.set(engine, result.detail);
@@ -89,6 +92,13 @@ for (const type of types) {
       "",
     );
   }
+  // the ratio within each repeat (the two measurements next to each other) and the 1-minute load before each
+  const perRepeat = sequenceCounts.map((n) => {
+    const ours = runs.get(`keepquant/${n}`)!;
+    const theirs = runs.get(`llama.cpp/${n}`)!;
+    return `${n}: ${ours.map((x, i) => `${(x.tokensPerSecond / theirs[i]!.tokensPerSecond).toFixed(2)}x (load ${x.load.toFixed(1)}, ${theirs[i]!.load.toFixed(1)})`).join(", ")}`;
+  });
+  report.push(`${type}: keepquant / llama.cpp in each repeat: ${perRepeat.join("; ")}.`, "");
   // batching must not change a sequence: sequence 0 (the same prompt at every count) against its tokens alone
   const consistent = engines.map((engine) => {
     const alone = runs.get(`${engine}/${sequenceCounts[0]}`)![0]!.firstTokens.join();
