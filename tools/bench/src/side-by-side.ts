@@ -25,9 +25,17 @@ export function hasFlag(name: string): boolean {
 const here = path.dirname(fileURLToPath(import.meta.url));
 const tsx = path.join(REPO_ROOT, "node_modules", ".bin", "tsx");
 
-/** Runs one measurement of `engine` on `file` in its own process (worker.ts) and returns its JSON line. */
-export function runWorker(engine: string, file: string, options: WorkerOptions): WorkerResult {
-  const result = spawnSync(tsx, [path.join(here, "worker.ts"), engine, file, JSON.stringify(options)], {
+/**
+ * Runs one measurement of `engine` on `file` in its own process (`script`: worker.ts, or batch-worker.ts for
+ * the batching rows) and returns its JSON line.
+ */
+export function runWorker<Result = WorkerResult, Options extends object = WorkerOptions>(
+  engine: string,
+  file: string,
+  options: Options,
+  script = "worker.ts",
+): Result {
+  const result = spawnSync(tsx, [path.join(here, script), engine, file, JSON.stringify(options)], {
     cwd: path.join(here, ".."),
     encoding: "utf8",
     timeout: 1_800_000,
@@ -42,7 +50,7 @@ export function runWorker(engine: string, file: string, options: WorkerOptions):
       `${engine} on ${path.basename(file)} failed (${how}, ${when}): ${result.stderr.trim().split("\n").slice(-5).join(" | ")}`,
     );
   }
-  return JSON.parse(line) as WorkerResult;
+  return JSON.parse(line) as Result;
 }
 
 export function median(values: readonly number[]): number {

@@ -8,6 +8,7 @@
 import { spawn } from "node:child_process";
 import { performance } from "node:perf_hooks";
 import { activeBytesPerToken } from "./active-bytes.js";
+import { aggregateTokensPerSecond as aggregate, benchPrompt as prompt } from "./sequences.js";
 
 export interface WorkerOptions {
   threads: number;
@@ -42,20 +43,6 @@ export interface WorkerResult {
   activeBytesPerToken?: number;
   bandwidthBytesPerSecond?: number;
   detail: string;
-}
-
-/** The benchmark prompt: the same ids for every engine. */
-function prompt(length: number, vocab: number, salt = 0): number[] {
-  return Array.from({ length }, (_, i) => (i * 7919 + 13 + salt * 104_729) % vocab);
-}
-
-/** tokens/s over the window where all `stamps` series are running. */
-function aggregate(stamps: number[][]): number {
-  const start = Math.max(...stamps.map((t) => t[0] ?? Infinity));
-  const end = Math.min(...stamps.map((t) => t.at(-1) ?? -Infinity));
-  let tokens = 0;
-  for (const times of stamps) for (const t of times) if (t > start && t <= end) tokens++;
-  return end > start ? (tokens / (end - start)) * 1000 : 0;
 }
 
 /** From token timestamps of one generation started at `start`: TTFT and decode rate. */

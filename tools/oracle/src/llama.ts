@@ -248,6 +248,26 @@ export interface ContextOptions {
    * Default nCtx (one pass); llama.cpp's own default is 512.
    */
   ubatch?: number;
+  /**
+   * Sequences the context holds at once (llama.cpp's n_seq_max; each sequence gets its own KV stream of
+   * nCtx / sequences cells and its own recurrent state). Default 1.
+   */
+  sequences?: number;
+  /**
+   * A persistent ggml thread pool attached to the context (`llama_attach_threadpool`), as llama-server and
+   * llama-cli run (their `--poll`: 0 = the workers sleep between graphs, 100 = they spin; theirs is 50).
+   * Without it (the default) ggml starts and joins a pool for every graph it computes.
+   */
+  threadPool?: { poll: number };
+}
+
+/** One row of a multi-sequence batch (`OracleContext.decodeRows`): `token` at position `pos` of sequence `seq`. */
+export interface BatchRow {
+  token: number;
+  pos: number;
+  seq: number;
+  /** Whether llama.cpp computes this row's logits (readable afterwards with `argmaxRow`). */
+  logits: boolean;
 }
 
 export interface TokenizeOptions {
@@ -277,6 +297,13 @@ export interface OracleContext {
   evaluate(ids: readonly number[]): Float32Array[];
   /** Fresh sequence: batched prefill of `prompt`, then `nTokens` greedy steps decoded one by one. */
   greedy(prompt: readonly number[], nTokens: number): GreedyRun;
+  /**
+   * One llama_decode of rows that may belong to different sequences (at most nCtx rows; `seq` below
+   * `sequences`), as llama-server's parallel slots decode: e.g. one token of every sequence per step.
+   */
+  decodeRows(rows: readonly BatchRow[]): void;
+  /** The greedy token (ties -> lowest id) of row `i` of the last `decodeRows`, read in place (no copy). */
+  argmaxRow(i: number): number;
   free(): void;
 }
 
@@ -415,6 +442,23 @@ export function loadLlamaOracle(options: LoadLlamaOracleOptions = {}): LlamaOrac
     getEmbeddingsNextn: lib.func("_Z26llama_get_embeddings_nextnP13llama_context", "float *", ["void *"]) as Fn,
     getEmbeddingsNextnIth: lib.func("_Z30llama_get_embeddings_nextn_ithP13llama_contexti", "float *", ["void *", "int32_t"]) as Fn,
     version: f("const char *llama_version(void)"),
+    attachThreadpool: f("void llama_attach_threadpool(void *ctx, void *threadpool, void *threadpool_batch)"),
+    threadpoolParamsInit: ggml.func("void ggml_threadpool_params_init(_Out_ uint8_t *params, int n_threads)") as Fn,
+    devByType: ggml.func("void *ggml_backend_dev_by_type(int type)") as Fn,
+    devBackendReg: ggml.func("void *ggml_backend_dev_backend_reg(void *device)") as Fn,
+    regProcAddress: ggml.func("void *ggml_backend_reg_get_proc_address(void *reg, const char *name)") as Fn,
+  };
+  /** struct ggml_threadpool_params: cpumask[512] bools, n_threads, prio, poll (at 520), strict_cpu, paused. */
+  const THREADPOOL_PARAMS_BYTES = 528;
+  const THREADPOOL_POLL_OFFSET = 520;
+  const ThreadpoolNew = koffi.proto("void *llama_oracle_threadpool_new(const uint8_t *params)");
+  const ThreadpoolFree = koffi.proto("void llama_oracle_threadpool_free(void *threadpool)");
+  /** The CPU backend's (the loaded variant's) ggml_threadpool_new / _free, as llama.cpp's common code finds them. */
+  const cpuProc = (name: string): unknown => {
+    const device = api.devByType(0); // GGML_BACKEND_DEVICE_TYPE_CPU
+    const pointer = device ? api.regProcAddress(api.devBackendReg(device), name) : null;
+    if (!pointer) throw new LlamaOracleError("NO_THREADPOOL", `the CPU backend does not export ${name}`);
+    return pointer;
   };
 
   const loadModel = (file: string, options: LoadModelOptions = {}): OracleModel => {
@@ -481,7 +525,7 @@ export function loadLlamaOracle(options: LoadLlamaOracleOptions = {}): LlamaOrac
       cp.n_ctx = nCtx;
       cp.n_batch = nCtx;
       cp.n_ubatch = Math.min(nCtx, contextOptions.ubatch ?? nCtx);
-      cp.n_seq_max = 1;
+      cp.n_seq_max = contextOptions.sequences ?? 1;
       cp.n_threads = threads;
       cp.n_threads_batch = threads;
       cp.type_k = contextOptions.kvType === "f16" ? GGML_TYPE_F16 : GGML_TYPE_F32;
@@ -496,17 +540,32 @@ export function loadLlamaOracle(options: LoadLlamaOracleOptions = {}): LlamaOrac
       const cp = contextParams(contextOptions, nCtx);
       const ctx = api.initContext(model, cp);
       if (!ctx) throw new LlamaOracleError("CONTEXT_FAILED", `llama_init_from_model failed (n_ctx ${nCtx})`);
+      let threadpool: unknown = null;
+      if (contextOptions.threadPool) {
+        const params = Buffer.alloc(THREADPOOL_PARAMS_BYTES);
+        api.threadpoolParamsInit(params, cp.n_threads as number);
+        params.writeUInt32LE(contextOptions.threadPool.poll, THREADPOOL_POLL_OFFSET);
+        threadpool = koffi.call(cpuProc("ggml_threadpool_new"), ThreadpoolNew, params);
+        if (!threadpool) {
+          api.freeContext(ctx);
+          throw new LlamaOracleError("NO_THREADPOOL", `ggml_threadpool_new failed (${cp.n_threads} threads)`);
+        }
+        api.attachThreadpool(ctx, threadpool, null);
+      }
       const memory = api.getMemory(ctx);
       const batch = api.batchInit(nCtx, 0, 1) as Record<string, unknown>;
       const tokenView = new Int32Array(koffi.view(batch.token, nCtx * 4));
       const posView = new Int32Array(koffi.view(batch.pos, nCtx * 4));
       const nSeqView = new Int32Array(koffi.view(batch.n_seq_id, nCtx * 4));
       const logitsView = new Int8Array(koffi.view(batch.logits, nCtx));
-      const seqPointers = koffi.decode(batch.seq_id, koffi.array("void *", nCtx)) as unknown[];
+      const seqViews = (koffi.decode(batch.seq_id, koffi.array("void *", nCtx)) as unknown[]).map(
+        (pointer) => new Int32Array(koffi.view(pointer, 4)),
+      );
       for (let i = 0; i < nCtx; i++) {
         nSeqView[i] = 1;
-        new Int32Array(koffi.view(seqPointers[i], 4))[0] = 0;
+        seqViews[i]![0] = 0;
       }
+      const sequences = cp.n_seq_max as number;
       let contextFreed = false;
 
       const readLogits = (i: number): Float32Array => {
@@ -528,6 +587,7 @@ export function loadLlamaOracle(options: LoadLlamaOracleOptions = {}): LlamaOrac
             if (!(id >= 0 && id < nVocab)) throw new LlamaOracleError("BAD_TOKEN", `token ${id} outside vocab ${nVocab}`);
             tokenView[i] = id;
             posView[i] = startPos + start + i;
+            seqViews[i]![0] = 0;
             logitsView[i] = wantAll || (last && i === count - 1) ? 1 : 0;
           }
           const status = api.decode(ctx, { ...batch, n_tokens: count }) as number;
@@ -536,6 +596,33 @@ export function loadLlamaOracle(options: LoadLlamaOracleOptions = {}): LlamaOrac
         }
         return out;
       };
+      const decodeRows = (rows: readonly BatchRow[]): void => {
+        if (contextFreed) throw new LlamaOracleError("CONTEXT_FREED", "context already freed");
+        if (rows.length === 0 || rows.length > nCtx) {
+          throw new LlamaOracleError("BAD_BATCH", `a batch holds 1 to ${nCtx} rows (n_ctx), got ${rows.length}`);
+        }
+        rows.forEach((row, i) => {
+          if (!(row.token >= 0 && row.token < nVocab))
+            throw new LlamaOracleError("BAD_TOKEN", `row ${i}: token ${row.token} outside vocab ${nVocab}`);
+          if (!(Number.isInteger(row.seq) && row.seq >= 0 && row.seq < sequences)) {
+            throw new LlamaOracleError(
+              "BAD_SEQUENCE",
+              `row ${i}: sequence ${row.seq} outside 0..${sequences - 1} (n_seq_max ${sequences})`,
+            );
+          }
+          tokenView[i] = row.token;
+          posView[i] = row.pos;
+          seqViews[i]![0] = row.seq;
+          logitsView[i] = row.logits ? 1 : 0;
+        });
+        const status = api.decode(ctx, { ...batch, n_tokens: rows.length }) as number;
+        if (status !== 0) throw new LlamaOracleError("DECODE_FAILED", `llama_decode returned ${status}`);
+      };
+      const argmaxRow = (i: number): number => {
+        const pointer = api.logitsIth(ctx, i);
+        if (!pointer) throw new LlamaOracleError("NO_LOGITS", `llama_get_logits_ith(${i}) returned NULL`);
+        return argmax(new Float32Array(koffi.view(pointer, nVocab * 4)));
+      };
       const clear = (): void => {
         api.memoryClear(memory, true);
       };
@@ -543,6 +630,8 @@ export function loadLlamaOracle(options: LoadLlamaOracleOptions = {}): LlamaOrac
         nVocab,
         clear,
         decode,
+        decodeRows,
+        argmaxRow,
         evaluate: (ids) => {
           clear();
           return decode(ids, 0, true);
@@ -566,6 +655,7 @@ export function loadLlamaOracle(options: LoadLlamaOracleOptions = {}): LlamaOrac
           contextFreed = true;
           api.batchFree(batch);
           api.freeContext(ctx);
+          if (threadpool) koffi.call(cpuProc("ggml_threadpool_free"), ThreadpoolFree, threadpool);
         },
       };
     };
