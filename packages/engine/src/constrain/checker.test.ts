@@ -63,6 +63,30 @@ describe("SchemaChecker", () => {
     }
   });
 
+  it("an enum of strings takes its values only (xgrammar 0.1.27's own alternation of literals also took IMC here)", async () => {
+    const codes = ["COP", "CUC", "CUP", "IMP"];
+    const others = ["IMC", "COC", "CUO", "IUP", "CMP"];
+    for (const schema of [
+      { type: "string", enum: codes },
+      { enum: codes },
+      { type: "object", properties: { c: { enum: codes } }, required: ["c"] },
+    ]) {
+      const wrap = (v: string) => (schema.type === "object" ? { c: v } : v);
+      const result = await checker.check(
+        schema,
+        [...codes, ...others].map((v) => ({ data: wrap(v) })),
+      );
+      expect(result.tests.map((t) => t.accepted)).toEqual([...codes.map(() => true), ...others.map(() => false)]);
+    }
+    // a value with a quote, a backslash and a non-ASCII character, beside others sharing its first characters
+    const odd = ['a"b', "a\\c", "aé", "ab"];
+    const result = await checker.check(
+      { enum: odd },
+      [...odd, 'a"c', "aè", "a"].map((data) => ({ data })),
+    );
+    expect(result.tests.map((t) => t.accepted)).toEqual([true, true, true, true, false, false, false]);
+  });
+
   it("numbers have bounded digits (20 integer, 20 fraction, 3 exponent) unless a bound needs more", async () => {
     const raw = (text: string) => ({ data: parseJsonKeepingNumbers(text) });
     const number = await checker.check({ type: "number" }, [

@@ -249,10 +249,111 @@ export function grammarWorkerMain(load: (id: string) => unknown): void {
   // characters (a tab) that JSON forbids inside strings: they are narrowed to JSON's string characters.
   // Bounded integers come as placeholder constants (integer-ranges.ts, which xgrammar's converter does not bound
   // exactly): each placeholder's literal is replaced by a rule of the exact range.
-  // xgrammar's numbers have digits without end: bounded as integer-ranges.ts bounds ours (NUMBER_DIGITS)
-  const { integer, fraction, exponent } = data.numberDigits;
-  const boundedNumbers = (ebnf: string): string =>
+  // xgrammar 0.1.27 accepts strings no alternative spells when a rule is a long alternation of string
+  // literals: `"COP" | "CUC" | "CUP" | "IMP"` took "IMC", and a 164-code currency enum 19 of the 17,576 other
+  // three-letter codes. The same words as a trie (one alternative per first character) take exactly them, so
+  // every rule that is an alternation of three or more literals is written as one.
+  const LITERAL = /"(?:[^"\\]|\\.)*"/y;
+  /** The code points of an EBNF string literal's text, or undefined for an escape this does not read. */
+  const unquote = (literal: string): number[] | undefined => {
+    const out: number[] = [];
+    const text = literal.slice(1, -1);
+    for (let i = 0; i < text.length; ) {
+      const c = text.codePointAt(i)!;
+      if (c !== 0x5c) {
+        out.push(c);
+        i += c > 0xffff ? 2 : 1;
+        continue;
+      }
+      const e = text[i + 1];
+      const simple: Record<string, number> = { '"': 0x22, "\\": 0x5c, n: 0x0a, r: 0x0d, t: 0x09 };
+      if (e !== undefined && simple[e] !== undefined) {
+        out.push(simple[e]!);
+        i += 2;
+      } else if (e === "x" && /^[0-9a-fA-F]{2}$/.test(text.slice(i + 2, i + 4))) {
+        out.push(Number.parseInt(text.slice(i + 2, i + 4), 16));
+        i += 4;
+      } else if (e === "u" && /^[0-9a-fA-F]{4}$/.test(text.slice(i + 2, i + 6))) {
+        out.push(Number.parseInt(text.slice(i + 2, i + 6), 16));
+        i += 6;
+      } else return undefined;
+    }
+    return out;
+  };
+  const quote = (points: readonly number[]): string =>
+    `"${points
+      .map((c) =>
+        c === 0x22
+          ? '\\"'
+          : c === 0x5c
+            ? "\\\\"
+            : c < 0x20 || c === 0x7f
+              ? `\\x${c.toString(16).padStart(2, "0")}`
+              : String.fromCodePoint(c),
+      )
+      .join("")}"`;
+  const trie = (words: readonly (readonly number[])[]): string => {
+    const groups = new Map<number, number[][]>();
+    let empty = false;
+    for (const word of words) {
+      if (word.length === 0) {
+        empty = true;
+        continue;
+      }
+      const group = groups.get(word[0]!) ?? [];
+      group.push(word.slice(1));
+      groups.set(word[0]!, group);
+    }
+    const alternatives = [...groups].map(([first, rests]) =>
+      rests.length === 1 ? quote([first, ...rests[0]!]) : `${quote([first])} ${trie(rests)}`,
+    );
+    if (empty) alternatives.unshift('""');
+    return alternatives.length === 1 ? alternatives[0]! : `(${alternatives.join(" | ")})`;
+  };
+  /** A rule body of string literals (each maybe in parentheses) joined by `|`, as words; else undefined. */
+  const literalAlternation = (body: string): number[][] | undefined => {
+    const words: number[][] = [];
+    let at = 0;
+    const skip = (): void => {
+      while (body[at] === " ") at++;
+    };
+    for (;;) {
+      skip();
+      const open = body[at] === "(";
+      if (open) at++;
+      LITERAL.lastIndex = at;
+      const match = LITERAL.exec(body);
+      if (!match) return undefined;
+      const word = unquote(match[0]);
+      if (!word) return undefined;
+      words.push(word);
+      at += match[0].length;
+      if (open) {
+        if (body[at] !== ")") return undefined;
+        at++;
+      }
+      skip();
+      if (at === body.length) return words.length >= 3 ? words : undefined;
+      if (body[at] !== "|") return undefined;
+      at++;
+    }
+  };
+  const literalTries = (ebnf: string): string =>
     ebnf
+      .split("\n")
+      .map((line) => {
+        const at = line.indexOf(" ::= ");
+        if (at < 0) return line;
+        const words = literalAlternation(line.slice(at + 5).trim());
+        return words ? `${line.slice(0, at)} ::= ${trie(words)}` : line;
+      })
+      .join("\n");
+
+  // xgrammar's numbers have digits without end: bounded as integer-ranges.ts bounds ours (NUMBER_DIGITS);
+  // `repairedGrammar` also writes literal alternations as tries (above)
+  const { integer, fraction, exponent } = data.numberDigits;
+  const repairedGrammar = (ebnf: string): string =>
+    literalTries(ebnf)
       .split("[1-9] [0-9]*")
       .join(`[1-9] [0-9]{0,${integer - 1}}`)
       .split('"." [0-9]+')
@@ -266,7 +367,7 @@ export function grammarWorkerMain(load: (id: string) => unknown): void {
     strictMode: boolean,
     ranges: Readonly<Record<string, string>> = {},
   ): Promise<string> => {
-    let ebnf = boundedNumbers(await xg.Testings._jsonSchemaToEBNF(schema, JSON_ANY_WHITESPACE, JSON_ONE_LINE, undefined, strictMode))
+    let ebnf = repairedGrammar(await xg.Testings._jsonSchemaToEBNF(schema, JSON_ANY_WHITESPACE, JSON_ONE_LINE, undefined, strictMode))
       .split(BOUNDED_STRING_CHAR)
       .join(JSON_STRING_CHAR);
     const rules: string[] = [];
@@ -286,7 +387,7 @@ export function grammarWorkerMain(load: (id: string) => unknown): void {
   // a model could spend its whole budget on it. Each such run becomes the one newline of the layout.
   const ANY_WHITESPACE = "[ \\n\\t]*";
   const xmlParametersGrammar = async (xg: XgModule, schema: string): Promise<string> =>
-    boundedNumbers(await xg.Testings._jsonSchemaToEBNF(schema, JSON_ANY_WHITESPACE, JSON_ONE_LINE, undefined, true, undefined, "xml"))
+    repairedGrammar(await xg.Testings._jsonSchemaToEBNF(schema, JSON_ANY_WHITESPACE, JSON_ONE_LINE, undefined, true, undefined, "xml"))
       // what may follow a JSON string: no whitespace in this layout
       .split(`(= ${ANY_WHITESPACE} `)
       .join("(= ")
