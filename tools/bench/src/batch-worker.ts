@@ -13,6 +13,7 @@
  */
 import { performance } from "node:perf_hooks";
 import { benchPrompt, prefillRows, stepRows } from "./sequences.js";
+import { exitWithResult } from "./worker-exit.js";
 
 export interface BatchWorkerOptions {
   threads: number;
@@ -193,13 +194,4 @@ const work =
     : engine === "llama.cpp" || engine === "llama.cpp haswell"
       ? llamaCpp(file!, options, engine === "llama.cpp haswell")
       : Promise.reject(new Error(`unknown engine ${engine}`));
-work.then(
-  (result) => {
-    process.stdout.write(`${JSON.stringify(result)}\n`);
-    process.exit(0);
-  },
-  (error: unknown) => {
-    process.stderr.write(`${(error as Error).stack ?? String(error)}\n`);
-    process.exit(1);
-  },
-);
+exitWithResult(work);

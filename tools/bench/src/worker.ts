@@ -9,6 +9,7 @@ import { spawn } from "node:child_process";
 import { performance } from "node:perf_hooks";
 import { activeBytesPerToken } from "./active-bytes.js";
 import { aggregateTokensPerSecond as aggregate, benchPrompt as prompt } from "./sequences.js";
+import { exitWithResult } from "./worker-exit.js";
 
 export interface WorkerOptions {
   threads: number;
@@ -225,13 +226,4 @@ const work =
         : engine === "bandwidth"
           ? bandwidth(options)
           : Promise.reject(new Error(`unknown engine ${engine}`));
-work.then(
-  (result) => {
-    process.stdout.write(`${JSON.stringify(result)}\n`);
-    process.exit(0);
-  },
-  (error: unknown) => {
-    process.stderr.write(`${(error as Error).stack ?? String(error)}\n`);
-    process.exit(1);
-  },
-);
+exitWithResult(work);

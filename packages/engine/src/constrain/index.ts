@@ -27,7 +27,29 @@ function isRecord(value: unknown): value is Record<string, unknown> {
 }
 
 /** JSON texts a closing walk prefers, best first (guide.ts). */
-const JSON_CLOSERS = ['"}', '"]', '"', "}}", "}]", "]}", "]]", "}", "]", ",", ":", "/", "0", '""', "{}", "[]", "null", "true", "false", "{", "["];
+const JSON_CLOSERS = [
+  '"}',
+  '"]',
+  '"',
+  "}}",
+  "}]",
+  "]}",
+  "]]",
+  "}",
+  "]",
+  ",",
+  ":",
+  "/",
+  "0",
+  '""',
+  "{}",
+  "[]",
+  "null",
+  "true",
+  "false",
+  "{",
+  "[",
+];
 /**
  * The closing tags of a tool call in the XML format, best first. Each starts with the newline of the layout, which
  * no value holds (a text parameter is one line, a JSON string holds no raw newline): a tag is taken only where it
