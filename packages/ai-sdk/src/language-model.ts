@@ -288,9 +288,15 @@ export class KeepquantLanguageModel implements LanguageModelV3 {
     if (result.stopReason === "abort") throw abortError(options.abortSignal);
     parts.push(...parser.flush());
     const content: LanguageModelV3Content[] = [];
+    const warnings = [...prepared.warnings];
     for (const part of parts) {
       if (part.kind === "tool_call_start" || part.kind === "tool_call_arguments") continue;
       if (part.kind === "tool_call") {
+        // a call the token limit cut off is never answered as a call (its arguments are not whole)
+        if (part.warnings.some((w) => w.code === "unterminated")) {
+          warnings.push({ type: "other", message: `the output ended inside the call to ${part.name}: it is left out` });
+          continue;
+        }
         content.push({
           type: "tool-call",
           toolCallId: newId("call_"),
@@ -312,7 +318,7 @@ export class KeepquantLanguageModel implements LanguageModelV3 {
       providerMetadata: metadataOf(result),
       request: { body: requestBody(prepared) },
       response: { id: newId("kq-"), timestamp, modelId: this.modelId },
-      warnings: prepared.warnings,
+      warnings,
     };
   }
 

@@ -258,6 +258,21 @@ describe("OutputParser, XML calls (Qwen3.5)", () => {
     expect(out.toolCalls[0]!.warnings.map((w) => w.code)).toEqual(["duplicate_parameter"]);
   });
 
+  it("an enum's value written as its JSON (as the call grammar writes it) or as the template renders it is the value", () => {
+    const tool: ToolSchema = {
+      function: {
+        name: "f",
+        parameters: { properties: { city: { enum: ["Oslo", "Paris"] }, code: { type: "string", const: "x1" }, n: { enum: [1, "1"] } } },
+      },
+    };
+    const out = parseOutput(
+      '<tool_call>\n<function=f>\n<parameter=city>\n"Oslo"\n</parameter>\n<parameter=code>\nx1\n</parameter>\n<parameter=n>\n"1"\n</parameter>\n</function>\n</tool_call>',
+      { reasoning: false, tools: [tool], format: "xml" },
+    );
+    expect(JSON.parse(out.toolCalls[0]!.arguments)).toEqual({ city: "Oslo", code: "x1", n: "1" });
+    expect(out.toolCalls[0]!.warnings).toEqual([]);
+  });
+
   it("recovers from left-out close tags and reports a call cut off by the end of the output", () => {
     const opts: OutputParserOptions = { reasoning: false, tools: TOOLS, format: "xml" };
     const missing = parseOutput(

@@ -21,7 +21,15 @@
  * closes. A block that is not a call in the format (no `<function=NAME>` first, or JSON that is not
  * `{"name", "arguments"}`) comes back as content, unchanged.
  */
-import { coerceArgument, isStringOnly, type JsonTypeName, parameterSchema, schemaTypes, type ToolSchema } from "./tool-arguments.js";
+import {
+  coerceArgument,
+  isStringOnly,
+  type JsonTypeName,
+  parameterSchema,
+  schemaTypes,
+  schemaValues,
+  type ToolSchema,
+} from "./tool-arguments.js";
 import type { ToolCallFormat } from "./tool-format.js";
 
 export type ToolCallWarningCode =
@@ -144,6 +152,8 @@ interface OpenCall {
 interface OpenParameter {
   name: string;
   types: JsonTypeName[] | undefined;
+  /** the values an enum or const allows (read whole, as the value or its JSON) */
+  values: readonly unknown[] | undefined;
   /** string-only: its text goes out as it comes, as the inside of a JSON string */
   streamed: boolean;
   /** whether the newline the template writes after `<parameter=NAME>` has been looked for */
@@ -469,8 +479,10 @@ export class OutputParser {
       this.warn("unknown_parameter", `${call.name} has no parameter ${name} in its schema`, name);
     }
     call.parameters.add(name);
-    const streamed = isStringOnly(types);
-    this.parameter = { name, types, streamed, started: false, text: "" };
+    const values = schemaValues(schema);
+    // an enum's value is read whole (its text may be the value's JSON), any other string as it comes
+    const streamed = isStringOnly(types) && values === undefined;
+    this.parameter = { name, types, values, streamed, started: false, text: "" };
     this.emitArguments(out, `${call.arguments === "" ? "{" : ","}${JSON.stringify(name)}:${streamed ? '"' : ""}`);
   }
 
@@ -490,7 +502,7 @@ export class OutputParser {
       this.emitArguments(out, '"');
       return;
     }
-    const coerced = coerceArgument(parameter.text, parameter.types);
+    const coerced = coerceArgument(parameter.text, parameter.types, parameter.values);
     if (coerced.expected !== undefined) {
       this.warn(
         "argument_type",

@@ -141,8 +141,24 @@ export interface CoercedArgument {
   expected?: string;
 }
 
-/** Types `text` (a parameter's text, its one leading and trailing newline already removed) by `types`. */
-export function coerceArgument(text: string, types: readonly JsonTypeName[] | undefined): CoercedArgument {
+/** The values an `enum` or `const` allows a parameter, or undefined when its schema has neither. */
+export function schemaValues(schema: unknown): readonly unknown[] | undefined {
+  if (!isRecord(schema)) return undefined;
+  if (Array.isArray(schema["enum"])) return schema["enum"] as unknown[];
+  return "const" in schema ? [schema["const"]] : undefined;
+}
+
+/**
+ * Types `text` (a parameter's text, its one leading and trailing newline already removed) by `types`. With the
+ * schema's `values` (an enum or const), a text that is one of them, or the JSON of one (`"Oslo"` for Oslo: the
+ * call grammar writes an enum's strings as JSON), is that value.
+ */
+export function coerceArgument(text: string, types: readonly JsonTypeName[] | undefined, values?: readonly unknown[]): CoercedArgument {
+  if (values !== undefined) {
+    if (values.includes(text)) return { value: text };
+    const parsed = parseJson(text.trim());
+    if (parsed.ok && values.some((v) => v === parsed.value)) return { value: parsed.value };
+  }
   if (types === undefined) {
     const parsed = parseJson(text.trim());
     return { value: parsed.ok ? parsed.value : text };
