@@ -293,7 +293,7 @@ export class KeepquantLanguageModel implements LanguageModelV3 {
       if (part.kind === "tool_call_start" || part.kind === "tool_call_arguments") continue;
       if (part.kind === "tool_call") {
         // a call the token limit cut off is never answered as a call (its arguments are not whole)
-        if (part.warnings.some((w) => w.code === "unterminated")) {
+        if (part.cutOff) {
           warnings.push({ type: "other", message: `the output ended inside the call to ${part.name}: it is left out` });
           continue;
         }

@@ -62,7 +62,7 @@ export class StreamPartWriter {
           }
           this.enqueue({ type: "tool-input-end", id });
           // a call the token limit cut off is never answered as a call (its arguments are not whole)
-          if (part.warnings.some((w) => w.code === "unterminated")) break;
+          if (part.cutOff) break;
           this.enqueue({
             type: "tool-call",
             toolCallId: id,

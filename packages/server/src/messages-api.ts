@@ -595,7 +595,7 @@ export function messagesSink(ctx: SinkContext, request: MessagesRequest): Answer
           if (at === undefined) continue;
           const block = blocks[at] as Extract<Block, { type: "tool_use" }>;
           // cut off by max_tokens: never answered as a call (left out of a non-streamed message)
-          if (part.warnings.some((w) => w.code === "unterminated")) cutCalls.add(at);
+          if (part.cutOff) cutCalls.add(at);
           try {
             block.input = JSON.parse(part.arguments);
           } catch {

@@ -1032,7 +1032,7 @@ export function responsesSink(ctx: SinkContext, request: ResponsesRequest, store
           if (at === undefined) continue;
           output[at]!["arguments"] = part.arguments;
           // cut off by max_output_tokens: an incomplete item, never a completed call
-          const cut = part.warnings.some((w) => w.code === "unterminated");
+          const cut = part.cutOff === true;
           if (open === at) closeItem(cut ? "incomplete" : "completed");
           else if (cut) output[at]!["status"] = "incomplete";
         }

@@ -17,6 +17,7 @@ describe("ChatOutput", () => {
         name: "b",
         arguments: '{"y": "cut"}',
         warnings: [{ index: 1, name: "b", code: "unterminated", message: "the output ended inside the call to b" }],
+        cutOff: true,
       },
     ]);
     const message = output.message() as { tool_calls: { function: { name: string } }[] };
@@ -31,6 +32,7 @@ describe("ChatOutput", () => {
         name: "b",
         arguments: "{}",
         warnings: [{ index: 0, name: "b", code: "unterminated", message: "cut" }],
+        cutOff: true,
       },
     ]);
     expect(only.message()).toEqual({ role: "assistant", content: "" });

@@ -6,7 +6,7 @@
  * Warnings about tool calls (an argument that did not parse as its schema's type, a call cut off
  * by the end of the output, ...) are collected and returned as the response's `warnings` (the
  * non-streamed body, or the last chunk of a stream), each `{index, name, parameter?, code, message}`.
- * A call cut off by the end of the output (`unterminated`: max_tokens or the context ran out inside it) is
+ * A call cut off by the end of the output (`cutOff`: max_tokens or the context ran out inside it) is
  * never returned as a call: it is left out of the non-streamed message (its warning says what was cut); a
  * stream has sent its deltas already and ends with `finish_reason: "length"`.
  */
@@ -23,6 +23,8 @@ export class ChatOutput {
   reasoning = "";
   readonly toolCalls: ToolCallEntry[] = [];
   readonly warnings: ToolCallWarning[] = [];
+  /** indexes of the calls the end of the output cut off */
+  private readonly cut = new Set<number>();
 
   constructor(private readonly newCallId: () => string) {}
 
@@ -53,6 +55,7 @@ export class ChatOutput {
           break;
         case "tool_call":
           this.warnings.push(...part.warnings);
+          if (part.cutOff) this.cut.add(part.index);
           break;
       }
     }
@@ -61,8 +64,7 @@ export class ChatOutput {
 
   /** The calls the output finished (a call cut off by the end of the output is not one). */
   finishedCalls(): ToolCallEntry[] {
-    const cut = new Set(this.warnings.filter((w) => w.code === "unterminated").map((w) => w.index));
-    return this.toolCalls.filter((call, index) => call !== undefined && !cut.has(index));
+    return this.toolCalls.filter((call, index) => call !== undefined && !this.cut.has(index));
   }
 
   /** The assistant message of a non-streamed response. */

@@ -24,8 +24,9 @@ async function describe(model: CachedModel, env: NodeJS.ProcessEnv): Promise<Row
   let architecture: string | null = null;
   let fits: boolean | null = null;
   try {
-    architecture = getArchitecture(await readGgufModel(first)) ?? null;
-    fits = (await checkCpuLoad(first, {}, { env })).plan.fits;
+    const header = await readGgufModel(first);
+    architecture = getArchitecture(header) ?? null;
+    fits = (await checkCpuLoad(header, {}, { env })).plan.fits;
   } catch {
     // a file the reader or the planner refuses is listed without them
   }

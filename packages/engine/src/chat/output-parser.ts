@@ -63,8 +63,11 @@ export type ParsedOutput =
   | { kind: "tool_call_start"; index: number; name: string }
   /** A piece of the call's arguments as JSON text (the pieces of one call add up to `tool_call.arguments`). */
   | { kind: "tool_call_arguments"; index: number; text: string }
-  /** A call is complete: its arguments as JSON text and what was wrong with it. */
-  | { kind: "tool_call"; index: number; name: string; arguments: string; warnings: ToolCallWarning[] };
+  /**
+   * A call is complete: its arguments as JSON text and what was wrong with it. `cutOff`: the output ended inside
+   * it (its `unterminated` warning says so too): its arguments are not whole, and it must not be answered as a call.
+   */
+  | { kind: "tool_call"; index: number; name: string; arguments: string; warnings: ToolCallWarning[]; cutOff?: true };
 
 export interface OutputParserOptions {
   /** The prompt opened a `<think>` block: the output starts as reasoning. */
@@ -465,7 +468,14 @@ export class OutputParser {
     if (unterminated) this.warn("unterminated", `the output ended inside the call to ${call.name}`);
     if (this.format === "xml") this.emitArguments(out, call.arguments === "" ? "{}" : "}");
     this.toolCalls++;
-    out.push({ kind: "tool_call", index: call.index, name: call.name, arguments: call.arguments, warnings: call.warnings });
+    out.push({
+      kind: "tool_call",
+      index: call.index,
+      name: call.name,
+      arguments: call.arguments,
+      warnings: call.warnings,
+      ...(unterminated ? { cutOff: true as const } : {}),
+    });
     this.call = undefined;
   }
 

@@ -254,6 +254,7 @@ export function grammarWorkerMain(load: (id: string) => unknown): void {
   // three-letter codes. The same words as a trie (one alternative per first character) take exactly them, so
   // every rule that is an alternation of three or more literals is written as one.
   const LITERAL = /"(?:[^"\\]|\\.)*"/y;
+  const SIMPLE_ESCAPES: Readonly<Record<string, number>> = { '"': 0x22, "\\": 0x5c, n: 0x0a, r: 0x0d, t: 0x09 };
   /** The code points of an EBNF string literal's text, or undefined for an escape this does not read. */
   const unquote = (literal: string): number[] | undefined => {
     const out: number[] = [];
@@ -266,9 +267,8 @@ export function grammarWorkerMain(load: (id: string) => unknown): void {
         continue;
       }
       const e = text[i + 1];
-      const simple: Record<string, number> = { '"': 0x22, "\\": 0x5c, n: 0x0a, r: 0x0d, t: 0x09 };
-      if (e !== undefined && simple[e] !== undefined) {
-        out.push(simple[e]!);
+      if (e !== undefined && SIMPLE_ESCAPES[e] !== undefined) {
+        out.push(SIMPLE_ESCAPES[e]!);
         i += 2;
       } else if (e === "x" && /^[0-9a-fA-F]{2}$/.test(text.slice(i + 2, i + 4))) {
         out.push(Number.parseInt(text.slice(i + 2, i + 4), 16));
@@ -523,10 +523,11 @@ export function grammarWorkerMain(load: (id: string) => unknown): void {
     request: { limit: number; closers: number[][]; maxRepeats: number },
   ): Promise<number[] | undefined> => {
     const plan: number[] = [];
+    let accepted = 0;
     let previous: number | undefined;
     let repeats = 0;
     try {
-      while (plan.length <= request.limit) {
+      while (accepted <= request.limit) {
         if (matcher.isTerminated()) return plan;
         const bits = await matcher.getNextTokenBitmask();
         const stop = data.stopTokenIds.find((id) => allows(bits, id));
@@ -551,15 +552,14 @@ export function grammarWorkerMain(load: (id: string) => unknown): void {
           if (token === undefined || !matcher.acceptToken(token)) return undefined;
           step = [token];
         }
+        accepted += step.length;
         plan.push(...step);
         repeats = step[0] === previous ? repeats + 1 : 0;
         previous = step[0];
       }
       return undefined;
     } finally {
-      // the stop token ended the walk without being accepted
-      const accepted =
-        plan.length - (plan.length > 0 && data.stopTokenIds.includes(plan[plan.length - 1]!) && !matcher.isTerminated() ? 1 : 0);
+      // (the stop token that ends a walk is not accepted)
       if (accepted > 0) matcher.rollBack(accepted);
     }
   };

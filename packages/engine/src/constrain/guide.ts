@@ -230,13 +230,15 @@ export class DecodeGuide {
     const limit = Math.min(tokensLeft, MAX_CLOSING_TOKENS);
     const plan = await this.closingPlan(limit);
     this.estimate = { tokens: plan?.length ?? limit + 2, atStep: s.matcherSteps };
-    // a grammar with no close in reach (one that never ends) is looked at less and less often
-    this.misses = plan && plan.length - 1 <= tokensLeft ? 0 : this.misses + 1;
-    // the stop token is not one of the tokens left: it ends the sequence
+    // the tokens the close writes: the stop token is not one of the tokens left, it ends the sequence
+    const closeTokens = plan ? plan.length - 1 : undefined;
     // (a close longer than the tokens left cannot help: the model goes on and the answer is cut off)
-    if (plan && plan.length - 1 <= tokensLeft && plan.length - 1 + closingMargin(plan.length - 1) >= tokensLeft) {
+    const fits = closeTokens !== undefined && closeTokens <= tokensLeft;
+    // a grammar with no close in reach (one that never ends) is looked at less and less often
+    this.misses = fits ? 0 : this.misses + 1;
+    if (fits && closeTokens + closingMargin(closeTokens) >= tokensLeft) {
       // the masks along the walk, for the mirror to accept its tokens (one round trip)
-      await matcher.lookahead(plan.slice(0, -1));
+      await matcher.lookahead(plan!.slice(0, -1));
       s.closing = plan;
       s.closed = 0;
     }

@@ -57,11 +57,6 @@ const JSON_CLOSERS = [
  */
 const XML_CLOSERS = ["\n</parameter>", "\n</function>", "\n</tool_call>"];
 
-/** Whether a grammar holds tool calls in the XML format (their parameters close with tags). */
-function closesXmlParameters(source: GrammarSource): boolean {
-  return source.kind === "structural_tag" && JSON.stringify(source.tag).includes('"qwen_xml_parameter"');
-}
-
 /** The reasoning block's closing text in Qwen templates. */
 export const THINK_END = "</think>";
 
@@ -200,7 +195,7 @@ export class GuidedDecoding {
       thinkingBudget: plan.thinkingBudget,
       thinkEnd: this.thinkEnd(tokenizer),
       eogIds: tokenizer.eogIds,
-      closers: this.closers(tokenizer, plan.source !== undefined && closesXmlParameters(plan.source)),
+      closers: this.closers(tokenizer, plan.source?.kind === "structural_tag" && plan.source.callFormat === "xml"),
     });
   }
 }

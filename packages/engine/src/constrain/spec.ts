@@ -19,7 +19,8 @@ export const MAX_CONSTRAINT_TOOLS = 128;
 export type GrammarSource =
   | { kind: "json_schema"; schema: string; strictMode: boolean; ranges?: Record<string, string> }
   | { kind: "ebnf"; ebnf: string }
-  | { kind: "structural_tag"; tag: Record<string, unknown>; ranges?: Record<string, string> };
+  /** tool calls: `callFormat` is the calls' format (an XML call's parameters close with tags) */
+  | { kind: "structural_tag"; tag: Record<string, unknown>; callFormat: "xml" | "json"; ranges?: Record<string, string> };
 
 /** The text after which a call's arguments start and the text that closes it, per format. */
 function callTag(format: "xml" | "json", name: string, schema: Record<string, unknown>): Record<string, unknown> {
@@ -115,7 +116,12 @@ export function resolveConstraint(
     case "tool_call": {
       const places = rangePlaces(JSON.stringify(s["tools"]) ?? "");
       const tag = toolCallTag(s, field, budget, places);
-      return { kind: "structural_tag", tag, ...(Object.keys(places.rules).length > 0 ? { ranges: places.rules } : {}) };
+      return {
+        kind: "structural_tag",
+        tag,
+        callFormat: s["format"] as "xml" | "json",
+        ...(Object.keys(places.rules).length > 0 ? { ranges: places.rules } : {}),
+      };
     }
     default:
       return badSpec(`${field}.type`, `must be "json_schema", "json_object", "tool_call" or "grammar", got ${JSON.stringify(s["type"])}`);

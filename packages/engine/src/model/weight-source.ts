@@ -28,7 +28,7 @@ interface ModelFile {
 
 /** The model's files: the one file, or every shard of a split model with its tensors. */
 export function modelFiles(file: GgufFile, path: string): ModelFile[] {
-  if (!file.shards) return [{ path, size: fs.statSync(path).size, tensors: file.tensors }];
+  if (!file.shards) return [{ path, size: file.fileSize, tensors: file.tensors }];
   return file.shards.map((shard, index) => ({
     path: shard.source,
     size: shard.fileSize,
@@ -64,7 +64,8 @@ export function openWeightSource(
 ): WeightSource {
   const files = modelFiles(file, path);
   if (!native) return { bytes: shardedTensorBytes(files.map((f) => readTensorSource(f.path))), weightMemory: "read" };
-  const size = file.shards ? file.fileSize : files[0]!.size;
+  // every shard together for a split model
+  const size = file.fileSize;
   // faulting in (or reading) more than the memory available would only evict what it read: map lazily then
   const available = cpuAvailableMemory().bytes;
   const fits = size <= available;
