@@ -226,6 +226,75 @@ describe("a forced call cut off by max_tokens", () => {
     >;
     expect(Object.keys(args).sort()).toEqual(["city", "unit"]);
   });
+
+  // The same request through the two agent APIs: the prompt renders as above, so the same budgets cut or finish.
+  async function post(route: string, body: Record<string, unknown>): Promise<Record<string, unknown>> {
+    const response = await fetch(`${serving.url}/v1/${route}`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "anthropic-version": "2023-06-01" },
+      body: JSON.stringify(body),
+    });
+    expect(response.status).toBe(200);
+    return (await response.json()) as Record<string, unknown>;
+  }
+  const messagesRequest = (maxTokens: number) => ({
+    model: "x",
+    max_tokens: maxTokens,
+    temperature: 1,
+    messages,
+    tools: [
+      { name: "get_weather", input_schema: WEATHER },
+      { name: "get_time", input_schema: { type: "object", properties: {} } },
+    ],
+    tool_choice: { type: "tool", name: "get_weather" },
+    thinking: { type: "disabled" },
+    metadata: { user_id: "cut-off" },
+  });
+  const responsesRequest = (maxTokens: number) => ({
+    model: "x",
+    max_output_tokens: maxTokens,
+    temperature: 1,
+    input: messages,
+    tools: [
+      { type: "function", name: "get_weather", parameters: WEATHER },
+      { type: "function", name: "get_time", parameters: { type: "object", properties: {} } },
+    ],
+    tool_choice: { type: "function", name: "get_weather" },
+    reasoning: { effort: "none" },
+    store: false,
+  });
+
+  it("Messages API: a cut-off call is left out (stop_reason max_tokens); a budget that allows one gets a valid tool_use", async () => {
+    const cut = await post("messages", messagesRequest(38));
+    expect(cut["stop_reason"]).toBe("max_tokens");
+    expect((cut["content"] as { type: string }[]).filter((block) => block.type === "tool_use")).toEqual([]);
+    const finished = await post("messages", messagesRequest(44));
+    expect(finished["stop_reason"]).toBe("tool_use");
+    const uses = (finished["content"] as { type: string; name?: string; input?: Record<string, unknown> }[]).filter(
+      (block) => block.type === "tool_use",
+    );
+    expect(uses.map((block) => block.name)).toEqual(["get_weather"]);
+    expect(Object.keys(uses[0]!.input!).sort()).toEqual(["city", "unit"]);
+    expect(["c", "f"]).toContain(uses[0]!.input!["unit"]);
+  });
+
+  it("Responses API: a cut-off call is never a function_call item (an incomplete message); a budget that allows one completes it", async () => {
+    const cut = await post("responses", responsesRequest(38));
+    expect(cut["status"]).toBe("incomplete");
+    expect(cut["incomplete_details"]).toEqual({ reason: "max_output_tokens" });
+    // the call's text as far as it went, in an incomplete message: no function_call item
+    const items = cut["output"] as { type: string; status: string; content?: { text: string }[] }[];
+    expect(items.filter((item) => item.type === "function_call")).toEqual([]);
+    expect(items.map((item) => [item.type, item.status])).toEqual([["message", "incomplete"]]);
+    expect(items[0]!.content![0]!.text).toMatch(/^<tool_call>\n\{"name": "get_weather"/);
+    const finished = await post("responses", responsesRequest(44));
+    expect(finished["status"]).toBe("completed");
+    const calls = (finished["output"] as { type: string; status: string; name: string; arguments: string }[]).filter(
+      (item) => item.type === "function_call",
+    );
+    expect(calls.map((item) => [item.name, item.status])).toEqual([["get_weather", "completed"]]);
+    expect(Object.keys(JSON.parse(calls[0]!.arguments) as object).sort()).toEqual(["city", "unit"]);
+  });
 });
 
 describe("a best-effort schema (strict not true)", () => {
