@@ -14,6 +14,7 @@ import {
 } from "../numerics/ggml-expf.js";
 import { fmaf } from "../numerics/fma.js";
 import { ggmlArgsortDesc } from "../numerics/ggml-argsort.js";
+import { l2NormInPlace } from "../numerics/l2-norm.js";
 import type { PagedKvCache } from "../kv/paged-kv.js";
 import type { GdnStatePool } from "../kv/state-pool.js";
 import { modelDescription, trunkCacheIndex } from "./config.js";
@@ -1109,18 +1110,8 @@ export class Qwen35Forward {
     for (let r = 0; r < T; r++) siluRow(y, r * convDim, convDim);
     this.observe("conv_output_silu", il, "convOut", T);
 
-    // L2 norms of q and k per K-head (f64 sum of f32 squares)
-    for (let r = 0; r < T; r++) {
-      for (let kh = 0; kh < 2 * Hk; kh++) {
-        const off = r * convDim + kh * Dk;
-        let sum = 0;
-        for (let i = 0; i < Dk; i++) sum += fround(y[off + i]! * y[off + i]!);
-        // this llama.cpp build's ggml_l2_norm: x / sqrt(sum + eps) (verified bit-exact against its
-        // q_conv_predelta / k_conv_predelta; not x / max(||x||, eps))
-        const scale = fround(1 / fround(Math.sqrt(fround(fround(sum) + eps))));
-        for (let i = 0; i < Dk; i++) y[off + i] = y[off + i]! * scale;
-      }
-    }
+    // L2 norms of q and k per K-head, as llama.cpp computes them (numerics/l2-norm.ts)
+    for (let r = 0; r < T; r++) for (let kh = 0; kh < 2 * Hk; kh++) l2NormInPlace(y, r * convDim + kh * Dk, Dk, eps);
     this.observe("q_conv_predelta", il, "convOut", T, 0, keyDim);
     this.observe("k_conv_predelta", il, "convOut", T, keyDim, keyDim);
 

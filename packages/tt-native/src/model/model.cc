@@ -1003,7 +1003,10 @@ void Model::gatedDeltaNet(const LayerWeights& L, const std::vector<StepEntry>& e
     }
     row0 += e.nTokens;
   }
-  // SiLU, then the L2 norms of q and k per K-head (x / sqrt(sum + eps), f64 sum of f32 squares)
+  // SiLU, then the L2 norms of q and k per K-head as llama.cpp computes them (forward.ts): an RMS norm with eps / Dk
+  // (f64 sum of f32 squares, the mean rounded to f32), then a scale by 1 / sqrt(Dk)
+  const float normEps = eps / (float)Dk;
+  const float invSqrtDk = (float)(1.0 / std::sqrt((double)Dk));
   parallelRange(T, 1, [&](int r) {
     float* yr = y + (size_t)r * convDim;
     ops.siluRow(yr, convDim);
@@ -1011,8 +1014,9 @@ void Model::gatedDeltaNet(const LayerWeights& L, const std::vector<StepEntry>& e
       float* v = yr + (size_t)kh * Dk;
       double sum = 0;
       for (int i = 0; i < Dk; ++i) sum += (double)(v[i] * v[i]);
-      const float scale = 1.0f / std::sqrt((float)sum + eps);
-      for (int i = 0; i < Dk; ++i) v[i] = v[i] * scale;
+      const float mean = (float)(sum / Dk);
+      const float scale = 1.0f / std::sqrt(mean + normEps);
+      for (int i = 0; i < Dk; ++i) v[i] = (v[i] * scale) * invSqrtDk;
     }
   });
   // gated delta rule per (sequence, V-head), token by token; V-head h uses Q/K head h mod Hk
