@@ -14,6 +14,10 @@ import type { SchemaCheck } from "./constrain/validate.js";
  *   enforce are refused with CONSTRAINT_UNSUPPORTED_KEYWORD. `strict: false`: best effort; those keywords
  *   are relaxed, the output is checked against the whole schema when done (`GenerationResult.schemaCheck`),
  *   and the output may carry properties the schema does not declare where it allows them.
+ *   Objects hold their listed properties only (a subset of what a schema without `additionalProperties: false`
+ *   allows: every output is valid, and a model does not spend its budget inventing keys); `openObjects: true`
+ *   (not with `strict: true`) gives them JSON Schema's own semantics: any other key, between the listed ones, with a
+ *   value of the `additionalProperties` schema (the listed keys keep their order).
  * - `json_object`: one JSON object.
  * - `tool_call`: calls in the model's own format (`toolCallFormatOf(template)`), arguments valid for
  *   the tool's `parameters`. `required`: one or more calls; `{ name }`: exactly one call of that
@@ -21,7 +25,7 @@ import type { SchemaCheck } from "./constrain/validate.js";
  * - `grammar`: an EBNF grammar (xgrammar's dialect, root rule `root`).
  */
 export type ConstraintSpec =
-  | { type: "json_schema"; schema: Record<string, unknown>; strict?: boolean }
+  | { type: "json_schema"; schema: Record<string, unknown>; strict?: boolean; openObjects?: boolean }
   | { type: "json_object" }
   | {
       type: "tool_call";

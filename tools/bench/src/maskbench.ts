@@ -9,7 +9,8 @@
  *
  * Environment: KEEPQUANT_BENCH_MASKBENCH_EVERY (check every Nth schema, default 1: all 11,305),
  * KEEPQUANT_BENCH_MASKBENCH_VOCAB (`qwen35`: the fixture vocabulary grown to Qwen3.5's 248,320 tokens, the default;
- * `fixture`: the 4,096-token fixture vocabulary).
+ * `fixture`: the 4,096-token fixture vocabulary), KEEPQUANT_BENCH_MASKBENCH_OBJECTS (`listed`: objects hold their listed
+ * properties only, the engine's default; `open`: the constraint's `openObjects`, JSON Schema's own semantics).
  */
 import fs from "node:fs";
 import os from "node:os";
@@ -28,6 +29,10 @@ if (!fs.existsSync(DATA)) {
   console.error(`maskbench: ${DATA} is absent (MaskBench data lives outside the project, in ../shared/data/maskbench): skipped`);
   process.exit(0);
 }
+
+const objects = process.env.KEEPQUANT_BENCH_MASKBENCH_OBJECTS || "listed";
+if (objects !== "listed" && objects !== "open")
+  throw new Error(`KEEPQUANT_BENCH_MASKBENCH_OBJECTS must be "listed" or "open", got ${JSON.stringify(objects)}`);
 
 const fixture = vocabFromJson(JSON.parse(fs.readFileSync(path.join(REPO_ROOT, "goldens", "tokenizer", "vocab.json"), "utf8")));
 const tokenizer = Tokenizer.fromVocab(vocabKind === "qwen35" ? growVocab(fixture, QWEN35_VOCAB_SIZE) : fixture);
@@ -61,7 +66,7 @@ for await (const line of lines) {
   const split = bySplit.get(record.split) ?? { schemas: 0, passing: 0 };
   split.schemas++;
   bySplit.set(record.split, split);
-  const result = await checker.check(plainJson(record.schema), record.tests);
+  const result = await checker.check(plainJson(record.schema), record.tests, { openObjects: objects === "open" });
   if (!result.compiled) {
     const key = result.error!.code;
     errors.set(key, (errors.get(key) ?? 0) + 1);
@@ -100,6 +105,7 @@ console.log(
     {
       cpu,
       vocabulary: tokenizer.vocabSize,
+      objects,
       every,
       schemas,
       compiled,

@@ -86,6 +86,24 @@ describe("keepquant schema check", () => {
     }
   });
 
+  it("--open-objects: an object takes the other keys its schema allows (by default its listed properties only)", () => {
+    const record = {
+      id: "open",
+      schema: { type: "object", properties: { a: { type: "integer" } }, required: ["a"] },
+      tests: [
+        { data: { a: 1, note: "x" }, valid: true },
+        { data: { a: "1", note: "x" }, valid: false },
+      ],
+    };
+    const text = `${JSON.stringify(record)}\n`;
+    const open = keepquant(["check", "-", "--json", "--open-objects"], text);
+    expect(open.code, open.stderr).toBe(0);
+    expect((JSON.parse(open.stdout) as { tests: unknown[] }).tests).toEqual([{ accepted: true }, { accepted: false }]);
+    const listed = keepquant(["check", "-", "--json"], text);
+    expect(listed.code).toBe(1);
+    expect((JSON.parse(listed.stdout) as { tests: unknown[] }).tests).toEqual([{ accepted: false }, { accepted: false }]);
+  });
+
   it("a line that is not a record is reported where it is and the rest go on; bad command lines are usage errors", () => {
     const run = keepquant(["check", "-", "--json"], `not json\n${JSON.stringify(RECORDS[2])}\n`);
     expect(run.code).toBe(1);

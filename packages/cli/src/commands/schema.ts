@@ -67,21 +67,25 @@ function round(value: number): number {
 export const command = defineCommand({
   name: "schema",
   summary: "check JSON Schemas (and instances) against the constraint engine, no model run",
-  usage: "schema check <schema.json | records.jsonl[.gz] | -> [model.gguf] [--json]",
+  usage: "schema check <schema.json | records.jsonl[.gz] | -> [model.gguf] [--json] [--open-objects]",
   help: [
     "schema.json            one JSON Schema: says whether it is supported, and why not",
     "records.jsonl[.gz], -  MaskBench records, one per line: {id, schema, tests: [{data, valid}]}",
     "model.gguf             whose tokenizer feeds the instances (default: the embedded model's)",
     "--json                 one result line per record on stdout, {id, compiled, error?, compileMs, tests: [{accepted}], maskUs}; a summary line on stderr",
+    "--open-objects         objects take the other keys their schema allows (the constraint's openObjects); default: their listed properties only",
     "exit 0 when every schema compiled and every test's verdict matches its valid flag, 1 otherwise",
   ],
   options: {
     json: { type: "boolean", default: false },
+    "open-objects": { type: "boolean", default: false },
   },
   async run(values, positionals, io): Promise<number> {
     const [verb, input, model, ...extra] = positionals;
     if (verb !== "check" || input === undefined || extra.length > 0) {
-      throw new CliUsageError("usage: keepquant schema check <schema.json | records.jsonl[.gz] | -> [model.gguf] [--json]");
+      throw new CliUsageError(
+        "usage: keepquant schema check <schema.json | records.jsonl[.gz] | -> [model.gguf] [--json] [--open-objects]",
+      );
     }
     if (input !== "-") {
       let stat: fs.Stats;
@@ -96,6 +100,7 @@ export const command = defineCommand({
     const tokenizer = Tokenizer.fromGguf(await readGgufModel(modelFile));
     const checker = new SchemaChecker(tokenizer);
     const json = values.json === true;
+    const checkOptions = { openObjects: values["open-objects"] === true };
     const tally: Tally = { schemas: 0, compiled: 0, passing: 0, tests: 0, validationErrors: 0, invalidationErrors: 0 };
     try {
       // one schema (a .json file whose whole text is a schema, not a record)
@@ -108,9 +113,9 @@ export const command = defineCommand({
           throw error;
         }
         const record = isObject(schema) && "schema" in schema ? schema : { id: input, schema, tests: [] };
-        return await checkRecords([JSON.stringify(record)], checker, tally, json, io);
+        return await checkRecords([JSON.stringify(record)], checker, checkOptions, tally, json, io);
       }
-      return await checkRecords(lines(input), checker, tally, json, io);
+      return await checkRecords(lines(input), checker, checkOptions, tally, json, io);
     } finally {
       await checker.dispose();
     }
@@ -120,6 +125,7 @@ export const command = defineCommand({
 async function checkRecords(
   source: Iterable<string> | AsyncIterable<string>,
   checker: SchemaChecker,
+  checkOptions: { openObjects: boolean },
   tally: Tally,
   json: boolean,
   io: { stdout: NodeJS.WritableStream; stderr: NodeJS.WritableStream },
@@ -149,7 +155,7 @@ async function checkRecords(
           isObject(t) ? { data: t["data"], ...(typeof t["valid"] === "boolean" ? { valid: t["valid"] } : {}) } : { data: t },
         )
       : [];
-    const result = await checker.check(plainJson(record["schema"]), tests);
+    const result = await checker.check(plainJson(record["schema"]), tests, checkOptions);
     const ok = score(result, tests, tally);
     if (!ok) allGood = false;
     if (json) {

@@ -55,12 +55,19 @@ export class SchemaChecker {
     this.stopTokens = [...tokenizer.eogIds];
   }
 
-  /** Checks and compiles `schema`, then feeds each test's instance. Never throws for a bad schema: `compiled: false` and the error. */
-  async check(schema: unknown, tests: readonly SchemaTest[] = []): Promise<SchemaCheckResult> {
+  /**
+   * Checks and compiles `schema`, then feeds each test's instance. Never throws for a bad schema: `compiled: false` and
+   * the error. `openObjects`: objects take the other keys their schema allows (the constraint's `openObjects`).
+   */
+  async check(schema: unknown, tests: readonly SchemaTest[] = [], options: { openObjects?: boolean } = {}): Promise<SchemaCheckResult> {
     const started = performance.now();
     let made: Awaited<ReturnType<ConstraintCompiler["matcher"]>> | undefined;
     try {
-      const source = resolveConstraint({ type: "json_schema", schema }, "schema", this.limits);
+      const source = resolveConstraint(
+        { type: "json_schema", schema, ...(options.openObjects === true ? { openObjects: true } : {}) },
+        "schema",
+        this.limits,
+      );
       // a test needs a fresh matcher; the first proves the schema compiles
       made = await this.compiler.matcher(source, "schema");
       const compileMs = performance.now() - started;

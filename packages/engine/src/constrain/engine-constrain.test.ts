@@ -316,6 +316,26 @@ describe("constrained decoding in the engine", () => {
     expect(results[3]!.text).toMatch(/^n=[1-9]$/);
   });
 
+  it("openObjects: other keys are allowed, and the close still writes the required ones within max_tokens", async () => {
+    // this model invents other keys on and on; the close walk takes the listed keys before any other
+    let others = 0;
+    for (const seed of [1, 2, 3]) {
+      const result = await engine.generateToEnd("Hi", {
+        ...SAMPLED,
+        seed,
+        constraint: { type: "json_schema", schema: POINT, openObjects: true },
+      });
+      expect(result.stopReason, result.text).toBe("eog");
+      const value = JSON.parse(result.text) as Record<string, unknown>;
+      expect(violation(value, POINT), result.text).toBeUndefined();
+      others += Object.keys(value).filter((key) => !["x", "y", "ok"].includes(key)).length;
+    }
+    expect(others).toBeGreaterThan(0);
+    await expect(
+      engine.generateToEnd("Hi", { ...SAMPLED, constraint: { type: "json_schema", schema: POINT, strict: true, openObjects: true } }),
+    ).rejects.toMatchObject({ code: "CONSTRAINT_BAD_SPEC" });
+  });
+
   it("streaming: the deltas add up to the valid document", async () => {
     let streamed = "";
     let result: GenerationResult | undefined;

@@ -373,6 +373,29 @@ export function grammarWorkerMain(load: (id: string) => unknown): void {
     const rules: string[] = [];
     for (const [literal, text] of Object.entries(ranges)) {
       if (!ebnf.includes(literal)) continue;
+      if (text.includes("%ITEM")) {
+        // an object of ours (open-objects.ts): its placeholder is an array [marker, value 1, ..., other value], whose
+        // rule is replaced by the object's, the items' rules kept for its values
+        const lines = ebnf.split("\n");
+        const markerRule = lines.find((line) => line.endsWith(` ::= ${literal}`))?.split(" ::= ")[0];
+        const first = markerRule ?? literal;
+        const at = lines.findIndex((line) => line.includes(`(${first} ", " `) && line.endsWith(`) "" "]")`));
+        if (at < 0) throw new Error(`internal: the placeholder of an object (${literal}) is not in the grammar`);
+        const [head, body] = [lines[at]!.slice(0, lines[at]!.indexOf(" ::= ")), lines[at]!.slice(lines[at]!.indexOf(" ::= ") + 5)];
+        const inner = body.slice(body.indexOf(`(${first} ", " `) + first.length + 1, body.lastIndexOf(`) "" "]"`));
+        const items = inner.split(` ", " `).filter((item) => item !== "");
+        if (items.some((item) => !/^[A-Za-z0-9_]+$/.test(item)))
+          throw new Error(`internal: the items of an object's placeholder are not rule names: ${inner}`);
+        const name = `kq_object_${rules.length}`;
+        lines[at] = `${head} ::= ${name}`;
+        ebnf = lines.join("\n");
+        let rule = text.split("%RANGE%").join(name);
+        items.forEach((item, i) => {
+          rule = rule.split(`%ITEM${i + 1}%`).join(item);
+        });
+        rules.push(rule);
+        continue;
+      }
       const name = `kq_int_range_${rules.length}`;
       ebnf = ebnf.split(literal).join(name);
       // the rules come named "%RANGE%" (integer-ranges.ts's RANGE_NAME)

@@ -165,12 +165,19 @@ export class GuidedDecoding {
    * container), a container; a separator; then the shortest values. A tool call in the XML format closes its
    * parameter first (a string parameter's text may hold any JSON character). Texts of one token only for JSON.
    */
-  private closers(tokenizer: Tokenizer, xml: boolean): number[][] {
+  private closers(tokenizer: Tokenizer, xml: boolean, source?: GrammarSource): number[][] {
     this.closerIds ??= {
       json: JSON_CLOSERS.map((text) => tokenizer.encode(text)).filter((ids) => ids.length === 1),
       xml: XML_CLOSERS.map((text) => tokenizer.encode(text)).filter((ids) => ids.length > 0),
     };
-    return xml ? [...this.closerIds.xml, ...this.closerIds.json] : this.closerIds.json;
+    if (xml) return [...this.closerIds.xml, ...this.closerIds.json];
+    // an object that takes other keys: its listed keys first, where any closer that opens a string (`"}`, `"`)
+    // would begin another key, and the walk would write other keys without end
+    const keys = source?.kind === "json_schema" ? (source.keys ?? []) : [];
+    if (keys.length === 0) return this.closerIds.json;
+    // (each with the space of `", "` before it too: a separator's comma may be a token of its own)
+    const named = keys.flatMap((key) => [JSON.stringify(key), ` ${JSON.stringify(key)}`]);
+    return [...named.map((text) => tokenizer.encode(text, { addSpecial: false })), ...this.closerIds.json];
   }
 
   /** Compiles `spec` (cached), so that a bad schema fails before a response starts. */
@@ -195,7 +202,7 @@ export class GuidedDecoding {
       thinkingBudget: plan.thinkingBudget,
       thinkEnd: this.thinkEnd(tokenizer),
       eogIds: tokenizer.eogIds,
-      closers: this.closers(tokenizer, plan.source?.kind === "structural_tag" && plan.source.callFormat === "xml"),
+      closers: this.closers(tokenizer, plan.source?.kind === "structural_tag" && plan.source.callFormat === "xml", plan.source),
     });
   }
 }

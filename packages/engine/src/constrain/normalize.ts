@@ -220,6 +220,26 @@ const BESIDE_VALUES = new Set(["enum", "const", "type", ...ANNOTATIONS]);
  * schema becomes the `enum` of the ones that pass. A schema the validator cannot compile is left as it is.
  * `schema` is not changed (a copy is returned when something is rewritten).
  */
+/** Whether `value` is of the JSON Schema `type` (a name or a list of names). */
+function ofType(value: unknown, type: unknown): boolean {
+  const names = Array.isArray(type) ? type : [type];
+  const own =
+    value === null
+      ? "null"
+      : Array.isArray(value)
+        ? "array"
+        : typeof value === "object"
+          ? "object"
+          : typeof value === "number"
+            ? "number"
+            : typeof value === "string"
+              ? "string"
+              : typeof value === "boolean"
+                ? "boolean"
+                : undefined;
+  return names.includes(own) || (own === "number" && Number.isInteger(value) && names.includes("integer"));
+}
+
 function finiteValueSets(schema: Schema): Schema {
   const found: { holder: Schema; values: unknown[] }[] = [];
   const listOf = (s: unknown): unknown[] | undefined =>
@@ -228,7 +248,11 @@ function finiteValueSets(schema: Schema): Schema {
     const own = listOf(record);
     const conjunct = Array.isArray(record["allOf"]) ? record["allOf"].map(listOf).find((l) => l !== undefined) : undefined;
     const values = own ?? conjunct;
-    const constrained = Object.keys(record).some((k) => !BESIDE_VALUES.has(k));
+    // a `type` beside the values constrains them when one of them is not of it (`{"enum": ["a"], "type": "object"}`
+    // allows nothing: the grammar engine would take the values and drop the type)
+    const constrained =
+      Object.keys(record).some((k) => !BESIDE_VALUES.has(k)) ||
+      (values !== undefined && record["type"] !== undefined && values.some((value) => !ofType(value, record["type"])));
     if (values !== undefined && constrained && values.length <= MAX_STRUCTURED_ENUM) found.push({ holder: record, values });
     return found.length < MAX_FINITE_SETS;
   });
@@ -359,9 +383,8 @@ function rewrite(schema: Schema): Schema {
   const dependentRequired = out["dependentRequired"];
   if (isObject(dependentRequired) && Object.values(dependentRequired).every((d) => Array.isArray(d) && d.length === 0))
     delete out["dependentRequired"];
-  // the grammar engine neither enforces `required` names missing from `properties` nor keeps an additional key from
-  // repeating a listed one (with any value): required names get their property (the additional schema), and beside
-  // listed properties no other key is generated (a subset of what the schema allows: every output stays valid)
+  // the grammar engine does not enforce `required` names missing from `properties`: they get their property (the
+  // additional schema). Other keys beside listed properties are placed by open-objects.ts.
   const required = out["required"];
   const additional = out["additionalProperties"];
   if (Array.isArray(required) && required.every((name) => typeof name === "string") && additional !== false) {
@@ -380,8 +403,6 @@ function rewrite(schema: Schema): Schema {
       out["properties"] = properties;
     }
   }
-  if (isObject(out["properties"]) && Object.keys(out["properties"]).length > 0 && additional !== undefined && additional !== false)
-    out["additionalProperties"] = false;
   const format = out["format"];
   if (typeof format === "string" && !ENFORCED_FORMATS.has(format)) {
     const range = INTEGER_FORMATS[format];

@@ -54,7 +54,7 @@ function normalizeRanges(ranges: [number, number][]): [number, number][] {
   return out;
 }
 
-function complement(ranges: [number, number][]): [number, number][] {
+export function complement(ranges: [number, number][]): [number, number][] {
   const out: [number, number][] = [];
   let next = 0;
   for (const [a, b] of normalizeRanges(ranges)) {
@@ -335,14 +335,14 @@ class Reader {
 /** How one code point is written inside a JSON string (Python's json.dumps with ensure_ascii=False). */
 const SHORT_ESCAPES: Readonly<Record<number, string>> = { 0x08: "\\b", 0x09: "\\t", 0x0a: "\\n", 0x0c: "\\f", 0x0d: "\\r" };
 
-function jsonEscapeOf(code: number): string {
+export function jsonEscapeOf(code: number): string {
   if (code === 0x22) return '\\"';
   if (code === 0x5c) return "\\\\";
   return SHORT_ESCAPES[code] ?? `\\u${code.toString(16).padStart(4, "0")}`;
 }
 
 /** An EBNF string literal of `text`. */
-function literal(text: string): string {
+export function literal(text: string): string {
   return `"${text.replace(/\\/g, "\\\\").replace(/"/g, '\\"')}"`;
 }
 
@@ -415,7 +415,7 @@ function byteClass(ranges: readonly [number, number][]): string {
 }
 
 /** The EBNF of one character of `ranges` as JSON text; undefined when no character can be written (surrogates only). */
-function setEbnf(ranges: [number, number][]): string | undefined {
+export function setEbnf(ranges: [number, number][]): string | undefined {
   const alternatives: string[] = [];
   const plain = intersect(ranges, PLAIN);
   const ascii = intersect(plain, [[0, 0x7f]]);
@@ -451,7 +451,7 @@ export interface PatternGrammar {
   repetitions: number[];
 }
 
-const ANY_CHARACTER = setEbnf([[0, MAX_CODE_POINT]])!;
+export const ANY_CHARACTER = setEbnf([[0, MAX_CODE_POINT]])!;
 
 /** Most characters of a pattern. */
 export const MAX_PATTERN_LENGTH = 4096;

@@ -4,6 +4,7 @@
  */
 import { ConstraintError } from "./errors.js";
 import { addEbnfRepetitions, addSchemaRepetitions, type GrammarLimits, RepetitionBudget } from "./limits.js";
+import { placeOpenObjects } from "./open-objects.js";
 import { placeIntegerRanges, type RangePlaces, rangePlaces } from "./integer-ranges.js";
 import { checkJsonSchema } from "./schema.js";
 
@@ -14,10 +15,11 @@ export const MAX_CONSTRAINT_TOOLS = 128;
 
 /**
  * `ranges`: placeholder literals of bounded integers (integer-ranges.ts) -> the EBNF of their exact range, put in
- * by the grammar worker where the converter wrote the placeholder.
+ * by the grammar worker where the converter wrote the placeholder. `keys`: the listed properties of the objects that
+ * take other keys too (open-objects.ts), which a closing walk writes before any other key.
  */
 export type GrammarSource =
-  | { kind: "json_schema"; schema: string; strictMode: boolean; ranges?: Record<string, string> }
+  | { kind: "json_schema"; schema: string; strictMode: boolean; ranges?: Record<string, string>; keys?: readonly string[] }
   | { kind: "ebnf"; ebnf: string }
   /** tool calls: `callFormat` is the calls' format (an XML call's parameters close with tags) */
   | { kind: "structural_tag"; tag: Record<string, unknown>; callFormat: "xml" | "json"; ranges?: Record<string, string> };
@@ -93,13 +95,19 @@ export function resolveConstraint(
       const normalized = checkJsonSchema(schema, `${field}.schema`);
       if (budget) addSchemaRepetitions(normalized, `${field}.schema`, budget);
       if (s["strict"] !== undefined && typeof s["strict"] !== "boolean") badSpec(`${field}.strict`, "must be a boolean");
+      if (s["openObjects"] !== undefined && typeof s["openObjects"] !== "boolean") badSpec(`${field}.openObjects`, "must be a boolean");
+      if (s["openObjects"] === true && s["strict"] === true)
+        badSpec(`${field}.openObjects`, "goes with a schema that is not strict (strict objects hold their listed properties only)");
       const places = rangePlaces(JSON.stringify(normalized) ?? "");
-      const placed = placeIntegerRanges(normalized, places);
+      // objects hold their listed properties only unless openObjects asks for JSON Schema's own semantics (open-objects.ts)
+      const keys = new Set<string>();
+      const placed = placeIntegerRanges(placeOpenObjects(normalized, places, s["openObjects"] !== true, keys), places);
       return {
         kind: "json_schema",
         schema: JSON.stringify(placed),
         strictMode: s["strict"] !== false,
         ...(Object.keys(places.rules).length > 0 ? { ranges: places.rules } : {}),
+        ...(keys.size > 0 ? { keys: [...keys] } : {}),
       };
     }
     case "json_object":
@@ -178,8 +186,8 @@ function toolCallTag(
       normalized === undefined
         ? ANY_OBJECT
         : format === "json"
-          ? (placeIntegerRanges(normalized, places) as Record<string, unknown>)
-          : (normalized as Record<string, unknown>);
+          ? (placeIntegerRanges(placeOpenObjects(normalized, places, true), places) as Record<string, unknown>)
+          : (placeOpenObjects(normalized, places, true) as Record<string, unknown>);
     if (named === undefined || named === name) tags.push(callTag(format as "xml" | "json", name as string, schema));
   });
   if (typeof named === "string" && !names.has(named)) {
