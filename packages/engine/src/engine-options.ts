@@ -7,7 +7,7 @@ import { type GrammarLimits, resolveGrammarLimits } from "./constrain/index.js";
 import { EngineOptionError } from "./errors.js";
 import type { KvType } from "./kv/paged-kv.js";
 import type { Numerics } from "./model/matmul.js";
-import { type ResolvedSpeculative, resolveSpeculative } from "./speculative.js";
+import { type ResolvedSpeculative, resolveSpeculative } from "./generation/speculative.js";
 
 export interface ResolvedOptions {
   numerics: Numerics;

@@ -20,8 +20,8 @@ import { allocateJsStorage, PagedKvCache, type AllocateStorage, type KvType } fr
 import { GdnStatePool } from "./kv/state-pool.js";
 import { PrefixCache } from "./kv/prefix-cache.js";
 import { modelDescription } from "./model/config.js";
-import { FLASH_ATTN_TILED_MIN_ROWS, Qwen35Forward, type StepEntry } from "./model/forward.js";
-import { SpeculativeDecoder, type SpeculativeHost } from "./speculative.js";
+import { FLASH_ATTN_TILED_MIN_ROWS, Qwen35Forward } from "./model/forward.js";
+import { SpeculativeDecoder, type SpeculativeHost } from "./generation/speculative.js";
 import type { TtNative } from "./model/native-module.js";
 import { NativeStep } from "./model/native-step.js";
 import { tuneNativeDecode } from "./model/native-tuning.js";
@@ -141,6 +141,9 @@ export class Engine {
       backend: this.backend,
       speculation: this.spec,
       drafter: speculative?.method === "mtp",
+      kv: this.kv,
+      states: this.states,
+      maxBatchTokens: options.maxBatchTokens,
       vocab: weights.output.rows,
       hiddenWidth: weights.config.embeddingLength,
       isEog: (token) => tokenizer?.isEog(token) === true,
@@ -315,41 +318,7 @@ export class Engine {
         throw new EngineOptionError("ENGINE_BAD_REQUEST", `position ${p} is outside [0, ${ids.length})`, { field: "positions" });
       }
     }
-    const wanted = new Set(positions);
-    return this.loop.exclusive(async () => {
-      const slot = this.states.allocate();
-      const blocksNeeded = this.kv.blocksFor(ids.length);
-      if (slot < 0 || this.kv.pool.freeCount < blocksNeeded) {
-        if (slot >= 0) this.states.release(slot);
-        throw new EngineError("ENGINE_CAPACITY", `evaluate needs a free state slot and ${blocksNeeded} KV blocks`);
-      }
-      const blockTable: number[] = [];
-      for (let i = 0; i < blocksNeeded; i++) blockTable.push(this.kv.pool.allocate());
-      const vocab = this.weights.output.rows;
-      const byPosition = new Map<number, Float32Array>();
-      try {
-        for (let start = 0; start < ids.length; start += this.options.maxBatchTokens) {
-          const chunk = ids.slice(start, start + this.options.maxBatchTokens);
-          const rows: number[] = [];
-          for (let i = 0; i < chunk.length; i++) if (wanted.has(start + i)) rows.push(i);
-          const entry: StepEntry = {
-            tokens: chunk,
-            startPos: start,
-            blockTable,
-            stateSlot: slot,
-            logits: rows.length === chunk.length ? "all" : "none",
-            logitRows: rows,
-          };
-          const logits = await this.loop.runForward([entry]);
-          this.loop.countTokens("prefill", chunk.length);
-          rows.forEach((r, k) => byPosition.set(start + r, logits.slice(k * vocab, (k + 1) * vocab)));
-        }
-      } finally {
-        for (const block of blockTable) this.kv.pool.release(block);
-        this.states.release(slot);
-      }
-      return positions.map((p) => byPosition.get(p)!);
-    });
+    return this.loop.evaluate(ids, positions);
   }
 
   stats(): EngineStats {

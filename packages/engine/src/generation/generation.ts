@@ -9,7 +9,7 @@ import type { AbortSignalLike, GenerateParams, GenerationEvent, GenerationResult
 import { checkOutput, type RelaxedKeyword, type SchemaCheck, THINK_END } from "../constrain/index.js";
 import type { ScheduledSequence } from "../scheduler.js";
 import { logprobsOf, type Sampler, type SampledLogprobs, type StopStringMatcher, type TokenDistribution } from "../sampling/index.js";
-import type { DrafterWork, SpeculativeSequence } from "../speculative.js";
+import type { DrafterWork, SpeculativeSequence } from "./speculative.js";
 import type { GuidePlugin, SpeculationPlugin } from "./plugins.js";
 
 /** What a generation needs of the engine that runs it. */

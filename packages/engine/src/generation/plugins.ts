@@ -13,7 +13,7 @@
  * - the end (finished, aborted or failed): `guide.dispose()`.
  */
 import type { GuideState, PositionRule } from "../constrain/index.js";
-import type { DrafterWork, SpeculativeSequence } from "../speculative.js";
+import type { DrafterWork, SpeculativeSequence } from "./speculative.js";
 
 /** A generation's grammar guide: constrained decoding and the thinking budget (constrain's `DecodeGuide`). */
 export interface GuidePlugin {

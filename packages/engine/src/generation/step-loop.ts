@@ -5,10 +5,13 @@
  * use of the forward and of the pools' storage (`exclusive`: steps and `Engine.evaluate`).
  */
 import type { EngineStats } from "../engine-types.js";
+import { EngineError } from "../errors.js";
+import type { PagedKvCache } from "../kv/paged-kv.js";
+import type { GdnStatePool } from "../kv/state-pool.js";
 import type { StepEntry } from "../model/forward.js";
 import type { StepBackend } from "../model/step-backend.js";
 import type { Scheduler } from "../scheduler.js";
-import type { DrafterWork } from "../speculative.js";
+import type { DrafterWork } from "./speculative.js";
 import type { Generation, GenerationHost, PendingRules, StepOutcome } from "./generation.js";
 import type { SpeculationPlugin } from "./plugins.js";
 
@@ -26,6 +29,10 @@ export interface StepLoopParts {
   /** the speculation plug-in of every generation (undefined: off); `drafter`: it runs the MTP drafter */
   speculation: SpeculationPlugin | undefined;
   drafter: boolean;
+  /** the pools (`evaluate` takes a state slot and blocks of its own) and the forward's row limit */
+  kv: PagedKvCache;
+  states: GdnStatePool;
+  maxBatchTokens: number;
   /** logits per row, and the hidden state's width */
   vocab: number;
   hiddenWidth: number;
@@ -101,6 +108,49 @@ export class StepLoop implements GenerationHost {
     } finally {
       this.counters.forwardMs += performance.now() - t0;
     }
+  }
+
+  /**
+   * Teacher-forced logits (Engine.evaluate): `ids` as one fresh sequence in ubatches of maxBatchTokens,
+   * a copy of the logits at each of `positions` (checked by the caller).
+   */
+  async evaluate(ids: readonly number[], positions: readonly number[]): Promise<Float32Array[]> {
+    const { kv, states, maxBatchTokens } = this.parts;
+    const wanted = new Set(positions);
+    return this.exclusive(async () => {
+      const slot = states.allocate();
+      const blocksNeeded = kv.blocksFor(ids.length);
+      if (slot < 0 || kv.pool.freeCount < blocksNeeded) {
+        if (slot >= 0) states.release(slot);
+        throw new EngineError("ENGINE_CAPACITY", `evaluate needs a free state slot and ${blocksNeeded} KV blocks`);
+      }
+      const blockTable: number[] = [];
+      for (let i = 0; i < blocksNeeded; i++) blockTable.push(kv.pool.allocate());
+      const vocab = this.parts.vocab;
+      const byPosition = new Map<number, Float32Array>();
+      try {
+        for (let start = 0; start < ids.length; start += maxBatchTokens) {
+          const chunk = ids.slice(start, start + maxBatchTokens);
+          const rows: number[] = [];
+          for (let i = 0; i < chunk.length; i++) if (wanted.has(start + i)) rows.push(i);
+          const entry: StepEntry = {
+            tokens: chunk,
+            startPos: start,
+            blockTable,
+            stateSlot: slot,
+            logits: rows.length === chunk.length ? "all" : "none",
+            logitRows: rows,
+          };
+          const logits = await this.runForward([entry]);
+          this.countTokens("prefill", chunk.length);
+          rows.forEach((r, k) => byPosition.set(start + r, logits.slice(k * vocab, (k + 1) * vocab)));
+        }
+      } finally {
+        for (const block of blockTable) kv.pool.release(block);
+        states.release(slot);
+      }
+      return positions.map((p) => byPosition.get(p)!);
+    });
   }
 
   /** Aborts every generation. */

@@ -5,16 +5,16 @@
  * decoder is the speculation plug-in of every generation (generation/plugins.ts); the engine owns the
  * pools and the forward, which it lends through `SpeculativeHost`.
  */
-import { MAX_DRAFT_TOKENS, type SpeculativeStats } from "./engine-types.js";
-import { EngineOptionError } from "./errors.js";
-import { applyRule, type PositionRule } from "./constrain/index.js";
-import type { GuidePlugin, SpeculationPlugin } from "./generation/plugins.js";
-import { allocateJsStorage, type AllocateStorage } from "./kv/paged-kv.js";
-import { GdnStatePool } from "./kv/state-pool.js";
-import { modelDescription } from "./model/config.js";
-import type { DrafterEntry } from "./model/forward.js";
-import type { ModelWeights } from "./model/weights.js";
-import { drawFrom, logprobsOf, type Sampler, type SampledLogprobs, speculativeAccept, type TokenDistribution } from "./sampling/index.js";
+import { MAX_DRAFT_TOKENS, type SpeculativeStats } from "../engine-types.js";
+import { EngineOptionError } from "../errors.js";
+import { applyRule, type PositionRule } from "../constrain/index.js";
+import type { GuidePlugin, SpeculationPlugin } from "./plugins.js";
+import { allocateJsStorage, type AllocateStorage } from "../kv/paged-kv.js";
+import { GdnStatePool } from "../kv/state-pool.js";
+import { modelDescription } from "../model/config.js";
+import type { DrafterEntry } from "../model/forward.js";
+import type { ModelWeights } from "../model/weights.js";
+import { drawFrom, logprobsOf, type Sampler, type SampledLogprobs, speculativeAccept, type TokenDistribution } from "../sampling/index.js";
 
 /** Drafts per step when `speculative.draftTokens` is not given. */
 const DEFAULT_DRAFT_TOKENS = 3;
