@@ -8,8 +8,9 @@
  * - a step that carried drafts: `speculation.verify(...)`, which accepts tokens through the generation;
  * - acceptance: `guide.advance(token)` (a refusal is a bug), then `guide.done` (the document is complete) and, at a
  *   token or context limit, `guide.endsNext` (a forced close just completed it);
- * - drafting (after the step): the generation hands its speculation the drafter's work; drafts are checked with
- *   `guide.validDrafts` or masked through `guide.currentRule` between `checkpoint` and `restore`;
+ * - drafting (after the step): each generation returns its drafter work, which the step loop hands to
+ *   `speculation.draft` in one batch; drafts are checked with `guide.validDrafts` or masked through
+ *   `guide.currentRule` between `checkpoint` and `restore`;
  * - the end (finished, aborted or failed): `guide.dispose()`.
  */
 import type { GuideState, PositionRule } from "../constrain/index.js";
