@@ -11,14 +11,15 @@ import type {
 import { chooseCompute } from "./engine-compute.js";
 import { openModelFile } from "./engine-model-file.js";
 import { type ResolvedOptions, resolveOptions } from "./engine-options.js";
+import { createPools } from "./engine-pools.js";
 import { GuidedDecoding, planGuide } from "./constrain/index.js";
 import { EngineError, EngineOptionError } from "./errors.js";
 import { Generation } from "./generation/generation.js";
 import { setUpGeneration } from "./generation/setup.js";
 import { StepLoop } from "./generation/step-loop.js";
-import { allocateJsStorage, PagedKvCache, type AllocateStorage, type KvType } from "./kv/paged-kv.js";
-import { GdnStatePool } from "./kv/state-pool.js";
-import { PrefixCache } from "./kv/prefix-cache.js";
+import { allocateJsStorage, type AllocateStorage, type PagedKvCache } from "./kv/paged-kv.js";
+import type { GdnStatePool } from "./kv/state-pool.js";
+import type { PrefixCache } from "./kv/prefix-cache.js";
 import { modelDescription } from "./model/config.js";
 import { FLASH_ATTN_TILED_MIN_ROWS, Qwen35Forward } from "./model/forward.js";
 import { SpeculativeDecoder, type SpeculativeHost } from "./generation/speculative.js";
@@ -64,7 +65,7 @@ export class Engine {
   private readonly loop: StepLoop;
   private nextId = 1;
   private disposed = false;
-  private snapshotBytes = 0;
+  private readonly snapshotBytes: number;
   /** Speculative decoding, the speculation plug-in of every generation (undefined when off). */
   private readonly spec: SpeculativeDecoder | undefined;
   /** Constrained decoding: the grammar engine is loaded on the first constrained request; it makes the generations' guides. */
@@ -83,21 +84,10 @@ export class Engine {
     /** Where the weights are. */
     private readonly weightMemory: WeightMemory,
   ) {
-    const description = modelDescription(weights);
     this.numerics = options.numerics;
     this.tokenizer = tokenizer;
     this.guided = new GuidedDecoding(tokenizer, options.grammarLimits);
     this.contextLength = options.contextLength;
-    const numBlocks = Math.ceil(options.kvCacheTokens / options.blockSize);
-    // llama.cpp casts an F32 K/V cache to F16 for flash attention: same numbers, so store f16.
-    const kvType: KvType = options.flashAttention ? "f16" : options.kvType;
-    if (kvType !== options.kvType) {
-      diagnostics.push(
-        'kvType "f32" with flash attention computes as f16 (llama.cpp casts K/V to F16 for flash attention); the cache is stored as f16. Pass flashAttention: false for an f32 cache.',
-      );
-    }
-    // storage of the pools: natively allocated when the native step owns the compute
-    const allocate: AllocateStorage = native ? (bytes) => native.allocNativeBuffer(bytes) : allocateJsStorage;
     const speculative = options.speculative;
     if (speculative?.method === "mtp" && !weights.drafter) {
       throw new EngineOptionError(
@@ -106,9 +96,13 @@ export class Engine {
         { field: "speculative.method" },
       );
     }
-    this.kv = PagedKvCache.forModel(description, numBlocks, options.blockSize, kvType, allocate, speculative?.method === "mtp");
-    const statePool = (slots: number, storage: AllocateStorage) => GdnStatePool.forModel(description, slots, storage);
-    this.states = statePool(options.maxSequences, allocate);
+    // storage of the pools: natively allocated when the native step owns the compute
+    const allocate: AllocateStorage = native ? (bytes) => native.allocNativeBuffer(bytes) : allocateJsStorage;
+    const pools = createPools(modelDescription(weights), options, allocate, diagnostics);
+    this.kv = pools.kv;
+    this.states = pools.states;
+    this.prefixCache = pools.prefixCache;
+    this.snapshotBytes = pools.snapshotBytes;
     if (speculative) {
       const host: SpeculativeHost = {
         weights,
@@ -118,11 +112,6 @@ export class Engine {
         lastHiddenRows: () => this.backend.hiddenRows,
       };
       this.spec = new SpeculativeDecoder(speculative, host, this.states, allocate);
-    }
-    if (options.prefixCacheSnapshots > 0) {
-      const snapshots = statePool(options.prefixCacheSnapshots, allocateJsStorage);
-      this.prefixCache = new PrefixCache(this.kv, this.states, snapshots);
-      this.snapshotBytes = snapshots.bytes;
     }
     this.scheduler = new Scheduler<Generation>(
       this.kv,
