@@ -55,7 +55,7 @@ export type PositionRule =
 
 type Phase = "reasoning" | "constrained" | "free" | "done";
 
-interface GuideState {
+export interface GuideState {
   phase: Phase;
   reasoningTokens: number;
   thinkMatched: number;

@@ -16,7 +16,7 @@ export { checkJsonSchema, ENFORCED_FORMATS } from "./schema.js";
 export { normalizeJsonSchema } from "./normalize.js";
 export { SchemaChecker, type SchemaCheckResult, type SchemaTest, type SchemaTestResult } from "./checker.js";
 export { JsonNumber, JsonTextError, parseJsonKeepingNumbers, plainJson, pythonJsonDumps } from "./python-json.js";
-export { DecodeGuide, applyRule, type GuideMatcher, type PositionRule } from "./guide.js";
+export { DecodeGuide, applyRule, type GuideMatcher, type GuideState, type PositionRule } from "./guide.js";
 export { resolveConstraint, type GrammarSource } from "./spec.js";
 export { DEFAULT_GRAMMAR_LIMITS, type GrammarLimits, resolveGrammarLimits } from "./limits.js";
 export { relaxJsonSchema, type RelaxedKeyword, type RelaxedSchema } from "./relax.js";

@@ -60,6 +60,25 @@ export function allMatrices(weights: ModelWeights): PackedMatrix[] {
   return [...new Set(list)];
 }
 
+/** Bytes of the weights in memory: packed matrices (each once, the token table too), the bf16 twin, f32 vectors. */
+export function residentWeightBytes(weights: ModelWeights): { packed: number; twin: number; f32: number } {
+  const packedSeen = new Set<Uint8Array>();
+  let packed = 0;
+  for (const w of allMatrices(weights)) {
+    if (packedSeen.has(w.data)) continue;
+    packedSeen.add(w.data);
+    packed += w.data.byteLength;
+  }
+  if (!packedSeen.has(weights.tokenEmbd.data)) packed += weights.tokenEmbd.data.byteLength;
+  let f32 = weights.outputNorm.byteLength;
+  for (const layer of weights.layers) {
+    f32 += layer.attnNorm.byteLength + layer.postAttnNorm.byteLength;
+    if (layer.kind === "attention") f32 += layer.qNorm.byteLength + layer.kNorm.byteLength;
+    else f32 += layer.conv.byteLength + layer.dtBias.byteLength + layer.a.byteLength + layer.norm.byteLength;
+  }
+  return { packed, twin: weights.tokenEmbdTwin?.byteLength ?? 0, f32 };
+}
+
 /**
  * Picks a provider per weight: the highest-ranked candidate (priority, then name) of the numerics
  * the weight runs in (`matmulNumericsFor`: a `bf16` model computes unregistered encodings in `llama`

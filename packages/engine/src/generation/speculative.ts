@@ -1,18 +1,20 @@
 /**
  * Speculative decoding (docs/usage/speculative.md): the options, the verification of drafts
  * against the target's logits (greedy agreement or the speculative-sampling rule), the rollback of a
- * sequence's GDN state, the MTP drafter's catch-up and chained draft steps, and the counters. The
- * Engine owns the scheduler, the pools and the forward; it runs this through `SpeculativeHost`.
+ * sequence's GDN state, the MTP drafter's catch-up and chained draft steps, and the counters. One
+ * decoder is the speculation plug-in of every generation (generation/plugins.ts); the engine owns the
+ * pools and the forward, which it lends through `SpeculativeHost`.
  */
-import { MAX_DRAFT_TOKENS, type SpeculativeStats } from "./engine-types.js";
-import { EngineOptionError } from "./errors.js";
-import { applyRule, type DecodeGuide, type PositionRule } from "./constrain/index.js";
-import { allocateJsStorage, type AllocateStorage } from "./kv/paged-kv.js";
-import { GdnStatePool } from "./kv/state-pool.js";
-import { modelDescription } from "./model/config.js";
-import type { DrafterEntry } from "./model/forward.js";
-import type { ModelWeights } from "./model/weights.js";
-import { drawFrom, logprobsOf, type Sampler, type SampledLogprobs, speculativeAccept, type TokenDistribution } from "./sampling/index.js";
+import { MAX_DRAFT_TOKENS, type SpeculativeStats } from "../engine-types.js";
+import { EngineOptionError } from "../errors.js";
+import { applyRule, type PositionRule } from "../constrain/index.js";
+import type { GuidePlugin, SpeculationPlugin } from "./plugins.js";
+import { allocateJsStorage, type AllocateStorage } from "../kv/paged-kv.js";
+import { GdnStatePool } from "../kv/state-pool.js";
+import { modelDescription } from "../model/config.js";
+import type { DrafterEntry } from "../model/forward.js";
+import type { ModelWeights } from "../model/weights.js";
+import { drawFrom, logprobsOf, type Sampler, type SampledLogprobs, speculativeAccept, type TokenDistribution } from "../sampling/index.js";
 
 /** Drafts per step when `speculative.draftTokens` is not given. */
 const DEFAULT_DRAFT_TOKENS = 3;
@@ -100,6 +102,12 @@ export interface SpeculativeSequence {
   readonly sampler: Sampler;
   readonly params: { readonly logprobs?: number | undefined };
   readonly finished: boolean;
+  /** still running (not finished, aborted or failed) */
+  readonly active: boolean;
+  /** takes in a token the verification chose */
+  accept(token: number, logprobs?: SampledLogprobs): void;
+  /** gives back its blocks past its first `positions` positions */
+  truncateBlocks(positions: number): void;
   /** drafts to verify in the next step, and the drafter distribution of each (sampling) */
   drafts: number[];
   draftDistributions: TokenDistribution[];
@@ -116,18 +124,13 @@ export interface SpeculativeSequence {
   specDrafted: number;
   specAccepted: number;
   /** constrained decoding: drafts are checked against it, verification rows masked by it */
-  readonly guide?: DecodeGuide | undefined;
+  readonly guide?: GuidePlugin | undefined;
 }
 
 /** What the Engine gives speculative decoding. */
 export interface SpeculativeHost {
   readonly weights: ModelWeights;
   readonly maxBatchTokens: number;
-  /** the request is still running (not finished, aborted or failed) */
-  alive(request: SpeculativeSequence): boolean;
-  acceptToken(request: SpeculativeSequence, token: number, logprobs?: SampledLogprobs): void;
-  /** gives back the request's blocks past its first `positions` positions */
-  truncateBlocks(request: SpeculativeSequence, positions: number): void;
   countDecodeTokens(count: number): void;
   /** one MTP drafter step (its hidden rows then in lastHiddenRows) */
   draftStep(entries: readonly DrafterEntry[], hiddenIn: Float32Array): Promise<Float32Array>;
@@ -157,7 +160,7 @@ export interface DrafterWork {
   readonly keptHidden: Float32Array | undefined;
 }
 
-export class SpeculativeDecoder {
+export class SpeculativeDecoder implements SpeculationPlugin {
   /** the GDN state of each slot at the last known token of its verification step (the forward writes it) */
   readonly rollback: GdnStatePool;
   private readonly counters: Counters;
@@ -290,12 +293,12 @@ export class SpeculativeDecoder {
     request.drafts = [];
     request.draftDistributions = [];
     const n = request.params.logprobs;
-    for (let i = 0; i < tokens.length && this.host.alive(request) && !request.finished; i++) {
+    for (let i = 0; i < tokens.length && request.active && !request.finished; i++) {
       const rowLogits = rowsLogits.subarray(rowOf[i]! * vocab, (rowOf[i]! + 1) * vocab);
-      this.host.acceptToken(request, tokens[i]!, n === undefined ? undefined : logprobsOf(rowLogits, tokens[i]!, n));
+      request.accept(tokens[i]!, n === undefined ? undefined : logprobsOf(rowLogits, tokens[i]!, n));
     }
     // KV rollback: blocks past the known tokens and the drafter's next chain go back to the pool
-    if (this.host.alive(request)) this.host.truncateBlocks(request, request.tokens.length + request.lookahead);
+    if (request.active) request.truncateBlocks(request.tokens.length + request.lookahead);
     return start + known - 1 + accepted;
   }
 
