@@ -1068,7 +1068,7 @@ export class Engine {
     let f32 = this.weights.outputNorm.byteLength;
     for (const layer of this.weights.layers) {
       f32 += layer.attnNorm.byteLength + layer.postAttnNorm.byteLength;
-      if (layer.kind === "attention") f32 += layer.qNorm.byteLength + layer.kNorm.byteLength;
+      if (layer.kind !== "gdn") f32 += layer.qNorm.byteLength + layer.kNorm.byteLength;
       else f32 += layer.conv.byteLength + layer.dtBias.byteLength + layer.a.byteLength + layer.norm.byteLength;
     }
     return {

@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
 import { createReadStream } from "node:fs";
 import {
+  ARCHITECTURES,
   GgufValueType,
   buildLoadPlan,
   getArchitecture,
@@ -297,7 +298,7 @@ export const command = defineCommand({
     let plan: LoadPlan | null = null;
     let planError: ReturnType<typeof describeError> | null = null;
     const architecture = getArchitecture(file);
-    if (architecture === "qwen35" || architecture === "qwen35moe") {
+    if (architecture !== undefined && Object.hasOwn(ARCHITECTURES, architecture)) {
       try {
         plan = buildLoadPlan(file, values.mtp ? { speculative: "mtp" } : {});
       } catch (error) {
