@@ -434,6 +434,7 @@ export class Qwen35Forward {
   > = {
     attention: (il, layer, entries, T) => this.attention(il, layer as AttentionWeights, entries, T),
     gdn: (il, layer, entries, T) => this.gatedDeltaNet(il, layer as GdnWeights, entries, T),
+    attention_ungated: (il, layer, entries, T) => this.attention(il, layer as AttentionWeights, entries, T),
   };
 
   private matmul(weight: PackedMatrix, x: Float32Array, m: number, y: Float32Array): void {

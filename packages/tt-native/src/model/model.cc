@@ -130,6 +130,7 @@ Model::Model(ModelSpec spec) : spec_(std::move(spec)) {
         if (L.cacheIndex != gdnLayers++) fail(p + ": state layer index out of order");
         break;
       case Mixer::Attention:
+      case Mixer::AttentionUngated:
         if (L.cacheIndex != attentionLayers++) fail(p + ": KV layer index out of order");
         break;
     }
@@ -470,6 +471,7 @@ void Model::step(const std::vector<StepEntry>& entries, float* logits, float* hi
     switch (L.mixer) {  // the layer's token mixer
       case Mixer::Attention: attention(L, entries, T); break;
       case Mixer::Gdn: gatedDeltaNet(L, entries, T); break;
+      case Mixer::AttentionUngated: attention(L, entries, T); break;
     }
     int rows = T;
     if (il == c.nLayer - 1) {
