@@ -155,5 +155,36 @@ describe.skipIf(reason !== undefined)(`keepquant on a qwen3 file${reason ? ` (sk
       const body = (await response.json()) as { usage: { prompt_tokens: number } };
       expect(body.usage.prompt_tokens).toBeGreaterThan(3);
     });
+
+    it("a forced tool call comes back as a call in the template's format (JSON: the file's template has no <function=)", async () => {
+      const tools = [
+        {
+          type: "function",
+          function: {
+            name: "get_weather",
+            parameters: { type: "object", properties: { city: { type: "string", maxLength: 8 } }, required: ["city"] },
+          },
+        },
+      ];
+      const response = await fetch(`${url}/v1/chat/completions`, {
+        method: "POST",
+        headers: { "Content-Type": "application/json" },
+        body: JSON.stringify({
+          messages: [{ role: "user", content: "Weather in Paris?" }],
+          tools,
+          tool_choice: "required",
+          max_tokens: 64,
+          temperature: 0,
+        }),
+      });
+      expect(response.status).toBe(200);
+      const body = (await response.json()) as {
+        choices: { finish_reason: string; message: { tool_calls?: { function: { name: string; arguments: string } }[] } }[];
+      };
+      const call = body.choices[0]!.message.tool_calls?.[0];
+      expect(call?.function.name, JSON.stringify(body)).toBe("get_weather");
+      expect(typeof (JSON.parse(call!.function.arguments) as { city: unknown }).city).toBe("string");
+      expect(body.choices[0]!.finish_reason).toBe("tool_calls");
+    });
   });
 });
