@@ -5,8 +5,9 @@
  * every fixture with the native step and, on one fixture, with the TypeScript forward; prompt logits
  * equal llama.cpp's bit for bit at every position on the Q4_K_M files (flash attention, f16 K/V).
  */
+import fs from "node:fs";
 import { QWEN3_FIXTURE_MODELS, qwen3FixtureFile } from "@keepquant/fixtures/qwen3";
-import { decodeF32, llamaUnavailableReason, runOracle } from "@keepquant/oracle";
+import { decodeF32, llamaUnavailableReason, ORACLE_CPU_VARIANT, runOracle } from "@keepquant/oracle";
 import * as native from "@keepquant/tt-native";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Engine } from "../engine.js";
@@ -19,6 +20,15 @@ function skipReason(): string | undefined {
   return undefined;
 }
 const reason = skipReason();
+
+/** The CPU's flags (/proc/cpuinfo), "" where it cannot be read. */
+function cpuFlags(): string {
+  try {
+    return /^flags\s*:\s*(.*)$/m.exec(fs.readFileSync("/proc/cpuinfo", "utf8"))?.[1] ?? "";
+  } catch {
+    return "";
+  }
+}
 
 const WEIGHT_TYPES = ["F32", "Q8_0", "Q4_K_M"] as const;
 const PROMPTS = [[13, 3836, 3755, 1582, 3505, 1432, 3455], [5, 99, 1234], [42]];
@@ -41,6 +51,18 @@ describe.skipIf(reason !== undefined)(`qwen3 against llama.cpp${reason ? ` (skip
     setLibm({ expf: c.expf, logf: c.logf, cosf: c.cosf, sinf: c.sinf, powf: c.powf });
   });
   afterAll(() => setLibm(original));
+
+  // the oracle pins haswell where the CPU runs it (AVX2, FMA, F16C), as the tools/oracle loader does
+  const pinnable = ["avx2", "fma", "f16c"].every((flag) => cpuFlags().split(/\s+/).includes(flag));
+  it.skipIf(!process.env.KEEPQUANT_ORACLE_CPU_VARIANT && !pinnable)(
+    "the oracle runs llama.cpp's pinned CPU variant (haswell) and knows the file as qwen3",
+    async () => {
+      const file = await qwen3FixtureFile("qwen3-tied-4l", "F32");
+      const info = await runOracle({ kind: "info", model: file }, { timeoutMs: 120_000 });
+      expect(info.cpuVariant).toBe(process.env.KEEPQUANT_ORACLE_CPU_VARIANT || ORACLE_CPU_VARIANT);
+      expect(info).toMatchObject({ nLayer: 4, nEmbd: 256 });
+    },
+  );
 
   for (const model of Object.keys(QWEN3_FIXTURE_MODELS)) {
     for (const weightType of WEIGHT_TYPES) {
