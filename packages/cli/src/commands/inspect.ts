@@ -216,7 +216,14 @@ function printText(report: InspectReport, showTensors: boolean, io: CommandIo): 
       ["embedding", c.embeddingLength],
       ...(c.moe ? [] : ([["ffn", c.feedForwardLength]] as [string, number][])),
       ["heads", `${c.headCount} q / ${c.headCountKv} kv, head_dim ${c.headDim}`],
-      ["gdn", `Hk ${c.ssmGroupCount}, Hv ${c.ssmTimeStepRank}, state ${c.ssmStateSize}, conv ${c.ssmConvKernel}, conv_dim ${c.convDim}`],
+      ...((c.layerKinds.includes("gdn")
+        ? [
+            [
+              "gdn",
+              `Hk ${c.ssmGroupCount}, Hv ${c.ssmTimeStepRank}, state ${c.ssmStateSize}, conv ${c.ssmConvKernel}, conv_dim ${c.convDim}`,
+            ],
+          ]
+        : []) as [string, string][]),
       ["rope", `dims ${c.ropeDimensionCount}, base ${f32Text(c.ropeFreqBase)}, sections [${c.ropeSections.join(", ")}]`],
       ["rms eps", f32Text(c.rmsEps)],
       ["context", c.contextLength],

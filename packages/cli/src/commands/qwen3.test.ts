@@ -73,6 +73,8 @@ describe.skipIf(reason !== undefined)(`keepquant on a qwen3 file${reason ? ` (sk
     expect(r.stdout).toMatch(/hyperparameters \(qwen3\)/);
     expect(r.stdout).toMatch(/0 GDN \+ 4 attention/);
     expect(r.stdout).toMatch(/heads\s+4 q \/ 2 kv, head_dim 64/);
+    // no Gated DeltaNet line for a model without GDN layers
+    expect(r.stdout).not.toMatch(/^\s+gdn\s/m);
   });
 
   it("plan: 4 attention layers, no GDN layer, KV of 4 layers x K and V of 2 heads x 64 (f16) per token", () => {
