@@ -1,7 +1,7 @@
 /**
  * A qwen3 file (dense; every layer QK-norm attention) through the commands: the fixture
  * qwen3-tied-4l-q4_k_m (our synthesizer, llama.cpp's quantizer) with `run` (llama.cpp's own greedy
- * tokens), `inspect`, `plan` (the planner's layer counts and KV bytes), `chat`, `bench` and `serve`.
+ * tokens), `parity` (the committed qwen3 goldens), `inspect`, `plan` (the planner's layer counts and KV bytes), `chat`, `bench` and `serve`.
  */
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
@@ -64,6 +64,19 @@ describe.skipIf(reason !== undefined)(`keepquant on a qwen3 file${reason ? ` (sk
       const doc = JSON.parse(r.stdout) as { tokens: number[]; providers: Record<string, string> };
       expect(doc.tokens).toEqual(expected.tokens[p]);
       expect(doc.providers.step).toMatch(/^native-step-/);
+    }
+  });
+
+  it("parity: the committed qwen3 goldens (goldens/parity-qwen3), every prompt STRICT on both files", async () => {
+    const goldens = fileURLToPath(new URL("../../../../goldens/parity-qwen3", import.meta.url));
+    for (const [name, file] of [
+      ["qwen3-tied-4l-q4_k_m", model],
+      ["qwen3-untied-4l-q8_0", await qwen3FixtureFile("qwen3-untied-4l", "Q8_0")],
+    ] as const) {
+      const r = cli("", "parity", file, "--goldens", goldens, "--json");
+      expect(r.code, r.stdout + r.stderr).toBe(0);
+      const report = JSON.parse(r.stdout) as { fixture: string; strict: number; total: number; passed: boolean };
+      expect(report).toMatchObject({ fixture: name, strict: 16, total: 16, passed: true });
     }
   });
 
