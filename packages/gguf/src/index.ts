@@ -81,16 +81,7 @@ export {
   type Qwen35HeaderOptions,
 } from "./synthetic/qwen35.js";
 export { mulberry32 } from "./synthetic/random.js";
-export {
-  parseQwen3Config,
-  describeQwen3,
-  qwen3Dims,
-  synthesizeQwen3,
-  qwen3Metadata,
-  QWEN3_TEST_SHAPE,
-  QWEN3_0_6B_SHAPE,
-  type Qwen3Spec,
-} from "./qwen3/public.js";
+export * from "./qwen3/public.js";
 export { qwen35Q4KMClassMix, useMoreBits, type Qwen35TensorTypeMix } from "./synthetic/type-mix.js";
 export {
   defaultQwen35Tokenizer,
