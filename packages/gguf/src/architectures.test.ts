@@ -27,7 +27,7 @@ const metadataOf = (architecture: unknown) =>
 
 describe("the architecture registry", () => {
   it("general.architecture chooses the folder; the load plan reads config and description through it", async () => {
-    expect(Object.keys(ARCHITECTURES)).toEqual(["qwen35", "qwen35moe"]);
+    expect(Object.keys(ARCHITECTURES)).toEqual(["qwen35", "qwen35moe", "qwen3"]);
     for (const shape of [QWEN35_0_8B_SHAPE, QWEN35_35B_A3B_SHAPE]) {
       const file = await readGguf(synthesizeQwen35HeaderSource(shape));
       const architecture = architectureOf(file);
@@ -45,9 +45,13 @@ describe("the architecture registry", () => {
 
   it("names general.architecture when it is missing, not a string, or not registered", () => {
     const cases: [unknown, string, RegExp][] = [
-      [undefined, "QWEN35_MISSING_KEY", /general\.architecture: required key is missing \(expected str "qwen35" or "qwen35moe"\)/],
+      [
+        undefined,
+        "QWEN35_MISSING_KEY",
+        /general\.architecture: required key is missing \(expected str "qwen35" or "qwen35moe" or "qwen3"\)/,
+      ],
       [7, "QWEN35_BAD_KEY_TYPE", /general\.architecture: expected str, found u32 7/],
-      ["llama", "QWEN35_WRONG_ARCHITECTURE", /general\.architecture is "llama", expected "qwen35" or "qwen35moe"/],
+      ["llama", "QWEN35_WRONG_ARCHITECTURE", /general\.architecture is "llama", expected "qwen35" or "qwen35moe" or "qwen3"/],
     ];
     for (const [value, code, message] of cases) {
       const error = (() => {

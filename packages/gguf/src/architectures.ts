@@ -6,11 +6,13 @@ import type { ModelArchitecture } from "./architecture.js";
 import { readArchitectureName } from "./architecture-key.js";
 import { qwen35 } from "./qwen35/index.js";
 import { qwen35moe } from "./qwen35moe/index.js";
+import { qwen3 } from "./qwen3/index.js";
 import type { GgufFile } from "./types.js";
 
 export const ARCHITECTURES: Readonly<Record<string, ModelArchitecture>> = {
   qwen35,
   qwen35moe,
+  qwen3,
 };
 
 /** The registered architecture of a file; a typed error names `general.architecture` otherwise. */

@@ -81,6 +81,7 @@ export {
   type Qwen35HeaderOptions,
 } from "./synthetic/qwen35.js";
 export { mulberry32 } from "./synthetic/random.js";
+export * from "./qwen3/public.js";
 export { qwen35Q4KMClassMix, useMoreBits, type Qwen35TensorTypeMix } from "./synthetic/type-mix.js";
 export {
   defaultQwen35Tokenizer,

@@ -18,9 +18,9 @@ describe("the native layer kinds and slots: generated from the description's ten
     expect(MIXER_KINDS).toEqual(Object.keys(MODEL_TENSOR_SCHEMA.mixers));
     expect(FFN_KINDS).toEqual(Object.keys(MODEL_TENSOR_SCHEMA.ffns));
     const kinds = renderModelKindsHeader();
-    expect(kinds).toContain("enum class Mixer { Attention = 0, Gdn = 1 };");
-    expect(kinds).toContain("enum class Ffn { Dense = 0, Moe = 1 };");
-    expect(kinds).toContain('inline constexpr const char* kMixerNames[kMixerCount] = {"attention", "gdn"};');
+    expect(kinds).toContain("enum class Mixer { Attention = 0, Gdn = 1, AttentionUngated = 2 };");
+    expect(kinds).toContain("enum class Ffn { Dense = 0, Moe = 1, DenseFfnNorm = 2 };");
+    expect(kinds).toContain('inline constexpr const char* kMixerNames[kMixerCount] = {"attention", "gdn", "attention_ungated"};');
   });
 
   it("each kind lists its slots: matrices packed, vectors f32, a fallback required, the split/merged experts either way", () => {
@@ -31,7 +31,7 @@ describe("the native layer kinds and slots: generated from the description's ten
       return lines.slice(start + 1, lines.indexOf("};", start));
     };
     for (const kind of MIXER_KINDS) {
-      const name = `kMixer${kind[0]!.toUpperCase()}${kind.slice(1)}`;
+      const name = `kMixer${kind.replace(/(^|_)([a-z])/g, (_, __, c: string) => c.toUpperCase())}`;
       expect(
         arrayOf(name).map((l) => /"([^"]+)"/.exec(l)![1]),
         kind,
@@ -52,7 +52,7 @@ describe("the native layer kinds and slots: generated from the description's ten
     for (const kind of MIXER_KINDS) {
       const line = text.split("\n").find((l) => l.startsWith(`#define KQ_SCRATCH_MIXER_${kind.toUpperCase()}(X)`));
       const expected = Object.entries(SCRATCH_SCHEMA.mixers[kind]).map(([buffer, dim]) => `X(${buffer}, ${MODEL_DIM_SCHEMA[dim].native})`);
-      expect(line, kind).toBe(`#define KQ_SCRATCH_MIXER_${kind.toUpperCase()}(X) ${expected.join(" ")}`);
+      expect(line, kind).toBe(`#define KQ_SCRATCH_MIXER_${kind.toUpperCase()}(X) ${expected.join(" ")}`.trimEnd());
     }
     // the description's value_dim is the native model's ssmInnerSize
     expect(text).toContain("X(zRows, ssmInnerSize)");

@@ -17,8 +17,12 @@ import {
 } from "@keepquant/gguf";
 
 /** How errors name a layer of each kind ("a full-attention MoE layer has no ssm_norm"). */
-const MIXER_TITLES: Record<TokenMixer, string> = { attention: "full-attention", gdn: "Gated DeltaNet" };
-const FFN_TITLES: Record<FfnKind, string> = { dense: "", moe: " MoE" };
+const MIXER_TITLES: Record<TokenMixer, string> = {
+  attention: "full-attention",
+  gdn: "Gated DeltaNet",
+  attention_ungated: "ungated full-attention",
+};
+const FFN_TITLES: Record<FfnKind, string> = { dense: "", moe: " MoE", dense_ffn_norm: "" };
 
 const pascal = (name: string): string => name.replace(/(^|[_-])([a-z])/g, (_, __, c: string) => c.toUpperCase());
 const quoted = (names: readonly string[]): string => names.map((n) => JSON.stringify(n)).join(", ");

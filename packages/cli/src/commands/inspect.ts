@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
 import { createReadStream } from "node:fs";
 import {
+  ARCHITECTURES,
   GgufValueType,
   buildLoadPlan,
   getArchitecture,
@@ -215,7 +216,14 @@ function printText(report: InspectReport, showTensors: boolean, io: CommandIo): 
       ["embedding", c.embeddingLength],
       ...(c.moe ? [] : ([["ffn", c.feedForwardLength]] as [string, number][])),
       ["heads", `${c.headCount} q / ${c.headCountKv} kv, head_dim ${c.headDim}`],
-      ["gdn", `Hk ${c.ssmGroupCount}, Hv ${c.ssmTimeStepRank}, state ${c.ssmStateSize}, conv ${c.ssmConvKernel}, conv_dim ${c.convDim}`],
+      ...((c.layerKinds.includes("gdn")
+        ? [
+            [
+              "gdn",
+              `Hk ${c.ssmGroupCount}, Hv ${c.ssmTimeStepRank}, state ${c.ssmStateSize}, conv ${c.ssmConvKernel}, conv_dim ${c.convDim}`,
+            ],
+          ]
+        : []) as [string, string][]),
       ["rope", `dims ${c.ropeDimensionCount}, base ${f32Text(c.ropeFreqBase)}, sections [${c.ropeSections.join(", ")}]`],
       ["rms eps", f32Text(c.rmsEps)],
       ["context", c.contextLength],
@@ -297,7 +305,7 @@ export const command = defineCommand({
     let plan: LoadPlan | null = null;
     let planError: ReturnType<typeof describeError> | null = null;
     const architecture = getArchitecture(file);
-    if (architecture === "qwen35" || architecture === "qwen35moe") {
+    if (architecture !== undefined && Object.hasOwn(ARCHITECTURES, architecture)) {
       try {
         plan = buildLoadPlan(file, values.mtp ? { speculative: "mtp" } : {});
       } catch (error) {

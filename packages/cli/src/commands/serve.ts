@@ -1,6 +1,6 @@
 import path from "node:path";
 import { cpuAvailableMemory, Engine, type EngineOptions, formatGiB, type KvType } from "@keepquant/engine";
-import { parseQwen35Config, readGgufModel } from "@keepquant/gguf";
+import { architectureOf, readGgufModel } from "@keepquant/gguf";
 import {
   createKeepquantServer,
   DEFAULT_CONTEXT_TOKENS,
@@ -183,7 +183,7 @@ export const command = defineCommand({
     }
     // the context: --ctx, else the default, never above the model's own context_length
     const header = await readGgufModel(modelPath);
-    const modelContext = parseQwen35Config(header).contextLength;
+    const modelContext = architectureOf(header).parseConfig(header).contextLength;
     if (requestedCtx !== undefined && requestedCtx > modelContext) {
       throw new CliUsageError(`--ctx ${requestedCtx}: the model's context_length is ${modelContext}`);
     }

@@ -1,4 +1,4 @@
-import { GgmlType, type ModelDims, type Qwen35Config } from "@keepquant/gguf";
+import { GgmlType, type ModelDims, type Qwen35Config, type TokenMixer } from "@keepquant/gguf";
 import { matmulDense } from "@keepquant/quant";
 import { F16_TO_F32, f32BitsToF16Bits } from "../numerics/half.js";
 import {
@@ -20,7 +20,7 @@ import type { GdnStatePool } from "../kv/state-pool.js";
 import { modelDescription, trunkCacheIndex } from "./config.js";
 import { allocateForwardScratch, forwardScratchWidths, type ForwardScratch, type ForwardScratchName } from "./scratch.js";
 import { decodeRow, type DequantizeRow, type MatmulProvider, type Numerics } from "./matmul.js";
-import type { AttentionWeights, GdnWeights, ModelWeights, MoeFfnWeights, PackedMatrix } from "./weights.js";
+import type { AttentionWeights, GdnWeights, LayerWeights, ModelWeights, MoeFfnWeights, PackedMatrix } from "./weights.js";
 
 const fround = Math.fround;
 
@@ -429,6 +429,15 @@ export class Qwen35Forward {
     tap(`${name}-${il}`, packed, rows, w);
   }
 
+  /** The op of each registered token mixer, by the layer's kind (a kind without an op is a compile error). */
+  private readonly mixerOps: Readonly<
+    Record<TokenMixer, (il: number, layer: LayerWeights, entries: readonly StepEntry[], T: number) => void>
+  > = {
+    attention: (il, layer, entries, T) => this.attention(il, layer as AttentionWeights, entries, T),
+    gdn: (il, layer, entries, T) => this.gatedDeltaNet(il, layer as GdnWeights, entries, T),
+    attention_ungated: (il, layer, entries, T) => this.attention(il, layer as AttentionWeights, entries, T),
+  };
+
   private matmul(weight: PackedMatrix, x: Float32Array, m: number, y: Float32Array): void {
     const provider = this.providers.get(weight);
     if (!provider) throw new Error(`no provider selected for ${weight.name}`);
@@ -471,8 +480,7 @@ export class Qwen35Forward {
       const layer = this.weights.layers[il]!;
       for (let r = 0; r < T; r++) rmsNorm(this.hidden, r * D, layer.attnNorm, this.normed, r * D, D, this.eps);
       this.observe("attn_norm", il, "normed", T);
-      if (layer.kind === "attention") this.attention(il, layer, entries, T);
-      else this.gatedDeltaNet(il, layer, entries, T);
+      this.mixerOps[layer.kind](il, layer, entries, T);
       this.observe("mixer_out", il, "branch", T);
       let rows = T;
       if (il === c.nLayer - 1) {
@@ -787,6 +795,10 @@ export class Qwen35Forward {
     const Hkv = this.dims.nHeadKv;
     const Dh = this.dims.headDim;
     const eps = this.eps;
+    // gated (qwen35): attn_q rows are per head [q_h | gate_h], qDim = 2 H Dh; an ungated kind: q_h only, qDim = H Dh
+    const gated = w.kind === "attention";
+    const qDim = this.dims.qDim;
+    const qHeadStride = qDim / H;
     this.matmul(w.q, this.normed, T, this.qg);
     this.matmul(w.k, this.normed, T, this.kRows);
     this.matmul(w.v, this.normed, T, this.vRows);
@@ -800,8 +812,8 @@ export class Qwen35Forward {
       const pos = this.rowPos[r]!;
       this.ropeTables(pos);
       for (let h = 0; h < H; h++) {
-        // per-head [q_h | gate_h] interleave; q normed over Dh, then roped
-        rmsNorm(this.qg, r * 2 * H * Dh + h * 2 * Dh, w.qNorm, this.q, (r * H + h) * Dh, Dh, eps);
+        // q_h (of [q_h | gate_h] when gated) normed over Dh, then roped
+        rmsNorm(this.qg, r * qDim + h * qHeadStride, w.qNorm, this.q, (r * H + h) * Dh, Dh, eps);
         this.rope(this.q, (r * H + h) * Dh);
       }
       for (let j = 0; j < Hkv; j++) {
@@ -837,9 +849,10 @@ export class Qwen35Forward {
         else if (tiled) this.attendTiled(kPlane, vPlane, f16, e.blockTable, pos, kvHead, outOffset, scale);
         else this.attendOneChunk(kPlane, vPlane, f16, e.blockTable, pos, kvHead, outOffset, scale);
       }
+      if (!gated) continue;
       // o <- o * sigmoid(gate)
       for (let h = 0; h < H; h++) {
-        const gOff = r * 2 * H * Dh + h * 2 * Dh + Dh;
+        const gOff = r * qDim + h * qHeadStride + Dh;
         const oOff = (r * H + h) * Dh;
         for (let i = 0; i < Dh; i++) this.attnOut[oOff + i] = this.attnOut[oOff + i]! * sigmoid(this.qg[gOff + i]!);
       }

@@ -73,7 +73,7 @@ export function residentWeightBytes(weights: ModelWeights): { packed: number; tw
   let f32 = weights.outputNorm.byteLength;
   for (const layer of weights.layers) {
     f32 += layer.attnNorm.byteLength + layer.postAttnNorm.byteLength;
-    if (layer.kind === "attention") f32 += layer.qNorm.byteLength + layer.kNorm.byteLength;
+    if (layer.kind !== "gdn") f32 += layer.qNorm.byteLength + layer.kNorm.byteLength;
     else f32 += layer.conv.byteLength + layer.dtBias.byteLength + layer.a.byteLength + layer.norm.byteLength;
   }
   return { packed, twin: weights.tokenEmbdTwin?.byteLength ?? 0, f32 };

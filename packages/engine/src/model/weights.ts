@@ -43,10 +43,11 @@ export interface MoeFfnWeights {
 }
 
 export interface AttentionWeights {
-  readonly kind: "attention";
+  /** `attention`: gated (qwen35, attn_q [2 H Dh, D]); `attention_ungated`: qwen3's (attn_q [H Dh, D]) */
+  readonly kind: "attention" | "attention_ungated";
   readonly attnNorm: Float32Array; // [D]
   readonly postAttnNorm: Float32Array; // [D]
-  readonly q: PackedMatrix; // [2 H Dh, D]: per head [q_h | gate_h]
+  readonly q: PackedMatrix; // [qDim, D]: per head [q_h | gate_h] (gated), q_h (ungated)
   readonly k: PackedMatrix; // [Hkv Dh, D]
   readonly v: PackedMatrix; // [Hkv Dh, D]
   readonly o: PackedMatrix; // [D, H Dh]

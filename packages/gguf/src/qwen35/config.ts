@@ -23,7 +23,8 @@ export interface Qwen35MoeConfig {
 
 /** Typed qwen35 hyperparameters (qwen35.md section 2), validated. */
 export interface Qwen35Config {
-  architecture: Qwen35Architecture;
+  /** `general.architecture`: qwen35, qwen35moe, or another registered architecture that shares this shape (qwen3) */
+  architecture: string;
   /** The MoE FFN (`qwen35moe` only). */
   moe: Qwen35MoeConfig | undefined;
   /** `qwen35.block_count`: trunk layers plus MTP layers. */

@@ -159,7 +159,8 @@ export interface LayerDescription {
 
 /** The whole model as data: dimensions, global tensors and layers. */
 export interface ModelDescription {
-  architecture: "qwen35" | "qwen35moe";
+  /** `general.architecture`: a registered architecture (../architectures.ts) */
+  architecture: string;
   dims: ModelDims;
   global: TensorDescription[];
   /** Trunk layers in order, then the MTP block (when nextn_predict_layers = 1). */
@@ -257,7 +258,8 @@ export function qwen35Dims(config: Qwen35Config, vocab = config.vocabSize ?? 0):
   };
 }
 
-function instantiate(t: TensorTemplate, dims: ModelDims, role: Qwen35TensorRole, layer?: number): TensorDescription {
+/** One tensor of a template for these dims (a layer's when `layer` is given): what every architecture's description is made of. */
+export function instantiateTensor(t: TensorTemplate, dims: ModelDims, role: Qwen35TensorRole, layer?: number): TensorDescription {
   const base = `${t.slot}${t.suffix ?? ".weight"}`;
   return {
     name: layer === undefined ? base : `blk.${layer}.${base}`,
@@ -287,17 +289,17 @@ export function describeQwen35(config: Qwen35Config, vocab: number): ModelDescri
   let gdnLayers = 0;
   config.layerKinds.forEach((mixer, il) => {
     const cacheIndex = mixer === "attention" ? attentionLayers++ : gdnLayers++;
-    const tensors = [...MIXERS[mixer], ...FFNS[ffn]].map((t) => instantiate(t, dims, "trunk", il));
+    const tensors = [...MIXERS[mixer], ...FFNS[ffn]].map((t) => instantiateTensor(t, dims, "trunk", il));
     layers.push({ index: il, role: "trunk", mixer, ffn, cacheIndex, tensors });
   });
   for (let il = config.nLayer; il < config.blockCount; il++) {
-    const tensors = [...MIXERS.attention, ...FFNS[ffn], ...NEXTN].map((t) => instantiate(t, dims, "mtp", il));
+    const tensors = [...MIXERS.attention, ...FFNS[ffn], ...NEXTN].map((t) => instantiateTensor(t, dims, "mtp", il));
     layers.push({ index: il, role: "mtp", mixer: "attention", ffn, cacheIndex: attentionLayers + (il - config.nLayer), tensors });
   }
   return {
     architecture: config.architecture,
     dims,
-    global: GLOBAL.map((t) => instantiate(t, dims, "global")),
+    global: GLOBAL.map((t) => instantiateTensor(t, dims, "global")),
     layers,
     attentionLayers,
     gdnLayers,

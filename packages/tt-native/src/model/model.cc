@@ -130,6 +130,7 @@ Model::Model(ModelSpec spec) : spec_(std::move(spec)) {
         if (L.cacheIndex != gdnLayers++) fail(p + ": state layer index out of order");
         break;
       case Mixer::Attention:
+      case Mixer::AttentionUngated:
         if (L.cacheIndex != attentionLayers++) fail(p + ": KV layer index out of order");
         break;
     }
@@ -470,6 +471,7 @@ void Model::step(const std::vector<StepEntry>& entries, float* logits, float* hi
     switch (L.mixer) {  // the layer's token mixer
       case Mixer::Attention: attention(L, entries, T); break;
       case Mixer::Gdn: gatedDeltaNet(L, entries, T); break;
+      case Mixer::AttentionUngated: attention(L, entries, T); break;
     }
     int rows = T;
     if (il == c.nLayer - 1) {
@@ -838,6 +840,9 @@ void Model::attention(const LayerWeights& L, const std::vector<StepEntry>& entri
   const ModelShape& c = spec_.shape;
   const int H = c.nHead, Hkv = c.nHeadKv, Dh = c.headDim, D = c.nEmbd;
   const float eps = c.eps;
+  // gated (qwen35): attn_q rows are per head [q_h | gate_h], qDim = 2 H Dh; an ungated kind: q_h only, qDim = H Dh
+  const bool gated = L.mixer == Mixer::Attention;
+  const size_t qDim = (size_t)c.qDim, qHeadStride = qDim / H;
   prepareInput(normed_.data(), T, D);
   const MatmulOut qkv[] = {{&L.q, qg_.data()}, {&L.k, kRows_.data()}, {&L.v, vRows_.data()}};
   matmulMany(qkv, 3);
@@ -859,7 +864,7 @@ void Model::attention(const LayerWeights& L, const std::vector<StepEntry>& entri
     }
     for (int h = 0; h < H; ++h) {
       float* qh = q_.data() + ((size_t)r * H + h) * Dh;
-      rmsNorm(qg_.data() + (size_t)r * 2 * H * Dh + (size_t)h * 2 * Dh, L.qNorm, qh, Dh, eps);
+      rmsNorm(qg_.data() + (size_t)r * qDim + (size_t)h * qHeadStride, L.qNorm, qh, Dh, eps);
       rope(qh, cosTable, sinTable, half);
     }
     float* kr = kRows_.data() + (size_t)r * stride;
@@ -887,8 +892,9 @@ void Model::attention(const LayerWeights& L, const std::vector<StepEntry>& entri
   const int group = H / Hkv;
   const auto gateRow = [&](int r, int h) {
     // o <- o * sigmoid(gate)
+    if (!gated) return;
     float* out = attnOut_.data() + ((size_t)r * H + h) * Dh;
-    const float* gate = qg_.data() + (size_t)r * 2 * H * Dh + (size_t)h * 2 * Dh + Dh;
+    const float* gate = qg_.data() + (size_t)r * qDim + (size_t)h * qHeadStride + Dh;
     for (int i = 0; i < Dh; ++i) out[i] = out[i] * sigmoid(gate[i]);
   };
   if (spec_.flashAttention && tiled) {

@@ -6,5 +6,7 @@
 #define KQ_SCRATCH_TRUNK(X) X(hidden, nEmbd) X(normed, nEmbd) X(branch, nEmbd)
 #define KQ_SCRATCH_MIXER_ATTENTION(X) X(qg, qDim) X(q, attnOutDim) X(kRows, kvDim) X(vRows, kvDim) X(attnOut, attnOutDim)
 #define KQ_SCRATCH_MIXER_GDN(X) X(mixed, convDim) X(convOut, convDim) X(zRows, ssmInnerSize) X(betaRows, ssmTimeStepRank) X(alphaRows, ssmTimeStepRank) X(gdnOut, ssmInnerSize)
+#define KQ_SCRATCH_MIXER_ATTENTION_UNGATED(X)
 #define KQ_SCRATCH_FFN_DENSE(X) X(ffnGate, nFf) X(ffnUp, nFf)
 #define KQ_SCRATCH_FFN_MOE(X)
+#define KQ_SCRATCH_FFN_DENSE_FFN_NORM(X)

@@ -58,7 +58,17 @@ inline const Slot<LayerWeights> kMixerGdn[] = {
     {"ssm_out", Need::Required, nullptr, &LayerWeights::out, nullptr},
 };
 
-inline const Slots<LayerWeights> kMixers[kinds::kMixerCount] = {{kMixerAttention, 7}, {kMixerGdn, 10}};
+inline const Slot<LayerWeights> kMixerAttentionUngated[] = {
+    {"attn_norm", Need::Required, nullptr, nullptr, &LayerWeights::attnNorm},
+    {"attn_q", Need::Required, nullptr, &LayerWeights::q, nullptr},
+    {"attn_k", Need::Required, nullptr, &LayerWeights::k, nullptr},
+    {"attn_v", Need::Required, nullptr, &LayerWeights::v, nullptr},
+    {"attn_q_norm", Need::Required, nullptr, nullptr, &LayerWeights::qNorm},
+    {"attn_k_norm", Need::Required, nullptr, nullptr, &LayerWeights::kNorm},
+    {"attn_output", Need::Required, nullptr, &LayerWeights::o, nullptr},
+};
+
+inline const Slots<LayerWeights> kMixers[kinds::kMixerCount] = {{kMixerAttention, 7}, {kMixerGdn, 10}, {kMixerAttentionUngated, 7}};
 
 inline const Slot<LayerWeights> kFfnDense[] = {
     {"post_attention_norm", Need::Required, nullptr, nullptr, &LayerWeights::postAttnNorm},
@@ -80,7 +90,14 @@ inline const Slot<LayerWeights> kFfnMoe[] = {
     {"ffn_down_shexp", Need::Required, nullptr, &LayerWeights::sharedDown, nullptr},
 };
 
-inline const Slots<LayerWeights> kFfns[kinds::kFfnCount] = {{kFfnDense, 4}, {kFfnMoe, 10}};
+inline const Slot<LayerWeights> kFfnDenseFfnNorm[] = {
+    {"ffn_norm", Need::Required, nullptr, nullptr, &LayerWeights::postAttnNorm},
+    {"ffn_gate", Need::Required, nullptr, &LayerWeights::ffnGate, nullptr},
+    {"ffn_up", Need::Required, nullptr, &LayerWeights::ffnUp, nullptr},
+    {"ffn_down", Need::Required, nullptr, &LayerWeights::ffnDown, nullptr},
+};
+
+inline const Slots<LayerWeights> kFfns[kinds::kFfnCount] = {{kFfnDense, 4}, {kFfnMoe, 10}, {kFfnDenseFfnNorm, 4}};
 
 // The MTP block's own tensors (its attention block and FFN are layer slots of drafter.block).
 inline const Slot<DrafterWeights> kNextn[] = {
