@@ -21,6 +21,7 @@ import * as native from "@keepquant/tt-native";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Engine } from "../engine.js";
 import { libm, setLibm } from "../model/forward.js";
+import { expectSameBits } from "./test-support.js";
 
 function skipReason(): string | undefined {
   const oracle = llamaUnavailableReason();
@@ -116,12 +117,7 @@ describe.skipIf(reason !== undefined)(`qwen35moe against llama.cpp${reason ? ` (
         const ours = await engine.evaluate(ids);
         const oracle = await runOracle({ kind: "logits", model: file, sequences: [ids], flashAttention: true }, { timeoutMs: 120_000 });
         const theirs = oracle.logits[0]!.map(decodeF32);
-        for (let p = 0; p < ids.length; p++) {
-          const a = new Uint32Array(ours[p]!.buffer, ours[p]!.byteOffset, ours[p]!.length);
-          const b = new Uint32Array(theirs[p]!.buffer, theirs[p]!.byteOffset, theirs[p]!.length);
-          const at = a.findIndex((bits, i) => bits !== b[i]);
-          if (at >= 0) expect.fail(`position ${p}, logit ${at}: ${ours[p]![at]} vs llama.cpp's ${theirs[p]![at]}`);
-        }
+        expectSameBits(ours, theirs, (p, at) => `position ${p}, logit ${at}: ${ours[p]![at]} vs llama.cpp's ${theirs[p]![at]}`);
       } finally {
         engine.dispose();
       }
@@ -182,12 +178,7 @@ describe.skipIf(reason !== undefined)(`qwen35moe against llama.cpp${reason ? ` (
       const ours = await engine.evaluate(ids);
       const oracle = await runOracle({ kind: "logits", model: file, sequences: [ids], flashAttention: true }, { timeoutMs: 120_000 });
       const theirs = oracle.logits[0]!.map(decodeF32);
-      for (let p = 0; p < ids.length; p++) {
-        const a = new Uint32Array(ours[p]!.buffer, ours[p]!.byteOffset, ours[p]!.length);
-        const b = new Uint32Array(theirs[p]!.buffer, theirs[p]!.byteOffset, theirs[p]!.length);
-        const at = a.findIndex((bits, i) => bits !== b[i]);
-        if (at >= 0) expect.fail(`position ${p}, logit ${at}: ${ours[p]![at]} vs llama.cpp's ${theirs[p]![at]}`);
-      }
+      expectSameBits(ours, theirs, (p, at) => `position ${p}, logit ${at}: ${ours[p]![at]} vs llama.cpp's ${theirs[p]![at]}`);
     } finally {
       engine.dispose();
     }
@@ -243,12 +234,7 @@ describe.skipIf(reason !== undefined)(`qwen35moe against llama.cpp${reason ? ` (
             try {
               expect(engine.stats().providers.step, `${numerics} ${isa} ${threads}`).toMatch(/^native-step-/);
               const actual = await engine.evaluate(ids);
-              for (let p = 0; p < ids.length; p++) {
-                const a = new Uint32Array(actual[p]!.buffer, actual[p]!.byteOffset, actual[p]!.length);
-                const b = new Uint32Array(expected[p]!.buffer, expected[p]!.byteOffset, expected[p]!.length);
-                const at = a.findIndex((bits, i) => bits !== b[i]);
-                if (at >= 0) expect.fail(`${numerics} ${isa} ${threads} threads: position ${p}, logit ${at} differs`);
-              }
+              expectSameBits(actual, expected, (p, at) => `${numerics} ${isa} ${threads} threads: position ${p}, logit ${at} differs`);
             } finally {
               engine.dispose();
             }

@@ -9,6 +9,7 @@ import { describe, expect, it } from "vitest";
 import { decodeF32, llamaUnavailableReason, runOracle } from "@keepquant/oracle";
 import * as native from "@keepquant/tt-native";
 import { Engine } from "../engine.js";
+import { expectSameBits } from "./test-support.js";
 import { PARITY_FIXTURES } from "@keepquant/fixtures";
 import { parityFixtureFile } from "@keepquant/fixtures/oracle";
 
@@ -37,13 +38,8 @@ describe.skipIf(reason !== undefined)(
             const oracle = await runOracle({ kind: "logits", model: file, sequences: [ids], kvType, flashAttention });
             const theirs = oracle.logits[0]!.map(decodeF32);
             expect(theirs.length).toBe(ids.length);
-            for (let p = 0; p < ids.length; p++) {
-              const a = new Uint32Array(ours[p]!.buffer, ours[p]!.byteOffset, ours[p]!.length);
-              const b = new Uint32Array(theirs[p]!.buffer, theirs[p]!.byteOffset, theirs[p]!.length);
-              expect(a.length).toBe(b.length);
-              const at = a.findIndex((bits, i) => bits !== b[i]);
-              if (at >= 0) expect.fail(`position ${p}, logit ${at}: ${ours[p]![at]} vs llama.cpp's ${theirs[p]![at]}`);
-            }
+            expect(ours.map((row) => row.length)).toEqual(theirs.map((row) => row.length));
+            expectSameBits(ours, theirs, (p, at) => `position ${p}, logit ${at}: ${ours[p]![at]} vs llama.cpp's ${theirs[p]![at]}`);
           } finally {
             engine.dispose();
           }
