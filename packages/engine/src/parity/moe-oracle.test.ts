@@ -107,17 +107,22 @@ describe.skipIf(reason !== undefined)(`qwen35moe against llama.cpp${reason ? ` (
     rmSync(dir, { recursive: true, force: true });
   });
 
+  /** A `length`-token prompt's logits at every position, bit for bit llama.cpp's (flash attention, f16 K/V). */
+  async function expectLlamaPromptLogits(engine: Engine, file: string, length: number): Promise<void> {
+    const ids = Array.from({ length }, (_, i) => (i * 7919 + 13) % engine.weights.vocab);
+    const ours = await engine.evaluate(ids);
+    const oracle = await runOracle({ kind: "logits", model: file, sequences: [ids], flashAttention: true }, { timeoutMs: 120_000 });
+    const theirs = oracle.logits[0]!.map(decodeF32);
+    expectSameBits(ours, theirs, (p, at) => `position ${p}, logit ${at}: ${ours[p]![at]} vs llama.cpp's ${theirs[p]![at]}`);
+  }
+
   for (const f of MOE_FIXTURES) {
     it(`${f.name} (Q4_K_M): a 40-token prompt's logits at every position, bit for bit (flash attention, f16 K/V)`, async () => {
       const file = files.get(f.name)!;
       const engine = await Engine.load(file, { maxBatchTokens: 64 });
       try {
         expect(engine.stats().providers.step).toMatch(/^native-step-/);
-        const ids = Array.from({ length: 40 }, (_, i) => (i * 7919 + 13) % engine.weights.vocab);
-        const ours = await engine.evaluate(ids);
-        const oracle = await runOracle({ kind: "logits", model: file, sequences: [ids], flashAttention: true }, { timeoutMs: 120_000 });
-        const theirs = oracle.logits[0]!.map(decodeF32);
-        expectSameBits(ours, theirs, (p, at) => `position ${p}, logit ${at}: ${ours[p]![at]} vs llama.cpp's ${theirs[p]![at]}`);
+        await expectLlamaPromptLogits(engine, file, 40);
       } finally {
         engine.dispose();
       }
@@ -174,11 +179,7 @@ describe.skipIf(reason !== undefined)(`qwen35moe against llama.cpp${reason ? ` (
     const engine = await Engine.load(file, { nativeStep: false, maxBatchTokens: 64 });
     try {
       expect(engine.stats().providers.step).toBe("ts-forward");
-      const ids = Array.from({ length: 24 }, (_, i) => (i * 7919 + 13) % engine.weights.vocab);
-      const ours = await engine.evaluate(ids);
-      const oracle = await runOracle({ kind: "logits", model: file, sequences: [ids], flashAttention: true }, { timeoutMs: 120_000 });
-      const theirs = oracle.logits[0]!.map(decodeF32);
-      expectSameBits(ours, theirs, (p, at) => `position ${p}, logit ${at}: ${ours[p]![at]} vs llama.cpp's ${theirs[p]![at]}`);
+      await expectLlamaPromptLogits(engine, file, 24);
     } finally {
       engine.dispose();
     }
