@@ -131,14 +131,15 @@ describe("the official Anthropic client against keepquant serve (the embedded mo
   ];
 
   it("messages.create: a text block equal to the engine's greedy output, usage, stop_reason max_tokens", async () => {
-    const message = await client.messages.create({
+    const request: Anthropic.MessageCreateParamsNonStreaming = {
       model: MODEL,
       system,
       messages: [{ role: "user", content: user }],
       max_tokens: 12,
       ...GREEDY,
       thinking: { type: "disabled" },
-    });
+    };
+    const message = await client.messages.create(request);
     const { ids } = encodeChat(reference.tokenizer!, chat, { enableThinking: false });
     const expected = await reference.generateToEnd(ids, { maxTokens: 12 });
     expect(expected.stopReason).toBe("max_tokens");
@@ -153,14 +154,7 @@ describe("the official Anthropic client against keepquant serve (the embedded mo
     expect(message.usage.output_tokens).toBe(expected.tokens.length);
 
     // the same request again: the system prompt's head comes from the prefix cache, and every token is still counted once
-    const again = await client.messages.create({
-      model: MODEL,
-      system,
-      messages: [{ role: "user", content: user }],
-      max_tokens: 12,
-      ...GREEDY,
-      thinking: { type: "disabled" },
-    });
+    const again = await client.messages.create(request);
     expect(again.content).toEqual(message.content);
     expect(again.usage.cache_read_input_tokens).toBeGreaterThan(0);
     expect(promptTokens(again.usage)).toBe(ids.length);
