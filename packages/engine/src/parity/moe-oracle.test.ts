@@ -14,22 +14,16 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fixtureTokenizerFromJson, parityModelSpec } from "@keepquant/fixtures";
-import { REPO_ROOT } from "@keepquant/fixtures/oracle";
+import { oracleAndNativeSkipReason, REPO_ROOT } from "@keepquant/fixtures/oracle";
 import { GgmlType, readGguf, synthesizeQwen35, writeGguf, type Qwen35Spec } from "@keepquant/gguf";
-import { decodeF32, llamaUnavailableReason, runOracle } from "@keepquant/oracle";
+import { decodeF32, runOracle } from "@keepquant/oracle";
 import * as native from "@keepquant/tt-native";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Engine } from "../engine.js";
 import { libm, setLibm } from "../model/forward.js";
 import { expectSameBits } from "./test-support.js";
 
-function skipReason(): string | undefined {
-  const oracle = llamaUnavailableReason();
-  if (oracle) return `llama.cpp (the oracle) is unavailable: ${oracle}`;
-  if (!native.nativeAddon()) return `the native addon did not load: ${native.nativeStatus().cpu.reasons.join("; ")}`;
-  return undefined;
-}
-const reason = skipReason();
+const reason = oracleAndNativeSkipReason(native);
 
 /** The MoE fixtures: several expert counts, top-k 1 and > 1, tied and untied heads, with and without the MTP block. */
 const MOE_FIXTURES: { name: string; base: string; moe: NonNullable<Qwen35Spec["moe"]>; routerTies?: number }[] = [

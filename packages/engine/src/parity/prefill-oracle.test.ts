@@ -6,22 +6,16 @@
  * the tiled path's 64 rows; this covers it.
  */
 import { describe, expect, it } from "vitest";
-import { decodeF32, llamaUnavailableReason, runOracle } from "@keepquant/oracle";
+import { decodeF32, runOracle } from "@keepquant/oracle";
 import * as native from "@keepquant/tt-native";
 import { Engine } from "../engine.js";
 import { expectSameBits } from "./test-support.js";
 import { PARITY_FIXTURES } from "@keepquant/fixtures";
-import { parityFixtureFile } from "@keepquant/fixtures/oracle";
+import { oracleAndNativeSkipReason, parityFixtureFile } from "@keepquant/fixtures/oracle";
 
 const QUANTIZED = PARITY_FIXTURES.filter((f) => f.weightType !== "F32");
 
-function skipReason(): string | undefined {
-  const oracle = llamaUnavailableReason();
-  if (oracle) return `llama.cpp (the oracle) is unavailable: ${oracle}`;
-  if (!native.nativeAddon()) return `the native addon did not load: ${native.nativeStatus().cpu.reasons.join("; ")}`;
-  return undefined;
-}
-const reason = skipReason();
+const reason = oracleAndNativeSkipReason(native);
 
 describe.skipIf(reason !== undefined)(
   `a 100-token prompt's logits equal llama.cpp's bit for bit${reason ? ` (skipped: ${reason})` : ""}`,
