@@ -1,4 +1,5 @@
 /** Test support of the commands (not exported from the package). */
+import { type ChildProcess, spawn } from "node:child_process";
 import { EventEmitter } from "node:events";
 import { Writable } from "node:stream";
 import type { CommandIo } from "../command.js";
@@ -40,4 +41,30 @@ export function rawModeInput() {
     pause: () => input,
   });
   return input;
+}
+
+/** A spawned `keepquant serve` once it said ready: its URL, its stderr so far (a function: it grows) and its exit. */
+export interface ServeProcess {
+  child: ChildProcess;
+  url: string;
+  stderr: () => string;
+  exit: Promise<number | null>;
+}
+
+/**
+ * Spawns `node <bin> <args>` (a `serve ... --port 0` command line) with `env` and resolves once it prints its
+ * URL and `ready:`; rejects with its stderr when it exits first.
+ */
+export function spawnServe(bin: string, args: readonly string[], env: NodeJS.ProcessEnv): Promise<ServeProcess> {
+  const child = spawn(process.execPath, [bin, ...args], { env, stdio: ["ignore", "pipe", "pipe"] });
+  let stderr = "";
+  const exit = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)));
+  return new Promise((resolve, reject) => {
+    child.stderr.on("data", (chunk: Buffer) => {
+      stderr += chunk.toString();
+      const port = /listening on http:\/\/127\.0\.0\.1:(\d+)/.exec(stderr)?.[1];
+      if (port && stderr.includes("ready:")) resolve({ child, url: `http://127.0.0.1:${port}`, stderr: () => stderr, exit });
+    });
+    void exit.then((code) => reject(new Error(`serve exited with ${code}: ${stderr}`)));
+  });
 }
