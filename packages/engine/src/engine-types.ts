@@ -315,39 +315,11 @@ export interface EngineStats {
   };
 }
 
-/** The decode tuner's report (@keepquant/tt-native's TuneReport, mirrored so the engine's types need no addon). */
-export interface DecodeTuning {
-  source: "measured" | "cache" | "pinned" | "off" | "unavailable";
-  reason: string;
-  key: string;
-  cacheFile?: string;
-  choices: {
-    role: "layer" | "head";
-    type: string;
-    variant: {
-      isa: string;
-      weightRows: number;
-      prefetch: number;
-      rowsPerTask: number;
-      threads: number;
-      /** a batched decode step's kernel: 0 the block kernels, 1 their register form */
-      batchKernel: number;
-      /** a prefill's kernel: 0 the block kernels over 32-row tiles, 1 their register form over 8-row tiles */
-      prefillKernel: number;
-    };
-    chosenNs: number;
-    defaultNs: number;
-    timed: number;
-    passBytes: number;
-    /** median ns of one pass of each form at a batched step's rows, where both were timed */
-    batch?: { rows: number; blockNs: number; registersNs: number; passBytes: number };
-    /** median ns of one pass of each form at a prefill's rows (the layers' groups), where both were timed */
-    prefill?: { rows: number; blockNs: number; registersNs: number; passBytes: number };
-  }[];
-  notes: string[];
-  measureMs: number;
-  budgetMs: number;
-}
+/**
+ * The decode tuner's report: @keepquant/tt-native's TuneReport (a type-only import: the engine's types
+ * load no addon).
+ */
+export type DecodeTuning = import("@keepquant/tt-native").TuneReport;
 
 export interface SpeculativeStats {
   method: "mtp" | "function";

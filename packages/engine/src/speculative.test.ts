@@ -4,17 +4,14 @@
  * batched; a caller-supplied drafter whose drafts are partly wrong exercises the rollback of the
  * KV blocks and the GDN state); the stats count what happened; bad options are refused by name.
  */
-import fs from "node:fs";
-import path from "node:path";
 import { describe, expect, it } from "vitest";
-import { llamaUnavailableReason } from "@keepquant/oracle";
 import * as native from "@keepquant/tt-native";
 import { Engine } from "./engine.js";
 import type { EngineOptions } from "./engine-types.js";
 import { EngineError } from "./errors.js";
 import { Sampler } from "./sampling/sampler.js";
 import { PARITY_FIXTURES, PARITY_MODELS } from "@keepquant/fixtures";
-import { FIXTURE_CACHE_DIR, parityFixtureFile } from "@keepquant/fixtures/oracle";
+import { parityFixtureFile, parityFixturesUnavailableReason } from "@keepquant/fixtures/oracle";
 import { seededRandom } from "./testing/synthetic-model.js";
 
 const MTP_FIXTURES = PARITY_FIXTURES.filter((f) => PARITY_MODELS[f.model]?.mtp === true);
@@ -22,10 +19,7 @@ const PLAIN_FIXTURE = PARITY_FIXTURES.find((f) => f.name === "tied-4l-q8_0")!;
 
 function skipReason(): string | undefined {
   if (!native.nativeAddon()) return `the native addon did not load: ${native.nativeStatus().cpu.reasons.join("; ")}`;
-  const missing = PARITY_FIXTURES.filter((f) => !fs.existsSync(path.join(FIXTURE_CACHE_DIR, f.file)));
-  const oracle = llamaUnavailableReason();
-  if (missing.length > 0 && oracle) return `fixtures ${missing.map((f) => f.name).join(", ")} not cached and no quantizer: ${oracle}`;
-  return undefined;
+  return parityFixturesUnavailableReason();
 }
 const reason = skipReason();
 

@@ -7,7 +7,6 @@ import {
   createReferenceProvider,
   decodeSlice,
   dequantizeTensor,
-  fp32BitsToBf16Bits,
   InvalidEnvironmentError,
   KEEPQUANT_ENCODINGS,
   QuantArgumentError,
@@ -17,7 +16,7 @@ import {
   type PackedWeight,
 } from "./index.js";
 import { randomActivations, randomPackedWeight } from "./testing/index.js";
-import { firstBitDifference, prng } from "./test-support.js";
+import { bf16Matmul, firstBitDifference, prng } from "./test-support.js";
 
 const MiB = 1024 * 1024;
 
@@ -193,25 +192,11 @@ describe("slice decode", () => {
 
 /** The contract's numerics written out plainly: bf16(w) * x in f32, f32 accumulation in k order. */
 function naiveReference(args: MatmulBTQuantGroupedArgs): Float32Array {
-  const { weight, x, m, p, xGroups } = args;
-  const { groups: e, rows: n, cols: k, type } = weight;
-  const decoded = dequantizeTensor(type, weight.data, e * n * k);
-  const bits = new Uint32Array(decoded.buffer);
-  for (let i = 0; i < bits.length; i++) bits[i] = (fp32BitsToBf16Bits(bits[i]!) << 16) >>> 0;
-  const y = new Float32Array(p * m * n);
-  for (let pi = 0; pi < p; pi++) {
-    const g = e === 1 ? 0 : args.ids![pi]!;
-    for (let mi = 0; mi < m; mi++) {
-      for (let r = 0; r < n; r++) {
-        let acc = 0;
-        for (let kk = 0; kk < k; kk++) {
-          acc = Math.fround(acc + Math.fround(x[((xGroups === 1 ? 0 : pi) * m + mi) * k + kk]! * decoded[(g * n + r) * k + kk]!));
-        }
-        y[(pi * m + mi) * n + r] = acc;
-      }
-    }
-  }
-  return y;
+  return bf16Matmul(args, (x, xOffset, w, wOffset, k) => {
+    let acc = 0;
+    for (let kk = 0; kk < k; kk++) acc = Math.fround(acc + Math.fround(x[xOffset + kk]! * w[wOffset + kk]!));
+    return acc;
+  });
 }
 
 describe("reference provider", () => {

@@ -1,4 +1,7 @@
 /** Shared helpers for this package's tests (not exported by the package). */
+import type { MatmulBTQuantGroupedArgs } from "./contract.js";
+import { dequantizeTensor } from "./dequantize.js";
+import { fp32BitsToBf16Bits } from "./fp.js";
 import { mulberry32 } from "./testing/sweep.js";
 
 /** Deterministic PRNG (mulberry32) for fixture bytes and values. */
@@ -34,4 +37,27 @@ export function firstByteDifference(a: Uint8Array, b: Uint8Array, blockBytes: nu
     if (a[i] !== b[i]) return `block ${Math.floor(i / blockBytes)} byte ${i % blockBytes}: ${a[i]} vs ${b[i]}`;
   }
   return undefined;
+}
+
+/**
+ * The contract's matmul spelled out: every weight decoded and rounded to bf16, then each output
+ * `dot(x, xOffset, w, wOffset, k)` of its activation row and its (selected group's) weight row.
+ */
+export function bf16Matmul(
+  args: MatmulBTQuantGroupedArgs,
+  dot: (x: Float32Array, xOffset: number, w: Float32Array, wOffset: number, k: number) => number,
+): Float32Array {
+  const { weight, x, m, p, xGroups } = args;
+  const { groups: e, rows: n, cols: k } = weight;
+  const w = dequantizeTensor(weight.type, weight.data, e * n * k);
+  const bits = new Uint32Array(w.buffer);
+  for (let i = 0; i < bits.length; i++) bits[i] = (fp32BitsToBf16Bits(bits[i]!) << 16) >>> 0;
+  const y = new Float32Array(p * m * n);
+  for (let pi = 0; pi < p; pi++) {
+    const g = e === 1 ? 0 : args.ids![pi]!;
+    for (let mi = 0; mi < m; mi++) {
+      for (let r = 0; r < n; r++) y[(pi * m + mi) * n + r] = dot(x, ((xGroups === 1 ? 0 : pi) * m + mi) * k, w, (g * n + r) * k, k);
+    }
+  }
+  return y;
 }

@@ -2,7 +2,6 @@ import { describe, expect, it } from "vitest";
 import { GgmlType, GGML_TYPE_TRAITS } from "@keepquant/gguf";
 import {
   createWasmSimdProvider,
-  dequantizeTensor,
   fp32BitsToBf16Bits,
   KEEPQUANT_ENCODINGS,
   roundToBf16Wasm,
@@ -13,25 +12,11 @@ import {
   type MatmulBTQuantGroupedArgs,
 } from "./index.js";
 import { formatSweepResults, randomActivations, randomPackedWeight, runEnvelopeSweep } from "./testing/index.js";
-import { firstBitDifference, prng } from "./test-support.js";
+import { bf16Matmul, firstBitDifference, prng } from "./test-support.js";
 
 /** The provider's arithmetic spelled out: bf16(w) then wasmSimdDotModel per output. */
 function modelOutput(args: MatmulBTQuantGroupedArgs): Float32Array {
-  const { weight, x, m, p, xGroups } = args;
-  const { groups: e, rows: n, cols: k } = weight;
-  const w = dequantizeTensor(weight.type, weight.data, e * n * k);
-  const bits = new Uint32Array(w.buffer);
-  for (let i = 0; i < bits.length; i++) bits[i] = (fp32BitsToBf16Bits(bits[i]!) << 16) >>> 0;
-  const y = new Float32Array(p * m * n);
-  for (let pi = 0; pi < p; pi++) {
-    const g = e === 1 ? 0 : args.ids![pi]!;
-    for (let mi = 0; mi < m; mi++) {
-      for (let r = 0; r < n; r++) {
-        y[(pi * m + mi) * n + r] = wasmSimdDotModel(x, ((xGroups === 1 ? 0 : pi) * m + mi) * k, w, (g * n + r) * k, k);
-      }
-    }
-  }
-  return y;
+  return bf16Matmul(args, wasmSimdDotModel);
 }
 
 describe("wasm-simd provider", () => {

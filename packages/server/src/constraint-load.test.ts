@@ -5,12 +5,9 @@
  * Counted, never timed: /health answers and stream chunks that arrive while the engine's grammar worker
  * has the compile in flight (a compile on the server's thread would let none through).
  */
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import path from "node:path";
 import { Engine } from "@keepquant/engine";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { defaultModelFile, startTestServer, TEST_ENGINE_OPTIONS } from "./test-support.js";
+import { describe, expect, it } from "vitest";
+import { defaultModelForTests, postJson, startTestServer, TEST_ENGINE_OPTIONS } from "./test-support.js";
 
 /** Whether the engine's grammar worker has a compile in flight (the engine's test hook). */
 function workerCompiling(engine: Engine): boolean {
@@ -18,16 +15,7 @@ function workerCompiling(engine: Engine): boolean {
   return guided.compiler?.workerForTests?.compiling !== undefined;
 }
 
-const cacheDir = mkdtempSync(path.join(tmpdir(), "kq-constraint-load-"));
-let modelFile: string;
-
-beforeAll(async () => {
-  modelFile = await defaultModelFile(cacheDir);
-});
-
-afterAll(() => {
-  rmSync(cacheDir, { recursive: true, force: true });
-});
+const modelFile = defaultModelForTests("kq-constraint-load-");
 
 /** A JSON Schema with `count` required properties of mixed types. */
 function bigSchema(count: number): Record<string, unknown> {
@@ -43,29 +31,20 @@ function bigSchema(count: number): Record<string, unknown> {
   return { type: "object", properties, required: Object.keys(properties), additionalProperties: false };
 }
 
-function post(url: string, route: string, body: unknown, signal?: AbortSignal): Promise<Response> {
-  return fetch(`${url}${route}`, {
-    method: "POST",
-    headers: { "Content-Type": "application/json" },
-    body: JSON.stringify(body),
-    ...(signal ? { signal } : {}),
-  });
-}
-
 describe("a new schema under load", () => {
   it("a new response_format json_schema compiles on the grammar worker while /health answers and a running stream streams", async () => {
-    const engine = await Engine.load(modelFile, { ...TEST_ENGINE_OPTIONS, maxSequences: 2 });
+    const engine = await Engine.load(modelFile(), { ...TEST_ENGINE_OPTIONS, maxSequences: 2 });
     const serving = await startTestServer(engine, { contextTokens: 4096 });
     const abort = new AbortController();
     try {
       // the grammar engine is running (a first constrained request started it), the big schema is new to it
-      const warm = await post(serving.url, "/v1/chat/completions", {
+      const warm = await postJson(serving.url, "/v1/chat/completions", {
         messages: [{ role: "user", content: "hi" }],
         max_tokens: 8,
         response_format: { type: "json_object" },
       });
       expect(warm.status).toBe(200);
-      const stream = await post(
+      const stream = await postJson(
         serving.url,
         "/v1/completions",
         { prompt: "Once", max_tokens: 3800, ignore_eos: true, stream: true },
@@ -90,7 +69,7 @@ describe("a new schema under load", () => {
       await started;
       compiling = true;
       let answered = false;
-      const structured = post(serving.url, "/v1/chat/completions", {
+      const structured = postJson(serving.url, "/v1/chat/completions", {
         messages: [{ role: "user", content: "Fill the form" }],
         max_tokens: 24,
         thinking_budget: 0,

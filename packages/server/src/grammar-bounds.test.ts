@@ -4,30 +4,14 @@
  * engine's time budget (the compile is then ended with its worker, and the server goes on). The budget
  * is tested far below what the compile needs on any machine; nothing here is timed.
  */
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import path from "node:path";
 import { Engine } from "@keepquant/engine";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { defaultModelFile, startTestServer, TEST_ENGINE_OPTIONS } from "./test-support.js";
+import { describe, expect, it } from "vitest";
+import { defaultModelForTests, postJson, startTestServer, TEST_ENGINE_OPTIONS } from "./test-support.js";
 
-const cacheDir = mkdtempSync(path.join(tmpdir(), "kq-grammar-bounds-"));
-let modelFile: string;
-
-beforeAll(async () => {
-  modelFile = await defaultModelFile(cacheDir);
-});
-
-afterAll(() => {
-  rmSync(cacheDir, { recursive: true, force: true });
-});
+const modelFile = defaultModelForTests("kq-grammar-bounds-");
 
 interface ErrorBody {
   error: { message: string; type: string; param: string | null; code: string | null };
-}
-
-function post(url: string, route: string, body: unknown): Promise<Response> {
-  return fetch(`${url}${route}`, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
 }
 
 const chat = (extra: Record<string, unknown>) => ({
@@ -43,12 +27,12 @@ const jsonSchema = (schema: unknown, strict = true) => ({
 
 describe("a schema past the grammar engine's bounds", () => {
   it("a length bound past maxRepetition is a 400 naming the parameter, keyword, path and bound, streamed or not (strict)", async () => {
-    const engine = await Engine.load(modelFile, { ...TEST_ENGINE_OPTIONS, maxSequences: 2 });
+    const engine = await Engine.load(modelFile(), { ...TEST_ENGINE_OPTIONS, maxSequences: 2 });
     const serving = await startTestServer(engine, { contextTokens: 2048 });
     try {
       const notes = { type: "object", properties: { notes: { type: "string", maxLength: 32767 } }, required: ["notes"] };
       for (const stream of [false, true]) {
-        const response = await post(serving.url, "/v1/chat/completions", chat({ ...jsonSchema(notes), stream }));
+        const response = await postJson(serving.url, "/v1/chat/completions", chat({ ...jsonSchema(notes), stream }));
         expect(response.status).toBe(400);
         const { error } = (await response.json()) as ErrorBody;
         expect(error).toMatchObject({
@@ -65,17 +49,17 @@ describe("a schema past the grammar engine's bounds", () => {
           function: { name: "save", parameters: { type: "object", properties: { body: { type: "string", maxLength: 4000 } } } },
         },
       ];
-      const response = await post(serving.url, "/v1/chat/completions", chat({ tools, tool_choice: "required" }));
+      const response = await postJson(serving.url, "/v1/chat/completions", chat({ tools, tool_choice: "required" }));
       expect(response.status).toBe(400);
       const { error } = (await response.json()) as ErrorBody;
       expect(error).toMatchObject({ param: "tools[0].function.parameters", code: "schema_too_complex" });
       expect(error.message).toMatch(/maxLength 4000 at \/properties\/body is above 256/);
       // within the bounds the same schema shape is served
       const fine = { type: "object", properties: { notes: { type: "string", maxLength: 24 } }, required: ["notes"] };
-      const ok = await post(serving.url, "/v1/chat/completions", chat(jsonSchema(fine)));
+      const ok = await postJson(serving.url, "/v1/chat/completions", chat(jsonSchema(fine)));
       expect(ok.status).toBe(200);
       // not strict: the bound is relaxed, the answer served, and checked against it
-      const relaxed = await post(serving.url, "/v1/chat/completions", chat({ ...jsonSchema(notes, false), max_tokens: 40 }));
+      const relaxed = await postJson(serving.url, "/v1/chat/completions", chat({ ...jsonSchema(notes, false), max_tokens: 40 }));
       expect(relaxed.status).toBe(200);
       const body = (await relaxed.json()) as { schema_check?: { relaxed: { path: string; keyword: string }[] } };
       expect(body.schema_check?.relaxed).toEqual([{ path: "/properties/notes", keyword: "maxLength" }]);
@@ -86,7 +70,7 @@ describe("a schema past the grammar engine's bounds", () => {
   });
 
   it("a compile past the time budget is a 400 naming the budget; the server goes on", async () => {
-    const engine = await Engine.load(modelFile, {
+    const engine = await Engine.load(modelFile(), {
       ...TEST_ENGINE_OPTIONS,
       maxSequences: 2,
       // far below what this schema's compile needs on any machine; its length bounds pass the checks before compiling
@@ -96,7 +80,7 @@ describe("a schema past the grammar engine's bounds", () => {
     try {
       const properties: Record<string, unknown> = {};
       for (let i = 0; i < 40; i++) properties[`field_${i}`] = { type: "string", maxLength: 200 + i };
-      const response = await post(serving.url, "/v1/chat/completions", chat(jsonSchema({ type: "object", properties })));
+      const response = await postJson(serving.url, "/v1/chat/completions", chat(jsonSchema({ type: "object", properties })));
       expect(response.status).toBe(400);
       const { error } = (await response.json()) as ErrorBody;
       expect(error).toMatchObject({ param: "response_format.json_schema.schema", code: "schema_too_complex" });
@@ -104,7 +88,7 @@ describe("a schema past the grammar engine's bounds", () => {
       const health = await fetch(`${serving.url}/health`);
       expect(health.status).toBe(200);
       await health.arrayBuffer();
-      const free = await post(serving.url, "/v1/completions", { prompt: "Once", max_tokens: 8, ignore_eos: true });
+      const free = await postJson(serving.url, "/v1/completions", { prompt: "Once", max_tokens: 8, ignore_eos: true });
       expect(free.status).toBe(200);
       expect(((await free.json()) as { usage: { completion_tokens: number } }).usage.completion_tokens).toBe(8);
     } finally {

@@ -17,7 +17,16 @@ import { Engine } from "@keepquant/engine";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LINGER_BYTES } from "./body.js";
 import { createKeepquantServer } from "./server.js";
-import { defaultModelFile, MiB, mixedText, startTestServer, TEST_ENGINE_OPTIONS, type TestServer, watchTokenizer } from "./test-support.js";
+import {
+  defaultModelFile,
+  MiB,
+  mixedText,
+  startTestServer,
+  TEST_ENGINE_OPTIONS,
+  type TestServer,
+  type TokenizerWatch,
+  watchTokenizer,
+} from "./test-support.js";
 
 const cacheDir = mkdtempSync(path.join(tmpdir(), "kq-hostile-input-"));
 let engine: Engine;
@@ -153,6 +162,29 @@ async function withServerProcess(options: Record<string, unknown>, body: (url: s
     child.stdin!.end();
     await exited;
   }
+}
+
+/**
+ * Polls /health (each answer a 200) until `request` answers; its status and JSON body, and how many /health
+ * answers came while the tokenizer was working on it.
+ */
+async function answerWithHealthPolls<T>(
+  url: string,
+  watch: TokenizerWatch,
+  request: Promise<Response>,
+): Promise<{ status: number; body: T; healthDuring: number }> {
+  let answered = false;
+  const big = request.then(async (response) => {
+    answered = true;
+    return { status: response.status, body: (await response.json()) as T };
+  });
+  let healthDuring = 0;
+  while (!answered) {
+    const sentDuring = watch.active() > 0;
+    expect((await fetch(`${url}/health`)).status).toBe(200);
+    if (sentDuring && watch.active() > 0) healthDuring++;
+  }
+  return { ...(await big), healthDuring };
 }
 
 describe("early refusals stay readable by a client that is still sending", () => {
@@ -344,20 +376,11 @@ describe("/tokenize and /detokenize are bounded and sliced", () => {
       const watch = watchTokenizer(engine.tokenizer!, 256 * 1024);
       try {
         const text = mixedText(512 * 1024);
-        let answered = false;
-        const big = fetch(`${url}/tokenize`, { method: "POST", headers: JSON_HEADERS, body: JSON.stringify({ content: text }) }).then(
-          async (response) => {
-            answered = true;
-            return { status: response.status, body: (await response.json()) as { tokens: number[] } };
-          },
+        const { healthDuring, ...answer } = await answerWithHealthPolls<{ tokens: number[] }>(
+          url,
+          watch,
+          fetch(`${url}/tokenize`, { method: "POST", headers: JSON_HEADERS, body: JSON.stringify({ content: text }) }),
         );
-        let healthDuring = 0;
-        while (!answered) {
-          const sentDuring = watch.active() > 0;
-          expect((await fetch(`${url}/health`)).status).toBe(200);
-          if (sentDuring && watch.active() > 0) healthDuring++;
-        }
-        const answer = await big;
         expect(answer.status).toBe(200);
         expect(answer.body.tokens).toEqual(engine.tokenizer!.encode(text, { addSpecial: false, parseSpecial: true }));
         expect(answer.body.tokens.length).toBeGreaterThan(125_000);
@@ -400,18 +423,11 @@ describe("/tokenize and /detokenize are bounded and sliced", () => {
     await withServer({ contextTokens: 262_144, maxBodyBytes: 20 * MiB }, async ({ url }) => {
       const watch = watchTokenizer(engine.tokenizer!);
       try {
-        let answered = false;
-        const big = fetch(`${url}/detokenize`, { method: "POST", headers: JSON_HEADERS, body }).then(async (response) => {
-          answered = true;
-          return { status: response.status, body: (await response.json()) as { content: string } };
-        });
-        let healthDuring = 0;
-        while (!answered) {
-          const sentDuring = watch.active() > 0;
-          expect((await fetch(`${url}/health`)).status).toBe(200);
-          if (sentDuring && watch.active() > 0) healthDuring++;
-        }
-        const answer = await big;
+        const { healthDuring, ...answer } = await answerWithHealthPolls<{ content: string }>(
+          url,
+          watch,
+          fetch(`${url}/detokenize`, { method: "POST", headers: JSON_HEADERS, body }),
+        );
         expect(answer.status).toBe(200);
         expect(answer.body.content).toBe(engine.tokenizer!.decode(ids, { special: true }));
         expect(healthDuring).toBeGreaterThan(0);

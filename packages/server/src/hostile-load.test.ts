@@ -3,34 +3,13 @@
  * arrives while a prompt is being tokenized, never by milliseconds), and the drain answers every request
  * with an ending: a 503 for one not started, an error event + finish_reason + [DONE] for a cut stream.
  */
-import { mkdtempSync, rmSync } from "node:fs";
 import http from "node:http";
-import { tmpdir } from "node:os";
-import path from "node:path";
 import { Engine } from "@keepquant/engine";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { readDataEvents } from "./load.js";
-import { defaultModelFile, MiB, mixedText, startTestServer, TEST_ENGINE_OPTIONS, watchTokenizer } from "./test-support.js";
+import { defaultModelForTests, postJson, MiB, mixedText, startTestServer, TEST_ENGINE_OPTIONS, watchTokenizer } from "./test-support.js";
 
-const cacheDir = mkdtempSync(path.join(tmpdir(), "kq-hostile-"));
-let modelFile: string;
-
-beforeAll(async () => {
-  modelFile = await defaultModelFile(cacheDir);
-});
-
-afterAll(() => {
-  rmSync(cacheDir, { recursive: true, force: true });
-});
-
-function post(url: string, route: string, body: unknown, signal?: AbortSignal): Promise<Response> {
-  return fetch(`${url}${route}`, {
-    method: "POST",
-    headers: { "Content-Type": "application/json" },
-    body: JSON.stringify(body),
-    ...(signal ? { signal } : {}),
-  });
-}
+const modelFile = defaultModelForTests("kq-hostile-");
 
 /** A POST over node:http: `written` resolves once the whole body is handed to the socket, `answer` with the response. */
 function sendWhole(
@@ -70,11 +49,11 @@ async function readEvents(response: Response, onEvent: (data: string) => void = 
 
 describe("huge prompts", () => {
   it("8 MiB of spaces (chat) and 8 MiB of mixed text (completions) are refused from their byte length, never tokenized, while a stream runs on", async () => {
-    const engine = await Engine.load(modelFile, { ...TEST_ENGINE_OPTIONS });
+    const engine = await Engine.load(modelFile(), { ...TEST_ENGINE_OPTIONS });
     const serving = await startTestServer(engine, { contextTokens: 2048, maxBodyBytes: 20 * MiB });
     const watch = watchTokenizer(engine.tokenizer!);
     try {
-      const stream = await post(serving.url, "/v1/completions", { prompt: "Once", max_tokens: 400, ignore_eos: true, stream: true });
+      const stream = await postJson(serving.url, "/v1/completions", { prompt: "Once", max_tokens: 400, ignore_eos: true, stream: true });
       let chunks = 0;
       let chunksAfterRefusals = 0;
       let refused = false;
@@ -100,8 +79,8 @@ describe("huge prompts", () => {
       expect(spaces.status).toBe(400);
       expect(JSON.parse(spaces.body)).toMatchObject({ error: { code: "context_length_exceeded", param: "messages" } });
       const [chat, completion] = await Promise.all([
-        post(serving.url, "/v1/chat/completions", { messages: [{ role: "user", content: " ".repeat(8 * MiB) }] }),
-        post(serving.url, "/v1/completions", { prompt: mixedText(8 * MiB) }),
+        postJson(serving.url, "/v1/chat/completions", { messages: [{ role: "user", content: " ".repeat(8 * MiB) }] }),
+        postJson(serving.url, "/v1/completions", { prompt: mixedText(8 * MiB) }),
       ]);
       refused = true;
       for (const [response, param] of [
@@ -126,7 +105,7 @@ describe("huge prompts", () => {
   });
 
   it("a prompt the context could hold (1 MiB of spaces; 1 MiB of mixed text) is tokenized in slices: /health and a stream are served while it runs", async () => {
-    const engine = await Engine.load(modelFile, { ...TEST_ENGINE_OPTIONS });
+    const engine = await Engine.load(modelFile(), { ...TEST_ENGINE_OPTIONS });
     // a context of 2^21 tokens: the byte bound cannot refuse 1 MiB, so the prompt is tokenized (the engine refuses it after)
     const serving = await startTestServer(engine, { contextTokens: 1 << 21, maxBodyBytes: 20 * MiB });
     const watch = watchTokenizer(engine.tokenizer!);
@@ -139,14 +118,19 @@ describe("huge prompts", () => {
         let answered = false;
         let healthDuring = 0;
         let chunksDuring = 0;
-        const big = post(serving.url, route, body).then((response) => {
+        const big = postJson(serving.url, route, body).then((response) => {
           answered = true;
           return response;
         });
         // streams one after another for as long as the big request is out; count the chunks that arrive mid-tokenization
         const streams = (async () => {
           while (!answered) {
-            const stream = await post(serving.url, "/v1/completions", { prompt: "Once", max_tokens: 64, ignore_eos: true, stream: true });
+            const stream = await postJson(serving.url, "/v1/completions", {
+              prompt: "Once",
+              max_tokens: 64,
+              ignore_eos: true,
+              stream: true,
+            });
             await readEvents(stream, () => {
               if (watch.active() > 0) chunksDuring++;
             });
@@ -177,11 +161,11 @@ describe("huge prompts", () => {
 
 describe("the drain", () => {
   it("answers 503 to requests not started, ends a cut stream with an error event, finish_reason abort and [DONE]", async () => {
-    const engine = await Engine.load(modelFile, { ...TEST_ENGINE_OPTIONS, maxSequences: 1 });
+    const engine = await Engine.load(modelFile(), { ...TEST_ENGINE_OPTIONS, maxSequences: 1 });
     const serving = await startTestServer(engine, { contextTokens: 2048 });
     try {
       // one sequence: A runs, B (a stream) and C (not streamed) wait in the engine
-      const a = await post(serving.url, "/v1/completions", { prompt: "Once", max_tokens: 1900, ignore_eos: true, stream: true });
+      const a = await postJson(serving.url, "/v1/completions", { prompt: "Once", max_tokens: 1900, ignore_eos: true, stream: true });
       expect(a.status).toBe(200);
       const aEvents: string[] = [];
       let firstChunk!: () => void;
@@ -191,8 +175,8 @@ describe("the drain", () => {
         firstChunk();
       });
       await started;
-      const b = post(serving.url, "/v1/chat/completions", { messages: [{ role: "user", content: "hi" }], max_tokens: 5, stream: true });
-      const c = post(serving.url, "/v1/completions", { prompt: "hi", max_tokens: 5 });
+      const b = postJson(serving.url, "/v1/chat/completions", { messages: [{ role: "user", content: "hi" }], max_tokens: 5, stream: true });
+      const c = postJson(serving.url, "/v1/completions", { prompt: "hi", max_tokens: 5 });
       while (serving.server.inFlight < 3) await new Promise((resolve) => setTimeout(resolve, 2));
       const closing = serving.server.close(0);
       for (const response of [await b, await c]) {

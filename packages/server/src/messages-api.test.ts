@@ -4,15 +4,20 @@
  * scripted tool-calling model for thinking and tool_use blocks, tool results and tool_choice; and a raw request
  * shaped as Claude Code sends it.
  */
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import path from "node:path";
 import Anthropic, { type APIError } from "@anthropic-ai/sdk";
-import { type ChatMessage, encodeChat, Engine } from "@keepquant/engine";
+import { type ChatMessage, encodeChat, type Engine } from "@keepquant/engine";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { defaultModelFile, SCRIPT, scriptedToolEngine, startTestServer, type TestServer, TEST_ENGINE_OPTIONS } from "./test-support.js";
+import {
+  SCRIPT,
+  scriptedRoundTrip,
+  scriptedToolEngine,
+  type ServedDefaultModel,
+  serveDefaultModel,
+  startTestServer,
+  type TestServer,
+  TEST_ENGINE_OPTIONS,
+} from "./test-support.js";
 
-const cacheDir = mkdtempSync(path.join(tmpdir(), "kq-messages-"));
 const API_KEY = "test-key-anthropic";
 const MODEL = "tied-4l-f32";
 const CONTEXT = 2048;
@@ -21,27 +26,20 @@ const CONTEXT = 2048;
  * types (API version 2026-10-21) no longer list it, so it is spread in untyped.
  */
 const GREEDY: object = { temperature: 0 };
+let served: ServedDefaultModel;
 let engine: Engine;
 let reference: Engine;
 let serving: TestServer;
 let client: Anthropic;
 
 beforeAll(async () => {
-  const modelFile = await defaultModelFile(cacheDir);
-  engine = await Engine.load(modelFile, { ...TEST_ENGINE_OPTIONS, prefixCacheSnapshots: 8 });
-  // the reference: the same model on a plain engine (no prefix cache, one request at a time)
-  reference = await Engine.load(modelFile, { ...TEST_ENGINE_OPTIONS, maxSequences: 1 });
-  serving = await startTestServer(engine, { apiKey: API_KEY, modelName: MODEL, synthetic: true, contextTokens: CONTEXT });
+  served = await serveDefaultModel("kq-messages-", { apiKey: API_KEY, modelName: MODEL, synthetic: true, contextTokens: CONTEXT });
+  ({ engine, reference, serving } = served);
   // the SDK appends /v1/messages to the base URL: the server's root
   client = new Anthropic({ baseURL: serving.url, apiKey: API_KEY, maxRetries: 0 });
 });
 
-afterAll(async () => {
-  await serving?.close();
-  engine?.dispose();
-  reference?.dispose();
-  rmSync(cacheDir, { recursive: true, force: true });
-});
+afterAll(() => served?.close());
 
 /** Every prompt token is counted once: fresh, read from the cache or written to it. */
 function promptTokens(usage: Pick<Anthropic.Usage, "input_tokens" | "cache_read_input_tokens" | "cache_creation_input_tokens">): number {
@@ -133,14 +131,15 @@ describe("the official Anthropic client against keepquant serve (the embedded mo
   ];
 
   it("messages.create: a text block equal to the engine's greedy output, usage, stop_reason max_tokens", async () => {
-    const message = await client.messages.create({
+    const request: Anthropic.MessageCreateParamsNonStreaming = {
       model: MODEL,
       system,
       messages: [{ role: "user", content: user }],
       max_tokens: 12,
       ...GREEDY,
       thinking: { type: "disabled" },
-    });
+    };
+    const message = await client.messages.create(request);
     const { ids } = encodeChat(reference.tokenizer!, chat, { enableThinking: false });
     const expected = await reference.generateToEnd(ids, { maxTokens: 12 });
     expect(expected.stopReason).toBe("max_tokens");
@@ -155,14 +154,7 @@ describe("the official Anthropic client against keepquant serve (the embedded mo
     expect(message.usage.output_tokens).toBe(expected.tokens.length);
 
     // the same request again: the system prompt's head comes from the prefix cache, and every token is still counted once
-    const again = await client.messages.create({
-      model: MODEL,
-      system,
-      messages: [{ role: "user", content: user }],
-      max_tokens: 12,
-      ...GREEDY,
-      thinking: { type: "disabled" },
-    });
+    const again = await client.messages.create(request);
     expect(again.content).toEqual(message.content);
     expect(again.usage.cache_read_input_tokens).toBeGreaterThan(0);
     expect(promptTokens(again.usage)).toBe(ids.length);
@@ -648,20 +640,7 @@ describe.each(["json", "xml"] as const)(
         { type: "text", text: SCRIPT.answer },
       ]);
       // the server rendered the assistant's call and the tool result through the template
-      const expectedPrompt = encodeChat(
-        tools.engine.tokenizer!,
-        [
-          { role: "user", content: "What is the weather in Oslo?" },
-          {
-            role: "assistant",
-            content: "",
-            reasoning_content: SCRIPT.reasoning,
-            tool_calls: [{ type: "function", id: call.id, function: { name: SCRIPT.toolName, arguments: SCRIPT.toolArguments } }],
-          },
-          { role: "tool", content: "-3 C, clear sky", tool_call_id: call.id, name: SCRIPT.toolName },
-        ],
-        { tools: [functionTool] },
-      );
+      const expectedPrompt = encodeChat(tools.engine.tokenizer!, scriptedRoundTrip(call.id, "-3 C, clear sky"), { tools: [functionTool] });
       expect(promptTokens(second.usage)).toBe(expectedPrompt.ids.length);
       // count_tokens renders the same prompt
       expect(await toolClient.messages.countTokens({ model: "scripted", messages, tools: [weatherTool] })).toEqual({

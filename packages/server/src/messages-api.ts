@@ -11,6 +11,7 @@ import { checkSchemaParam, type ResponseFormat } from "./constraint.js";
 import { type ApiError, invalidRequest } from "./errors.js";
 import { type AnswerSink, type ErrorFormat, type SinkContext, sseEvent } from "./generation.js";
 import {
+  agentChatRequest,
   type Body,
   type ChatRequest,
   isObject,
@@ -444,21 +445,13 @@ export function parseMessagesRequest(raw: unknown, options: { maxMessages: numbe
     );
   }
   const { enableThinking, thinkingBudget } = parseThinking(body);
-  const chat: ChatRequest = {
+  const chat = agentChatRequest({
     maxTokens,
     temperature: optionalNumber(body, "temperature", (v) => v >= 0 && v <= 1, "in [0, 1]") ?? 1,
     topP: optionalNumber(body, "top_p", (v) => v > 0 && v <= 1, "in (0, 1]") ?? 1,
     topK: optionalNumber(body, "top_k", (v) => isInt(v) && v >= 0, "an integer >= 0 (0 = off)") ?? 0,
-    minP: 0,
-    repeatPenalty: 1,
-    presencePenalty: 0,
-    frequencyPenalty: 0,
-    seed: undefined,
     stop: parseStop(body, "stop_sequences"),
     stream: optionalBoolean(body, "stream") ?? false,
-    includeUsage: false,
-    logprobs: undefined,
-    ignoreEos: false,
     model: optionalString(body, "model"),
     messages,
     tools,
@@ -466,8 +459,7 @@ export function parseMessagesRequest(raw: unknown, options: { maxMessages: numbe
     responseFormat,
     enableThinking,
     thinkingBudget,
-    templateKwargs: {},
-  };
+  });
   return { chat, singleToolCall: single };
 }
 

@@ -100,6 +100,29 @@ export interface SamplingFields {
   ignoreEos: boolean;
 }
 
+/**
+ * A request of the agent APIs (Messages, Responses) as a ChatRequest: what they set, and chat completions'
+ * defaults for what they have no parameter for (min-p, penalties, seed, usage in the stream, logprobs,
+ * ignore_eos, chat_template_kwargs).
+ */
+export function agentChatRequest(
+  fields: Pick<SamplingFields, "maxTokens" | "temperature" | "topP" | "topK" | "stop" | "stream"> &
+    Omit<ChatRequest, keyof SamplingFields | "templateKwargs">,
+): ChatRequest {
+  return {
+    ...fields,
+    minP: 0,
+    repeatPenalty: 1,
+    presencePenalty: 0,
+    frequencyPenalty: 0,
+    seed: undefined,
+    includeUsage: false,
+    logprobs: undefined,
+    ignoreEos: false,
+    templateKwargs: {},
+  };
+}
+
 export interface ToolDefinition {
   type: "function";
   /** `strict: true`: under tool_choice "auto", calls of this tool are constrained to its parameters schema */

@@ -5,49 +5,46 @@
  * tool-calling model (reasoning and function_call items, previous_response_id and store: false round trips), the
  * OpenAI Agents SDK running a tool, and a raw request shaped as Codex CLI sends it.
  */
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import path from "node:path";
-import { type ChatMessage, encodeChat, Engine } from "@keepquant/engine";
+import { type ChatMessage, encodeChat, type Engine } from "@keepquant/engine";
 import { Agent, OpenAIProvider, Runner, setTracingDisabled, tool } from "@openai/agents";
 import OpenAI, { type APIError } from "openai";
 import { zodTextFormat } from "openai/helpers/zod";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
-import { defaultModelFile, SCRIPT, scriptedToolEngine, startTestServer, type TestServer, TEST_ENGINE_OPTIONS } from "./test-support.js";
+import {
+  SCRIPT,
+  type ServedDefaultModel,
+  serveDefaultModel,
+  scriptedToolEngine,
+  startTestServer,
+  type TestServer,
+  TEST_ENGINE_OPTIONS,
+} from "./test-support.js";
 
 type Response = OpenAI.Responses.Response;
 type StreamEvent = OpenAI.Responses.ResponseStreamEvent;
 type FunctionCall = OpenAI.Responses.ResponseFunctionToolCall;
 type ReasoningItem = OpenAI.Responses.ResponseReasoningItem;
 
-const cacheDir = mkdtempSync(path.join(tmpdir(), "kq-responses-"));
 const API_KEY = "test-key-responses";
 const MODEL = "tied-4l-f32";
 const CONTEXT = 2048;
 /** The template's thinking off: the embedded model's output is the message (its reasoning would be random text). */
 const NO_THINKING = { reasoning: { effort: "none" as const } };
+let served: ServedDefaultModel;
 let engine: Engine;
 let reference: Engine;
 let serving: TestServer;
 let client: OpenAI;
 
 beforeAll(async () => {
-  const modelFile = await defaultModelFile(cacheDir);
-  engine = await Engine.load(modelFile, { ...TEST_ENGINE_OPTIONS, prefixCacheSnapshots: 8 });
-  // the reference: the same model on a plain engine (no prefix cache, one request at a time)
-  reference = await Engine.load(modelFile, { ...TEST_ENGINE_OPTIONS, maxSequences: 1 });
-  serving = await startTestServer(engine, { apiKey: API_KEY, modelName: MODEL, synthetic: true, contextTokens: CONTEXT });
+  served = await serveDefaultModel("kq-responses-", { apiKey: API_KEY, modelName: MODEL, synthetic: true, contextTokens: CONTEXT });
+  ({ engine, reference, serving } = served);
   client = new OpenAI({ baseURL: `${serving.url}/v1`, apiKey: API_KEY, maxRetries: 0 });
   setTracingDisabled(true);
 });
 
-afterAll(async () => {
-  await serving?.close();
-  engine?.dispose();
-  reference?.dispose();
-  rmSync(cacheDir, { recursive: true, force: true });
-});
+afterAll(() => served?.close());
 
 /** What a promise rejected with (undefined when it resolved). */
 function rejection(promise: PromiseLike<unknown>): Promise<unknown> {

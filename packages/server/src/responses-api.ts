@@ -12,6 +12,7 @@ import { checkSchemaParam, parseResponseFormat, type ResponseFormat } from "./co
 import { ApiError, invalidRequest } from "./errors.js";
 import { type AnswerSink, type ChatOutcome, type ErrorFormat, type SinkContext, schemaCheckField, sseEvent } from "./generation.js";
 import {
+  agentChatRequest,
   type Body,
   type ChatRequest,
   isObject,
@@ -548,21 +549,13 @@ export function parseResponsesRequest(raw: unknown, options: { maxMessages: numb
   const maxOutput = optionalNumber(body, "max_output_tokens", (v) => isInt(v) && v >= 1, "an integer >= 1");
   const temperature = optionalNumber(body, "temperature", (v) => v >= 0 && v <= 2, "in [0, 2]");
   const topP = optionalNumber(body, "top_p", (v) => v > 0 && v <= 1, "in (0, 1]");
-  const chat: ChatRequest = {
+  const chat = agentChatRequest({
     maxTokens: maxOutput,
     temperature: temperature ?? 1,
     topP: topP ?? 1,
     topK: 0,
-    minP: 0,
-    repeatPenalty: 1,
-    presencePenalty: 0,
-    frequencyPenalty: 0,
-    seed: undefined,
     stop: [],
     stream: optionalBoolean(body, "stream") ?? false,
-    includeUsage: false,
-    logprobs: undefined,
-    ignoreEos: false,
     model: optionalString(body, "model"),
     messages,
     tools,
@@ -570,8 +563,7 @@ export function parseResponsesRequest(raw: unknown, options: { maxMessages: numb
     responseFormat,
     enableThinking: reasoning.enableThinking,
     thinkingBudget: reasoning.budget,
-    templateKwargs: {},
-  };
+  });
   return {
     chat,
     store,

@@ -1,14 +1,20 @@
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import path from "node:path";
 import { encodeChat, Engine } from "@keepquant/engine";
 import OpenAI, { type APIError, type BadRequestError } from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createKeepquantServer } from "./server.js";
-import { defaultModelFile, SCRIPT, scriptedToolEngine, startTestServer, type TestServer, TEST_ENGINE_OPTIONS } from "./test-support.js";
+import {
+  SCRIPT,
+  scriptedRoundTrip,
+  scriptedToolEngine,
+  type ServedDefaultModel,
+  serveDefaultModel,
+  startTestServer,
+  type TestServer,
+  TEST_ENGINE_OPTIONS,
+} from "./test-support.js";
 
-const cacheDir = mkdtempSync(path.join(tmpdir(), "kq-server-"));
 let modelFile: string;
+let served: ServedDefaultModel;
 let engine: Engine;
 let reference: Engine;
 let serving: TestServer;
@@ -16,20 +22,12 @@ let client: OpenAI;
 const API_KEY = "test-key-123";
 
 beforeAll(async () => {
-  modelFile = await defaultModelFile(cacheDir);
-  engine = await Engine.load(modelFile, { ...TEST_ENGINE_OPTIONS, prefixCacheSnapshots: 8 });
-  // the reference: the same model on a plain engine (no prefix cache, one request at a time)
-  reference = await Engine.load(modelFile, { ...TEST_ENGINE_OPTIONS, maxSequences: 1 });
-  serving = await startTestServer(engine, { apiKey: API_KEY, modelName: "tied-4l-f32", synthetic: true, contextTokens: 2048 });
+  served = await serveDefaultModel("kq-server-", { apiKey: API_KEY, modelName: "tied-4l-f32", synthetic: true, contextTokens: 2048 });
+  ({ modelFile, engine, reference, serving } = served);
   client = new OpenAI({ baseURL: `${serving.url}/v1`, apiKey: API_KEY, maxRetries: 0 });
 });
 
-afterAll(async () => {
-  await serving?.close();
-  engine?.dispose();
-  reference?.dispose();
-  rmSync(cacheDir, { recursive: true, force: true });
-});
+afterAll(() => served?.close());
 
 function expectPoolsFull(e: Engine): void {
   const s = e.stats();
@@ -417,21 +415,7 @@ describe.each(["json", "xml"] as const)(
       expect(second.choices[0]!.message.content).toBe(SCRIPT.answer);
       expect(second.choices[0]!.message.tool_calls).toBeUndefined();
       // the server rendered the assistant's call and the tool result through the template
-      const expectedPrompt = encodeChat(
-        tools.engine.tokenizer!,
-        [
-          { role: "user", content: "What is the weather in Oslo?" },
-          {
-            role: "assistant",
-            content: "",
-            // the client sends the reasoning back; the Qwen3.5-style template keeps it for the current round of calls
-            reasoning_content: SCRIPT.reasoning,
-            tool_calls: [{ type: "function", id: call.id, function: { name: SCRIPT.toolName, arguments: SCRIPT.toolArguments } }],
-          },
-          { role: "tool", content: "-3 C, clear sky", tool_call_id: call.id, name: SCRIPT.toolName },
-        ],
-        { tools: [weatherTool] },
-      );
+      const expectedPrompt = encodeChat(tools.engine.tokenizer!, scriptedRoundTrip(call.id, "-3 C, clear sky"), { tools: [weatherTool] });
       expect(second.usage?.prompt_tokens).toBe(expectedPrompt.ids.length);
     });
 

@@ -4,11 +4,21 @@
  * and a server on loopback.
  */
 import fs from "node:fs";
+import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { bytesToByteLevel, Engine, type EngineOptions, QWEN35_TEMPLATE, Tokenizer, vocabFromJson } from "@keepquant/engine";
+import {
+  bytesToByteLevel,
+  type ChatMessage,
+  Engine,
+  type EngineOptions,
+  QWEN35_TEMPLATE,
+  Tokenizer,
+  vocabFromJson,
+} from "@keepquant/engine";
 import { ensureFixture, fixtureTokenizerFromJson, parityFixture } from "@keepquant/fixtures";
 import { GgmlType, QWEN35_TINY_SHAPE, qwen35SpecLayout, type Qwen35Spec } from "@keepquant/gguf";
+import { afterAll, beforeAll } from "vitest";
 import { createKeepquantServer, type KeepquantServer, type KeepquantServerOptions } from "./server.js";
 
 export const MiB = 1024 * 1024;
@@ -94,6 +104,33 @@ export async function defaultModelFile(cacheDir: string): Promise<string> {
   });
 }
 
+/**
+ * The default model's file for one test file: fetched into a temporary cache folder (named `prefix`...)
+ * before its tests, the folder removed after them. Call the returned function inside a test.
+ */
+export function defaultModelForTests(prefix: string): () => string {
+  const cacheDir = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+  let file: string | undefined;
+  beforeAll(async () => {
+    file = await defaultModelFile(cacheDir);
+  });
+  afterAll(() => fs.rmSync(cacheDir, { recursive: true, force: true }));
+  return () => {
+    if (file === undefined) throw new Error("the default model is fetched in beforeAll: read it inside a test");
+    return file;
+  };
+}
+
+/** A JSON POST of `body` to `route` of the server at `url`. */
+export function postJson(url: string, route: string, body: unknown, signal?: AbortSignal): Promise<Response> {
+  return fetch(`${url}${route}`, {
+    method: "POST",
+    headers: { "Content-Type": "application/json" },
+    body: JSON.stringify(body),
+    ...(signal ? { signal } : {}),
+  });
+}
+
 export interface TestServer {
   server: KeepquantServer;
   engine: Engine;
@@ -115,6 +152,39 @@ export async function startTestServer(engine: Engine, options: Omit<KeepquantSer
   };
 }
 
+/**
+ * The default model served for an API test: `engine` behind the server (prefix cache with 8 snapshots),
+ * `reference` the same model on a plain engine (no prefix cache, one request at a time); `close` stops
+ * the server, frees both and removes the model's cache folder (named `prefix`...).
+ */
+export interface ServedDefaultModel {
+  modelFile: string;
+  engine: Engine;
+  reference: Engine;
+  serving: TestServer;
+  close(): Promise<void>;
+}
+
+export async function serveDefaultModel(prefix: string, options: Omit<KeepquantServerOptions, "engine">): Promise<ServedDefaultModel> {
+  const cacheDir = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+  const modelFile = await defaultModelFile(cacheDir);
+  const engine = await Engine.load(modelFile, { ...TEST_ENGINE_OPTIONS, prefixCacheSnapshots: 8 });
+  const reference = await Engine.load(modelFile, { ...TEST_ENGINE_OPTIONS, maxSequences: 1 });
+  const serving = await startTestServer(engine, options);
+  return {
+    modelFile,
+    engine,
+    reference,
+    serving,
+    async close() {
+      await serving.close();
+      engine.dispose();
+      reference.dispose();
+      fs.rmSync(cacheDir, { recursive: true, force: true });
+    },
+  };
+}
+
 /** What the scripted model says (see scriptedToolEngine). */
 export const SCRIPT = {
   reasoning: "The user asks for the weather, so I call the tool.",
@@ -122,6 +192,24 @@ export const SCRIPT = {
   toolArguments: { city: "Oslo" },
   answer: "It is -3 °C in Oslo.",
 } as const;
+
+/**
+ * The scripted tool round trip as the server renders it: the weather question, the assistant's call with
+ * the script's reasoning (the client sends it back; the Qwen3.5-style template keeps it for the current
+ * round of calls), and the tool's `result`.
+ */
+export function scriptedRoundTrip(callId: string, result: string): ChatMessage[] {
+  return [
+    { role: "user", content: "What is the weather in Oslo?" },
+    {
+      role: "assistant",
+      content: "",
+      reasoning_content: SCRIPT.reasoning,
+      tool_calls: [{ type: "function", id: callId, function: { name: SCRIPT.toolName, arguments: SCRIPT.toolArguments } }],
+    },
+    { role: "tool", content: result, tool_call_id: callId, name: SCRIPT.toolName },
+  ];
+}
 
 type ModelWeights = Parameters<typeof Engine.fromWeights>[0];
 type PackedMatrix = ModelWeights["tokenEmbd"];

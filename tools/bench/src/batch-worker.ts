@@ -48,6 +48,32 @@ export interface BatchWorkerResult {
   detail: string;
 }
 
+/**
+ * A worker's result from its measured decode window: `steps` steps in `windowMs`, `forwardMs` of it in the
+ * engine's forward; the rates follow, with the process's peak RSS.
+ */
+function batchResult(
+  o: BatchWorkerOptions,
+  measured: { engine: string; loadMs: number; prefillMs: number; steps: number; windowMs: number; forwardMs: number },
+  firstSequence: readonly number[],
+  detail: string,
+): BatchWorkerResult {
+  const msPerStep = measured.windowMs / measured.steps;
+  return {
+    engine: measured.engine,
+    sequences: o.sequences,
+    loadMs: measured.loadMs,
+    prefillMs: measured.prefillMs,
+    steps: measured.steps,
+    tokensPerSecond: (o.sequences * 1000) / msPerStep,
+    msPerStep,
+    forwardMsPerStep: measured.forwardMs / measured.steps,
+    firstTokens: firstSequence.slice(0, 8),
+    peakRssBytes: process.resourceUsage().maxRSS * 1024,
+    detail,
+  };
+}
+
 /** Per-sequence context: the prompt, the generated tokens and a margin. */
 const contextPerSequence = (o: BatchWorkerOptions) => o.prompt + o.gen + 16;
 const prompts = (o: BatchWorkerOptions) => Array.from({ length: o.sequences }, (_, s) => benchPrompt(o.prompt, o.vocab, s + 1));
@@ -97,21 +123,13 @@ async function keepquant(file: string, o: BatchWorkerOptions): Promise<BatchWork
   );
   if (!start || !end || end.steps <= start.steps) throw new Error(`no decode window (${o.gen} tokens per sequence)`);
   const steps = end.steps - start.steps;
-  const msPerStep = (end.t - start.t) / steps;
   const stats = engine.stats();
-  const result: BatchWorkerResult = {
-    engine: "keepquant",
-    sequences: o.sequences,
-    loadMs,
-    prefillMs,
-    steps,
-    tokensPerSecond: (o.sequences * 1000) / msPerStep,
-    msPerStep,
-    forwardMsPerStep: (end.forwardMs - start.forwardMs) / steps,
-    firstTokens: all[0]!.slice(0, 8),
-    peakRssBytes: process.resourceUsage().maxRSS * 1024,
-    detail: `${stats.providers.step}, decode tuning ${stats.tuning?.source ?? "off"}, ${stats.counters.preemptions} preemptions`,
-  };
+  const result = batchResult(
+    o,
+    { engine: "keepquant", loadMs, prefillMs, steps, windowMs: end.t - start.t, forwardMs: end.forwardMs - start.forwardMs },
+    all[0]!,
+    `${stats.providers.step}, decode tuning ${stats.tuning?.source ?? "off"}, ${stats.counters.preemptions} preemptions`,
+  );
   engine.dispose();
   return result;
 }
@@ -166,20 +184,12 @@ async function llamaCpp(file: string, o: BatchWorkerOptions, pinned: boolean): P
     });
   }
   const steps = o.gen - 1;
-  const msPerStep = (performance.now() - t2) / steps;
-  const result: BatchWorkerResult = {
-    engine: pinned ? "llama.cpp haswell" : "llama.cpp",
-    sequences: o.sequences,
-    loadMs,
-    prefillMs,
-    steps,
-    tokensPerSecond: (o.sequences * 1000) / msPerStep,
-    msPerStep,
-    forwardMsPerStep: forwardMs / steps,
-    firstTokens: generated[0]!.slice(0, 8),
-    peakRssBytes: process.resourceUsage().maxRSS * 1024,
-    detail: `raw C API, ${llama.cpuVariant()} CPU variant, repacking ${pinned ? "off" : "on"}, ${(o.poll ?? 50) >= 0 ? `a persistent thread pool (poll ${o.poll ?? 50})` : "a thread pool per graph"}, n_seq_max ${o.sequences}, one batch per step`,
-  };
+  const result = batchResult(
+    o,
+    { engine: pinned ? "llama.cpp haswell" : "llama.cpp", loadMs, prefillMs, steps, windowMs: performance.now() - t2, forwardMs },
+    generated[0]!,
+    `raw C API, ${llama.cpuVariant()} CPU variant, repacking ${pinned ? "off" : "on"}, ${(o.poll ?? 50) >= 0 ? `a persistent thread pool (poll ${o.poll ?? 50})` : "a thread pool per graph"}, n_seq_max ${o.sequences}, one batch per step`,
+  );
   ctx.free();
   model.free();
   return result;

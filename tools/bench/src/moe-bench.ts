@@ -17,7 +17,8 @@ import { activeBytesPerToken } from "./active-bytes.js";
 import { ensureMoeShape } from "./moe-shape.js";
 import { REPO_ROOT } from "./real-shape.js";
 import { flag, hasFlag, median, runWorker } from "./side-by-side.js";
-import type { WorkerOptions, WorkerResult } from "./worker.js";
+import { sideBySideOptions } from "./sequences.js";
+import type { WorkerResult } from "./worker.js";
 
 const repeat = Number(flag("repeat", "3"));
 const threads = Number(flag("threads", "2"));
@@ -33,14 +34,7 @@ const log = (line: string) => console.error(`[bench:moe] ${line}`);
 
 const file = await ensureMoeShape(log);
 const active = await activeBytesPerToken(file);
-const options: WorkerOptions = {
-  threads,
-  prompt: promptTokens,
-  gen: genTokens,
-  context: Math.max(2048, seqs * (promptTokens + genTokens + 16)),
-  seqs,
-  vocab: 248_320,
-};
+const options = sideBySideOptions({ threads, prompt: promptTokens, gen: genTokens, seqs, vocab: 248_320 });
 const load = os.loadavg()[0]!;
 const runs: Record<EngineName, WorkerResult[]> = { keepquant: [], "node-llama-cpp": [], "llama.cpp": [], "llama.cpp haswell": [] };
 const bandwidths: number[] = [];

@@ -19,6 +19,7 @@ import { readGguf } from "@keepquant/gguf";
 import { drawChart } from "./chart.js";
 import { ensureRealShape, REAL_SHAPE_TYPES, REPO_ROOT, type RealShapeType } from "./real-shape.js";
 import { flag, hasFlag, median, runWorker } from "./side-by-side.js";
+import { sideBySideOptions } from "./sequences.js";
 import type { WorkerOptions, WorkerResult } from "./worker.js";
 
 const repeat = Number(flag("repeat", "3"));
@@ -108,14 +109,7 @@ const perThreadBandwidth: Record<number, number[]> = {};
 for (const type of types) {
   const file = files[type];
   const vocab = ((await readGguf(file)).metadata.get("tokenizer.ggml.tokens")?.value as ArrayLike<unknown> | undefined)?.length ?? 0;
-  const options: WorkerOptions = {
-    threads,
-    prompt: promptTokens,
-    gen: genTokens,
-    context: Math.max(2048, seqs * (promptTokens + genTokens + 16)),
-    seqs,
-    vocab,
-  };
+  const options = sideBySideOptions({ threads, prompt: promptTokens, gen: genTokens, seqs, vocab });
   const runs: Record<EngineName, WorkerResult[]> = { keepquant: [], "node-llama-cpp": [], "llama.cpp": [], "llama.cpp haswell": [] };
   for (let r = 0; r < repeat; r++) {
     // alternate the order too, so no engine always runs first after the previous one's exit

@@ -4,10 +4,19 @@
  * of llama.cpp's multi-sequence batches, and the batching table (batch-bench.ts).
  */
 import type { BatchRow } from "@keepquant/oracle";
+import type { WorkerOptions } from "./worker.js";
 
 /** The benchmark prompt: the same ids for every engine (`salt` makes the prompts of concurrent sequences differ). */
 export function benchPrompt(length: number, vocab: number, salt = 0): number[] {
   return Array.from({ length }, (_, i) => (i * 7919 + 13 + salt * 104_729) % vocab);
+}
+
+/**
+ * A side-by-side worker's options: `seqs` sequences of a `prompt`-token prompt and `gen` generated tokens, in a
+ * context that holds them all with a margin of 16 tokens each (at least 2048).
+ */
+export function sideBySideOptions(o: { threads: number; prompt: number; gen: number; seqs: number; vocab: number }): WorkerOptions {
+  return { ...o, context: Math.max(2048, o.seqs * (o.prompt + o.gen + 16)) };
 }
 
 /** tokens/s over the window where all `stamps` series (token times in ms, one series per sequence) are running. */

@@ -10,22 +10,11 @@
  *   pnpm fixtures:27b            # generate (or verify the cached file), print its path
  *   pnpm fixtures:27b --verify   # also re-hash a cached file (about a minute)
  */
-import fs from "node:fs";
-import path from "node:path";
-import { fileURLToPath } from "node:url";
 import { QWEN35_27B_SHAPE } from "@keepquant/gguf";
-import {
-  quantizedQwen35Layout,
-  recipeKey,
-  sha256File,
-  writeQuantizedQwen35,
-  type PooledQwen35Spec,
-  type WriteProgress,
-} from "./quantized-qwen35.js";
+import { gateFixture, isMainModule, runGateFixtureCommand } from "./gate-fixture.js";
+import type { PooledQwen35Spec } from "./quantized-qwen35.js";
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-export const REPO_ROOT = path.resolve(here, "..", "..", "..");
-const PINS = path.join(here, "..", "gate27b.json");
+export { REPO_ROOT } from "./gate-fixture.js";
 
 /**
  * The gate's model: the 27B shape, seed 27, no MTP block, and calm scales: token embedding std 1
@@ -42,86 +31,15 @@ export const GATE_27B_SPEC: PooledQwen35Spec = {
   embeddingStd: 1,
 };
 
-/** Cache folder of the 27B file: $KEEPQUANT_GATE27B_DIR, else <repo>/.cache/gate-27b. */
-export function gate27bDir(): string {
-  const fromEnv = process.env.KEEPQUANT_GATE27B_DIR;
-  return fromEnv && fromEnv.trim() !== "" ? path.resolve(fromEnv) : path.join(REPO_ROOT, ".cache", "gate-27b");
-}
+export const GATE_27B = gateFixture({
+  name: "27b",
+  title: "27B",
+  spec: GATE_27B_SPEC,
+  fileStem: "qwen35-27b-Q4_K_M",
+  fixtureName: "qwen35-27b-synthetic",
+  // free disk asked for before generating the file: the file plus ~3.5 GB of slack (~20 GB)
+  minFreeDiskBytes: 20e9,
+  planFromHeaderFirst: false,
+});
 
-export function gate27bFile(spec: PooledQwen35Spec = GATE_27B_SPEC): string {
-  return path.join(gate27bDir(), `qwen35-27b-Q4_K_M-${recipeKey(spec).slice(0, 12)}.gguf`);
-}
-
-interface Pins {
-  recipe: string;
-  file: string;
-  bytes: number;
-  sha256: string;
-}
-
-function readPins(): Pins | undefined {
-  return fs.existsSync(PINS) ? (JSON.parse(fs.readFileSync(PINS, "utf8")) as Pins) : undefined;
-}
-
-/** Bytes the finished file will have (from its layout; nothing is written). */
-export function gate27bFileSize(spec: PooledQwen35Spec = GATE_27B_SPEC): number {
-  return quantizedQwen35Layout(spec).fileSize;
-}
-
-/**
- * The path of the 27B file, generated when missing (or resumed when a partial file exists).
- * `log` gets progress lines; `verify` re-hashes a cached file against its pin.
- */
-export async function ensureGate27b(options: { log?: (line: string) => void; verify?: boolean } = {}): Promise<string> {
-  const log = options.log ?? (() => {});
-  const file = gate27bFile();
-  const recipe = recipeKey(GATE_27B_SPEC);
-  const pins = readPins();
-  const pin = pins && pins.recipe === recipe ? pins : undefined;
-  const sidecar = `${file}.sha256`;
-  if (fs.existsSync(file) && fs.existsSync(sidecar)) {
-    const recorded = fs.readFileSync(sidecar, "utf8").trim();
-    if (pin && recorded !== pin.sha256)
-      throw new Error(`${file}: recorded sha256 ${recorded} differs from the pin ${pin.sha256} (gate27b.json)`);
-    if (options.verify) {
-      log(`verifying the sha256 of ${file}`);
-      const actual = sha256File(file);
-      if (actual !== recorded) throw new Error(`${file}: sha256 ${actual} differs from the recorded ${recorded}; delete it to regenerate`);
-    }
-    return file;
-  }
-  fs.mkdirSync(path.dirname(file), { recursive: true });
-  const started = Date.now();
-  let lastLine = 0;
-  const onProgress = (p: WriteProgress): void => {
-    const now = Date.now();
-    if (!p.resumed && now - lastLine < 10_000 && p.tensorsDone < p.tensorCount) return;
-    lastLine = now;
-    const seconds = (now - started) / 1000;
-    const gb = p.bytesDone / 1e9;
-    const what = p.resumed ? `resumed at tensor ${p.tensorsDone}` : `tensor ${p.tensorsDone}/${p.tensorCount} (${p.tensor})`;
-    log(`${what}: ${gb.toFixed(2)} / ${(p.bytesTotal / 1e9).toFixed(2)} GB, ${seconds.toFixed(0)} s`);
-  };
-  log(`writing ${file} (${(gate27bFileSize() / 1e9).toFixed(2)} GB, Q4_K_M mix, recipe ${recipe.slice(0, 12)})`);
-  const { bytes, sha256 } = await writeQuantizedQwen35(file, GATE_27B_SPEC, { onProgress });
-  log(`done in ${((Date.now() - started) / 1000).toFixed(0)} s: ${bytes} bytes, sha256 ${sha256}`);
-  if (pin && pin.sha256 !== sha256) {
-    fs.rmSync(file, { force: true });
-    throw new Error(
-      `the regenerated file's sha256 ${sha256} differs from the pinned ${pin.sha256} (gate27b.json): the recipe or the quantizer changed`,
-    );
-  }
-  const temporary = `${sidecar}.tmp`;
-  fs.writeFileSync(temporary, `${sha256}\n`);
-  fs.renameSync(temporary, sidecar);
-  if (!pin) {
-    fs.writeFileSync(PINS, `${JSON.stringify({ recipe, file: path.basename(file), bytes, sha256 } satisfies Pins, null, 2)}\n`);
-    log(`pinned the sha256 in ${PINS}`);
-  }
-  return file;
-}
-
-if (process.argv[1] && fileURLToPath(import.meta.url) === path.resolve(process.argv[1])) {
-  const file = await ensureGate27b({ log: (line) => console.error(`[fixtures:27b] ${line}`), verify: process.argv.includes("--verify") });
-  console.log(file);
-}
+if (isMainModule(import.meta.url)) await runGateFixtureCommand(GATE_27B);

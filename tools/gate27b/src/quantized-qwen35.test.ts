@@ -8,13 +8,11 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { Engine } from "@keepquant/engine";
-import { PARITY_ENGINE_OPTIONS } from "@keepquant/engine/parity";
-import { GGML_TYPE_TRAITS, GgmlType, QWEN35_TEST_SHAPE, qwen35SpecLayout, readGguf, readTensorBytes, writeGguf } from "@keepquant/gguf";
-import { llamaUnavailableReason, runOracle } from "@keepquant/oracle";
+import { QWEN35_TEST_SHAPE } from "@keepquant/gguf";
+import { llamaUnavailableReason } from "@keepquant/oracle";
 import { GATE_27B_SPEC } from "./fixture.js";
+import { expectGreedyMatchesLlama, expectLlamaQuantizeBytes } from "./llama-check.js";
 import {
-  expandTensorF32,
   quantizedQwen35Layout,
   SyntheticModelError,
   writeQuantizedQwen35,
@@ -41,8 +39,6 @@ const SMALL_64: PooledQwen35Spec = {
 };
 
 const llamaReason = llamaUnavailableReason();
-
-const typeName = (type: GgmlType): string => GGML_TYPE_TRAITS[type].name;
 
 /** The 4-layer spec of the generator's own tests, and its file written once, uninterrupted (with its progress events). */
 const SMALL_4: PooledQwen35Spec = { ...SMALL_64, layers: 4 };
@@ -99,58 +95,18 @@ describe("writeQuantizedQwen35 (the 27B generator's recipe)", () => {
 
   describe.skipIf(llamaReason !== undefined)(`against llama.cpp (the oracle)${llamaReason ? ` (skipped: ${llamaReason})` : ""}`, () => {
     const direct = path.join(dir, "direct.gguf");
-    const f32 = path.join(dir, "f32.gguf");
-    const quantized = path.join(dir, "llama-q4km.gguf");
 
     it("a 64-layer model written directly in our mix gets llama_model_quantize's types and bytes, tensor by tensor", async () => {
       await writeQuantizedQwen35(direct, SMALL_64);
-      const layout = quantizedQwen35Layout(SMALL_64);
-      const { metadata } = qwen35SpecLayout(SMALL_64);
-      const tensors = layout.tensors.map((t) => ({
-        name: t.tensor.name,
-        type: GgmlType.F32,
-        ne: t.tensor.ne,
-        data: new Uint8Array(expandTensorF32(layout, t.tensor.name).buffer),
-      }));
-      fs.writeFileSync(f32, writeGguf({ metadata, tensors }));
-      await runOracle({ kind: "quantize", input: f32, output: quantized, ftype: "Q4_K_M", nthread: 2 }, { timeoutMs: 600_000 });
-      fs.rmSync(f32);
-
-      const ours = await readGguf(direct);
-      const theirs = new Map((await readGguf(quantized)).tensors.map((t) => [t.name, t]));
-      expect(ours.tensors.length).toBe(theirs.size);
-      const typeCounts: Record<string, number> = {};
-      for (const tensor of ours.tensors) {
-        const other = theirs.get(tensor.name);
-        expect(other, tensor.name).toBeDefined();
-        expect(`${tensor.name} ${typeName(tensor.type)}`).toBe(`${tensor.name} ${typeName(other!.type)}`);
-        const a = await readTensorBytes(direct, tensor);
-        const b = await readTensorBytes(quantized, other!);
-        expect(Buffer.compare(Buffer.from(a), Buffer.from(b)), `${tensor.name} bytes`).toBe(0);
-        typeCounts[typeName(tensor.type)] = (typeCounts[typeName(tensor.type)] ?? 0) + 1;
-      }
+      const tensors = await expectLlamaQuantizeBytes(direct, SMALL_64, dir);
       // 64 layers: use_more_bits holds for 8 + 8 + 16 layers -> 32 attn_v/attn_qkv + 32 ffn_down, plus the head.
-      expect(typeCounts.Q6_K).toBe(65);
-      fs.rmSync(quantized);
+      expect(tensors.filter((t) => t.type === "Q6_K").length).toBe(65);
     });
 
     it("keepquant's greedy tokens equal llama.cpp's on that file (4 prompts x 8 tokens, STRICT)", async () => {
-      const prompts = [4, 8, 12, 16].map((length, p) => Array.from({ length }, (_, i) => (i * 37 + 5 + p * 101) % SMALL_64.vocab));
-      const oracle = await runOracle(
-        { kind: "greedy", model: direct, prompts, nTokens: 8, kvType: "f32", repack: false, threads: 1 },
-        { timeoutMs: 600_000 },
-      );
-      const engine = await Engine.load(direct, { ...PARITY_ENGINE_OPTIONS, threads: 1, maxSequences: 1, kvCacheTokens: 256 });
-      try {
-        for (const [p, prompt] of prompts.entries()) {
-          const result = await engine.generate(prompt, { maxTokens: 8, temperature: 0, stopAtEog: false }).result;
-          expect(result.tokens, `prompt ${p}`).toEqual(oracle.tokens[p]);
-        }
-        // Not a constant model: the 4 prompts do not all continue with the same tokens.
-        expect(new Set(oracle.tokens.map((t) => t.join(","))).size).toBeGreaterThan(1);
-      } finally {
-        engine.dispose();
-      }
+      const oracleTokens = await expectGreedyMatchesLlama(direct, SMALL_64.vocab);
+      // Not a constant model: the 4 prompts do not all continue with the same tokens.
+      expect(new Set(oracleTokens.map((t) => t.join(","))).size).toBeGreaterThan(1);
     });
   });
 });

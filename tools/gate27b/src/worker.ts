@@ -6,6 +6,7 @@
  *   tsx src/worker.ts <keepquant|llama.cpp> <file.gguf> '<GateWorkerOptions json>'
  */
 import { performance } from "node:perf_hooks";
+import { exitWithResult } from "../../bench/src/worker-exit.js";
 
 export interface GateWorkerOptions {
   threads: number;
@@ -148,13 +149,4 @@ const work =
     : engine === "llama.cpp"
       ? llamaCpp(file!, options)
       : Promise.reject(new Error(`unknown engine ${engine}`));
-work.then(
-  (result) => {
-    process.stdout.write(`${JSON.stringify(result)}\n`);
-    process.exit(0);
-  },
-  (error: unknown) => {
-    process.stderr.write(`${(error as Error).stack ?? String(error)}\n`);
-    process.exit(1);
-  },
-);
+exitWithResult(work);

@@ -16,10 +16,9 @@
 import path from "node:path";
 import fs from "node:fs";
 import koffi from "koffi";
-import { oracleLibDir, oracleUnavailableReason } from "./ggml.js";
+import { functionsOf, oracleLibDir, oracleUnavailableReason } from "./ggml.js";
 import { ORACLE_CPU_VARIANT } from "./llama.js";
 
-type Fn = (...args: unknown[]) => unknown;
 type Bytes = Uint8Array | Uint16Array | Float32Array;
 
 export interface CpuKernelOracle {
@@ -63,16 +62,7 @@ export function loadCpuKernelOracle(variant = ORACLE_CPU_VARIANT): CpuKernelOrac
   if (existing) return existing;
   const reason = cpuKernelsUnavailableReason(variant);
   if (reason) throw new Error(`CPU kernel oracle unavailable: ${reason}`);
-  const lib = koffi.load(path.join(oracleLibDir(), `libggml-cpu-${variant}.so`));
-  const fns = new Map<string, Fn>();
-  const fn = (signature: string): Fn => {
-    let f = fns.get(signature);
-    if (!f) {
-      f = lib.func(signature) as Fn;
-      fns.set(signature, f);
-    }
-    return f;
-  };
+  const fn = functionsOf(koffi.load(path.join(oracleLibDir(), `libggml-cpu-${variant}.so`)));
   fn("void ggml_cpu_init(void)")();
   const oracle: CpuKernelOracle = {
     variant,

@@ -2,9 +2,7 @@
  * Row converters of the oracle's libggml-base.so (f16/bf16 <-> f32 over whole buffers), for
  * bit-exact checks that must not pass values through JS numbers (NaN payloads).
  */
-import path from "node:path";
-import koffi from "koffi";
-import { oracleLibDir, oracleUnavailableReason } from "./ggml.js";
+import { loadGgmlBase } from "./ggml.js";
 
 type Fn = (...args: unknown[]) => unknown;
 
@@ -28,9 +26,7 @@ let cached: GgmlRowOracle | undefined;
 
 export function loadGgmlRowOracle(): GgmlRowOracle {
   if (cached) return cached;
-  const reason = oracleUnavailableReason();
-  if (reason) throw new Error(`ggml oracle unavailable: ${reason}`);
-  const lib = koffi.load(path.join(oracleLibDir(), "libggml-base.so"));
+  const lib = loadGgmlBase("ggml oracle");
   const fp16ToFp32Row = lib.func("void ggml_fp16_to_fp32_row(const uint16_t *x, _Out_ float *y, int64_t n)") as Fn;
   const fp32ToFp16Row = lib.func("void ggml_fp32_to_fp16_row(const float *x, _Out_ uint16_t *y, int64_t n)") as Fn;
   const bf16ToFp32Row = lib.func("void ggml_bf16_to_fp32_row(const uint16_t *x, _Out_ float *y, int64_t n)") as Fn;

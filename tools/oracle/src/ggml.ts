@@ -5,7 +5,7 @@
 import { createRequire } from "node:module";
 import path from "node:path";
 import fs from "node:fs";
-import koffi from "koffi";
+import koffi, { type LibraryHandle } from "koffi";
 
 const require = createRequire(import.meta.url);
 
@@ -35,6 +35,26 @@ export function oracleUnavailableReason(): string | undefined {
 
 type Fn = (...args: unknown[]) => unknown;
 
+/** `lib.func(signature)`, declared once per signature and then reused. */
+export function functionsOf(lib: LibraryHandle): (signature: string) => Fn {
+  const fns = new Map<string, Fn>();
+  return (signature) => {
+    let f = fns.get(signature);
+    if (!f) {
+      f = lib.func(signature) as Fn;
+      fns.set(signature, f);
+    }
+    return f;
+  };
+}
+
+/** The oracle's libggml-base.so; throws (`what` unavailable, and why) when the oracle is not installed. */
+export function loadGgmlBase(what: string): LibraryHandle {
+  const reason = oracleUnavailableReason();
+  if (reason) throw new Error(`${what} unavailable: ${reason}`);
+  return koffi.load(path.join(oracleLibDir(), "libggml-base.so"));
+}
+
 export interface GgmlOracle {
   /** ggml_type_size / ggml_blck_size / ggml_type_name for a type id */
   typeSize(type: number): number;
@@ -59,18 +79,7 @@ let cached: GgmlOracle | undefined;
 
 export function loadGgmlOracle(): GgmlOracle {
   if (cached) return cached;
-  const reason = oracleUnavailableReason();
-  if (reason) throw new Error(`ggml oracle unavailable: ${reason}`);
-  const lib = koffi.load(path.join(oracleLibDir(), "libggml-base.so"));
-  const fns = new Map<string, Fn>();
-  const fn = (signature: string): Fn => {
-    let f = fns.get(signature);
-    if (!f) {
-      f = lib.func(signature) as Fn;
-      fns.set(signature, f);
-    }
-    return f;
-  };
+  const fn = functionsOf(loadGgmlBase("ggml oracle"));
   // ggml_bf16_t and ggml_fp16_t are 16-bit structs/ints returned by value: uint16 in the ABI.
   cached = {
     typeSize: (type) => Number(fn("size_t ggml_type_size(int type)")(type)),

@@ -105,6 +105,15 @@ export const GGML_TYPE_F16 = 1;
 // ---------------------------------------------------------------------------------------------
 // Struct layouts of this build
 
+/** ggml_tensor field offsets (ggml's, with GGML_MAX_SRC = 10): type, ne[4], nb[4], data, name[64]. */
+const GGML_TENSOR_TYPE = 0;
+const GGML_TENSOR_NE = 16;
+const GGML_TENSOR_NB = 48;
+const GGML_TENSOR_DATA = 248;
+const GGML_TENSOR_NAME = 256;
+/** Bytes of a ggml_tensor read by the eval callback: up to the end of its 64-byte name. */
+const GGML_TENSOR_BYTES_READ = 320;
+
 const ModelParams = koffi.struct("llama_model_params", {
   devices: "void *",
   tensor_buft_overrides: "void *",
@@ -259,6 +268,11 @@ export interface ContextOptions {
    * Without it (the default) ggml starts and joins a pool for every graph it computes.
    */
   threadPool?: { poll: number };
+  /**
+   * llama.cpp's eval callback (`cb_eval`): called after the graph computes each contiguous F32 tensor,
+   * with its callback name (`attn_norm-0`) and a copy of its values. For per-layer comparisons.
+   */
+  onF32Tensor?: (name: string, values: Float32Array) => void;
 }
 
 /** One row of a multi-sequence batch (`OracleContext.decodeRows`): `token` at position `pos` of sequence `seq`. */
@@ -448,6 +462,24 @@ export function loadLlamaOracle(options: LoadLlamaOracleOptions = {}): LlamaOrac
     devBackendReg: ggml.func("void *ggml_backend_dev_backend_reg(void *device)") as Fn,
     regProcAddress: ggml.func("void *ggml_backend_reg_get_proc_address(void *reg, const char *name)") as Fn,
   };
+  const EvalCallback = koffi.proto("bool llama_oracle_eval_cb(void *tensor, bool ask, void *user_data)");
+  /** The eval callback that hands `onF32Tensor` every contiguous F32 tensor (ggml_tensor offsets below). */
+  const registerEvalCallback = (onF32Tensor: (name: string, values: Float32Array) => void): bigint =>
+    koffi.register((tensor: unknown, ask: boolean) => {
+      if (ask) return true;
+      const raw = new Uint8Array(koffi.view(tensor, GGML_TENSOR_BYTES_READ));
+      let name = "";
+      for (let i = GGML_TENSOR_NAME; i < GGML_TENSOR_BYTES_READ && raw[i]; i++) name += String.fromCharCode(raw[i]!);
+      const view = new DataView(raw.buffer);
+      const ne = [0, 1, 2, 3].map((i) => Number(view.getBigInt64(GGML_TENSOR_NE + 8 * i, true)));
+      const nb = [0, 1, 2, 3].map((i) => Number(view.getBigUint64(GGML_TENSOR_NB + 8 * i, true)));
+      const data = koffi.decode(tensor, GGML_TENSOR_DATA, "void *");
+      const contiguous = nb[0] === 4 && nb[1] === 4 * ne[0]! && nb[2] === nb[1]! * ne[1]!;
+      if (view.getInt32(GGML_TENSOR_TYPE, true) === GGML_TYPE_F32 && data && contiguous) {
+        onF32Tensor(name, new Float32Array(koffi.view(data, ne[0]! * ne[1]! * ne[2]! * ne[3]! * 4)).slice());
+      }
+      return true;
+    }, koffi.pointer(EvalCallback));
   /** struct ggml_threadpool_params: cpumask[512] bools, n_threads, prio, poll (at 520), strict_cpu, paused. */
   const THREADPOOL_PARAMS_BYTES = 528;
   const THREADPOOL_POLL_OFFSET = 520;
@@ -519,7 +551,12 @@ export function loadLlamaOracle(options: LoadLlamaOracleOptions = {}): LlamaOrac
       }
     };
 
-    const contextParams = (contextOptions: ContextOptions, nCtx: number, ctxType?: number): Record<string, unknown> => {
+    const contextParams = (
+      contextOptions: ContextOptions,
+      nCtx: number,
+      ctxType?: number,
+      evalCallback?: bigint,
+    ): Record<string, unknown> => {
       const threads = contextOptions.threads ?? 1;
       const cp = api.contextDefault() as Record<string, unknown>;
       cp.n_ctx = nCtx;
@@ -533,13 +570,18 @@ export function loadLlamaOracle(options: LoadLlamaOracleOptions = {}): LlamaOrac
       cp.flash_attn_type = contextOptions.flashAttention ? 1 : 0;
       cp.no_perf = true;
       if (ctxType !== undefined) cp.ctx_type = ctxType;
+      if (evalCallback) cp.cb_eval = evalCallback;
       return cp;
     };
     const createContext = (contextOptions: ContextOptions = {}): OracleContext => {
       const nCtx = contextOptions.nCtx ?? 512;
-      const cp = contextParams(contextOptions, nCtx);
+      const evalCallback = contextOptions.onF32Tensor ? registerEvalCallback(contextOptions.onF32Tensor) : undefined;
+      const cp = contextParams(contextOptions, nCtx, undefined, evalCallback);
       const ctx = api.initContext(model, cp);
-      if (!ctx) throw new LlamaOracleError("CONTEXT_FAILED", `llama_init_from_model failed (n_ctx ${nCtx})`);
+      if (!ctx) {
+        if (evalCallback) koffi.unregister(evalCallback);
+        throw new LlamaOracleError("CONTEXT_FAILED", `llama_init_from_model failed (n_ctx ${nCtx})`);
+      }
       let threadpool: unknown = null;
       if (contextOptions.threadPool) {
         const params = Buffer.alloc(THREADPOOL_PARAMS_BYTES);
@@ -656,6 +698,7 @@ export function loadLlamaOracle(options: LoadLlamaOracleOptions = {}): LlamaOrac
           api.batchFree(batch);
           api.freeContext(ctx);
           if (threadpool) koffi.call(cpuProc("ggml_threadpool_free"), ThreadpoolFree, threadpool);
+          if (evalCallback) koffi.unregister(evalCallback);
         },
       };
     };

@@ -5,7 +5,7 @@
 import { describe, expect, it } from "vitest";
 import { tuningRows } from "./bench.js";
 
-const variant = { isa: "avx2", weightRows: 0, prefetch: 16, rowsPerTask: 4096, threads: 0, batchKernel: 1, prefillKernel: 0 };
+const variant = { isa: "avx2" as const, weightRows: 0, prefetch: 16, rowsPerTask: 4096, threads: 0, batchKernel: 1, prefillKernel: 0 };
 
 describe("bench's tuning rows", () => {
   it("one line per choice with every field, the kernels by name, the gain over the default, then the notes", () => {

@@ -7,20 +7,11 @@ import { EventEmitter } from "node:events";
 import { PassThrough } from "node:stream";
 import { describe, expect, it } from "vitest";
 import { chatInputIsTerminal, editorOutput, openChatInput } from "./chat-input.js";
+import { rawModeInput } from "./test-support.js";
 
 /** A fake terminal input: raw mode recorded, keys pushed by the test. */
 function terminalInput() {
-  const input = Object.assign(new EventEmitter(), {
-    isTTY: true,
-    isRaw: false,
-    setRawMode(mode: boolean) {
-      input.isRaw = mode;
-      return input;
-    },
-    resume: () => input,
-    pause: () => input,
-  });
-  return input;
+  return Object.assign(rawModeInput(), { isTTY: true });
 }
 
 /** A fake terminal output that keeps what is written. */

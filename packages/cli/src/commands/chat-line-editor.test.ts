@@ -11,6 +11,7 @@ import {
   TerminalLineInput,
   type TerminalStreams,
 } from "./chat-line-editor.js";
+import { rawModeInput } from "./test-support.js";
 
 /** Types `input` into a fresh editor, one read; returns the editor and what ended the edit. */
 function typed(input: string | string[]) {
@@ -189,15 +190,7 @@ describe("renderEdit", () => {
 
 /** A fake terminal: raw mode recorded, input pushed by the test, output collected. */
 function fakeTerminal() {
-  const input = Object.assign(new EventEmitter(), {
-    isRaw: false,
-    setRawMode(mode: boolean) {
-      input.isRaw = mode;
-      return input;
-    },
-    resume: () => input,
-    pause: () => input,
-  });
+  const input = rawModeInput();
   let written = "";
   const output = Object.assign(new EventEmitter(), {
     columns: 80,

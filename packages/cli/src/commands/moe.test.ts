@@ -4,7 +4,7 @@
  * `parity` (all STRICT), `chat`, `bench` (decode efficiency from the bytes a token reads: 2 of 8
  * experts) and `serve` (concurrent requests batched, the prefix cache, an aborted stream).
  */
-import { type ChildProcess, spawn, spawnSync } from "node:child_process";
+import { type ChildProcess, spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import os, { tmpdir } from "node:os";
 import path from "node:path";
@@ -15,6 +15,7 @@ import { parityFixture } from "@keepquant/fixtures";
 import { FIXTURE_CACHE_DIR, parityFixtureFile } from "@keepquant/fixtures/oracle";
 import { QWEN35_397B_A17B_SHAPE, qwen35Q4KMClassMix, readGguf, writeQwen35HeaderOnly } from "@keepquant/gguf";
 import { llamaUnavailableReason } from "@keepquant/oracle";
+import { spawnServe } from "./test-support.js";
 
 const bin = fileURLToPath(new URL("../../dist/keepquant.js", import.meta.url));
 const repoRoot = fileURLToPath(new URL("../../../../", import.meta.url));
@@ -103,20 +104,9 @@ describe.skipIf(reason !== undefined)(`keepquant on a qwen35moe file${reason ? `
     let child: ChildProcess | undefined;
     let url = "";
     beforeAll(async () => {
-      const spawned = spawn(process.execPath, [bin, "serve", model, "--port", "0", "--threads", "1", "--max-seqs", "4", "--no-webui"], {
-        env,
-        stdio: ["ignore", "pipe", "pipe"],
-      });
-      child = spawned;
-      let stderr = "";
-      url = await new Promise<string>((resolve, reject) => {
-        spawned.stderr!.on("data", (chunk: Buffer) => {
-          stderr += chunk.toString();
-          const port = /listening on http:\/\/127\.0\.0\.1:(\d+)/.exec(stderr)?.[1];
-          if (port && stderr.includes("ready:")) resolve(`http://127.0.0.1:${port}`);
-        });
-        spawned.on("exit", (code) => reject(new Error(`serve exited with ${code}: ${stderr}`)));
-      });
+      const started = await spawnServe(bin, ["serve", model, "--port", "0", "--threads", "1", "--max-seqs", "4", "--no-webui"], env);
+      child = started.child;
+      url = started.url;
     });
     afterAll(() => {
       child?.kill("SIGKILL");

@@ -4,35 +4,15 @@
  * in this process through runCli with a model path where nothing is, so an option value that got through
  * ends at MODEL_NOT_FOUND (or parity's SKIP) and nothing loads.
  */
-import { Writable } from "node:stream";
 import { describe, expect, it } from "vitest";
-import type { CommandIo } from "../command.js";
-import { runCli } from "../main.js";
 import { decimalInteger, parseIntegerOption, parseNumberOption } from "./numeric-option.js";
 import { parsePromptIds } from "./run.js";
+import { runCliCollecting } from "./test-support.js";
 
 const NO_MODEL = "/nonexistent/keepquant-numeric-option-test.gguf";
 
 /** Runs the CLI in this process; returns the exit code and what it printed. */
-async function cli(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  let stdout = "";
-  let stderr = "";
-  const sink = (append: (text: string) => void) =>
-    new Writable({
-      write(chunk: Buffer, _encoding, done) {
-        append(chunk.toString());
-        done();
-      },
-    });
-  const io: CommandIo = {
-    stdout: sink((text) => (stdout += text)),
-    stderr: sink((text) => (stderr += text)),
-    env: {},
-    interactive: false,
-  };
-  const code = await runCli(args, io);
-  return { code, stdout, stderr };
-}
+const cli = (...args: string[]) => runCliCollecting(args);
 
 describe("parseIntegerOption / parseNumberOption", () => {
   it("reads plain decimal; the range check gets negative values", () => {
@@ -196,19 +176,8 @@ describe("numeric options of serve, run, chat, bench, plan and parity", () => {
   });
 
   it("KEEPQUANT_NATIVE_THREADS is read by the same digits-only rule", async () => {
-    let stderr = "";
-    const io: CommandIo = {
-      stdout: new Writable({ write: (_chunk, _encoding, done) => done() }),
-      stderr: new Writable({
-        write(chunk: Buffer, _encoding, done) {
-          stderr += chunk.toString();
-          done();
-        },
-      }),
-      env: { KEEPQUANT_NATIVE_THREADS: "0x2" },
-      interactive: false,
-    };
-    expect(await runCli(["run", NO_MODEL, "--prompt", "hi"], io)).toBe(2);
+    const { code, stderr } = await runCliCollecting(["run", NO_MODEL, "--prompt", "hi"], { KEEPQUANT_NATIVE_THREADS: "0x2" });
+    expect(code).toBe(2);
     expect(stderr).toMatch(/^error: USAGE: KEEPQUANT_NATIVE_THREADS="0x2": expected an integer in \[1, \d+\] .*, got not an integer\n$/);
   });
 });

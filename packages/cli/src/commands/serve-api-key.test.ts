@@ -6,12 +6,10 @@
  */
 import { spawnSync } from "node:child_process";
 import { existsSync } from "node:fs";
-import { Writable } from "node:stream";
 import { fileURLToPath } from "node:url";
 import { beforeAll, describe, expect, it } from "vitest";
-import type { CommandIo } from "../command.js";
-import { runCli } from "../main.js";
 import { apiKeyProblem, KEEPQUANT_API_KEY, resolveApiKey } from "./serve.js";
+import { runCliCollecting } from "./test-support.js";
 
 const bin = fileURLToPath(new URL("../../dist/keepquant.js", import.meta.url));
 const NO_MODEL = "/nonexistent/keepquant-api-key-test.gguf";
@@ -21,19 +19,7 @@ beforeAll(() => {
 });
 
 async function serve(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code: number; stderr: string }> {
-  let stderr = "";
-  const io: CommandIo = {
-    stdout: new Writable({ write: (_chunk, _encoding, done) => done() }),
-    stderr: new Writable({
-      write(chunk: Buffer, _encoding, done) {
-        stderr += chunk.toString();
-        done();
-      },
-    }),
-    env,
-    interactive: false,
-  };
-  const code = await runCli(["serve", NO_MODEL, ...args], io);
+  const { code, stderr } = await runCliCollecting(["serve", NO_MODEL, ...args], env);
   return { code, stderr };
 }
 

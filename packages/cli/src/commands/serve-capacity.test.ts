@@ -2,12 +2,13 @@
  * `keepquant serve` sizes its concurrency and KV cache from the planner and a memory budget: the start
  * line says what it chose, /metrics and /v1/models show it, explicit flags win, bad values are usage errors.
  */
-import { type ChildProcess, spawn, spawnSync } from "node:child_process";
+import { type ChildProcess, spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import os, { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { spawnServe } from "./test-support.js";
 
 const bin = fileURLToPath(new URL("../../dist/keepquant.js", import.meta.url));
 const cache = mkdtempSync(path.join(tmpdir(), "kq-serve-capacity-"));
@@ -19,20 +20,9 @@ beforeAll(() => {
 afterAll(() => rmSync(cache, { recursive: true, force: true }));
 
 /** Starts `keepquant serve --port 0 ...`, resolves once ready with its stderr so far; the caller stops it. */
-function serve(args: string[], extraEnv: Record<string, string> = {}): Promise<{ child: ChildProcess; url: string; stderr: string }> {
-  const child = spawn(process.execPath, [bin, "serve", "--port", "0", "--threads", "1", "--no-webui", ...args], {
-    env: { ...env, ...extraEnv },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  let stderr = "";
-  return new Promise((resolve, reject) => {
-    child.stderr!.on("data", (chunk: Buffer) => {
-      stderr += chunk.toString();
-      const port = /listening on http:\/\/127\.0\.0\.1:(\d+)/.exec(stderr)?.[1];
-      if (port && stderr.includes("ready:")) resolve({ child, url: `http://127.0.0.1:${port}`, stderr });
-    });
-    child.on("exit", (code) => reject(new Error(`serve exited with ${code}: ${stderr}`)));
-  });
+async function serve(args: string[], extraEnv: Record<string, string> = {}): Promise<{ child: ChildProcess; url: string; stderr: string }> {
+  const started = await spawnServe(bin, ["serve", "--port", "0", "--threads", "1", "--no-webui", ...args], { ...env, ...extraEnv });
+  return { child: started.child, url: started.url, stderr: started.stderr() };
 }
 
 async function stop(child: ChildProcess): Promise<void> {

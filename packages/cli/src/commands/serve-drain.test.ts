@@ -3,12 +3,12 @@
  * 200 headers were never sent), the running ones cut at the drain timeout end with an error event, a
  * finish_reason and [DONE], and the process exits 0.
  */
-import { spawn } from "node:child_process";
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { spawnServe } from "./test-support.js";
 
 const bin = fileURLToPath(new URL("../../dist/keepquant.js", import.meta.url));
 const cache = mkdtempSync(path.join(tmpdir(), "kq-serve-drain-"));
@@ -39,24 +39,11 @@ async function events(response: Response, onFirst: () => void): Promise<string[]
 
 describe("keepquant serve drain (SIGTERM)", () => {
   it("queued streams get 503 shutting_down; running streams cut at --drain-timeout end with an error event, finish_reason abort, [DONE]; exit 0", async () => {
-    const child = spawn(
-      process.execPath,
-      [bin, "serve", "--port", "0", "--threads", "1", "--no-webui", "--max-seqs", "2", "--drain-timeout", "0"],
-      {
-        env: { ...process.env, KEEPQUANT_CACHE_DIR: cache, KEEPQUANT_DEBUG: "", KEEPQUANT_MEMORY_BUDGET: "", CI: "1" },
-        stdio: ["ignore", "pipe", "pipe"],
-      },
+    const { child, url, stderr, exit } = await spawnServe(
+      bin,
+      ["serve", "--port", "0", "--threads", "1", "--no-webui", "--max-seqs", "2", "--drain-timeout", "0"],
+      { ...process.env, KEEPQUANT_CACHE_DIR: cache, KEEPQUANT_DEBUG: "", KEEPQUANT_MEMORY_BUDGET: "", CI: "1" },
     );
-    const exit = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)));
-    let stderr = "";
-    const url = await new Promise<string>((resolve, reject) => {
-      child.stderr.on("data", (chunk: Buffer) => {
-        stderr += chunk.toString();
-        const port = /listening on http:\/\/127\.0\.0\.1:(\d+)/.exec(stderr)?.[1];
-        if (port && stderr.includes("ready:")) resolve(`http://127.0.0.1:${port}`);
-      });
-      void exit.then((code) => reject(new Error(`serve exited with ${code}: ${stderr}`)));
-    });
     try {
       const stream = () =>
         fetch(`${url}/v1/completions`, {
@@ -92,7 +79,7 @@ describe("keepquant serve drain (SIGTERM)", () => {
         expect((JSON.parse(finish!) as { choices: { finish_reason: string }[] }).choices[0]!.finish_reason).toBe("abort");
       }
       expect(await exit).toBe(0);
-      expect(stderr).toMatch(/SIGTERM, draining 4 request\(s\)/);
+      expect(stderr()).toMatch(/SIGTERM, draining 4 request\(s\)/);
     } finally {
       if (child.exitCode === null) child.kill("SIGKILL");
     }

@@ -1,10 +1,11 @@
-import { type ChildProcess, spawn, spawnSync } from "node:child_process";
+import { spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { defaultModelInfo } from "@keepquant/default-model";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type ServeProcess, spawnServe } from "./test-support.js";
 
 const bin = fileURLToPath(new URL("../../dist/keepquant.js", import.meta.url));
 const cache = mkdtempSync(path.join(tmpdir(), "kq-serve-"));
@@ -15,29 +16,9 @@ beforeAll(() => {
 });
 afterAll(() => rmSync(cache, { recursive: true, force: true }));
 
-interface Serving {
-  child: ChildProcess;
-  url: string;
-  stderr: () => string;
-  exit: Promise<number | null>;
-}
-
 /** Starts `keepquant serve --port 0 ...` and resolves once it says ready. */
-function serve(args: string[], extraEnv: Record<string, string> = {}): Promise<Serving> {
-  const child = spawn(process.execPath, [bin, "serve", "--port", "0", "--threads", "1", ...args], {
-    env: { ...env, ...extraEnv },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  let stderr = "";
-  const exit = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)));
-  return new Promise((resolve, reject) => {
-    child.stderr!.on("data", (chunk: Buffer) => {
-      stderr += chunk.toString();
-      const port = /listening on http:\/\/127\.0\.0\.1:(\d+)/.exec(stderr)?.[1];
-      if (port && stderr.includes("ready:")) resolve({ child, url: `http://127.0.0.1:${port}`, stderr: () => stderr, exit });
-    });
-    void exit.then((code) => reject(new Error(`serve exited with ${code}: ${stderr}`)));
-  });
+function serve(args: string[], extraEnv: Record<string, string> = {}): Promise<ServeProcess> {
+  return spawnServe(bin, ["serve", "--port", "0", "--threads", "1", ...args], { ...env, ...extraEnv });
 }
 
 describe("keepquant serve", () => {

@@ -16,7 +16,7 @@ import { CliUsageError, defineCommand, write, type CommandIo } from "../command.
 import { refuseUnlessFitsCpu } from "../residency-check.js";
 import { defaultModelInfo, defaultModelPath } from "@keepquant/default-model";
 import { localModelFile } from "../hub-model.js";
-import { resolveGrammarLimits, resolveSpeculative } from "./engine-options.js";
+import { ENGINE_OPTIONS, resolveGrammarLimits, resolveSpeculative } from "./engine-options.js";
 import { parseIntegerOption, parseNumberOption } from "./numeric-option.js";
 import { parseThinkingBudget } from "./run.js";
 import { applyThreadCount, parseThreadCount } from "./threads.js";
@@ -101,30 +101,20 @@ export const command = defineCommand({
     "without model.gguf: the embedded default model (@keepquant/default-model)",
   ],
   options: {
+    ...ENGINE_OPTIONS,
     host: { type: "string" },
     port: { type: "string" },
     "api-key": { type: "string" },
-    ctx: { type: "string" },
     "max-seqs": { type: "string" },
     "kv-tokens": { type: "string" },
     "memory-budget": { type: "string" },
     "max-queue": { type: "string" },
-    numerics: { type: "string" },
-    threads: { type: "string" },
-    "kv-type": { type: "string" },
-    "flash-attn": { type: "string" },
     "prefix-cache": { type: "string" },
     "no-prefix-cache": { type: "boolean" },
     "no-webui": { type: "boolean" },
-    speculative: { type: "string" },
-    "draft-tokens": { type: "string" },
-    "draft-vocab": { type: "string" },
     "model-name": { type: "string" },
     "drain-timeout": { type: "string" },
     "thinking-budget": { type: "string" },
-    "grammar-max-repetition": { type: "string" },
-    "grammar-compile-timeout": { type: "string" },
-    force: { type: "boolean" },
   },
   async run(values, positionals, io: CommandIo): Promise<number> {
     if (positionals.length > 1) throw new CliUsageError(`expected at most one model file, got ${positionals.length}`);

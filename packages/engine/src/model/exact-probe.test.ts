@@ -4,35 +4,26 @@
  */
 import fs from "node:fs";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { readGguf, buildLoadPlan } from "@keepquant/gguf";
-import { llamaUnavailableReason, runOracle } from "@keepquant/oracle";
-import { ensureFixture, fixtureTokenizerFromJson, parityFixture } from "@keepquant/fixtures";
-import { readParityManifest } from "../parity/manifest.js";
+import { llamaUnavailableReason } from "@keepquant/oracle";
+import { parityFixture } from "@keepquant/fixtures";
+import { FIXTURE_CACHE_DIR, parityFixtureFile } from "@keepquant/fixtures/oracle";
 import { probeExactKernels } from "./exact-probe.js";
 import { loadQwen35Weights, readTensorSource } from "./load.js";
 import type { MatmulProvider } from "./matmul.js";
 import { allMatrices, typescriptProviders } from "./providers.js";
 import type { PackedMatrix } from "./weights.js";
 
-const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..", "..", "..");
-const CACHE_DIR = process.env.KEEPQUANT_FIXTURE_CACHE ?? path.join(REPO_ROOT, ".cache", "fixtures");
-const manifest = readParityManifest(path.join(REPO_ROOT, "goldens", "parity", "manifest.json"));
 const fixture = parityFixture("tied-4l-q4_k_m");
 const oracleReason = llamaUnavailableReason();
 const reason =
-  fs.existsSync(path.join(CACHE_DIR, fixture.file)) || !oracleReason ? undefined : `fixture not cached and no quantizer: ${oracleReason}`;
+  fs.existsSync(path.join(FIXTURE_CACHE_DIR, fixture.file)) || !oracleReason
+    ? undefined
+    : `fixture not cached and no quantizer: ${oracleReason}`;
 
 async function q4kWeights() {
-  const tokenizer = fixtureTokenizerFromJson(JSON.parse(fs.readFileSync(path.join(REPO_ROOT, manifest.tokenizer.file), "utf8")));
-  const file = await ensureFixture(fixture, {
-    cacheDir: CACHE_DIR,
-    tokenizer,
-    quantize: async (input, output, weightType) =>
-      void (await runOracle({ kind: "quantize", input, output, ftype: weightType, nthread: 2 })),
-    expectedSha256: Object.fromEntries(manifest.fixtures.map((f) => [f.name, f.sha256])),
-  });
+  const file = await parityFixtureFile(fixture);
   const header = await readGguf(file);
   return (await loadQwen35Weights(buildLoadPlan(header), readTensorSource(file), "llama")).weights;
 }

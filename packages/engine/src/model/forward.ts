@@ -81,6 +81,22 @@ function outputRows(e: StepEntry): readonly number[] {
 export const FLASH_ATTN_TILED_MIN_ROWS = 64;
 const FLASH_ATTN_KV_TILE = 64;
 
+/** One query head of one row, attending over its sequence's cache (what the three `attend*` paths take). */
+interface AttendedHead {
+  kPlane: Uint16Array | Float32Array;
+  vPlane: Uint16Array | Float32Array;
+  /** Whether the planes hold f16 bits (else f32). */
+  f16: boolean;
+  blockTable: readonly number[];
+  /** The row's position: it attends over positions 0..pos. */
+  pos: number;
+  kvHead: number;
+  /** Offset of the head's query in `q` and of its output in `attnOut`. */
+  outOffset: number;
+  /** 1/sqrt(Dh), f32. */
+  scale: number;
+}
+
 /** f32 RMSNorm exactly as ggml_rms_norm then ggml_mul (f64 sum of f32 squares). */
 function rmsNorm(
   x: Float32Array,
@@ -845,9 +861,10 @@ export class Qwen35Forward {
       for (let h = 0; h < H; h++) {
         const kvHead = Math.floor(h / group);
         const outOffset = (r * H + h) * Dh;
-        if (!this.flashAttention) this.attendStandard(kPlane, vPlane, f16, e.blockTable, pos, kvHead, outOffset, scale);
-        else if (tiled) this.attendTiled(kPlane, vPlane, f16, e.blockTable, pos, kvHead, outOffset, scale);
-        else this.attendOneChunk(kPlane, vPlane, f16, e.blockTable, pos, kvHead, outOffset, scale);
+        const head: AttendedHead = { kPlane, vPlane, f16, blockTable: e.blockTable, pos, kvHead, outOffset, scale };
+        if (!this.flashAttention) this.attendStandard(head);
+        else if (tiled) this.attendTiled(head);
+        else this.attendOneChunk(head);
       }
       if (!gated) continue;
       // o <- o * sigmoid(gate)
@@ -890,16 +907,8 @@ export class Qwen35Forward {
    * llama.cpp's CPU flash attention for < 64 query rows: Q converted to K's vec_dot_type (f16 for
    * an f16 cache), online softmax with expf, V accumulated in an f16 buffer for an f16 cache.
    */
-  private attendOneChunk(
-    kPlane: Uint16Array | Float32Array,
-    vPlane: Uint16Array | Float32Array,
-    f16: boolean,
-    blockTable: readonly number[],
-    pos: number,
-    kvHead: number,
-    outOffset: number,
-    scale: number,
-  ): void {
+  private attendOneChunk(head: AttendedHead): void {
+    const { kPlane, vPlane, f16, blockTable, pos, kvHead, outOffset, scale } = head;
     const Dh = this.dims.headDim;
     const q = this.headDimScratch;
     const acc = this.accScratch;
@@ -940,16 +949,8 @@ export class Qwen35Forward {
    * llama.cpp without flash attention: KQ = K·Q (Q rounded to f16 for an f16 cache), soft_max_ext
    * (scale, f64 sum), then V·KQ with KQ rounded to f16 for an f16 cache.
    */
-  private attendStandard(
-    kPlane: Uint16Array | Float32Array,
-    vPlane: Uint16Array | Float32Array,
-    f16: boolean,
-    blockTable: readonly number[],
-    pos: number,
-    kvHead: number,
-    outOffset: number,
-    scale: number,
-  ): void {
+  private attendStandard(head: AttendedHead): void {
+    const { kPlane, vPlane, f16, blockTable, pos, kvHead, outOffset, scale } = head;
     const Dh = this.dims.headDim;
     const q = this.headDimScratch;
     this.loadQuery(f16, outOffset);
@@ -1001,16 +1002,8 @@ export class Qwen35Forward {
   }
 
   /** llama.cpp's tiled CPU flash attention (>= 64 query rows): f32 Q/K/V, KV tiles of 64, f32 accumulation. */
-  private attendTiled(
-    kPlane: Uint16Array | Float32Array,
-    vPlane: Uint16Array | Float32Array,
-    f16: boolean,
-    blockTable: readonly number[],
-    pos: number,
-    kvHead: number,
-    outOffset: number,
-    scale: number,
-  ): void {
+  private attendTiled(head: AttendedHead): void {
+    const { kPlane, vPlane, f16, blockTable, pos, kvHead, outOffset, scale } = head;
     const Dh = this.dims.headDim;
     const q = this.q;
     const acc = this.accScratch;

@@ -5,17 +5,14 @@
  * off, both numerics modes; the same bits for 1, 2 and 4 threads; and the JS thread stays free
  * while a step runs.
  */
-import fs from "node:fs";
-import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildLoadPlan, readGguf } from "@keepquant/gguf";
-import { llamaUnavailableReason } from "@keepquant/oracle";
 import * as native from "@keepquant/tt-native";
 import { PagedKvCache, type KvType } from "../kv/paged-kv.js";
 import { GdnStatePool } from "../kv/state-pool.js";
 import { seededRandom } from "../testing/synthetic-model.js";
 import { PARITY_FIXTURES, PARITY_MODELS } from "@keepquant/fixtures";
-import { FIXTURE_CACHE_DIR, parityFixtureFile } from "@keepquant/fixtures/oracle";
+import { parityFixtureFile, parityFixturesUnavailableReason } from "@keepquant/fixtures/oracle";
 import { libm, Qwen35Forward, setLibm, type DrafterEntry, type StepEntry } from "./forward.js";
 import { loadQwen35Weights, mappedTensorBytes } from "./load.js";
 import { createNativeMatmulProviders } from "./native-provider.js";
@@ -25,10 +22,7 @@ import { type ModelWeights, withDrafterHeadRows } from "./weights.js";
 
 function skipReason(): string | undefined {
   if (!native.nativeAddon()) return `the native addon did not load: ${native.nativeStatus().cpu.reasons.join("; ")}`;
-  const missing = PARITY_FIXTURES.filter((f) => !fs.existsSync(path.join(FIXTURE_CACHE_DIR, f.file)));
-  const oracle = llamaUnavailableReason();
-  if (missing.length > 0 && oracle) return `fixtures ${missing.map((f) => f.name).join(", ")} not cached and no quantizer: ${oracle}`;
-  return undefined;
+  return parityFixturesUnavailableReason();
 }
 const reason = skipReason();
 

@@ -14,21 +14,16 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fixtureTokenizerFromJson, parityModelSpec } from "@keepquant/fixtures";
-import { REPO_ROOT } from "@keepquant/fixtures/oracle";
+import { oracleAndNativeSkipReason, REPO_ROOT } from "@keepquant/fixtures/oracle";
 import { GgmlType, readGguf, synthesizeQwen35, writeGguf, type Qwen35Spec } from "@keepquant/gguf";
-import { decodeF32, llamaUnavailableReason, runOracle } from "@keepquant/oracle";
+import { decodeF32, runOracle } from "@keepquant/oracle";
 import * as native from "@keepquant/tt-native";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Engine } from "../engine.js";
 import { libm, setLibm } from "../model/forward.js";
+import { expectSameBits } from "./test-support.js";
 
-function skipReason(): string | undefined {
-  const oracle = llamaUnavailableReason();
-  if (oracle) return `llama.cpp (the oracle) is unavailable: ${oracle}`;
-  if (!native.nativeAddon()) return `the native addon did not load: ${native.nativeStatus().cpu.reasons.join("; ")}`;
-  return undefined;
-}
-const reason = skipReason();
+const reason = oracleAndNativeSkipReason(native);
 
 /** The MoE fixtures: several expert counts, top-k 1 and > 1, tied and untied heads, with and without the MTP block. */
 const MOE_FIXTURES: { name: string; base: string; moe: NonNullable<Qwen35Spec["moe"]>; routerTies?: number }[] = [
@@ -106,22 +101,22 @@ describe.skipIf(reason !== undefined)(`qwen35moe against llama.cpp${reason ? ` (
     rmSync(dir, { recursive: true, force: true });
   });
 
+  /** A `length`-token prompt's logits at every position, bit for bit llama.cpp's (flash attention, f16 K/V). */
+  async function expectLlamaPromptLogits(engine: Engine, file: string, length: number): Promise<void> {
+    const ids = Array.from({ length }, (_, i) => (i * 7919 + 13) % engine.weights.vocab);
+    const ours = await engine.evaluate(ids);
+    const oracle = await runOracle({ kind: "logits", model: file, sequences: [ids], flashAttention: true }, { timeoutMs: 120_000 });
+    const theirs = oracle.logits[0]!.map(decodeF32);
+    expectSameBits(ours, theirs, (p, at) => `position ${p}, logit ${at}: ${ours[p]![at]} vs llama.cpp's ${theirs[p]![at]}`);
+  }
+
   for (const f of MOE_FIXTURES) {
     it(`${f.name} (Q4_K_M): a 40-token prompt's logits at every position, bit for bit (flash attention, f16 K/V)`, async () => {
       const file = files.get(f.name)!;
       const engine = await Engine.load(file, { maxBatchTokens: 64 });
       try {
         expect(engine.stats().providers.step).toMatch(/^native-step-/);
-        const ids = Array.from({ length: 40 }, (_, i) => (i * 7919 + 13) % engine.weights.vocab);
-        const ours = await engine.evaluate(ids);
-        const oracle = await runOracle({ kind: "logits", model: file, sequences: [ids], flashAttention: true }, { timeoutMs: 120_000 });
-        const theirs = oracle.logits[0]!.map(decodeF32);
-        for (let p = 0; p < ids.length; p++) {
-          const a = new Uint32Array(ours[p]!.buffer, ours[p]!.byteOffset, ours[p]!.length);
-          const b = new Uint32Array(theirs[p]!.buffer, theirs[p]!.byteOffset, theirs[p]!.length);
-          const at = a.findIndex((bits, i) => bits !== b[i]);
-          if (at >= 0) expect.fail(`position ${p}, logit ${at}: ${ours[p]![at]} vs llama.cpp's ${theirs[p]![at]}`);
-        }
+        await expectLlamaPromptLogits(engine, file, 40);
       } finally {
         engine.dispose();
       }
@@ -178,16 +173,7 @@ describe.skipIf(reason !== undefined)(`qwen35moe against llama.cpp${reason ? ` (
     const engine = await Engine.load(file, { nativeStep: false, maxBatchTokens: 64 });
     try {
       expect(engine.stats().providers.step).toBe("ts-forward");
-      const ids = Array.from({ length: 24 }, (_, i) => (i * 7919 + 13) % engine.weights.vocab);
-      const ours = await engine.evaluate(ids);
-      const oracle = await runOracle({ kind: "logits", model: file, sequences: [ids], flashAttention: true }, { timeoutMs: 120_000 });
-      const theirs = oracle.logits[0]!.map(decodeF32);
-      for (let p = 0; p < ids.length; p++) {
-        const a = new Uint32Array(ours[p]!.buffer, ours[p]!.byteOffset, ours[p]!.length);
-        const b = new Uint32Array(theirs[p]!.buffer, theirs[p]!.byteOffset, theirs[p]!.length);
-        const at = a.findIndex((bits, i) => bits !== b[i]);
-        if (at >= 0) expect.fail(`position ${p}, logit ${at}: ${ours[p]![at]} vs llama.cpp's ${theirs[p]![at]}`);
-      }
+      await expectLlamaPromptLogits(engine, file, 24);
     } finally {
       engine.dispose();
     }
@@ -243,12 +229,7 @@ describe.skipIf(reason !== undefined)(`qwen35moe against llama.cpp${reason ? ` (
             try {
               expect(engine.stats().providers.step, `${numerics} ${isa} ${threads}`).toMatch(/^native-step-/);
               const actual = await engine.evaluate(ids);
-              for (let p = 0; p < ids.length; p++) {
-                const a = new Uint32Array(actual[p]!.buffer, actual[p]!.byteOffset, actual[p]!.length);
-                const b = new Uint32Array(expected[p]!.buffer, expected[p]!.byteOffset, expected[p]!.length);
-                const at = a.findIndex((bits, i) => bits !== b[i]);
-                if (at >= 0) expect.fail(`${numerics} ${isa} ${threads} threads: position ${p}, logit ${at} differs`);
-              }
+              expectSameBits(actual, expected, (p, at) => `${numerics} ${isa} ${threads} threads: position ${p}, logit ${at} differs`);
             } finally {
               engine.dispose();
             }

@@ -7,9 +7,6 @@
  * bit-identical for Q8_0, within 1e-6 for Q4_K_M. F32: within 1e-4 (llama.cpp's F32 matmul sums in
  * another order than ours, in the trunk as well).
  */
-import fs from "node:fs";
-import path from "node:path";
-import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildLoadPlan, readGguf } from "@keepquant/gguf";
 import { decodeF32, llamaUnavailableReason, runOracle } from "@keepquant/oracle";
@@ -20,12 +17,9 @@ import { libm, Qwen35Forward, setLibm } from "../model/forward.js";
 import { loadQwen35Weights, mappedTensorBytes } from "../model/load.js";
 import { createNativeMatmulProviders } from "../model/native-provider.js";
 import { quantDequantizeRow, selectProviders, typescriptProviders } from "../model/providers.js";
-import { ensureFixture, fixtureTokenizerFromJson, PARITY_FIXTURES, PARITY_MODELS } from "@keepquant/fixtures";
-import { readParityManifest } from "./manifest.js";
+import { PARITY_FIXTURES, PARITY_MODELS } from "@keepquant/fixtures";
+import { parityFixtureFile } from "@keepquant/fixtures/oracle";
 
-const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..", "..", "..");
-const CACHE_DIR = process.env.KEEPQUANT_FIXTURE_CACHE ?? path.join(REPO_ROOT, ".cache", "fixtures");
-const manifest = readParityManifest(path.join(REPO_ROOT, "goldens", "parity", "manifest.json"));
 const MTP_FIXTURES = PARITY_FIXTURES.filter((f) => PARITY_MODELS[f.model]?.mtp === true);
 const STEPS = 3;
 
@@ -52,14 +46,7 @@ describe.skipIf(reason !== undefined)(`MTP drafter == llama.cpp's MTP context${r
 
   for (const fixture of MTP_FIXTURES) {
     it(`${fixture.name}: process + ${STEPS} chained draft steps (F32 K/V, flash attention off)`, async () => {
-      const tokenizer = fixtureTokenizerFromJson(JSON.parse(fs.readFileSync(path.join(REPO_ROOT, manifest.tokenizer.file), "utf8")));
-      const file = await ensureFixture(fixture, {
-        cacheDir: CACHE_DIR,
-        tokenizer,
-        quantize: async (input, output, weightType) =>
-          void (await runOracle({ kind: "quantize", input, output, ftype: weightType, nthread: 2 })),
-        expectedSha256: Object.fromEntries(manifest.fixtures.map((f) => [f.name, f.sha256])),
-      });
+      const file = await parityFixtureFile(fixture);
       const prompt = [5, 6, 7, 8, 9, 300, 1200, 77, 3000, 41];
       const next = 10;
       const oracle = await runOracle({ kind: "mtp-draft", model: file, prompt, next, steps: STEPS });

@@ -6,21 +6,16 @@
  * the tiled path's 64 rows; this covers it.
  */
 import { describe, expect, it } from "vitest";
-import { decodeF32, llamaUnavailableReason, runOracle } from "@keepquant/oracle";
+import { decodeF32, runOracle } from "@keepquant/oracle";
 import * as native from "@keepquant/tt-native";
 import { Engine } from "../engine.js";
+import { expectSameBits } from "./test-support.js";
 import { PARITY_FIXTURES } from "@keepquant/fixtures";
-import { parityFixtureFile } from "@keepquant/fixtures/oracle";
+import { oracleAndNativeSkipReason, parityFixtureFile } from "@keepquant/fixtures/oracle";
 
 const QUANTIZED = PARITY_FIXTURES.filter((f) => f.weightType !== "F32");
 
-function skipReason(): string | undefined {
-  const oracle = llamaUnavailableReason();
-  if (oracle) return `llama.cpp (the oracle) is unavailable: ${oracle}`;
-  if (!native.nativeAddon()) return `the native addon did not load: ${native.nativeStatus().cpu.reasons.join("; ")}`;
-  return undefined;
-}
-const reason = skipReason();
+const reason = oracleAndNativeSkipReason(native);
 
 describe.skipIf(reason !== undefined)(
   `a 100-token prompt's logits equal llama.cpp's bit for bit${reason ? ` (skipped: ${reason})` : ""}`,
@@ -37,13 +32,8 @@ describe.skipIf(reason !== undefined)(
             const oracle = await runOracle({ kind: "logits", model: file, sequences: [ids], kvType, flashAttention });
             const theirs = oracle.logits[0]!.map(decodeF32);
             expect(theirs.length).toBe(ids.length);
-            for (let p = 0; p < ids.length; p++) {
-              const a = new Uint32Array(ours[p]!.buffer, ours[p]!.byteOffset, ours[p]!.length);
-              const b = new Uint32Array(theirs[p]!.buffer, theirs[p]!.byteOffset, theirs[p]!.length);
-              expect(a.length).toBe(b.length);
-              const at = a.findIndex((bits, i) => bits !== b[i]);
-              if (at >= 0) expect.fail(`position ${p}, logit ${at}: ${ours[p]![at]} vs llama.cpp's ${theirs[p]![at]}`);
-            }
+            expect(ours.map((row) => row.length)).toEqual(theirs.map((row) => row.length));
+            expectSameBits(ours, theirs, (p, at) => `position ${p}, logit ${at}: ${ours[p]![at]} vs llama.cpp's ${theirs[p]![at]}`);
           } finally {
             engine.dispose();
           }

@@ -5,6 +5,7 @@
 // machine a contention guard runs jobs on the calling thread alone for a while (threadpool.cc).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <utility>
 
@@ -67,5 +68,23 @@ PoolStressResult poolStress(int jobs, int pauseEvery, int pauseUs);
 void setThreadCount(int n);
 int threadCount();
 int hardwareThreads();
+
+// fn(i) for i in [0, items), split into about 4 contiguous tasks per thread of at least `minPerTask`
+// items each (inline when that is one task). Each item runs once, so results do not depend on the split.
+template <typename F>
+inline void parallelRange(int items, int minPerTask, F&& fn) {
+  const int byThreads = threadCount() * 4;
+  const int bySize = std::max(1, items / std::max(1, minPerTask));
+  const int tasks = std::max(1, std::min({items, byThreads, bySize}));
+  if (tasks <= 1) {
+    for (int i = 0; i < items; ++i) fn(i);
+    return;
+  }
+  parallelFor(tasks, [&](int t) {
+    const int i0 = (int)((int64_t)items * t / tasks);
+    const int i1 = (int)((int64_t)items * (t + 1) / tasks);
+    for (int i = i0; i < i1; ++i) fn(i);
+  });
+}
 
 }  // namespace kq

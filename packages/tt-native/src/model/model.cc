@@ -73,27 +73,6 @@ void rmsNorm(const float* x, const float* w, float* out, int n, float eps) {
   for (int i = 0; i < n; ++i) out[i] = (x[i] * scale) * w[i];
 }
 
-// Rows of `rows` items split into about 4 tasks per thread (at least `minPerTask` items each).
-int taskCount(int items, int minPerTask) {
-  const int byThreads = threadCount() * 4;
-  const int bySize = std::max(1, items / std::max(1, minPerTask));
-  return std::max(1, std::min({items, byThreads, bySize}));
-}
-
-template <typename F>
-void parallelRange(int items, int minPerTask, F&& fn) {
-  const int tasks = taskCount(items, minPerTask);
-  if (tasks <= 1) {
-    for (int i = 0; i < items; ++i) fn(i);
-    return;
-  }
-  parallelFor(tasks, [&](int t) {
-    const int i0 = (int)((int64_t)items * t / tasks);
-    const int i1 = (int)((int64_t)items * (t + 1) / tasks);
-    for (int i = i0; i < i1; ++i) fn(i);
-  });
-}
-
 // Per-thread scratch that grows once and is then reused.
 template <typename T>
 T* threadScratch(std::vector<T>& v, size_t n) {

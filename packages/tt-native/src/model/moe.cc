@@ -28,23 +28,6 @@ namespace {
 
 float moeSigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 
-// `items` split into about 4 tasks per thread of at least `minPerTask` items (model.cc's split).
-template <typename F>
-void moeParallel(int items, int minPerTask, F&& fn) {
-  const int byThreads = threadCount() * 4;
-  const int bySize = std::max(1, items / std::max(1, minPerTask));
-  const int tasks = std::max(1, std::min({items, byThreads, bySize}));
-  if (tasks <= 1) {
-    for (int i = 0; i < items; ++i) fn(i);
-    return;
-  }
-  parallelFor(tasks, [&](int t) {
-    const int i0 = (int)((int64_t)items * t / tasks);
-    const int i1 = (int)((int64_t)items * (t + 1) / tasks);
-    for (int i = i0; i < i1; ++i) fn(i);
-  });
-}
-
 // ggml_soft_max over one row (no mask, scale 1): max; 8-lane vectors through ggml_v_expf with an f32
 // horizontal sum each and the tail through expf, all summed in f64; then every value times (float)(1/sum).
 void softMaxRow(const ForwardOps& ops, const float* x, float* y, int n) {
@@ -127,13 +110,13 @@ void Model::moeFfn(const LayerWeights& L, int rows) {
   float* logits = moeLogits_.data();
   if (L.router.type == T_F32 && rows == 1) {
     const float* w = reinterpret_cast<const float*>(L.router.data);
-    moeParallel(E, 32, [&](int e) { logits[e] = ops.vecDotF32(w + (size_t)e * D, x, D); });
+    parallelRange(E, 32, [&](int e) { logits[e] = ops.vecDotF32(w + (size_t)e * D, x, D); });
   } else if (L.router.type == T_F32 && D % 8 == 0) {
     const float* w = reinterpret_cast<const float*>(L.router.data);
     const MoeOps& moe = moeOps();
     constexpr int kBlock = 32;
     const int blocks = (E + kBlock - 1) / kBlock;
-    moeParallel(rows * blocks, 1, [&](int item) {
+    parallelRange(rows * blocks, 1, [&](int item) {
       const int t = item / blocks, e0 = (item % blocks) * kBlock;
       moe.routerRows(w, x + (size_t)t * D, D, e0, std::min(kBlock, E - e0), logits + (size_t)t * E + e0);
     });
@@ -145,7 +128,7 @@ void Model::moeFfn(const LayerWeights& L, int rows) {
   float* probs = moeProbs_.data();
   int32_t* ids = moeIds_.data();
   float* weights = moeWeights_.data();
-  moeParallel(rows, 4, [&](int t) {
+  parallelRange(rows, 4, [&](int t) {
     thread_local std::vector<int32_t> order;
     if (order.size() < (size_t)E) order.resize((size_t)E);
     softMaxRow(ops, logits + (size_t)t * E, probs + (size_t)t * E, E);
@@ -162,7 +145,7 @@ void Model::moeFfn(const LayerWeights& L, int rows) {
   float* branch = branch_.data();
   const float* down = moeExperts_.data();
   const int32_t* pairOf = moeSlotPair_.data();
-  moeParallel(rows, 1, [&](int t) {
+  parallelRange(rows, 1, [&](int t) {
     const float gate = moeSigmoid(ops.vecDotF32(L.sharedGate, x + (size_t)t * D, D));
     const float* sh = moeSharedOut_.data() + (size_t)t * D;
     const float* w = weights + (size_t)t * K;
@@ -212,7 +195,7 @@ void Model::moeExpertsGrouped(const LayerWeights& L, int rows) {
   const uint8_t* expertInput = xq;
   if (rows > 1) {
     uint8_t* gathered = moeActX_.data();
-    moeParallel(pairs, 16, [&](int p) { std::memcpy(gathered + (size_t)p * xBytes, xq + (size_t)pairRow[p] * xBytes, xBytes); });
+    parallelRange(pairs, 16, [&](int p) { std::memcpy(gathered + (size_t)p * xBytes, xq + (size_t)pairRow[p] * xBytes, xBytes); });
     expertInput = gathered;
   }
   std::vector<LlamaRowsJob>& jobs = moeJobs_;
@@ -249,7 +232,7 @@ void Model::moeExpertsGrouped(const LayerWeights& L, int rows) {
     if (act == T_F32) std::memcpy(dst, v, sizeof(float) * (size_t)n);
     else quantizeActRow(act, v, dst, n);
   };
-  moeParallel(pairs + rows, 1, [&](int p) {
+  parallelRange(pairs + rows, 1, [&](int p) {
     if (p < pairs) {
       float* g = merged ? gate + (size_t)p * 2 * F : gate + (size_t)p * F;
       const float* u = merged ? g + F : up + (size_t)p * F;
@@ -311,7 +294,7 @@ void Model::moeExpertsPerExpert(const LayerWeights& L, int rows) {
       const MatmulOut outs[] = {{&g, gate}, {&u, up}};
       matmulMany(outs, 2);
     }
-    moeParallel(n, 4, [&](int r) { ops.swigluRow(gate + (size_t)r * F, up + (size_t)r * F, F); });
+    parallelRange(n, 4, [&](int r) { ops.swigluRow(gate + (size_t)r * F, up + (size_t)r * F, F); });
     prepareInput(gate, n, F);
     const WeightMatrix w = L.downExps.group(e);
     matmul(w, moeDown_.data());
@@ -322,7 +305,7 @@ void Model::moeExpertsPerExpert(const LayerWeights& L, int rows) {
   prepareInput(x, rows, D);
   const MatmulOut shared[] = {{&L.sharedGateProj, moeShared_.data()}, {&L.sharedUp, moeSharedUp_.data()}};
   matmulMany(shared, 2);
-  moeParallel(rows, 4, [&](int r) { ops.swigluRow(moeShared_.data() + (size_t)r * S, moeSharedUp_.data() + (size_t)r * S, S); });
+  parallelRange(rows, 4, [&](int r) { ops.swigluRow(moeShared_.data() + (size_t)r * S, moeSharedUp_.data() + (size_t)r * S, S); });
   prepareInput(moeShared_.data(), rows, S);
   matmul(L.sharedDown, moeSharedOut_.data());
 }

@@ -231,8 +231,9 @@ struct LlamaArgs {
   float* y;
 };
 
-// (type, w, n, k, x, m, y)
-LlamaArgs parseLlama(const Napi::CallbackInfo& info) {
+// The llama-numerics matmuls' arguments, checked: (type, w, n, k, x) at 0 .. 4, y at `yAt`, M at `mAt` (when
+// `mOptional`, absent or undefined is 1 and M is at most kTimedMaxRows). `op` names the call in errors.
+LlamaArgs parseLlamaArgs(const Napi::CallbackInfo& info, const char* op, int yAt, int mAt, bool mOptional) {
   Napi::Env env = info.Env();
   LlamaArgs a;
   a.type = typeArg(info, 0);
@@ -240,10 +241,13 @@ LlamaArgs parseLlama(const Napi::CallbackInfo& info) {
   a.n = intArg(info, 2, "N", 1);
   a.k = intArg(info, 3, "K", 1);
   Napi::Float32Array x = f32Arg(info, 4, "x");
-  a.m = intArg(info, 5, "M", 1);
-  Napi::Float32Array y = f32Arg(info, 6, "y");
+  a.m = 1;
+  if (!mOptional || (info.Length() > (size_t)mAt && !info[mAt].IsUndefined())) a.m = intArg(info, mAt, "M", 1);
+  if (mOptional && a.m > kq::kTimedMaxRows)
+    throw Napi::RangeError::New(env, std::string(op) + ": M must be 1 .. " + str(kq::kTimedMaxRows) + ", got " + str(a.m));
+  Napi::Float32Array y = f32Arg(info, yAt, "y");
   const int act = llamaActType(a.type);
-  if (act < 0) throw Napi::RangeError::New(env, "matmulLlama: ggml type " + str(a.type) + " has no vec_dot kernel");
+  if (act < 0) throw Napi::RangeError::New(env, std::string(op) + ": ggml type " + str(a.type) + " has no vec_dot kernel");
   checkK(env, a.type, a.k);
   checkK(env, act, a.k);
   if (w.length < kq::rowBytes(a.type, a.k) * (size_t)a.n)
@@ -257,36 +261,11 @@ LlamaArgs parseLlama(const Napi::CallbackInfo& info) {
   return a;
 }
 
-// (type, w, n, k, x, y): one activation row
-LlamaArgs parseLlamaRow(const Napi::CallbackInfo& info) {
-  Napi::Env env = info.Env();
-  LlamaArgs a;
-  a.type = typeArg(info, 0);
-  const Bytes w = bytesArg(info, 1, "weight");
-  a.n = intArg(info, 2, "N", 1);
-  a.k = intArg(info, 3, "K", 1);
-  Napi::Float32Array x = f32Arg(info, 4, "x");
-  Napi::Float32Array y = f32Arg(info, 5, "y");
-  a.m = 1;  // optional argument 7: activation rows (2 .. 8: a batched decode step, more: a prefill)
-  if (info.Length() > 7 && !info[7].IsUndefined()) {
-    a.m = intArg(info, 7, "M", 1);
-    if (a.m > kq::kTimedMaxRows)
-      throw Napi::RangeError::New(env, "matmulDecodeVariant: M must be 1 .. " + str(kq::kTimedMaxRows) + ", got " + str(a.m));
-  }
-  const int act = llamaActType(a.type);
-  if (act < 0) throw Napi::RangeError::New(env, "matmulDecodeVariant: ggml type " + str(a.type) + " has no vec_dot kernel");
-  checkK(env, a.type, a.k);
-  checkK(env, act, a.k);
-  if (w.length < kq::rowBytes(a.type, a.k) * (size_t)a.n)
-    throw Napi::RangeError::New(env, "weight holds " + str((int64_t)w.length) + " bytes, [N=" + str(a.n) + ", K=" + str(a.k) + "] needs " +
-                                         str((int64_t)(kq::rowBytes(a.type, a.k) * a.n)));
-  if ((int64_t)x.ElementLength() < a.k * a.m) throw Napi::RangeError::New(env, "x is shorter than M x K");
-  if ((int64_t)y.ElementLength() < a.n * a.m) throw Napi::RangeError::New(env, "y is shorter than M x N");
-  a.w = w.data;
-  a.x = x.Data();
-  a.y = y.Data();
-  return a;
-}
+// (type, w, n, k, x, m, y)
+LlamaArgs parseLlama(const Napi::CallbackInfo& info) { return parseLlamaArgs(info, "matmulLlama", 6, 5, false); }
+
+// (type, w, n, k, x, y, variant, [m]): one activation row unless M (2 .. 8: a batched decode step, more: a prefill)
+LlamaArgs parseLlamaRow(const Napi::CallbackInfo& info) { return parseLlamaArgs(info, "matmulDecodeVariant", 5, 7, true); }
 
 Napi::Value MatmulLlama(const Napi::CallbackInfo& info) {
   const LlamaArgs a = parseLlama(info);

@@ -1,0 +1,70 @@
+/** Test support of the commands (not exported from the package). */
+import { type ChildProcess, spawn } from "node:child_process";
+import { EventEmitter } from "node:events";
+import { Writable } from "node:stream";
+import type { CommandIo } from "../command.js";
+import { runCli } from "../main.js";
+
+/** Runs the CLI in this process, not interactive, with `env`; returns the exit code and what it printed. */
+export async function runCliCollecting(
+  args: string[],
+  env: NodeJS.ProcessEnv = {},
+): Promise<{ code: number; stdout: string; stderr: string }> {
+  let stdout = "";
+  let stderr = "";
+  const sink = (append: (text: string) => void) =>
+    new Writable({
+      write(chunk: Buffer, _encoding, done) {
+        append(chunk.toString());
+        done();
+      },
+    });
+  const io: CommandIo = {
+    stdout: sink((text) => (stdout += text)),
+    stderr: sink((text) => (stderr += text)),
+    env,
+    interactive: false,
+  };
+  const code = await runCli(args, io);
+  return { code, stdout, stderr };
+}
+
+/** A fake terminal's input: raw mode recorded in `isRaw`; the test pushes input with `emit("data", ...)`. */
+export function rawModeInput() {
+  const input = Object.assign(new EventEmitter(), {
+    isRaw: false,
+    setRawMode(mode: boolean) {
+      input.isRaw = mode;
+      return input;
+    },
+    resume: () => input,
+    pause: () => input,
+  });
+  return input;
+}
+
+/** A spawned `keepquant serve` once it said ready: its URL, its stderr so far (a function: it grows) and its exit. */
+export interface ServeProcess {
+  child: ChildProcess;
+  url: string;
+  stderr: () => string;
+  exit: Promise<number | null>;
+}
+
+/**
+ * Spawns `node <bin> <args>` (a `serve ... --port 0` command line) with `env` and resolves once it prints its
+ * URL and `ready:`; rejects with its stderr when it exits first.
+ */
+export function spawnServe(bin: string, args: readonly string[], env: NodeJS.ProcessEnv): Promise<ServeProcess> {
+  const child = spawn(process.execPath, [bin, ...args], { env, stdio: ["ignore", "pipe", "pipe"] });
+  let stderr = "";
+  const exit = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)));
+  return new Promise((resolve, reject) => {
+    child.stderr.on("data", (chunk: Buffer) => {
+      stderr += chunk.toString();
+      const port = /listening on http:\/\/127\.0\.0\.1:(\d+)/.exec(stderr)?.[1];
+      if (port && stderr.includes("ready:")) resolve({ child, url: `http://127.0.0.1:${port}`, stderr: () => stderr, exit });
+    });
+    void exit.then((code) => reject(new Error(`serve exited with ${code}: ${stderr}`)));
+  });
+}
