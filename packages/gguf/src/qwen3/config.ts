@@ -1,52 +1,7 @@
-import { describeEntry, readArchitectureName } from "../architecture-key.js";
-import { Qwen35ConfigError } from "../errors.js";
-import type { Qwen35Config } from "../qwen35/config.js";
-import type { GgufFile, GgufMetadataEntry } from "../types.js";
+import { readArchitectureName } from "../architecture-key.js";
+import { check, f32, positive, type Qwen35Config } from "../qwen35/config.js";
+import type { GgufFile } from "../types.js";
 import { GgufValueType } from "../value-type.js";
-
-type Entries = GgufFile["metadata"];
-
-function bad(
-  code: "QWEN35_MISSING_KEY" | "QWEN35_BAD_KEY_TYPE" | "QWEN35_BAD_VALUE",
-  key: string,
-  message: string,
-  entry?: GgufMetadataEntry,
-): never {
-  throw new Qwen35ConfigError(code, `${key}: ${message}${entry?.offset !== undefined ? ` (at offset ${entry.offset})` : ""}`, {
-    field: key,
-    offset: entry?.offset,
-  });
-}
-
-/** A u32 key at least 1; `fallback` when absent (else a missing-key error). */
-function count(m: Entries, key: string, fallback?: number): number {
-  const entry = m.get(key);
-  if (!entry) {
-    if (fallback !== undefined) return fallback;
-    return bad("QWEN35_MISSING_KEY", key, "required key is missing (expected u32)");
-  }
-  if (entry.type !== GgufValueType.UINT32) bad("QWEN35_BAD_KEY_TYPE", key, `expected u32, found ${describeEntry(entry)}`, entry);
-  const value = entry.value as number;
-  if (value === 0) bad("QWEN35_BAD_VALUE", key, "must be at least 1, found 0", entry);
-  return value;
-}
-
-/** A finite positive f32 key; `fallback` when absent (else a missing-key error). */
-function positiveF32(m: Entries, key: string, fallback?: number): number {
-  const entry = m.get(key);
-  if (!entry) {
-    if (fallback !== undefined) return fallback;
-    return bad("QWEN35_MISSING_KEY", key, "required key is missing (expected f32)");
-  }
-  if (entry.type !== GgufValueType.FLOAT32) bad("QWEN35_BAD_KEY_TYPE", key, `expected f32, found ${describeEntry(entry)}`, entry);
-  const value = entry.value as number;
-  if (!Number.isFinite(value) || value <= 0) bad("QWEN35_BAD_VALUE", key, `must be a finite positive number, found ${value}`, entry);
-  return value;
-}
-
-function check(condition: boolean, key: string, message: string, m: Entries): void {
-  if (!condition) bad("QWEN35_BAD_VALUE", key, message, m.get(key));
-}
 
 /** llama.cpp's default RoPE base when `rope.freq_base` is absent. */
 const DEFAULT_ROPE_FREQ_BASE = 10_000;
@@ -63,12 +18,12 @@ export function parseQwen3Config(file: Pick<GgufFile, "metadata">): Qwen35Config
   const architecture = readArchitectureName(file, ["qwen3"]);
   const P = `${architecture}.`;
 
-  const blockCount = count(m, `${P}block_count`);
-  const contextLength = count(m, `${P}context_length`);
-  const embeddingLength = count(m, `${P}embedding_length`);
-  const feedForwardLength = count(m, `${P}feed_forward_length`);
-  const headCount = count(m, `${P}attention.head_count`);
-  const headCountKv = count(m, `${P}attention.head_count_kv`, headCount);
+  const blockCount = positive(m, `${P}block_count`);
+  const contextLength = positive(m, `${P}context_length`);
+  const embeddingLength = positive(m, `${P}embedding_length`);
+  const feedForwardLength = positive(m, `${P}feed_forward_length`);
+  const headCount = positive(m, `${P}attention.head_count`);
+  const headCountKv = positive(m, `${P}attention.head_count_kv`, headCount);
   check(
     headCount % headCountKv === 0,
     `${P}attention.head_count_kv`,
@@ -85,18 +40,18 @@ export function parseQwen3Config(file: Pick<GgufFile, "metadata">): Qwen35Config
       m,
     );
   }
-  const keyLength = count(m, keyKey, defaultHeadDim);
-  const valueLength = count(m, `${P}attention.value_length`, keyLength);
+  const keyLength = positive(m, keyKey, defaultHeadDim);
+  const valueLength = positive(m, `${P}attention.value_length`, keyLength);
   check(keyLength === valueLength, `${P}attention.value_length`, `must equal attention.key_length (${keyLength}), found ${valueLength}`, m);
-  const rmsEps = positiveF32(m, `${P}attention.layer_norm_rms_epsilon`);
-  const ropeDimensionCount = count(m, `${P}rope.dimension_count`, keyLength);
+  const rmsEps = f32(m, `${P}attention.layer_norm_rms_epsilon`);
+  const ropeDimensionCount = positive(m, `${P}rope.dimension_count`, keyLength);
   check(
     ropeDimensionCount <= keyLength && ropeDimensionCount % 2 === 0,
     `${P}rope.dimension_count`,
     `must be even and at most key_length (${keyLength}), found ${ropeDimensionCount}`,
     m,
   );
-  const ropeFreqBase = positiveF32(m, `${P}rope.freq_base`, DEFAULT_ROPE_FREQ_BASE);
+  const ropeFreqBase = f32(m, `${P}rope.freq_base`, DEFAULT_ROPE_FREQ_BASE);
 
   const tokens = m.get("tokenizer.ggml.tokens");
   const vocabSize = tokens && tokens.type === GgufValueType.ARRAY ? (tokens.value as ArrayLike<unknown>).length : undefined;

@@ -78,7 +78,8 @@ export interface Qwen35Config {
 
 type Entries = GgufFile["metadata"];
 
-function bad(
+/** A typed config error naming the key (and where it is in the file). */
+export function bad(
   code: "QWEN35_MISSING_KEY" | "QWEN35_BAD_KEY_TYPE" | "QWEN35_BAD_VALUE",
   key: string,
   message: string,
@@ -90,7 +91,8 @@ function bad(
   });
 }
 
-function u32(m: Entries, key: string, fallback?: number): number {
+/** A u32 key; `fallback` when absent (else a missing-key error). */
+export function u32(m: Entries, key: string, fallback?: number): number {
   const entry = m.get(key);
   if (!entry) {
     if (fallback !== undefined) return fallback;
@@ -100,22 +102,28 @@ function u32(m: Entries, key: string, fallback?: number): number {
   return entry.value as number;
 }
 
-function positive(m: Entries, key: string, fallback?: number): number {
+/** A u32 key at least 1; `fallback` when absent (else a missing-key error). */
+export function positive(m: Entries, key: string, fallback?: number): number {
   const value = u32(m, key, fallback);
   if (value === 0) bad("QWEN35_BAD_VALUE", key, "must be at least 1, found 0", m.get(key));
   return value;
 }
 
-function f32(m: Entries, key: string): number {
+/** A finite positive f32 key; `fallback` when absent (else a missing-key error). */
+export function f32(m: Entries, key: string, fallback?: number): number {
   const entry = m.get(key);
-  if (!entry) return bad("QWEN35_MISSING_KEY", key, "required key is missing (expected f32)");
+  if (!entry) {
+    if (fallback !== undefined) return fallback;
+    return bad("QWEN35_MISSING_KEY", key, "required key is missing (expected f32)");
+  }
   if (entry.type !== GgufValueType.FLOAT32) bad("QWEN35_BAD_KEY_TYPE", key, `expected f32, found ${describeEntry(entry)}`, entry);
   const value = entry.value as number;
   if (!Number.isFinite(value) || value <= 0) bad("QWEN35_BAD_VALUE", key, `must be a finite positive number, found ${value}`, entry);
   return value;
 }
 
-function check(condition: boolean, key: string, message: string, m: Entries): void {
+/** A config error on `key` unless `condition`. */
+export function check(condition: boolean, key: string, message: string, m: Entries): void {
   if (!condition) bad("QWEN35_BAD_VALUE", key, message, m.get(key));
 }
 
