@@ -26,12 +26,10 @@ function isObject(value: unknown): value is Schema {
 }
 
 /** Where item `i` of the placeholder's rule goes in an object's rules (the grammar worker names it). */
-export const itemName = (i: number): string => `%ITEM${i}%`;
-/** Whether a placed rule is an object's (its items are read from the placeholder's rule). */
-export const isObjectRule = (rule: string): boolean => rule.includes("%ITEM");
+const itemName = (i: number): string => `%ITEM${i}%`;
 
 /** Most listed names a closing walk is given (open objects' keys, guide.ts). */
-export const MAX_CLOSING_KEYS = 256;
+const MAX_CLOSING_KEYS = 256;
 
 /** Keywords an object may have beside `properties` and still be written by our rule. */
 const BESIDE_PROPERTIES = new Set(["type", "properties", "required", "additionalProperties", "$defs", "definitions", ...ANNOTATIONS]);
