@@ -197,6 +197,25 @@ export function addSchemaRepetitions(schema: unknown, field: string, budget: Rep
         ...(maxLength === undefined ? { sumOnly: true } : {}),
       });
     }
+    const patterns = value["patternProperties"];
+    if (isObject(patterns)) {
+      // the keys' pattern (open-objects.ts places it as a string's) repeats what its quantifiers say, as a value's
+      for (const [key, child] of Object.entries(patterns)) {
+        stack.push({ value: child, path: pointer(pointer(path, "patternProperties"), key) });
+        const placed = patternPlacement({ type: "string", pattern: key });
+        if (placed === undefined || !("grammar" in placed)) continue;
+        placed.grammar.repetitions.forEach((n, i) =>
+          budget.add({
+            count: n,
+            key: `pattern${JSON.stringify(key)}#${i}`,
+            field,
+            what: `a repetition of ${n} in the keys' pattern at ${path === "" ? "the root" : path}`,
+            path,
+            keyword: "patternProperties",
+          }),
+        );
+      }
+    }
     for (const keyword of ["properties", "$defs", "definitions"]) {
       const children = value[keyword];
       if (isObject(children))

@@ -220,4 +220,34 @@ describe("normalizeJsonSchema: references, allOf, and finite value lists as the 
       anyOf: [{ type: "object", properties: { foo: { const: 1 } }, required: ["foo"], additionalProperties: false }],
     });
   });
+
+  it("an optional property that allows no value is taken out and its object closed; a required one is named", () => {
+    // an API description's enum of strings under `"type": "object"` (MaskBench's Github_medium---o30265): no value
+    // is both, so the key can only be absent
+    const schema = {
+      type: "object",
+      properties: {
+        builtin: { enum: ["MODIFIABLE", "DELETABLE"], readonly: true, type: "object" },
+        name: { type: "string" },
+        inner: { type: "object", properties: { never: { type: "string", enum: [1, 2] }, n: { type: "integer" } } },
+      },
+    };
+    expect(normalizeJsonSchema(schema)).toEqual({
+      type: "object",
+      properties: {
+        name: { type: "string" },
+        inner: { type: "object", properties: { n: { type: "integer" } }, additionalProperties: false },
+      },
+      additionalProperties: false,
+    });
+    expect(() => checkJsonSchema(schema, "s")).not.toThrow();
+    // required: the object has no valid value, and the check says so where the value is impossible
+    const required = caught(() => checkJsonSchema({ ...schema, required: ["builtin"] }, "s"));
+    expect(required.code).toBe("CONSTRAINT_BAD_SCHEMA");
+    expect(required.message).toBe(
+      "s at /properties/builtin: no value satisfies this schema (none of its enum values passes the schema's other keywords, e.g. its type)",
+    );
+    expect(caught(() => checkJsonSchema({ enum: [] }, "s")).message).toContain("no value satisfies this schema");
+    expect(caught(() => checkJsonSchema({ enum: "a" }, "s")).message).toBe("s at /enum: enum must be an array");
+  });
 });

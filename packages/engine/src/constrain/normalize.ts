@@ -583,7 +583,45 @@ export function normalizeJsonSchema(given: unknown): unknown {
   let root = normalizeNodes(finite);
   // allOf merged where the merge is exact; the merged nodes are normalized in turn
   if (mergeAllOf(root)) root = normalizeNodes(root);
-  return pruneDefinitions(root);
+  return dropImpossibleProperties(pruneDefinitions(root));
+}
+
+/** A schema that no value satisfies, as normalization leaves one: `false`, or an empty `enum`. */
+const allowsNothing = (schema: unknown): boolean =>
+  schema === false || (isObject(schema) && Array.isArray(schema["enum"]) && schema["enum"].length === 0);
+
+/**
+ * `root` (changed in place) where an optional property that allows no value (`{"type": "object", "enum": ["a"]}`:
+ * no value passes both) is taken out of `properties`, and its object closed to the properties left: such a key can
+ * only be absent, and the closed object is a subset of what the schema allows (its other keys could have been that
+ * one). A required one stays, for the check to name (the object then has no valid value).
+ */
+function dropImpossibleProperties(root: Schema): Schema {
+  const stack: unknown[] = [root];
+  while (stack.length > 0) {
+    const node = stack.pop();
+    if (Array.isArray(node)) {
+      stack.push(...node);
+      continue;
+    }
+    if (!isObject(node)) continue;
+    const properties = node["properties"];
+    if (isObject(properties)) {
+      const required = new Set(Array.isArray(node["required"]) ? node["required"] : []);
+      let dropped = false;
+      for (const [name, property] of Object.entries(properties)) {
+        if (!allowsNothing(property) || required.has(name)) continue;
+        delete properties[name];
+        dropped = true;
+      }
+      if (dropped) node["additionalProperties"] = false;
+    }
+    for (const [key, child] of Object.entries(node)) {
+      if (SCHEMA_MAP.has(key) && isObject(child)) stack.push(...Object.values(child));
+      else if (SCHEMA_ONE.has(key) || SCHEMA_LIST.has(key) || key === "items") stack.push(child);
+    }
+  }
+  return root;
 }
 
 /** Each schema node of `schema` rewritten (`rewrite`), walked iteratively. */

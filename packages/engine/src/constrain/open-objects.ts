@@ -114,6 +114,12 @@ export function openObjectRules(name: string, keys: readonly string[], required:
   return [`${name} ::= "{" ${name}_s`, ...rules, keyComplementRules(`${name}_key`, keys)].join("\n");
 }
 
+/** Rules (the first named `name`) of an object whose keys are item 1's strings, each with a value of item 2. */
+export function patternObjectRules(name: string): string {
+  const entry = `${itemName(1)} ": " ${itemName(2)}`;
+  return `${name} ::= "{" ("}" | ${entry} (", " ${entry})* "}")`;
+}
+
 /**
  * `schema` with each object that has `properties` beside which other keys are allowed written as a placeholder
  * for our rule (its rules join `places.rules`), or, under `closed` (a strict schema, a tool's parameters) or where
@@ -130,6 +136,32 @@ export function placeOpenObjects(schema: unknown, places: RangePlaces, closed: b
     for (const [key, value] of Object.entries(node)) {
       // values of enum, const, default and examples are data, not schemas
       out[key] = key === "enum" || key === "const" || key === "default" || key === "examples" ? value : place(value);
+    }
+    const patterns = out["patternProperties"];
+    const listed = out["properties"];
+    if (isObject(patterns) && isObject(listed) && Object.keys(listed).length > 0) {
+      // beside listed properties none of whose names it matches (checkJsonSchema): the object holds those only
+      delete out["patternProperties"];
+      out["additionalProperties"] = false;
+      return out;
+    }
+    if (isObject(patterns)) {
+      // a map keyed by a pattern (checkJsonSchema lets through one pattern, no listed properties, nothing required
+      // and nothing else that constrains): the keys matching it with its values, and no other key (where the schema
+      // allows other keys, a subset of what it allows)
+      const [pattern, value] = Object.entries(patterns)[0]!;
+      const marker = `${places.prefix}${Object.keys(places.rules).length}o`;
+      const object = objects++;
+      const items: unknown[] = [{ const: marker }];
+      [{ type: "string", pattern }, value].forEach((item, i) => {
+        const name = `${places.prefix}o${object}v${i}`;
+        defs[name] = item;
+        items.push({ $ref: `#/$defs/${name}` });
+      });
+      places.rules[JSON.stringify(JSON.stringify(marker))] = patternObjectRules(RANGE_NAME);
+      const placeholder: Schema = { type: "array", prefixItems: items, items: false };
+      for (const key of ["$defs", "definitions"]) if (node === schema && out[key] !== undefined) placeholder[key] = out[key];
+      return placeholder;
     }
     const properties = out["properties"];
     const additional = out["additionalProperties"];

@@ -7,7 +7,7 @@
  * The relaxing asks the strict check itself (checkJsonSchema, the repetition budget) what it refuses, one keyword
  * at a time, and relaxes that keyword where it is: `oneOf` becomes `anyOf`, `allOf` is merged into its schema,
  * bounds, `pattern`, long `maxLength` and the keywords with no grammar (`uniqueItems`, `not`, `multipleOf`,
- * `if`, `patternProperties`, ...) are dropped. A schema that is not a schema (a broken `$ref`, a wrong type) is
+ * `if`, `patternProperties` with more than one pattern, ...) are dropped. A schema that is not a schema (a broken `$ref`, a wrong type) is
  * still refused.
  */
 import { ConstraintError } from "./errors.js";

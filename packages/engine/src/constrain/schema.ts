@@ -20,6 +20,7 @@ export { ENFORCED_FORMATS };
 const ENFORCED = new Set([
   "type",
   "properties",
+  "patternProperties",
   "required",
   "additionalProperties",
   "unevaluatedProperties",
@@ -45,6 +46,17 @@ const ENFORCED = new Set([
 ]);
 
 export { MAX_SCHEMA_DEPTH };
+
+/** Keywords that may sit beside `patternProperties` (open-objects.ts writes the object). */
+const BESIDE_PATTERN_PROPERTIES = new Set([
+  "type",
+  "patternProperties",
+  "properties",
+  "required",
+  "additionalProperties",
+  "$defs",
+  "definitions",
+]);
 
 /** A JSON pointer segment (RFC 6901 escaping). */
 function pointer(path: string, segment: string | number): string {
@@ -124,6 +136,39 @@ export function checkJsonSchema(given: unknown, field: string): unknown {
           if (!isObject(child)) bad(at, `${keyword} must be an object of schemas`, keyword);
           for (const [name, property] of Object.entries(child as Record<string, unknown>)) sub(property, pointer(at, name));
           break;
+        case "patternProperties": {
+          if (!isObject(child)) bad(at, "patternProperties must be an object of schemas", keyword);
+          const entries = Object.entries(child as Record<string, unknown>);
+          const refuse = (why: string): never => unsupported(path, keyword, why);
+          const listed = value["properties"];
+          if (isObject(listed) && Object.keys(listed).length > 0) {
+            // beside listed properties the object holds those only (open-objects.ts closes it): the patterns
+            // constrain nothing written as long as no listed name matches one
+            for (const [pattern] of entries) {
+              let regex: RegExp;
+              try {
+                regex = new RegExp(pattern, "u");
+              } catch {
+                return refuse(`its pattern ${JSON.stringify(pattern)} is not an ECMA-262 regular expression`);
+              }
+              const name = Object.keys(listed).find((n) => regex.test(n));
+              if (name !== undefined)
+                refuse(`the listed property "${name}" matches its pattern ${JSON.stringify(pattern)}: both schemas would apply`);
+            }
+            break;
+          }
+          if (entries.length !== 1) refuse(`one pattern is enforced, not ${entries.length}`);
+          const [pattern, property] = entries[0]!;
+          if (Array.isArray(value["required"]) && value["required"].length > 0) refuse("it is enforced on an object with nothing required");
+          const type = value["type"];
+          if (type !== undefined && type !== "object") refuse('it is enforced on a schema of "type": "object"');
+          const other = Object.keys(value).find((k) => !BESIDE_PATTERN_PROPERTIES.has(k) && !ANNOTATIONS.has(k));
+          if (other !== undefined) refuse(`it is enforced with annotations beside it, not with "${other}"`);
+          const placement = patternPlacement({ type: "string", pattern });
+          if (placement !== undefined && "problem" in placement) refuse(`its pattern: ${placement.problem}`);
+          sub(property, pointer(at, pattern));
+          break;
+        }
         case "required":
           if (!Array.isArray(child) || child.some((n) => typeof n !== "string")) bad(at, "required must be an array of strings", keyword);
           break;
@@ -167,7 +212,15 @@ export function checkJsonSchema(given: unknown, field: string): unknown {
             );
           break;
         case "enum":
-          if (!Array.isArray(child) || child.length === 0) bad(at, "enum must be a non-empty array", keyword);
+          if (!Array.isArray(child)) bad(at, "enum must be an array", keyword);
+          // empty as given, or emptied by normalization: none of its values is of the schema's type or passes its
+          // other keywords
+          if ((child as unknown[]).length === 0)
+            bad(
+              path,
+              "no value satisfies this schema (none of its enum values passes the schema's other keywords, e.g. its type)",
+              keyword,
+            );
           if ((child as unknown[]).some((v) => !isPrimitive(v)))
             unsupported(path, keyword, "only string, number, boolean and null values are enforced");
           break;
