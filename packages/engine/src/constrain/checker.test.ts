@@ -295,6 +295,43 @@ describe("SchemaChecker", () => {
     const required = await checker.check({ type: "object", properties: { b: { enum: ["M"], type: "object" } }, required: ["b"] });
     expect(required.compiled).toBe(false);
     expect(required.error?.message).toMatch(/at \/properties\/b: no value satisfies this schema/);
+    // `false` as a property or a branch: the same, in our words (the grammar engine's were its failed check)
+    const falseRequired = await checker.check({ type: "object", properties: { a: false }, required: ["a"] });
+    expect(falseRequired.error?.message).toBe(
+      "the schema at /properties/a: no value satisfies this schema (`false`), and the property is required",
+    );
+    const branches = await checker.check(
+      { type: "object", properties: { a: { anyOf: [false, { type: "string" }] }, b: { anyOf: [false] } } },
+      [{ data: { a: "s" } }, { data: { a: 1 } }, { data: { b: 1 } }],
+    );
+    expect(branches.tests.map((t) => t.accepted)).toEqual([true, false, false]);
+  });
+
+  it("properties named like keywords are properties (MaskBench's Github_easy---o60843 has one named `properties`)", async () => {
+    const schema = {
+      type: "object",
+      properties: {
+        properties: { type: "object", properties: { a: { type: "string" } }, required: ["a"] },
+        pattern: { type: "string", pattern: "^x$" },
+        patternProperties: { type: "integer", minimum: 1, maximum: 3 },
+        const: { type: "boolean" },
+      },
+      required: ["properties", "pattern", "patternProperties"],
+    };
+    for (const openObjects of [false, true]) {
+      const result = await checker.check(
+        schema,
+        [
+          { data: { properties: { a: "s" }, pattern: "x", patternProperties: 2, const: true } },
+          { data: { properties: { a: "s" }, pattern: "y", patternProperties: 2 } },
+          { data: { properties: { a: "s" }, pattern: "x", patternProperties: 4 } },
+          { data: { properties: {}, pattern: "x", patternProperties: 2 } },
+        ],
+        { openObjects },
+      );
+      expect(result.error).toBeUndefined();
+      expect(result.tests.map((t) => t.accepted)).toEqual([true, false, false, false]);
+    }
   });
 
   it("patternProperties: a map whose keys match the pattern, each value of its schema, in both object modes", async () => {

@@ -232,7 +232,8 @@ export function grammarWorkerMain(load: (id: string) => unknown): void {
     } catch (error) {
       const lines = takePrinted()
         .filter((line) => /FATAL|error/i.test(line))
-        .map((line) => line.replace(/^\[FATAL\]\s*\S+:\d+:\s*/, ""));
+        // the runtime's own source place and failed check expression are its internals, not the reason
+        .map((line) => line.replace(/^\[FATAL\]\s*\S+:\d+:\s*/, "").replace(/Check failed: \(.*?\) is false:?\s*/g, ""));
       const reason = lines.length > 0 ? lines.join("; ") : String((error as Error).message ?? error);
       if (memoryRefused !== undefined) throw new WorkerError(memoryError(field));
       throw new WorkerError({

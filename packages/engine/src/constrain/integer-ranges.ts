@@ -11,7 +11,7 @@
  */
 
 import { formatRule } from "./formats.js";
-import { ANNOTATIONS } from "./normalize.js";
+import { ANNOTATIONS, mapSubschemas } from "./normalize.js";
 import { patternPlacement, patternRule } from "./regex.js";
 
 type Schema = Record<string, unknown>;
@@ -306,12 +306,7 @@ export function placeIntegerRanges(schema: unknown, places: RangePlaces): unknow
       places.rules[JSON.stringify(JSON.stringify(marker))] = rule;
       return { const: marker };
     }
-    const out: Schema = {};
-    for (const [key, value] of Object.entries(node)) {
-      // values of enum, const, default and examples are data, not schemas
-      out[key] = key === "enum" || key === "const" || key === "default" || key === "examples" ? value : place(value);
-    }
-    return out;
+    return mapSubschemas(node, place);
   };
   return place(schema);
 }

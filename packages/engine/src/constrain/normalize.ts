@@ -287,11 +287,7 @@ function finiteValueSets(schema: Schema): Schema {
         for (const container of ["$defs", "definitions"]) if (node[container] !== undefined) kept[container] = rewritten(node[container]);
       return { ...kept, enum: values };
     }
-    const out: Schema = {};
-    for (const [key, value] of Object.entries(node)) {
-      out[key] = key === "enum" || key === "const" || key === "default" || key === "examples" ? value : rewritten(value);
-    }
-    return out;
+    return mapSubschemas(node, rewritten);
   };
   return rewritten(schema) as Schema;
 }
@@ -345,6 +341,15 @@ function rewrite(schema: Schema): Schema {
   if (out["if"] === undefined) {
     delete out["then"];
     delete out["else"];
+  }
+  // an anyOf/oneOf branch `false` matches nothing: dropped (none left, nothing matches: an empty enum, which the check
+  // names and an optional property drops)
+  for (const keyword of ["anyOf", "oneOf"]) {
+    const branches = out[keyword];
+    if (!Array.isArray(branches) || !branches.includes(false)) continue;
+    const kept = branches.filter((branch) => branch !== false);
+    if (kept.length === 0) return { enum: [] };
+    out[keyword] = kept;
   }
   // enum and const with array or object values: as schemas of exactly those values
   const structured = (v: unknown): boolean => typeof v === "object" && v !== null;
@@ -471,6 +476,25 @@ function reachableDefinitions(root: Schema): Set<string> {
 
 /** Values of these keywords are data, not schemas. */
 const DATA_KEYWORDS = new Set(["enum", "const", "default", "examples"]);
+
+/**
+ * A copy of the schema object `node` with each subschema passed through `f`: the values of keywords that hold a map
+ * of schemas (`properties`, `$defs`, ...) one by one, never the map itself (a property named `properties` or
+ * `pattern` is not a keyword), other keywords' values whole (arrays of schemas included), data keywords kept.
+ */
+export function mapSubschemas(node: Schema, f: (child: unknown) => unknown): Schema {
+  const out: Schema = {};
+  for (const [key, value] of Object.entries(node)) {
+    if (DATA_KEYWORDS.has(key)) out[key] = value;
+    else if ((SCHEMA_MAP.has(key) || key === "dependencies") && isObject(value)) {
+      const map: Schema = {};
+      // dependencies' arrays of names are data
+      for (const [name, child] of Object.entries(value)) map[name] = Array.isArray(child) ? child : f(child);
+      out[key] = map;
+    } else out[key] = f(value);
+  }
+  return out;
+}
 
 /**
  * Visits each object in `root` once, iteratively (arrays walked through, data keywords' values skipped), until

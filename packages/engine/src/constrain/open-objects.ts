@@ -16,7 +16,7 @@
  * in another order is not accepted (tracking which keys were written in any order takes a rule per subset).
  */
 import { RANGE_NAME, type RangePlaces } from "./integer-ranges.js";
-import { ANNOTATIONS } from "./normalize.js";
+import { ANNOTATIONS, mapSubschemas } from "./normalize.js";
 import { ANY_CHARACTER, complement, jsonEscapeOf, literal, setEbnf } from "./regex.js";
 
 type Schema = Record<string, unknown>;
@@ -132,11 +132,7 @@ export function placeOpenObjects(schema: unknown, places: RangePlaces, closed: b
   const place = (node: unknown): unknown => {
     if (Array.isArray(node)) return node.map(place);
     if (!isObject(node)) return node;
-    const out: Schema = {};
-    for (const [key, value] of Object.entries(node)) {
-      // values of enum, const, default and examples are data, not schemas
-      out[key] = key === "enum" || key === "const" || key === "default" || key === "examples" ? value : place(value);
-    }
+    const out = mapSubschemas(node, place);
     const patterns = out["patternProperties"];
     const listed = out["properties"];
     if (isObject(patterns) && isObject(listed) && Object.keys(listed).length > 0) {

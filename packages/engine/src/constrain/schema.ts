@@ -134,7 +134,12 @@ export function checkJsonSchema(given: unknown, field: string): unknown {
         case "$defs":
         case "definitions":
           if (!isObject(child)) bad(at, `${keyword} must be an object of schemas`, keyword);
-          for (const [name, property] of Object.entries(child as Record<string, unknown>)) sub(property, pointer(at, name));
+          for (const [name, property] of Object.entries(child as Record<string, unknown>)) {
+            // an optional one was dropped by normalization: this one is required, and the object has no valid value
+            if (keyword === "properties" && property === false)
+              bad(pointer(at, name), "no value satisfies this schema (`false`), and the property is required", keyword);
+            sub(property, pointer(at, name));
+          }
           break;
         case "patternProperties": {
           if (!isObject(child)) bad(at, "patternProperties must be an object of schemas", keyword);
