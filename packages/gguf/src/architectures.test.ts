@@ -4,11 +4,16 @@ import {
   architectureOf,
   buildLoadPlan,
   FFN_KINDS,
+  FFN_OPS,
   gguf,
+  LAYER_KINDS,
+  MIXER_OPS,
+  MODEL_TENSOR_SCHEMA,
   QWEN35_0_8B_SHAPE,
   QWEN35_35B_A3B_SHAPE,
   Qwen35ConfigError,
   readGguf,
+  SCRATCH_SCHEMA,
   synthesizeQwen35HeaderSource,
   TOKEN_MIXERS,
 } from "./index.js";
@@ -66,5 +71,29 @@ describe("the architecture registry", () => {
       expect(error).toMatchObject({ code, field: "general.architecture" });
       expect((error as Error).message).toMatch(message);
     }
+  });
+
+  it("a folder registers its kinds with itself: the kind tables are the registered folders' kinds, in registry order", () => {
+    const mixers = Object.values(ARCHITECTURES).flatMap((a) => Object.entries(a.kinds.mixers));
+    const ffns = Object.values(ARCHITECTURES).flatMap((a) => Object.entries(a.kinds.ffns));
+    expect(mixers.map(([name]) => name)).toEqual(["attention", "gdn", "attention_ungated"]);
+    expect(ffns.map(([name]) => name)).toEqual(["dense", "moe", "dense_ffn_norm"]);
+    expect(Object.entries(LAYER_KINDS.mixers)).toEqual(mixers);
+    expect(Object.entries(LAYER_KINDS.ffns)).toEqual(ffns);
+    for (const [name, spec] of mixers) {
+      expect(TOKEN_MIXERS[name as keyof typeof TOKEN_MIXERS]).toBe(spec.tensors);
+      expect(MODEL_TENSOR_SCHEMA.mixers[name as keyof typeof TOKEN_MIXERS]).toBe(spec.tensors);
+      expect(SCRATCH_SCHEMA.mixers[name as keyof typeof TOKEN_MIXERS]).toBe(spec.scratch);
+      expect(MIXER_OPS).toContain(spec.op);
+    }
+    for (const [name, spec] of ffns) {
+      expect(FFN_KINDS[name as keyof typeof FFN_KINDS]).toBe(spec.tensors);
+      expect(SCRATCH_SCHEMA.ffns[name as keyof typeof FFN_KINDS]).toBe(spec.scratch);
+      expect(FFN_OPS).toContain(spec.op);
+    }
+    // qwen3's kinds are of existing families: the forwards run them with qwen35's ops
+    expect(LAYER_KINDS.mixers.attention_ungated).toMatchObject({ op: "attention", gated: false });
+    expect(LAYER_KINDS.mixers.attention).toMatchObject({ op: "attention", gated: true });
+    expect(LAYER_KINDS.ffns.dense_ffn_norm.op).toBe("dense");
   });
 });

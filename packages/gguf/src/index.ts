@@ -34,7 +34,29 @@ export {
 export { getMetadata, getMetadataEntry, getArchitecture } from "./metadata.js";
 export type { ModelArchitecture } from "./architecture.js";
 export { ARCHITECTURES, architectureOf } from "./architectures.js";
-export { FFN_KINDS, SCRATCH_SCHEMA, TOKEN_MIXERS } from "./kinds.js";
+export {
+  FFN_KINDS,
+  LAYER_KINDS,
+  MODEL_TENSOR_SCHEMA,
+  SCRATCH_SCHEMA,
+  TOKEN_MIXERS,
+  type FfnKind,
+  type FfnOfOp,
+  type FfnSpecOf,
+  type MixerOfOp,
+  type MixerSpecOf,
+  type TokenMixer,
+} from "./kinds.js";
+export {
+  FFN_OPS,
+  MIXER_OPS,
+  type ArchitectureKinds,
+  type FfnKindSpec,
+  type FfnOp,
+  type KindScratch,
+  type MixerKindSpec,
+  type MixerOp,
+} from "./layer-kind.js";
 export {
   parseQwen35Config,
   type Qwen35Architecture,
@@ -46,10 +68,8 @@ export {
   describeQwen35,
   qwen35Dims,
   MODEL_DIM_SCHEMA,
-  MODEL_TENSOR_SCHEMA,
   qwen35ExpectedTensors,
   qwen35TensorSlot,
-  type FfnKind,
   type LayerDescription,
   type ModelDescription,
   type ModelDimName,
@@ -57,7 +77,6 @@ export {
   type TensorTemplate,
   type ModelDims,
   type TensorDescription,
-  type TokenMixer,
   type Qwen35ExpectedTensor,
   type Qwen35TensorRole,
   type Qwen35TensorSlot,

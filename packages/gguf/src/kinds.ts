@@ -1,34 +1,84 @@
 /**
- * The registered layer kinds: every token mixer and FFN an architecture folder brings, by name. A
- * kind is registered once here (one line per folder that brings kinds); the model description, the
- * load plan and tt-native's generated slot tables read them from here, so a new kind needs no edit
- * elsewhere in this package.
+ * The registered layer kinds: every token mixer and FFN the registered architecture folders bring
+ * (each folder's `kinds`, registered with the folder in ./architectures.ts), by name, in registry
+ * order. The tables here are derived from the registry, so a new folder adds nothing to this file;
+ * the load plan and tt-native's generated tables read them from here.
+ *
+ * (Import order: this module imports the registry, which imports the folders; a folder reads its own
+ * kinds, never these tables, at module evaluation.)
  */
-import { QWEN35_FFNS, QWEN35_SCRATCH, QWEN35_TOKEN_MIXERS } from "./qwen35/kinds.js";
-import { QWEN35MOE_FFNS, QWEN35MOE_SCRATCH } from "./qwen35moe/kinds.js";
-import { QWEN3_FFNS, QWEN3_SCRATCH, QWEN3_TOKEN_MIXERS } from "./qwen3/kinds.js";
-import type { ModelDimName } from "./qwen35/tensors.js";
+import { ARCHITECTURES } from "./architectures.js";
+import type { FfnKindSpec, FfnOp, MixerKindSpec, MixerOp } from "./layer-kind.js";
+import { GLOBAL_TENSORS, type ModelDimName, NEXTN_TENSORS, type TensorTemplate } from "./qwen35/tensors.js";
 
-/** Token mixers (qwen35.md sections 4-5): gated full attention, a Gated DeltaNet, qwen3's ungated attention, ... */
-export const TOKEN_MIXERS = { ...QWEN35_TOKEN_MIXERS, ...QWEN3_TOKEN_MIXERS };
-/** FFNs: dense SwiGLU (qwen35; qwen3's names its norm ffn_norm), routed experts plus a gated shared expert (qwen35moe), ... */
-export const FFN_KINDS = { ...QWEN35_FFNS, ...QWEN35MOE_FFNS, ...QWEN3_FFNS };
+type RegisteredKinds = (typeof ARCHITECTURES)[keyof typeof ARCHITECTURES]["kinds"];
+type Merged<U> = (U extends unknown ? (x: U) => void : never) extends (x: infer I) => void ? I : never;
+type AllMixers = Merged<RegisteredKinds["mixers"]>;
+type AllFfns = Merged<RegisteredKinds["ffns"]>;
 
 /** A registered token mixer. */
-export type TokenMixer = keyof typeof TOKEN_MIXERS;
+export type TokenMixer = keyof AllMixers & string;
 /** A registered FFN kind. */
-export type FfnKind = keyof typeof FFN_KINDS;
+export type FfnKind = keyof AllFfns & string;
+/** What a registered token mixer's folder declares about it. */
+export type MixerSpecOf<K extends TokenMixer> = AllMixers[K];
+/** What a registered FFN kind's folder declares about it. */
+export type FfnSpecOf<K extends FfnKind> = AllFfns[K];
+/** The registered token mixers an op family runs (e.g. every attention kind). */
+export type MixerOfOp<O extends MixerOp> = { [K in TokenMixer]: MixerSpecOf<K>["op"] extends O ? K : never }[TokenMixer];
+/** The registered FFN kinds an op family runs. */
+export type FfnOfOp<O extends FfnOp> = { [K in FfnKind]: FfnSpecOf<K>["op"] extends O ? K : never }[FfnKind];
+
+function collect<S>(scope: "mixers" | "ffns"): Record<string, S> {
+  const table: Record<string, S> = {};
+  for (const architecture of Object.values(ARCHITECTURES)) {
+    for (const [name, spec] of Object.entries(architecture.kinds[scope] as Record<string, S>)) {
+      if (Object.hasOwn(table, name)) throw new Error(`layer kind "${name}" is registered twice (again by ${architecture.name})`);
+      table[name] = spec;
+    }
+  }
+  return table;
+}
+
+/** Every registered kind as its folder declares it: op family, flags, title, tensors, scratch. */
+export const LAYER_KINDS = {
+  mixers: collect<MixerKindSpec>("mixers") as { readonly [K in TokenMixer]: MixerSpecOf<K> },
+  ffns: collect<FfnKindSpec>("ffns") as { readonly [K in FfnKind]: FfnSpecOf<K> },
+} as const;
+
+const mapKinds = <T, R>(table: Readonly<Record<string, T>>, f: (spec: T) => R): Record<string, R> =>
+  Object.fromEntries(Object.entries(table).map(([name, spec]) => [name, f(spec)]));
+
+/** Token mixers (qwen35.md sections 4-5) as their tensor templates: gated full attention, a Gated DeltaNet, qwen3's ungated attention, ... */
+export const TOKEN_MIXERS = mapKinds(LAYER_KINDS.mixers, (k) => k.tensors) as {
+  readonly [K in TokenMixer]: MixerSpecOf<K>["tensors"];
+};
+/** FFNs as their tensor templates: dense SwiGLU (qwen35; qwen3's names its norm ffn_norm), routed experts plus a gated shared expert (qwen35moe), ... */
+export const FFN_KINDS = mapKinds(LAYER_KINDS.ffns, (k) => k.tensors) as { readonly [K in FfnKind]: FfnSpecOf<K>["tensors"] };
 
 /**
  * The activation scratch of the layer loop (per batch row, each buffer's width a named dimension):
- * the trunk's buffers, then each registered kind's. A kind without an entry is a compile error.
+ * the trunk's buffers (every layer: the residual stream, the current norm's output, a mixer's or the
+ * FFN's output), then each registered kind's.
  */
 export const SCRATCH_SCHEMA = {
-  trunk: QWEN35_SCRATCH.trunk,
-  mixers: { ...QWEN35_SCRATCH.mixers, ...QWEN3_SCRATCH.mixers },
-  ffns: { ...QWEN35_SCRATCH.ffns, ...QWEN35MOE_SCRATCH.ffns, ...QWEN3_SCRATCH.ffns },
+  trunk: { hidden: "nEmbd", normed: "nEmbd", branch: "nEmbd" },
+  mixers: mapKinds(LAYER_KINDS.mixers, (k) => k.scratch) as { readonly [K in TokenMixer]: MixerSpecOf<K>["scratch"] },
+  ffns: mapKinds(LAYER_KINDS.ffns, (k) => k.scratch) as { readonly [K in FfnKind]: FfnSpecOf<K>["scratch"] },
 } as const satisfies {
   trunk: Record<string, ModelDimName>;
   mixers: Record<TokenMixer, Record<string, ModelDimName>>;
   ffns: Record<FfnKind, Record<string, ModelDimName>>;
 };
+
+/**
+ * The tensor slots of each scope and kind, as templates (the description instantiates them per
+ * layer): the globals, each token mixer's, each FFN's, and the MTP block's own. tt-native generates
+ * its native slot tables from this (src/model/model_slots.h).
+ */
+export const MODEL_TENSOR_SCHEMA = {
+  global: GLOBAL_TENSORS,
+  mixers: TOKEN_MIXERS as Readonly<Record<TokenMixer, readonly TensorTemplate[]>>,
+  ffns: FFN_KINDS as Readonly<Record<FfnKind, readonly TensorTemplate[]>>,
+  nextn: NEXTN_TENSORS,
+} as const;

@@ -66,6 +66,7 @@ export {
   type IsaLevelName,
   type NativeAddon,
   type NativeBuildInfo,
+  type NativeKernelMenuLevel,
   type NativeTypeSupport,
 } from "./native-types.js";
 
@@ -82,6 +83,7 @@ export {
   TUNE_PREFILL_PASS_BYTES,
   TUNE_PREFILL_ROWS,
   candidateStages,
+  kernelMenuOf,
   parseTuneMode,
   readTuneCache,
   searchVariants,
@@ -90,6 +92,7 @@ export {
   tuneKey,
   writeTuneCache,
   type FullVariant,
+  type KernelMenu,
   type TuneChoice,
   type TuneGroup,
   type TuneMode,

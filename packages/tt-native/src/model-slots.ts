@@ -1,13 +1,16 @@
 /**
  * The native model's layer kinds and tensor slots, generated from the model description's tensor
- * schema (@keepquant/gguf's MODEL_TENSOR_SCHEMA): src/model/model_kinds.h (a layer's token mixer and
- * FFN as enums, with their names), src/model/model_slots.h (each scope's and kind's slots, bound to
+ * schema (@keepquant/gguf's MODEL_TENSOR_SCHEMA and LAYER_KINDS): src/model/model_kinds.h (a layer's
+ * token mixer and FFN as enums, with their names, titles, op families and flags), src/model/model_slots.h (each scope's and kind's slots, bound to
  * the native model's fields) and src/model/model_scratch.h (the layer loop's activation scratch per kind,
  * from SCRATCH_SCHEMA). `pnpm --filter @keepquant/tt-native gen:model` writes them; a test fails
  * when they are stale.
  */
 import {
+  FFN_OPS,
   type FfnKind,
+  LAYER_KINDS,
+  MIXER_OPS,
   MODEL_DIM_SCHEMA,
   MODEL_TENSOR_SCHEMA,
   type ModelDimName,
@@ -16,14 +19,6 @@ import {
   type TokenMixer,
 } from "@keepquant/gguf";
 
-/** How errors name a layer of each kind ("a full-attention MoE layer has no ssm_norm"). */
-const MIXER_TITLES: Record<TokenMixer, string> = {
-  attention: "full-attention",
-  gdn: "Gated DeltaNet",
-  attention_ungated: "ungated full-attention",
-};
-const FFN_TITLES: Record<FfnKind, string> = { dense: "", moe: " MoE", dense_ffn_norm: "" };
-
 const pascal = (name: string): string => name.replace(/(^|[_-])([a-z])/g, (_, __, c: string) => c.toUpperCase());
 const quoted = (names: readonly string[]): string => names.map((n) => JSON.stringify(n)).join(", ");
 
@@ -31,26 +26,47 @@ const quoted = (names: readonly string[]): string => names.map((n) => JSON.strin
 export const MIXER_KINDS = Object.keys(MODEL_TENSOR_SCHEMA.mixers) as TokenMixer[];
 export const FFN_KINDS = Object.keys(MODEL_TENSOR_SCHEMA.ffns) as FfnKind[];
 
-/** The layer kinds' header (src/model/model_kinds.h). */
+const enumOf = (name: string, values: readonly string[]): string =>
+  `enum class ${name} { ${values.map((k, i) => `${pascal(k)} = ${i}`).join(", ")} };`;
+
+/**
+ * The layer kinds' header (src/model/model_kinds.h): each kind's name, its title in errors (an FFN's
+ * after the mixer's: "a full-attention MoE layer has no ssm_norm"), the op family the native layer
+ * loop runs it with, and the attention's gate flag. A new kind of an existing family changes this
+ * header only.
+ */
 export function renderModelKindsHeader(): string {
+  const mixers = MIXER_KINDS.map((k) => LAYER_KINDS.mixers[k]);
+  const ffns = FFN_KINDS.map((k) => LAYER_KINDS.ffns[k]);
   const lines = [
     "// Generated from @keepquant/gguf's MODEL_TENSOR_SCHEMA by scripts/gen-model.ts (src/model-slots.ts): do not edit.",
-    "// A layer's kinds: its token mixer and its FFN, as the model description names them.",
+    "// A layer's kinds: its token mixer and its FFN, as the model description names them, and the op families",
+    "// (gguf's MIXER_OPS, FFN_OPS) the native model runs them with.",
     "#pragma once",
     "",
     "namespace kq {",
     "",
-    `enum class Mixer { ${MIXER_KINDS.map((k, i) => `${pascal(k)} = ${i}`).join(", ")} };`,
-    `enum class Ffn { ${FFN_KINDS.map((k, i) => `${pascal(k)} = ${i}`).join(", ")} };`,
+    enumOf("Mixer", MIXER_KINDS),
+    enumOf("Ffn", FFN_KINDS),
+    enumOf("MixerOp", MIXER_OPS),
+    enumOf("FfnOp", FFN_OPS),
     "",
     "namespace kinds {",
     "",
     `constexpr int kMixerCount = ${MIXER_KINDS.length};`,
     `inline constexpr const char* kMixerNames[kMixerCount] = {${quoted(MIXER_KINDS)}};`,
-    `inline constexpr const char* kMixerTitles[kMixerCount] = {${quoted(MIXER_KINDS.map((k) => MIXER_TITLES[k]))}};`,
+    `inline constexpr const char* kMixerTitles[kMixerCount] = {${quoted(mixers.map((k) => k.title))}};`,
+    `inline constexpr MixerOp kMixerOps[kMixerCount] = {${mixers.map((k) => `MixerOp::${pascal(k.op)}`).join(", ")}};`,
+    `inline constexpr bool kMixerGated[kMixerCount] = {${mixers.map((k) => String(k.gated)).join(", ")}};`,
     `constexpr int kFfnCount = ${FFN_KINDS.length};`,
     `inline constexpr const char* kFfnNames[kFfnCount] = {${quoted(FFN_KINDS)}};`,
-    `inline constexpr const char* kFfnTitles[kFfnCount] = {${quoted(FFN_KINDS.map((k) => FFN_TITLES[k]))}};`,
+    `inline constexpr const char* kFfnTitles[kFfnCount] = {${quoted(ffns.map((k) => (k.title ? ` ${k.title}` : "")))}};`,
+    `inline constexpr FfnOp kFfnOps[kFfnCount] = {${ffns.map((k) => `FfnOp::${pascal(k.op)}`).join(", ")}};`,
+    "",
+    "// The op family of a layer's kinds, and whether its attention has the output gate.",
+    "constexpr MixerOp mixerOp(Mixer m) { return kMixerOps[(int)m]; }",
+    "constexpr bool mixerGated(Mixer m) { return kMixerGated[(int)m]; }",
+    "constexpr FfnOp ffnOp(Ffn f) { return kFfnOps[(int)f]; }",
     "",
     "}  // namespace kinds",
     "}  // namespace kq",

@@ -5,9 +5,18 @@
 import type { FfnKind, GgmlType, TokenMixer } from "@keepquant/gguf";
 import type { NativeHparams } from "./model-hparams.js";
 
-export const NATIVE_ABI_VERSION = 8;
+export const NATIVE_ABI_VERSION = 9;
 
 export type IsaLevelName = "generic" | "avx2" | "avx512" | "neon";
+
+/** One ISA level's entry of the addon's kernel menu (NativeAddon.kernelMenu). */
+export interface NativeKernelMenuLevel {
+  isa: IsaLevelName;
+  /** weight types with decode row kernels (one activation row against a task's weight rows) */
+  rows: readonly GgmlType[];
+  /** weight types with the block kernels' register form (a batched decode step, prefill tiles) */
+  registers: readonly GgmlType[];
+}
 
 export interface NativeBuildInfo {
   abiVersion: number;
@@ -85,7 +94,6 @@ export interface NativeModelLayer {
  * planes only between steps.
  */
 export interface NativeModelSpec {
-  architecture: "qwen35";
   /**
    * Every named dimension of the description (nEmbd, nVocab, qDim, kvDim, convDim, ...; see
    * @keepquant/gguf's ModelDims), plus `drafterVocab` (the drafter head's rows), `eps` and
@@ -246,6 +254,12 @@ export interface NativeAddon {
   ): { jobs: number; tasks: number; wrongTasks: number; executions: number; pauses: number };
   abiVersion(): number;
   buildInfo(): NativeBuildInfo;
+  /**
+   * The kernel menu: per ISA level this CPU and build run (buildInfo().isaAvailable's order), the weight
+   * types (ascending ids) with decode row kernels (`rows`) and with the block kernels' register form
+   * (`registers`), read from that level's kernel table.
+   */
+  kernelMenu(): readonly NativeKernelMenuLevel[];
   getIsa(): IsaLevelName;
   /** throws (Error) with the reason when the level is unknown or unsupported here */
   setIsa(level: string): void;

@@ -1,4 +1,5 @@
-import { mulberry32 } from "@keepquant/gguf";
+import { GgmlType, mulberry32 } from "@keepquant/gguf";
+import type { NativeKernelMenuLevel } from "./native-types.js";
 
 /**
  * Shared helpers of this package's tests (not exported from the package). Nothing here needs a
@@ -40,3 +41,16 @@ export function firstBitMismatch(a: Float32Array, b: Float32Array): number {
   }
   return -1;
 }
+
+// ascending ids, as the addon lists them
+const KERNEL_MENU_TYPES = [GgmlType.Q8_0, GgmlType.Q4_K, GgmlType.Q6_K];
+/**
+ * The kernel menu of the x86 build at each level (src/cpu/x86: the decode row kernels of Q4_K, Q6_K and Q8_0 at
+ * avx2 and avx512, the block kernels' register form at avx512): the tuner tests' fake addon reports it, and
+ * kernel-menu.test.ts holds the real addon (and its emulated AVX-512 build) to it.
+ */
+export const X86_KERNEL_MENU: readonly NativeKernelMenuLevel[] = [
+  { isa: "generic", rows: [], registers: [] },
+  { isa: "avx2", rows: KERNEL_MENU_TYPES, registers: [] },
+  { isa: "avx512", rows: KERNEL_MENU_TYPES, registers: KERNEL_MENU_TYPES },
+];

@@ -9,10 +9,12 @@ import path from "node:path";
 import { GgmlType } from "@keepquant/gguf";
 import { afterAll, describe, expect, it } from "vitest";
 import type { DecodeVariant, MatmulRole, NativeAddon } from "./index.js";
+import { X86_KERNEL_MENU } from "./test-support.js";
 import {
   batchSlice,
   candidateStages,
   DEFAULT_VARIANT,
+  kernelMenuOf,
   parseTuneMode,
   searchVariants,
   TUNE_CACHE_FILE,
@@ -28,12 +30,16 @@ import {
   tuneKey,
   TUNE_SEARCH_VERSION,
   type FullVariant,
+  type KernelMenu,
   type TuneChoice,
   type TuneGroup,
   type TunerMatrix,
 } from "./tuner.js";
 
 const scratch = mkdtempSync(path.join(tmpdir(), "kq-tuner-"));
+
+/** The x86 build's kernel menu (kernel-menu.test.ts holds the addon to it), by type name. */
+const MENU: KernelMenu = kernelMenuOf({ kernelMenu: () => X86_KERNEL_MENU });
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
 /** A matrix of `rows` x `rowBytes` zero bytes (the fake timer never reads them). */
@@ -125,7 +131,7 @@ describe("searchVariants (fake timer and clock)", () => {
         clock.advance((ns * passes) / 1e6);
         return Array.from({ length: passes }, () => ns);
       },
-      { budgetMs, passes: 2, now: clock.now, isaLevels: isaLevels as typeof levels, threads: 2 },
+      { budgetMs, passes: 2, now: clock.now, isaLevels: isaLevels as typeof levels, threads: 2, kernelMenu: MENU },
     );
     return { ...result, calls };
   }
@@ -184,18 +190,18 @@ describe("searchVariants (fake timer and clock)", () => {
       { role: "layer", type: GgmlType.Q5_K, rows: 8192, cols: 1024, rowBytes: 704, data: new Uint8Array(8192 * 704) },
     ]);
     expect(q5[0]!.typeName).toBe("Q5_K");
-    const fromDefault = candidateStages(q5[0]!, ["generic", "avx2", "avx512"], 2).flatMap((stage) => stage(DEFAULT_VARIANT));
+    const fromDefault = candidateStages(q5[0]!, ["generic", "avx2", "avx512"], 2, MENU).flatMap((stage) => stage(DEFAULT_VARIANT));
     expect(fromDefault.some((v) => v.weightRows !== 0 || v.prefetch !== 0)).toBe(false);
     // Q8_0 has a row kernel at both levels: at avx2 its prefetch distances around the default 64 are
     // timed, one row at a time (no weightRows candidates)
     const q8 = tuneGroups([
       { role: "layer", type: GgmlType.Q8_0, rows: 4096, cols: 1024, rowBytes: 1088, data: new Uint8Array(4096 * 1088) },
     ]);
-    const atAvx2 = candidateStages(q8[0]!, ["generic", "avx2"], 2).flatMap((stage) => stage(DEFAULT_VARIANT));
+    const atAvx2 = candidateStages(q8[0]!, ["generic", "avx2"], 2, MENU).flatMap((stage) => stage(DEFAULT_VARIANT));
     expect([...new Set(atAvx2.filter((v) => v.prefetch !== 0).map((v) => v.prefetch))]).toEqual([32, 128]);
     expect(atAvx2.some((v) => v.weightRows !== 0)).toBe(false);
     expect(
-      candidateStages(q8[0]!, ["generic", "avx2", "avx512"], 2)
+      candidateStages(q8[0]!, ["generic", "avx2", "avx512"], 2, MENU)
         .flatMap((stage) => stage(DEFAULT_VARIANT))
         .some((v) => v.prefetch === 64),
     ).toBe(true);
@@ -203,7 +209,7 @@ describe("searchVariants (fake timer and clock)", () => {
     // the candidates; at avx2 rows run one at a time, so none
     const q4 = tuneGroups(MODEL).find((g) => g.typeName === "Q4_K")!;
     const rowsFrom = (v: FullVariant) =>
-      candidateStages(q4, ["generic", "avx2", "avx512"], 2)
+      candidateStages(q4, ["generic", "avx2", "avx512"], 2, MENU)
         .flatMap((stage) => stage(v))
         .filter((c) => c.weightRows !== v.weightRows)
         .map((c) => c.weightRows);
@@ -376,6 +382,7 @@ function recordingAddon() {
     getThreads: () => 2,
     abiVersion: () => 5,
     buildInfo: () => ({ isaAvailable: ["generic", "avx2", "avx512"] }),
+    kernelMenu: () => X86_KERNEL_MENU,
   } as unknown as NativeAddon;
   return { addon, set, resets: () => resets };
 }

@@ -21,7 +21,7 @@ import path from "node:path";
 import { performance } from "node:perf_hooks";
 import { GGML_TYPE_TRAITS, type GgmlType } from "@keepquant/gguf";
 import { NativeArgumentError } from "./errors.js";
-import type { ByteView, DecodeVariant, IsaLevelName, MatmulRole, NativeAddon } from "./native-types.js";
+import type { ByteView, DecodeVariant, IsaLevelName, MatmulRole, NativeAddon, NativeKernelMenuLevel } from "./native-types.js";
 
 /** The environment variables the tuner reads (a structural type, so the declarations need no @types/node). */
 export type TunerEnv = Readonly<Record<string, string | undefined>>;
@@ -56,21 +56,30 @@ export const TUNE_CACHE_VERSION = 1;
 export const TUNE_CACHE_FILE = "decode-tuning.json";
 
 /**
- * The decode row kernels per level: the weight types that have them, their default weight rows per call
- * and the candidates around the defaults (weightRows and prefetch act only there; elsewhere they move
- * nothing and are not timed). AVX2: one row at a time (interleaved rows were slower on Zen 4, so no
- * count is timed) and 8 blocks ahead by default; AVX-512: two rows, 32 K-quant blocks and 128 Q8_0 blocks
- * ahead (cpu/x86/simd_x86.inc, simd_avx512.inc).
+ * The addon's kernel menu by level (NativeAddon.kernelMenu, type names): which weight types have decode row
+ * kernels (`rows`: weightRows and prefetch act only there; elsewhere they move nothing and are not timed) and
+ * which the block kernels' register form (`registers`: a batchKernel / prefillKernel to time). The tuner
+ * reads it from the addon (kernelMenuOf); it lists no kernel itself.
  */
-const ROWS_KERNELS: Partial<
-  Record<IsaLevelName, { types: readonly string[]; weightRows: readonly number[]; prefetch: (kQuant: boolean) => number[] }>
-> = {
-  avx2: { types: ["Q4_K", "Q6_K", "Q8_0"], weightRows: [], prefetch: (kQuant) => (kQuant ? [16, 32] : [32, 128]) },
-  avx512: { types: ["Q4_K", "Q6_K", "Q8_0"], weightRows: [1, 4], prefetch: (kQuant) => (kQuant ? [16, 64] : [64, 256]) },
-};
+export type KernelMenu = Partial<Record<IsaLevelName, { rows: readonly string[]; registers: readonly string[] }>>;
 
-/** The weight types with a register form of the block kernels per level (cpu/x86/simd_avx512.inc). */
-const BATCH_KERNELS: Partial<Record<IsaLevelName, readonly string[]>> = { avx512: ["Q4_K", "Q6_K", "Q8_0"] };
+/** The addon's kernel menu, by level and type name. */
+export function kernelMenuOf(addon: { kernelMenu(): readonly NativeKernelMenuLevel[] }): KernelMenu {
+  const name = (type: GgmlType) => GGML_TYPE_TRAITS[type]?.name ?? String(type);
+  const menu: KernelMenu = {};
+  for (const level of addon.kernelMenu()) menu[level.isa] = { rows: level.rows.map(name), registers: level.registers.map(name) };
+  return menu;
+}
+
+/**
+ * The candidates around each level's row kernels' defaults (where the menu lists row kernels for the type).
+ * AVX2: one row at a time (interleaved rows were slower on Zen 4, so no count is timed) and 8 blocks ahead by
+ * default; AVX-512: two rows, 32 K-quant blocks and 128 Q8_0 blocks ahead (cpu/x86/simd_x86.inc, simd_avx512.inc).
+ */
+const ROWS_SEARCH: Partial<Record<IsaLevelName, { weightRows: readonly number[]; prefetch: (kQuant: boolean) => number[] }>> = {
+  avx2: { weightRows: [], prefetch: (kQuant) => (kQuant ? [16, 32] : [32, 128]) },
+  avx512: { weightRows: [1, 4], prefetch: (kQuant) => (kQuant ? [16, 64] : [64, 256]) },
+};
 
 /** A decode matmul weight of the loaded model. */
 export interface TunerMatrix {
@@ -156,6 +165,8 @@ export interface TuneOptions {
   addonVersion?: string;
   threads?: number;
   isaLevels?: readonly IsaLevelName[];
+  /** the kernel menu (default: the addon's, kernelMenuOf(addon)) */
+  kernelMenu?: KernelMenu;
   /** passes per timing (default 2 at load, 3 with force) */
   passes?: number;
 }
@@ -314,13 +325,13 @@ export function batchSlice(group: TuneGroup, passBytes = TUNE_BATCH_PASS_BYTES):
 }
 
 /** Whether the best level has the register form of the block kernels for this group's type (a batchKernel to time). */
-export function hasBatchChoice(group: TuneGroup, isaLevels: readonly IsaLevelName[]): boolean {
-  return BATCH_KERNELS[isaLevels.at(-1) ?? "generic"]?.includes(group.typeName) ?? false;
+export function hasBatchChoice(group: TuneGroup, isaLevels: readonly IsaLevelName[], menu: KernelMenu): boolean {
+  return menu[isaLevels.at(-1) ?? "generic"]?.registers.includes(group.typeName) ?? false;
 }
 
 /** Whether a prefillKernel is timed for this group: a layers' group with both kernels (the head's prefill is one row). */
-export function hasPrefillChoice(group: TuneGroup, isaLevels: readonly IsaLevelName[]): boolean {
-  return group.role === "layer" && hasBatchChoice(group, isaLevels);
+export function hasPrefillChoice(group: TuneGroup, isaLevels: readonly IsaLevelName[], menu: KernelMenu): boolean {
+  return group.role === "layer" && hasBatchChoice(group, isaLevels, menu);
 }
 
 // ---------------------------------------------------------------- candidates
@@ -330,6 +341,7 @@ export function candidateStages(
   group: TuneGroup,
   isaLevels: readonly IsaLevelName[],
   threads: number,
+  menu: KernelMenu,
 ): ((v: FullVariant) => FullVariant[])[] {
   const kQuant = group.typeName.endsWith("_K");
   const stages: ((v: FullVariant) => FullVariant[])[] = [];
@@ -337,8 +349,8 @@ export function candidateStages(
   const levels = isaLevels.filter((l) => l !== "generic");
   if (levels.length > 1) stages.push((v) => levels.slice(0, -1).map((isa) => ({ ...v, isa })));
   const rowsKernels = (v: FullVariant) => {
-    const rows = ROWS_KERNELS[v.isa === "current" ? (isaLevels.at(-1) ?? "generic") : v.isa];
-    return rows?.types.includes(group.typeName) ? rows : undefined;
+    const level = v.isa === "current" ? (isaLevels.at(-1) ?? "generic") : v.isa;
+    return menu[level]?.rows.includes(group.typeName) ? ROWS_SEARCH[level] : undefined;
   };
   // single vs pair (vs four-row) kernels: the level's other counts (Q8_0 at AVX-512: one row only)
   stages.push((v) => (rowsKernels(v)?.weightRows.filter((r) => kQuant || r === 1) ?? []).map((weightRows) => ({ ...v, weightRows })));
@@ -379,7 +391,15 @@ function median(values: readonly number[]): number {
 export function searchVariants(
   groups: readonly TuneGroup[],
   timer: TuneTimer,
-  options: { budgetMs: number; passes: number; now: () => number; isaLevels: readonly IsaLevelName[]; threads: number },
+  options: {
+    budgetMs: number;
+    passes: number;
+    now: () => number;
+    isaLevels: readonly IsaLevelName[];
+    threads: number;
+    /** the addon's kernel menu (kernelMenuOf) */
+    kernelMenu: KernelMenu;
+  },
 ): { choices: TuneChoice[]; notes: string[]; measureMs: number } {
   const start = options.now();
   const notes: string[] = [];
@@ -407,15 +427,15 @@ export function searchVariants(
     // the batched step's kernel first (it is independent of the one-row fields, and cheap: a slice of the group),
     // then the prefill's (independent of the other fields too; a smaller slice at more rows)
     const batch =
-      hasBatchChoice(group, options.isaLevels) && inBudget()
+      hasBatchChoice(group, options.isaLevels, options.kernelMenu) && inBudget()
         ? timeKernels("batchKernel", TUNE_BATCH_ROWS, TUNE_BATCH_PASS_BYTES)
         : undefined;
     const prefill =
-      hasPrefillChoice(group, options.isaLevels) && inBudget()
+      hasPrefillChoice(group, options.isaLevels, options.kernelMenu) && inBudget()
         ? timeKernels("prefillKernel", TUNE_PREFILL_ROWS, TUNE_PREFILL_PASS_BYTES)
         : undefined;
     const seen = new Set<string>([JSON.stringify(DEFAULT_VARIANT), JSON.stringify(best)]);
-    for (const stage of candidateStages(group, options.isaLevels, options.threads)) {
+    for (const stage of candidateStages(group, options.isaLevels, options.threads, options.kernelMenu)) {
       for (const candidate of stage(best)) {
         const key = JSON.stringify(candidate);
         if (seen.has(key)) continue;
@@ -636,6 +656,7 @@ export function tuneDecode(addon: NativeAddon, matrices: readonly TunerMatrix[],
     now: options.now ?? (() => performance.now()),
     isaLevels,
     threads,
+    kernelMenu: options.kernelMenu ?? kernelMenuOf(addon),
   });
   notes.push(...searched.notes);
   apply(searched.choices);

@@ -1,4 +1,4 @@
-import { GgmlType, type ModelDims, type Qwen35Config, type TokenMixer } from "@keepquant/gguf";
+import { GgmlType, LAYER_KINDS, type MixerOp, type ModelDims, type Qwen35Config } from "@keepquant/gguf";
 import { matmulDense } from "@keepquant/quant";
 import { F16_TO_F32, f32BitsToF16Bits } from "../numerics/half.js";
 import {
@@ -445,13 +445,15 @@ export class Qwen35Forward {
     tap(`${name}-${il}`, packed, rows, w);
   }
 
-  /** The op of each registered token mixer, by the layer's kind (a kind without an op is a compile error). */
+  /**
+   * The op of each token mixer family (gguf's MIXER_OPS; a family without an op is a compile error).
+   * A layer runs its kind's family (LAYER_KINDS), so a new kind of an existing family needs no entry.
+   */
   private readonly mixerOps: Readonly<
-    Record<TokenMixer, (il: number, layer: LayerWeights, entries: readonly StepEntry[], T: number) => void>
+    Record<MixerOp, (il: number, layer: LayerWeights, entries: readonly StepEntry[], T: number) => void>
   > = {
     attention: (il, layer, entries, T) => this.attention(il, layer as AttentionWeights, entries, T),
     gdn: (il, layer, entries, T) => this.gatedDeltaNet(il, layer as GdnWeights, entries, T),
-    attention_ungated: (il, layer, entries, T) => this.attention(il, layer as AttentionWeights, entries, T),
   };
 
   private matmul(weight: PackedMatrix, x: Float32Array, m: number, y: Float32Array): void {
@@ -496,7 +498,7 @@ export class Qwen35Forward {
       const layer = this.weights.layers[il]!;
       for (let r = 0; r < T; r++) rmsNorm(this.hidden, r * D, layer.attnNorm, this.normed, r * D, D, this.eps);
       this.observe("attn_norm", il, "normed", T);
-      this.mixerOps[layer.kind](il, layer, entries, T);
+      this.mixerOps[LAYER_KINDS.mixers[layer.kind].op](il, layer, entries, T);
       this.observe("mixer_out", il, "branch", T);
       let rows = T;
       if (il === c.nLayer - 1) {
@@ -812,7 +814,7 @@ export class Qwen35Forward {
     const Dh = this.dims.headDim;
     const eps = this.eps;
     // gated (qwen35): attn_q rows are per head [q_h | gate_h], qDim = 2 H Dh; an ungated kind: q_h only, qDim = H Dh
-    const gated = w.kind === "attention";
+    const gated = LAYER_KINDS.mixers[w.kind].gated;
     const qDim = this.dims.qDim;
     const qHeadStride = qDim / H;
     this.matmul(w.q, this.normed, T, this.qg);

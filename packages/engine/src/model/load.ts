@@ -167,7 +167,7 @@ export async function loadQwen35Weights(
   const tied = plan.tiedHead;
   const mtp = description.layers.find((l) => l.role === "mtp");
   const drafter = mtp?.tensors.some((t) => byName.has(t.name))
-    ? ({ kind: "attention", ...bind(mtp.tensors, globals) } as unknown as DrafterWeights)
+    ? ({ kind: mtp.mixer, ...bind(mtp.tensors, globals) } as unknown as DrafterWeights)
     : undefined;
   let tokenEmbdTwin: Uint16Array | undefined;
   if (numerics === "bf16") {

@@ -59,7 +59,7 @@ function nativeTable(
   withDrafter: boolean,
   libm: TtNative["nativeLibm"] extends () => infer L ? L : never,
   d: ModelDescription,
-): Pick<NativeModelSpec, "architecture" | "hparams" | "layers" | "tensors"> {
+): Pick<NativeModelSpec, "hparams" | "layers" | "tensors"> {
   const c = weights.config;
   const drafter = withDrafter ? weights.drafter : undefined;
   const tensors: NativeModelTensor[] = [];
@@ -83,7 +83,6 @@ function nativeTable(
     else bindAll(l.tensors, drafter!, (t) => (t.field === "head" ? ["nEmbd", "drafterVocab"] : t.dims));
   }
   return {
-    architecture: "qwen35",
     hparams: {
       ...d.dims,
       drafterVocab: drafter?.head.rows ?? weights.vocab,

@@ -12,7 +12,7 @@ import {
 import { matmulQ4KLlama } from "../numerics/q4k-llama.js";
 import { EngineLoadError } from "../errors.js";
 import { TsMatmulProvider, type DenseKernel, type DequantizeRow, type MatmulProvider, type Numerics } from "./matmul.js";
-import type { ModelWeights, PackedMatrix } from "./weights.js";
+import { isAttention, type ModelWeights, type PackedMatrix } from "./weights.js";
 
 export const quantDequantizeRow: DequantizeRow = dequantizeRow;
 
@@ -73,7 +73,7 @@ export function residentWeightBytes(weights: ModelWeights): { packed: number; tw
   let f32 = weights.outputNorm.byteLength;
   for (const layer of weights.layers) {
     f32 += layer.attnNorm.byteLength + layer.postAttnNorm.byteLength;
-    if (layer.kind !== "gdn") f32 += layer.qNorm.byteLength + layer.kNorm.byteLength;
+    if (isAttention(layer)) f32 += layer.qNorm.byteLength + layer.kNorm.byteLength;
     else f32 += layer.conv.byteLength + layer.dtBias.byteLength + layer.a.byteLength + layer.norm.byteLength;
   }
   return { packed, twin: weights.tokenEmbdTwin?.byteLength ?? 0, f32 };

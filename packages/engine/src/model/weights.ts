@@ -1,4 +1,4 @@
-import type { GgmlType, ModelDescription, Qwen35Config } from "@keepquant/gguf";
+import { type GgmlType, LAYER_KINDS, type MixerOfOp, type ModelDescription, type Qwen35Config } from "@keepquant/gguf";
 import type { PackedWeight } from "@keepquant/quant";
 
 /**
@@ -43,8 +43,11 @@ export interface MoeFfnWeights {
 }
 
 export interface AttentionWeights {
-  /** `attention`: gated (qwen35, attn_q [2 H Dh, D]); `attention_ungated`: qwen3's (attn_q [H Dh, D]) */
-  readonly kind: "attention" | "attention_ungated";
+  /**
+   * Any registered token mixer of the attention family (gguf's LAYER_KINDS): gated (qwen35's
+   * `attention`, attn_q [2 H Dh, D]) or not (qwen3's `attention_ungated`, attn_q [H Dh, D]).
+   */
+  readonly kind: MixerOfOp<"attention">;
   readonly attnNorm: Float32Array; // [D]
   readonly postAttnNorm: Float32Array; // [D]
   readonly q: PackedMatrix; // [qDim, D]: per head [q_h | gate_h] (gated), q_h (ungated)
@@ -61,7 +64,8 @@ export interface AttentionWeights {
 }
 
 export interface GdnWeights {
-  readonly kind: "gdn";
+  /** Any registered token mixer of the Gated DeltaNet family. */
+  readonly kind: MixerOfOp<"gdn">;
   readonly attnNorm: Float32Array; // [D]
   readonly postAttnNorm: Float32Array; // [D]
   readonly qkv: PackedMatrix; // [conv_dim, D]
@@ -81,6 +85,11 @@ export interface GdnWeights {
 }
 
 export type LayerWeights = AttentionWeights | GdnWeights;
+
+/** Whether a layer's token mixer is of the attention family (its kind's op in gguf's LAYER_KINDS). */
+export function isAttention(layer: LayerWeights): layer is AttentionWeights {
+  return LAYER_KINDS.mixers[layer.kind].op === "attention";
+}
 
 /**
  * The MTP/NextN drafter block `blk.{n_layer}.*` (qwen35.md section 12): one full-attention decoder

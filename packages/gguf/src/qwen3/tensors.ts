@@ -1,12 +1,13 @@
 import type { Qwen35Config } from "../qwen35/config.js";
 import {
+  GLOBAL_TENSORS,
   instantiateTensor,
-  MODEL_TENSOR_SCHEMA,
   type LayerDescription,
   type ModelDescription,
   type ModelDims,
   qwen35Dims,
 } from "../qwen35/tensors.js";
+import { kinds } from "./kinds.js";
 
 /** The named dimensions of a qwen3 config: qwen35's, with ungated queries (qDim = H Dh) and no GDN state. */
 export function qwen3Dims(config: Qwen35Config, vocab = config.vocabSize ?? 0): ModelDims {
@@ -19,7 +20,7 @@ export function qwen3Dims(config: Qwen35Config, vocab = config.vocabSize ?? 0): 
  */
 export function describeQwen3(config: Qwen35Config, vocab: number): ModelDescription {
   const dims = qwen3Dims(config, vocab);
-  const templates = [...MODEL_TENSOR_SCHEMA.mixers.attention_ungated, ...MODEL_TENSOR_SCHEMA.ffns.dense_ffn_norm];
+  const templates = [...kinds.mixers.attention_ungated.tensors, ...kinds.ffns.dense_ffn_norm.tensors];
   const layers: LayerDescription[] = [];
   for (let il = 0; il < config.nLayer; il++) {
     const tensors = templates.map((t) => instantiateTensor(t, dims, "trunk", il));
@@ -28,7 +29,7 @@ export function describeQwen3(config: Qwen35Config, vocab: number): ModelDescrip
   return {
     architecture: config.architecture,
     dims,
-    global: MODEL_TENSOR_SCHEMA.global.map((t) => instantiateTensor(t, dims, "global")),
+    global: GLOBAL_TENSORS.map((t) => instantiateTensor(t, dims, "global")),
     layers,
     attentionLayers: config.nLayer,
     gdnLayers: 0,

@@ -1,5 +1,7 @@
-import { FFN_KINDS, type FfnKind, TOKEN_MIXERS, type TokenMixer } from "../kinds.js";
+import type { FFN_KINDS, FfnKind, TOKEN_MIXERS, TokenMixer } from "../kinds.js";
+import { kinds as moeKinds } from "../qwen35moe/kinds.js";
 import type { Qwen35Config } from "./config.js";
+import { kinds } from "./kinds.js";
 
 export type Qwen35TensorRole = "global" | "trunk" | "mtp";
 
@@ -9,8 +11,8 @@ export type Qwen35TensorRole = "global" | "trunk" | "mtp";
  * those of the templates: the globals, the MTP block's own, and every registered kind's (../kinds.ts).
  */
 export type Qwen35TensorSlot =
-  | (typeof GLOBAL)[number]["slot"]
-  | (typeof NEXTN)[number]["slot"]
+  | (typeof GLOBAL_TENSORS)[number]["slot"]
+  | (typeof NEXTN_TENSORS)[number]["slot"]
   | { [K in TokenMixer]: (typeof TOKEN_MIXERS)[K][number]["slot"] }[TokenMixer]
   | { [K in FfnKind]: (typeof FFN_KINDS)[K][number]["slot"] }[FfnKind];
 
@@ -190,18 +192,15 @@ export interface TensorTemplate {
   requiredUnless?: string;
 }
 
-const GLOBAL = [
+/** The global tensors of every architecture: the token embedding, the output norm, the head (tied when absent). */
+export const GLOBAL_TENSORS = [
   { slot: "token_embd", field: "tokenEmbd", dims: ["nEmbd", "nVocab"] },
   { slot: "output_norm", field: "outputNorm", dims: ["nEmbd"] },
   { slot: "output", field: "output", dims: ["nEmbd", "nVocab"], optional: true, fallback: "tokenEmbd" },
 ] as const satisfies readonly TensorTemplate[];
 
-/** Token mixers and FFNs: each registered kind's tensors (../kinds.ts), in file order. */
-const MIXERS: Record<TokenMixer, readonly TensorTemplate[]> = TOKEN_MIXERS;
-const FFNS: Record<FfnKind, readonly TensorTemplate[]> = FFN_KINDS;
-
 /** The MTP/NextN block's own tensors (qwen35.md section 12), after its attention block. */
-const NEXTN = [
+export const NEXTN_TENSORS = [
   { slot: "nextn.eh_proj", field: "ehProj", dims: ["ehProjIn", "nEmbd"] },
   { slot: "nextn.enorm", field: "enorm", dims: ["nEmbd"] },
   { slot: "nextn.hnorm", field: "hnorm", dims: ["nEmbd"] },
@@ -210,17 +209,9 @@ const NEXTN = [
   { slot: "nextn.shared_head_head", field: "head", dims: ["nEmbd", "nVocab"], optional: true, fallback: "output" },
 ] as const satisfies readonly TensorTemplate[];
 
-/**
- * The tensor slots of each scope and kind, as templates (the description instantiates them per
- * layer): the globals, each token mixer's, each FFN's, and the MTP block's own. tt-native generates
- * its native slot tables from this (src/model/model_slots.h).
- */
-export const MODEL_TENSOR_SCHEMA = {
-  global: GLOBAL,
-  mixers: MIXERS,
-  ffns: FFNS,
-  nextn: NEXTN,
-} as const;
+/** qwen35's token mixers (./kinds.ts) and its FFNs: the dense one, or qwen35moe's MoE FFN. */
+const MIXERS = kinds.mixers;
+const FFNS = { ...kinds.ffns, ...moeKinds.ffns };
 
 /** Every named dimension of a config and vocabulary (see ModelDims); the vocabulary enters only `nVocab`. */
 export function qwen35Dims(config: Qwen35Config, vocab = config.vocabSize ?? 0): ModelDims {
@@ -283,23 +274,23 @@ export function instantiateTensor(t: TensorTemplate, dims: ModelDims, role: Qwen
  */
 export function describeQwen35(config: Qwen35Config, vocab: number): ModelDescription {
   const dims = qwen35Dims(config, vocab);
-  const ffn: FfnKind = config.moe ? "moe" : "dense";
+  const ffn: keyof typeof FFNS = config.moe ? "moe" : "dense";
   const layers: LayerDescription[] = [];
   let attentionLayers = 0;
   let gdnLayers = 0;
   config.layerKinds.forEach((mixer, il) => {
     const cacheIndex = mixer === "attention" ? attentionLayers++ : gdnLayers++;
-    const tensors = [...MIXERS[mixer], ...FFNS[ffn]].map((t) => instantiateTensor(t, dims, "trunk", il));
+    const tensors = [...MIXERS[mixer].tensors, ...FFNS[ffn].tensors].map((t) => instantiateTensor(t, dims, "trunk", il));
     layers.push({ index: il, role: "trunk", mixer, ffn, cacheIndex, tensors });
   });
   for (let il = config.nLayer; il < config.blockCount; il++) {
-    const tensors = [...MIXERS.attention, ...FFNS[ffn], ...NEXTN].map((t) => instantiateTensor(t, dims, "mtp", il));
+    const tensors = [...MIXERS.attention.tensors, ...FFNS[ffn].tensors, ...NEXTN_TENSORS].map((t) => instantiateTensor(t, dims, "mtp", il));
     layers.push({ index: il, role: "mtp", mixer: "attention", ffn, cacheIndex: attentionLayers + (il - config.nLayer), tensors });
   }
   return {
     architecture: config.architecture,
     dims,
-    global: GLOBAL.map((t) => instantiateTensor(t, dims, "global")),
+    global: GLOBAL_TENSORS.map((t) => instantiateTensor(t, dims, "global")),
     layers,
     attentionLayers,
     gdnLayers,

@@ -104,12 +104,11 @@ Model::Model(ModelSpec spec) : spec_(std::move(spec)) {
   for (int il = 0; il < c.nLayer; ++il) {
     const LayerWeights& L = spec_.layers[il];
     const std::string p = "blk." + str(il);
-    switch (L.mixer) {
-      case Mixer::Gdn:
+    switch (kinds::mixerOp(L.mixer)) {  // a GDN state plane, or a KV plane
+      case MixerOp::Gdn:
         if (L.cacheIndex != gdnLayers++) fail(p + ": state layer index out of order");
         break;
-      case Mixer::Attention:
-      case Mixer::AttentionUngated:
+      case MixerOp::Attention:
         if (L.cacheIndex != attentionLayers++) fail(p + ": KV layer index out of order");
         break;
     }
@@ -155,8 +154,8 @@ Model::Model(ModelSpec spec) : spec_(std::move(spec)) {
   KQ_SCRATCH_TRUNK(KQ_SCRATCH_ALLOC)
   alloc(outHidden_, T * D);
   KQ_SCRATCH_FFN_DENSE(KQ_SCRATCH_ALLOC)  // on every model (on an MoE model: feed_forward_length wide, or 0)
-  const bool anyMoe = std::any_of(spec_.layers.begin(), spec_.layers.end(), [](const LayerWeights& L) { return L.ffn == Ffn::Moe; }) ||
-                      (d.present && d.block.ffn == Ffn::Moe);
+  const bool anyMoe = std::any_of(spec_.layers.begin(), spec_.layers.end(), [](const LayerWeights& L) { return kinds::ffnOp(L.ffn) == FfnOp::Moe; }) ||
+                      (d.present && kinds::ffnOp(d.block.ffn) == FfnOp::Moe);
   if (anyMoe) {
     const size_t E = (size_t)c.nExpert, K = (size_t)c.nExpertUsed, F = (size_t)c.nFfExp, S = (size_t)c.nFfShexp;
     alloc(moeLogits_, T * E);
@@ -179,7 +178,7 @@ Model::Model(ModelSpec spec) : spec_(std::move(spec)) {
     moeJobs_.reserve(2 * E + 4);
     size_t xBytes = 0, hBytes = 0, sBytes = 0;
     auto widest = [&](const LayerWeights& L) {
-      if (L.ffn != Ffn::Moe) return;
+      if (kinds::ffnOp(L.ffn) != FfnOp::Moe) return;
       xBytes = std::max(xBytes, moeActRowBytes(L, 0));
       hBytes = std::max(hBytes, moeActRowBytes(L, 1));
       sBytes = std::max(sBytes, moeActRowBytes(L, 2));
@@ -447,10 +446,9 @@ void Model::step(const std::vector<StepEntry>& entries, float* logits, float* hi
   for (int il = 0; il < c.nLayer; ++il) {
     const LayerWeights& L = spec_.layers[il];
     rmsNormRows(hidden_.data(), L.attnNorm, normed_.data(), T);
-    switch (L.mixer) {  // the layer's token mixer
-      case Mixer::Attention: attention(L, entries, T); break;
-      case Mixer::Gdn: gatedDeltaNet(L, entries, T); break;
-      case Mixer::AttentionUngated: attention(L, entries, T); break;
+    switch (kinds::mixerOp(L.mixer)) {  // the op family of the layer's token mixer
+      case MixerOp::Attention: attention(L, entries, T); break;
+      case MixerOp::Gdn: gatedDeltaNet(L, entries, T); break;
     }
     int rows = T;
     if (il == c.nLayer - 1) {
@@ -521,7 +519,7 @@ void Model::draftStep(const std::vector<StepEntry>& entries, const float* hidden
 
 void Model::ffn(const LayerWeights& L, int rows) {
   const ProfileScope scope(kPhaseFfn);
-  if (L.ffn == Ffn::Moe) {
+  if (kinds::ffnOp(L.ffn) == FfnOp::Moe) {
     matmulPhase_ = kPhaseMatmulMoe;
     moeFfn(L, rows);
     matmulPhase_ = kPhaseMatmulLayer;
@@ -820,7 +818,7 @@ void Model::attention(const LayerWeights& L, const std::vector<StepEntry>& entri
   const int H = c.nHead, Hkv = c.nHeadKv, Dh = c.headDim, D = c.nEmbd;
   const float eps = c.eps;
   // gated (qwen35): attn_q rows are per head [q_h | gate_h], qDim = 2 H Dh; an ungated kind: q_h only, qDim = H Dh
-  const bool gated = L.mixer == Mixer::Attention;
+  const bool gated = kinds::mixerGated(L.mixer);
   const size_t qDim = (size_t)c.qDim, qHeadStride = qDim / H;
   prepareInput(normed_.data(), T, D);
   const MatmulOut qkv[] = {{&L.q, qg_.data()}, {&L.k, kRows_.data()}, {&L.v, vRows_.data()}};

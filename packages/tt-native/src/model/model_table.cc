@@ -144,10 +144,10 @@ void bindModelTable(const ModelTable& table, ModelSpec& spec) {
     const std::string where = "layers[blk." + str(l.index) + "]";
     if (l.mtp) {
       if (mtpIndex >= 0) fail(where + ": only one MTP block is supported");
-      if (l.mixer != Mixer::Attention) fail(where + ": the MTP block is a full-attention block");
+      if (kinds::mixerOp(l.mixer) != MixerOp::Attention) fail(where + ": the MTP block is a full-attention block");
       mtpIndex = l.index;
       spec.drafter.present = true;
-      spec.drafter.block.mixer = Mixer::Attention;
+      spec.drafter.block.mixer = l.mixer;
       spec.drafter.block.ffn = l.ffn;
       spec.drafter.block.cacheIndex = l.cacheIndex;
       continue;

@@ -21,7 +21,7 @@ void registerModelExports(Napi::Env env, Napi::Object exports);
 namespace {
 
 // Bump when any exported function's signature or semantics change; checked by the TS loader.
-constexpr int kAbiVersion = 8;
+constexpr int kAbiVersion = 9;
 
 struct Bytes {
   const uint8_t* data;
@@ -100,6 +100,33 @@ Napi::Value BuildInfo(const Napi::CallbackInfo& info) {
   t.Set("reason", tt.reason);
   o.Set("tt", t);
   return o;
+}
+
+// kernelMenu(): per ISA level this CPU and build run (buildInfo().isaAvailable, in that order), read from
+// that level's kernel table (CpuTypeTraits): the weight types with decode row kernels (vec_dot_rows, what a
+// one-row matmul dispatches to; `weightRows` and `prefetch` act only there) and with the block kernels'
+// register form (vec_dot_block_regs, what batchKernel / prefillKernel = 1 dispatch to). Ascending type ids:
+// [{ isa, rows: [type], registers: [type] }]. The decode tuner times only what this lists.
+Napi::Value KernelMenu(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  Napi::Array out = Napi::Array::New(env);
+  uint32_t idx = 0;
+  for (kq::IsaLevel l : kq::availableIsaLevels()) {
+    const kq::KernelSet& set = kq::kernelsAt(l);
+    Napi::Array rows = Napi::Array::New(env);
+    Napi::Array registers = Napi::Array::New(env);
+    uint32_t nRows = 0, nRegisters = 0;
+    for (int t = 0; t < kq::kTypeCount; ++t) {
+      if (set.type[t].vec_dot_rows) rows.Set(nRows++, t);
+      if (set.type[t].vec_dot_block_regs) registers.Set(nRegisters++, t);
+    }
+    Napi::Object o = Napi::Object::New(env);
+    o.Set("isa", kq::isaName(l));
+    o.Set("rows", rows);
+    o.Set("registers", registers);
+    out.Set(idx++, o);
+  }
+  return out;
 }
 
 Napi::Value GetIsa(const Napi::CallbackInfo& info) {
@@ -585,6 +612,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("argmaxF32", Napi::Function::New(env, ArgmaxF32));
   exports.Set("abiVersion", Napi::Function::New(env, AbiVersion));
   exports.Set("buildInfo", Napi::Function::New(env, BuildInfo));
+  exports.Set("kernelMenu", Napi::Function::New(env, KernelMenu));
   exports.Set("getIsa", Napi::Function::New(env, GetIsa));
   exports.Set("setIsa", Napi::Function::New(env, SetIsa));
   exports.Set("setThreads", Napi::Function::New(env, SetThreads));

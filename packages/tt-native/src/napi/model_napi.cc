@@ -166,8 +166,6 @@ ModelTable readTable(const Reader& r, const Napi::Object& spec) {
 
 ModelSpec parseSpec(const Reader& r, const Napi::Object& spec) {
   ModelSpec m;
-  const Napi::Value architecture = spec.Get("architecture");
-  if (!architecture.IsString() || architecture.As<Napi::String>().Utf8Value() != "qwen35") r.typeError("architecture", "\"qwen35\"");
   try {
     bindModelTable(readTable(r, spec), m);
   } catch (const std::invalid_argument& e) {
