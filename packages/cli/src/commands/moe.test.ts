@@ -4,7 +4,7 @@
  * `parity` (all STRICT), `chat`, `bench` (decode efficiency from the bytes a token reads: 2 of 8
  * experts) and `serve` (concurrent requests batched, the prefix cache, an aborted stream).
  */
-import { type ChildProcess, spawnSync } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import os, { tmpdir } from "node:os";
 import path from "node:path";
@@ -15,9 +15,9 @@ import { parityFixture } from "@keepquant/fixtures";
 import { FIXTURE_CACHE_DIR, parityFixtureFile } from "@keepquant/fixtures/oracle";
 import { QWEN35_397B_A17B_SHAPE, qwen35Q4KMClassMix, readGguf, writeQwen35HeaderOnly } from "@keepquant/gguf";
 import { llamaUnavailableReason } from "@keepquant/oracle";
-import { spawnServe } from "./test-support.js";
+import { CLI_BIN, GOLDEN_RUN_FLAGS, spawnServe, spawnCli } from "./test-support.js";
 
-const bin = fileURLToPath(new URL("../../dist/keepquant.js", import.meta.url));
+const bin = CLI_BIN;
 const repoRoot = fileURLToPath(new URL("../../../../", import.meta.url));
 const goldensDir = path.join(repoRoot, "goldens", "parity");
 const cache = mkdtempSync(path.join(tmpdir(), "kq-moe-cli-"));
@@ -40,8 +40,7 @@ beforeAll(async () => {
 afterAll(() => rmSync(cache, { recursive: true, force: true }));
 
 function cli(input: string, ...args: string[]) {
-  const result = spawnSync(process.execPath, [bin, ...args], { input, encoding: "utf8", env });
-  return { code: result.status, stdout: result.stdout, stderr: result.stderr };
+  return spawnCli(args, env, input);
 }
 
 describe.skipIf(reason !== undefined)(`keepquant on a qwen35moe file${reason ? ` (skipped: ${reason})` : ""}`, () => {
@@ -57,12 +56,7 @@ describe.skipIf(reason !== undefined)(`keepquant on a qwen35moe file${reason ? `
         golden.ids.join(","),
         "--max-tokens",
         String(golden.tokens.length),
-        "--kv-type",
-        "f32",
-        "--flash-attn",
-        "off",
-        "--ignore-eog",
-        "--json",
+        ...GOLDEN_RUN_FLAGS,
       );
       expect(r.code, r.stderr).toBe(0);
       const doc = JSON.parse(r.stdout) as { tokens: number[]; providers: Record<string, string> };

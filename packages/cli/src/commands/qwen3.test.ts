@@ -3,7 +3,7 @@
  * qwen3-tied-4l-q4_k_m (our synthesizer, llama.cpp's quantizer) with `run` (llama.cpp's own greedy
  * tokens), `parity` (the committed qwen3 goldens), `inspect`, `plan` (the planner's layer counts and KV bytes), `chat`, `bench` and `serve`.
  */
-import { type ChildProcess, spawn, spawnSync } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -12,8 +12,9 @@ import { qwen3FixtureFile } from "@keepquant/fixtures/qwen3";
 import { readGguf } from "@keepquant/gguf";
 import { llamaUnavailableReason, runOracle } from "@keepquant/oracle";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { CLI_BIN, GOLDEN_RUN_FLAGS, spawnCli, spawnServe } from "./test-support.js";
 
-const bin = fileURLToPath(new URL("../../dist/keepquant.js", import.meta.url));
+const bin = CLI_BIN;
 const cache = mkdtempSync(path.join(tmpdir(), "kq-qwen3-cli-"));
 const env = { ...process.env, KEEPQUANT_CACHE_DIR: cache, KEEPQUANT_DEBUG: "", CI: "1" };
 let model = "";
@@ -29,8 +30,7 @@ beforeAll(async () => {
 afterAll(() => rmSync(cache, { recursive: true, force: true }));
 
 function cli(input: string, ...args: string[]) {
-  const result = spawnSync(process.execPath, [bin, ...args], { input, encoding: "utf8", env });
-  return { code: result.status, stdout: result.stdout, stderr: result.stderr };
+  return spawnCli(args, env, input);
 }
 
 describe.skipIf(reason !== undefined)(`keepquant on a qwen3 file${reason ? ` (skipped: ${reason})` : ""}`, () => {
@@ -45,21 +45,7 @@ describe.skipIf(reason !== undefined)(`keepquant on a qwen3 file${reason ? ` (sk
       { timeoutMs: 120_000 },
     );
     for (const [p, prompt] of prompts.entries()) {
-      const r = cli(
-        "",
-        "run",
-        model,
-        "--prompt-ids",
-        prompt.join(","),
-        "--max-tokens",
-        "12",
-        "--kv-type",
-        "f32",
-        "--flash-attn",
-        "off",
-        "--ignore-eog",
-        "--json",
-      );
+      const r = cli("", "run", model, "--prompt-ids", prompt.join(","), "--max-tokens", "12", ...GOLDEN_RUN_FLAGS);
       expect(r.code, r.stderr).toBe(0);
       const doc = JSON.parse(r.stdout) as { tokens: number[]; providers: Record<string, string> };
       expect(doc.tokens).toEqual(expected.tokens[p]);
@@ -124,20 +110,9 @@ describe.skipIf(reason !== undefined)(`keepquant on a qwen3 file${reason ? ` (sk
     let child: ChildProcess | undefined;
     let url = "";
     beforeAll(async () => {
-      const spawned = spawn(process.execPath, [bin, "serve", model, "--port", "0", "--threads", "1", "--max-seqs", "4", "--no-webui"], {
-        env,
-        stdio: ["ignore", "pipe", "pipe"],
-      });
-      child = spawned;
-      let stderr = "";
-      url = await new Promise<string>((resolve, reject) => {
-        spawned.stderr!.on("data", (chunk: Buffer) => {
-          stderr += chunk.toString();
-          const port = /listening on http:\/\/127\.0\.0\.1:(\d+)/.exec(stderr)?.[1];
-          if (port && stderr.includes("ready:")) resolve(`http://127.0.0.1:${port}`);
-        });
-        spawned.on("exit", (code) => reject(new Error(`serve exited with ${code}: ${stderr}`)));
-      });
+      const started = await spawnServe(bin, ["serve", model, "--port", "0", "--threads", "1", "--max-seqs", "4", "--no-webui"], env);
+      child = started.child;
+      url = started.url;
     });
     afterAll(() => {
       child?.kill("SIGKILL");

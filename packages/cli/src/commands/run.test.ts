@@ -8,8 +8,9 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { defaultModelInfo } from "@keepquant/default-model";
 import { readGoldensFile } from "@keepquant/engine/parity";
 import { readGguf } from "@keepquant/gguf";
+import { CLI_BIN, GOLDEN_RUN_FLAGS, spawnCli } from "./test-support.js";
 
-const bin = fileURLToPath(new URL("../../dist/keepquant.js", import.meta.url));
+const bin = CLI_BIN;
 const repoRoot = fileURLToPath(new URL("../../../../", import.meta.url));
 const defaultModel = defaultModelInfo();
 
@@ -18,8 +19,7 @@ beforeAll(() => {
 });
 
 function run(...args: string[]) {
-  const result = spawnSync(process.execPath, [bin, ...args], { encoding: "utf8", env: { ...process.env, KEEPQUANT_DEBUG: "", CI: "1" } });
-  return { code: result.status, stdout: result.stdout, stderr: result.stderr };
+  return spawnCli(args, { ...process.env, KEEPQUANT_DEBUG: "", CI: "1" });
 }
 
 interface RunDocument {
@@ -39,19 +39,7 @@ describe("keepquant run", () => {
     // the default model's goldens were made with F32 K/V and flash attention off: run the same settings
     const goldensFile = path.join(repoRoot, "goldens", "default-model", "default-q4_k_m.json");
     const golden = readGoldensFile(goldensFile).prompts[0]!;
-    const r = run(
-      "run",
-      "--prompt-ids",
-      golden.ids.join(","),
-      "--max-tokens",
-      "16",
-      "--kv-type",
-      "f32",
-      "--flash-attn",
-      "off",
-      "--ignore-eog",
-      "--json",
-    );
+    const r = run("run", "--prompt-ids", golden.ids.join(","), "--max-tokens", "16", ...GOLDEN_RUN_FLAGS);
     expect(r.code, r.stderr).toBe(0);
     const doc = JSON.parse(r.stdout) as RunDocument;
     expect(doc.synthetic).toBe(false);

@@ -1,9 +1,29 @@
 /** Test support of the commands (not exported from the package). */
-import { type ChildProcess, spawn } from "node:child_process";
+import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { EventEmitter } from "node:events";
 import { Writable } from "node:stream";
+import { fileURLToPath } from "node:url";
 import type { CommandIo } from "../command.js";
 import { runCli } from "../main.js";
+
+/** The built CLI (`pnpm --filter @keepquant/cli build`), for tests that spawn it. */
+export const CLI_BIN = fileURLToPath(new URL("../../dist/keepquant.js", import.meta.url));
+
+/** Spawns `node CLI_BIN <args>` with `env`, `input` on its stdin; returns the exit code and what it printed. */
+export function spawnCli(
+  args: readonly string[],
+  env: NodeJS.ProcessEnv,
+  input = "",
+): { code: number | null; stdout: string; stderr: string } {
+  const result = spawnSync(process.execPath, [CLI_BIN, ...args], { input, encoding: "utf8", env });
+  return { code: result.status, stdout: result.stdout, stderr: result.stderr };
+}
+
+/**
+ * `keepquant run`'s flags for a greedy run the way llama.cpp's goldens are made (F32 K/V, flash attention
+ * off, no stop at end of generation), with the JSON document out.
+ */
+export const GOLDEN_RUN_FLAGS: readonly string[] = ["--kv-type", "f32", "--flash-attn", "off", "--ignore-eog", "--json"];
 
 /** Runs the CLI in this process, not interactive, with `env`; returns the exit code and what it printed. */
 export async function runCliCollecting(
