@@ -1,4 +1,3 @@
-import { spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -18,6 +17,7 @@ import {
   writeGguf,
   writeQwen35HeaderOnly,
 } from "@keepquant/gguf";
+import { spawnCli } from "./commands/test-support.js";
 
 const bin = fileURLToPath(new URL("../dist/keepquant.js", import.meta.url));
 const dir = mkdtempSync(join(tmpdir(), "kq-cli-"));
@@ -58,8 +58,7 @@ beforeAll(async () => {
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 function run(...args: string[]) {
-  const result = spawnSync(process.execPath, [bin, ...args], { encoding: "utf8", env: { ...process.env, KEEPQUANT_DEBUG: "" } });
-  return { code: result.status, stdout: result.stdout, stderr: result.stderr };
+  return spawnCli(args, { ...process.env, KEEPQUANT_DEBUG: "" });
 }
 
 function expectNoStack(text: string): void {

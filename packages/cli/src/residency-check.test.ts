@@ -1,4 +1,3 @@
-import { spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -15,6 +14,7 @@ import {
   writeQwen35HeaderOnly,
   type Qwen35Spec,
 } from "@keepquant/gguf";
+import { spawnCli } from "./commands/test-support.js";
 
 const bin = fileURLToPath(new URL("../dist/keepquant.js", import.meta.url));
 const dir = mkdtempSync(path.join(tmpdir(), "kq-residency-"));
@@ -39,12 +39,7 @@ beforeAll(async () => {
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 function cli(args: string[], input = "") {
-  const result = spawnSync(process.execPath, [bin, ...args], {
-    input,
-    encoding: "utf8",
-    env: { ...process.env, KEEPQUANT_DEBUG: "", CI: "1" },
-  });
-  return { code: result.status, stdout: result.stdout, stderr: result.stderr };
+  return spawnCli(args, { ...process.env, KEEPQUANT_DEBUG: "", CI: "1" }, input);
 }
 
 describe("run and chat consult the planner for cpu before loading", () => {

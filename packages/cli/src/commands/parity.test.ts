@@ -1,4 +1,3 @@
-import { spawnSync } from "node:child_process";
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -6,6 +5,7 @@ import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseGoldens, serializeGoldens } from "@keepquant/engine/parity";
 import { ensureFixture, fixtureTokenizerFromJson, parityFixture } from "@keepquant/fixtures";
+import { spawnCli } from "./test-support.js";
 
 const bin = fileURLToPath(new URL("../../dist/keepquant.js", import.meta.url));
 const repoRoot = fileURLToPath(new URL("../../../../", import.meta.url));
@@ -29,8 +29,7 @@ beforeAll(async () => {
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
 function run(...args: string[]) {
-  const result = spawnSync(process.execPath, [bin, ...args], { encoding: "utf8", env: { ...process.env, KEEPQUANT_DEBUG: "" } });
-  return { code: result.status, stdout: result.stdout, stderr: result.stderr };
+  return spawnCli(args, { ...process.env, KEEPQUANT_DEBUG: "" });
 }
 
 describe("keepquant parity", () => {
