@@ -1,15 +1,13 @@
-import { existsSync } from "node:fs";
-import { fileURLToPath } from "node:url";
 import { beforeAll, describe, expect, it } from "vitest";
 import { defaultModelInfo } from "@keepquant/default-model";
 import { renderChat } from "@keepquant/engine";
 import { readGguf } from "@keepquant/gguf";
-import { spawnCli } from "./test-support.js";
+import { spawnCli, expectBuiltCli, CLI_BIN } from "./test-support.js";
 
-const bin = fileURLToPath(new URL("../../dist/keepquant.js", import.meta.url));
+const _bin = CLI_BIN;
 
 beforeAll(() => {
-  if (!existsSync(bin)) throw new Error(`${bin} is missing: run \`pnpm --filter @keepquant/cli build\` first`);
+  expectBuiltCli();
 });
 
 function cli(input: string, ...args: string[]) {

@@ -1,10 +1,4 @@
-/**
- * A qwen3 file (dense; every layer QK-norm attention) through the commands: the fixture
- * qwen3-tied-4l-q4_k_m (our synthesizer, llama.cpp's quantizer) with `run` (llama.cpp's own greedy
- * tokens), `parity` (the committed qwen3 goldens), `inspect`, `plan` (the planner's layer counts and KV bytes), `chat`, `bench` and `serve`.
- */
-import type { ChildProcess } from "node:child_process";
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -12,9 +6,9 @@ import { qwen3FixtureFile } from "@keepquant/fixtures/qwen3";
 import { readGguf } from "@keepquant/gguf";
 import { llamaUnavailableReason, runOracle } from "@keepquant/oracle";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { CLI_BIN, GOLDEN_RUN_FLAGS, spawnCli, spawnServe } from "./test-support.js";
+import { CLI_BIN, GOLDEN_RUN_FLAGS, spawnCli, serveInDescribe, expectBuiltCli } from "./test-support.js";
 
-const bin = CLI_BIN;
+const _bin = CLI_BIN;
 const cache = mkdtempSync(path.join(tmpdir(), "kq-qwen3-cli-"));
 const env = { ...process.env, KEEPQUANT_CACHE_DIR: cache, KEEPQUANT_DEBUG: "", CI: "1" };
 let model = "";
@@ -24,7 +18,7 @@ const oracle = llamaUnavailableReason();
 const reason = oracle ? `the qwen3 fixture and its check need llama.cpp: ${oracle}` : undefined;
 
 beforeAll(async () => {
-  if (!existsSync(bin)) throw new Error(`${bin} is missing: run \`pnpm --filter @keepquant/cli build\` first`);
+  expectBuiltCli();
   if (!reason) model = await qwen3FixtureFile("qwen3-tied-4l", "Q4_K_M");
 });
 afterAll(() => rmSync(cache, { recursive: true, force: true }));
@@ -107,26 +101,8 @@ describe.skipIf(reason !== undefined)(`keepquant on a qwen3 file${reason ? ` (sk
   });
 
   describe("serve", () => {
-    let child: ChildProcess | undefined;
-    let url = "";
-    beforeAll(async () => {
-      const started = await spawnServe(bin, ["serve", model, "--port", "0", "--threads", "1", "--max-seqs", "4", "--no-webui"], env);
-      child = started.child;
-      url = started.url;
-    });
-    afterAll(() => {
-      child?.kill("SIGKILL");
-    });
-
-    const complete = async (prompt: string): Promise<string> => {
-      const response = await fetch(`${url}/v1/completions`, {
-        method: "POST",
-        headers: { "Content-Type": "application/json" },
-        body: JSON.stringify({ prompt, max_tokens: 12, temperature: 0 }),
-      });
-      expect(response.status).toBe(200);
-      return ((await response.json()) as { choices: { text: string }[] }).choices[0]!.text;
-    };
+    const served = serveInDescribe(() => model, env);
+    const { complete } = served;
 
     it("answers 4 concurrent requests (one batch) as it answers each alone", async () => {
       const prompts = ["Once upon a time", "The quick brown fox", "## Installation\n\nRun", "In the beginning"];
@@ -136,7 +112,7 @@ describe.skipIf(reason !== undefined)(`keepquant on a qwen3 file${reason ? ` (sk
     });
 
     it("chat completions render the file's chat template", async () => {
-      const response = await fetch(`${url}/v1/chat/completions`, {
+      const response = await fetch(`${served.url()}/v1/chat/completions`, {
         method: "POST",
         headers: { "Content-Type": "application/json" },
         body: JSON.stringify({ messages: [{ role: "user", content: "Hello" }], max_tokens: 6, temperature: 0 }),
@@ -156,7 +132,7 @@ describe.skipIf(reason !== undefined)(`keepquant on a qwen3 file${reason ? ` (sk
           },
         },
       ];
-      const response = await fetch(`${url}/v1/chat/completions`, {
+      const response = await fetch(`${served.url()}/v1/chat/completions`, {
         method: "POST",
         headers: { "Content-Type": "application/json" },
         body: JSON.stringify({

@@ -1,6 +1,6 @@
 import { spawn, spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
-import { existsSync, readFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -8,14 +8,14 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { defaultModelInfo } from "@keepquant/default-model";
 import { readGoldensFile } from "@keepquant/engine/parity";
 import { readGguf } from "@keepquant/gguf";
-import { CLI_BIN, GOLDEN_RUN_FLAGS, spawnCli } from "./test-support.js";
+import { CLI_BIN, GOLDEN_RUN_FLAGS, spawnCli, expectBuiltCli } from "./test-support.js";
 
 const bin = CLI_BIN;
 const repoRoot = fileURLToPath(new URL("../../../../", import.meta.url));
 const defaultModel = defaultModelInfo();
 
 beforeAll(() => {
-  if (!existsSync(bin)) throw new Error(`${bin} is missing: run \`pnpm --filter @keepquant/cli build\` first`);
+  expectBuiltCli();
 });
 
 function run(...args: string[]) {
