@@ -13,6 +13,7 @@ import { ApiError, invalidRequest } from "./errors.js";
 import { type AnswerSink, type ChatOutcome, type ErrorFormat, type SinkContext, schemaCheckField, sseEvent } from "./generation.js";
 import {
   agentChatRequest,
+  checkForcedToolSchemas,
   type Body,
   type ChatRequest,
   isObject,
@@ -426,11 +427,7 @@ function parseResponsesToolChoice(
     );
   }
   if ((visible ?? []).length === 0) throw invalidRequest("tool_choice", `tool_choice ${JSON.stringify(value)} needs function tools`);
-  (visible ?? []).forEach((tool) => {
-    const forced = choice === "required" || (typeof choice === "object" && choice.name === tool.function.name);
-    const at = paths[listed.indexOf(tool)] ?? "tools";
-    if (forced && tool.function.parameters !== undefined) checkSchemaParam(tool.function.parameters, `${at}.parameters`);
-  });
+  checkForcedToolSchemas(visible ?? [], choice, (_, tool) => `${paths[listed.indexOf(tool)] ?? "tools"}.parameters`);
   return { choice, tools: visible };
 }
 
