@@ -3,7 +3,7 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { defaultModelPath } from "@keepquant/default-model";
-import { startMockHub, type MockHub } from "@keepquant/hub/testing";
+import { startMockHub, type MockHub, mockHubEnv } from "@keepquant/hub/testing";
 import { generateText } from "ai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createKeepquant } from "./index.js";
@@ -25,7 +25,7 @@ afterAll(async () => {
 
 describe("hf: model ids", () => {
   it("downloads the model into the cache and generates what the same file generates by path", async () => {
-    const env = { HF_ENDPOINT: hub.url, HF_HOME: path.join(dir, "home"), HF_HUB_CACHE: path.join(dir, "hub") };
+    const env = mockHubEnv(hub, dir);
     const fromHub = await generateText({
       model: keepquant("hf:keepquant/Default-GGUF", { engine: { hub: { env } } }),
       prompt: "Hi",

@@ -1,9 +1,7 @@
-import { spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   GgmlType,
@@ -18,8 +16,9 @@ import {
   writeGguf,
   writeQwen35HeaderOnly,
 } from "@keepquant/gguf";
+import { spawnCli, expectBuiltCli, CLI_BIN } from "./commands/test-support.js";
 
-const bin = fileURLToPath(new URL("../dist/keepquant.js", import.meta.url));
+const _bin = CLI_BIN;
 const dir = mkdtempSync(join(tmpdir(), "kq-cli-"));
 const files = {
   good: join(dir, "good.gguf"),
@@ -36,7 +35,7 @@ const files = {
 beforeAll(async () => {
   await writeQwen35HeaderOnly(files.big, { ...QWEN35_27B_SHAPE, mtp: true });
   await writeQwen35HeaderOnly(files.moe, QWEN35_35B_A3B_SHAPE, { types: qwen35Q4KMClassMix(41, false) });
-  if (!existsSync(bin)) throw new Error(`${bin} is missing: run \`pnpm --filter @keepquant/cli build\` first`);
+  expectBuiltCli();
   const good = synthesizeQwen35(QWEN35_TEST_SHAPE);
   writeFileSync(files.good, good);
   writeFileSync(files.mtp, synthesizeQwen35({ ...QWEN35_TEST_SHAPE, mtp: true }));
@@ -58,8 +57,7 @@ beforeAll(async () => {
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 function run(...args: string[]) {
-  const result = spawnSync(process.execPath, [bin, ...args], { encoding: "utf8", env: { ...process.env, KEEPQUANT_DEBUG: "" } });
-  return { code: result.status, stdout: result.stdout, stderr: result.stderr };
+  return spawnCli(args, { ...process.env, KEEPQUANT_DEBUG: "" });
 }
 
 function expectNoStack(text: string): void {

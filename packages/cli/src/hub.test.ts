@@ -19,7 +19,7 @@ import {
   synthesizeQwen35,
   synthesizeQwen35Header,
 } from "@keepquant/gguf";
-import { startMockHub, type MockHub } from "@keepquant/hub/testing";
+import { startMockHub, type MockHub, mockHubEnv } from "@keepquant/hub/testing";
 import { afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { CommandIo } from "./command.js";
 import { downloadProgress } from "./download-progress.js";
@@ -57,7 +57,7 @@ beforeEach(async () => {
       files: { "m-Q8_0-00001-of-00002.gguf": shards[0]!, "m-Q8_0-00002-of-00002.gguf": shards[1]! },
     },
   });
-  env = { HF_ENDPOINT: hub.url, HF_HOME: path.join(dir, "home"), HF_HUB_CACHE: path.join(dir, "hub") };
+  env = mockHubEnv(hub, dir);
 });
 
 afterEach(async () => {

@@ -1,8 +1,6 @@
-import { spawnSync } from "node:child_process";
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { cpuAvailableMemory } from "@keepquant/engine";
 import {
@@ -15,13 +13,14 @@ import {
   writeQwen35HeaderOnly,
   type Qwen35Spec,
 } from "@keepquant/gguf";
+import { spawnCli, expectBuiltCli, CLI_BIN } from "./commands/test-support.js";
 
-const bin = fileURLToPath(new URL("../dist/keepquant.js", import.meta.url));
+const _bin = CLI_BIN;
 const dir = mkdtempSync(path.join(tmpdir(), "kq-residency-"));
 const huge = path.join(dir, "too-big-for-this-machine.gguf");
 
 beforeAll(async () => {
-  if (!existsSync(bin)) throw new Error(`${bin} is missing: run \`pnpm --filter @keepquant/cli build\` first`);
+  expectBuiltCli();
   // An F32 27B-shaped model with enough layers to be four times this machine's available memory:
   // a sparse header-only file (tensor bytes are never written). Its first tensor read, blk.0's
   // attention norm, is stored in a type nothing decodes, so a forced load fails at once instead of
@@ -39,12 +38,7 @@ beforeAll(async () => {
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 function cli(args: string[], input = "") {
-  const result = spawnSync(process.execPath, [bin, ...args], {
-    input,
-    encoding: "utf8",
-    env: { ...process.env, KEEPQUANT_DEBUG: "", CI: "1" },
-  });
-  return { code: result.status, stdout: result.stdout, stderr: result.stderr };
+  return spawnCli(args, { ...process.env, KEEPQUANT_DEBUG: "", CI: "1" }, input);
 }
 
 describe("run and chat consult the planner for cpu before loading", () => {

@@ -4,6 +4,17 @@ import { seededRandom, syntheticWeights, TINY_SPEC } from "./testing/synthetic-m
 
 const weights = await syntheticWeights(TINY_SPEC, { seed: 3 });
 
+/** The TypeScript forward with F32 K/V and flash attention off, in blocks of 4: the runs these tests compare. */
+const TS_F32_KV = { provider: "ts" as const, kvType: "f32" as const, flashAttention: false, blockSize: 4 };
+
+/** Two engines on the tiny weights with TS_F32_KV: one without a prefix cache, one with `prefixCacheSnapshots`. */
+async function plainAndCached(prefixCacheSnapshots: number): Promise<{ plain: Engine; cached: Engine }> {
+  return {
+    plain: await Engine.fromWeights(weights, TS_F32_KV),
+    cached: await Engine.fromWeights(weights, { ...TS_F32_KV, prefixCacheSnapshots }),
+  };
+}
+
 function randomPrompt(random: () => number, length: number): number[] {
   return Array.from({ length }, () => Math.floor(random() * TINY_SPEC.vocab));
 }
@@ -55,7 +66,7 @@ describe("Engine scheduling", () => {
   });
 
   it("concurrent greedy generations equal one-at-a-time generations (with preemption)", async () => {
-    const options = { provider: "ts" as const, kvType: "f32" as const, flashAttention: false, blockSize: 4 };
+    const options = TS_F32_KV;
     const single = await Engine.fromWeights(weights, { ...options, maxSequences: 1 });
     const batched = await Engine.fromWeights(weights, { ...options, kvCacheTokens: 40, maxSequences: 3, maxBatchTokens: 16 });
     const random = seededRandom(77);
@@ -69,9 +80,7 @@ describe("Engine scheduling", () => {
   });
 
   it("prefix cache: a shared prompt prefix is served from the cache with the same tokens", async () => {
-    const options = { provider: "ts" as const, kvType: "f32" as const, flashAttention: false, blockSize: 4 };
-    const plain = await Engine.fromWeights(weights, options);
-    const cached = await Engine.fromWeights(weights, { ...options, prefixCacheSnapshots: 2 });
+    const { plain, cached } = await plainAndCached(2);
     const random = seededRandom(314);
     const prefix = randomPrompt(random, 21);
     const prompts = [[...prefix, 1, 2, 3], [...prefix, 7, 8], [...prefix, 9], randomPrompt(random, 9)];
@@ -91,9 +100,7 @@ describe("Engine scheduling", () => {
   });
 
   it("prefix cache points: a shared head (a system prompt) is cached for prompts that differ after it", async () => {
-    const options = { provider: "ts" as const, kvType: "f32" as const, flashAttention: false, blockSize: 4 };
-    const plain = await Engine.fromWeights(weights, options);
-    const cached = await Engine.fromWeights(weights, { ...options, prefixCacheSnapshots: 4 });
+    const { plain, cached } = await plainAndCached(4);
     const random = seededRandom(4242);
     const head = randomPrompt(random, 22);
     const prompts = [

@@ -2,7 +2,7 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { QWEN35_TEST_SHAPE, splitGgufBytes, synthesizeQwen35 } from "@keepquant/gguf";
-import { startMockHub, type MockHub } from "@keepquant/hub/testing";
+import { startMockHub, type MockHub, mockHubEnv } from "@keepquant/hub/testing";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { Engine } from "./engine.js";
 import { checkCpuLoad } from "./planner/index.js";
@@ -22,7 +22,7 @@ beforeEach(async () => {
       files: { "Qwen3.5-Split-Q8_0-00001-of-00002.gguf": SHARDS[0]!, "Qwen3.5-Split-Q8_0-00002-of-00002.gguf": SHARDS[1]! },
     },
   });
-  env = { HF_ENDPOINT: hub.url, HF_HOME: path.join(dir, "home"), HF_HUB_CACHE: path.join(dir, "hub") };
+  env = mockHubEnv(hub, dir);
 });
 
 afterEach(async () => {

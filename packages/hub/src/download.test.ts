@@ -9,7 +9,7 @@ import { hubConfig } from "./config.js";
 import type { DownloadProgress } from "./download.js";
 import { HubError } from "./errors.js";
 import { downloadHubModel, ensureHubModel, remoteModelSource, resolveHubModel, type DownloadOptions } from "./resolve.js";
-import { sha256Hex, startMockHub, type MockHub } from "./testing/mock-hub.js";
+import { sha256Hex, startMockHub, type MockHub, mockHubEnv } from "./testing/mock-hub.js";
 
 const MODEL = synthesizeQwen35(QWEN35_TINY_SHAPE);
 const OTHER = Uint8Array.from(MODEL.subarray(0, 4096));
@@ -52,7 +52,7 @@ beforeEach(async () => {
     },
     "qwen/gated-GGUF": { files: { "gated-Q4_K_M.gguf": OTHER }, gatedToken: TOKEN },
   });
-  env = { HF_ENDPOINT: hub.url, HF_HOME: path.join(dir, "home"), HF_HUB_CACHE: path.join(dir, "hub") };
+  env = mockHubEnv(hub, dir);
 });
 
 afterEach(async () => {

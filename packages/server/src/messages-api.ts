@@ -12,6 +12,7 @@ import { type ApiError, invalidRequest } from "./errors.js";
 import { type AnswerSink, type ErrorFormat, type SinkContext, sseEvent } from "./generation.js";
 import {
   agentChatRequest,
+  checkForcedToolSchemas,
   type Body,
   type ChatRequest,
   isObject,
@@ -352,10 +353,7 @@ function parseAnthropicToolChoice(body: Body, tools: ToolDefinition[] | undefine
     choice = { name };
   } else throw invalidRequest("tool_choice.type", `tool_choice.type must be "auto", "any", "tool" or "none", got ${JSON.stringify(type)}`);
   // a forced call is constrained to the tool's schema: a keyword that cannot be enforced is refused
-  listed.forEach((tool, i) => {
-    const forced = choice === "required" || (typeof choice === "object" && choice.name === tool.function.name);
-    if (forced && tool.function.parameters !== undefined) checkSchemaParam(tool.function.parameters, `tools[${i}].input_schema`);
-  });
+  checkForcedToolSchemas(listed, choice, (i) => `tools[${i}].input_schema`);
   return { choice, single };
 }
 

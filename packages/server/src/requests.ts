@@ -503,11 +503,24 @@ function parseToolChoice(body: Body, tools: ToolDefinition[] | undefined): ToolC
       "unknown_tool",
     );
   }
+  checkForcedToolSchemas(tools, choice, (i) => `tools[${i}].function.parameters`);
+  return choice;
+}
+
+/**
+ * Checks the parameter schema of each tool `choice` forces (every tool for "required", the named one for a
+ * name), in order: a forced call is constrained to its tool's schema, so a keyword that cannot be enforced is
+ * refused. `param(index, tool)` names the schema in the error.
+ */
+export function checkForcedToolSchemas(
+  tools: readonly ToolDefinition[],
+  choice: ToolChoice,
+  param: (index: number, tool: ToolDefinition) => string,
+): void {
   tools.forEach((tool, i) => {
     const forced = choice === "required" || (typeof choice === "object" && choice.name === tool.function.name);
-    if (forced && tool.function.parameters !== undefined) checkSchemaParam(tool.function.parameters, `tools[${i}].function.parameters`);
+    if (forced && tool.function.parameters !== undefined) checkSchemaParam(tool.function.parameters, param(i, tool));
   });
-  return choice;
 }
 
 function requireObject(body: unknown): Body {

@@ -13,6 +13,7 @@ import { ApiError, invalidRequest } from "./errors.js";
 import { type AnswerSink, type ChatOutcome, type ErrorFormat, type SinkContext, schemaCheckField, sseEvent } from "./generation.js";
 import {
   agentChatRequest,
+  checkForcedToolSchemas,
   type Body,
   type ChatRequest,
   isObject,
@@ -426,11 +427,7 @@ function parseResponsesToolChoice(
     );
   }
   if ((visible ?? []).length === 0) throw invalidRequest("tool_choice", `tool_choice ${JSON.stringify(value)} needs function tools`);
-  (visible ?? []).forEach((tool) => {
-    const forced = choice === "required" || (typeof choice === "object" && choice.name === tool.function.name);
-    const at = paths[listed.indexOf(tool)] ?? "tools";
-    if (forced && tool.function.parameters !== undefined) checkSchemaParam(tool.function.parameters, `${at}.parameters`);
-  });
+  checkForcedToolSchemas(visible ?? [], choice, (_, tool) => `${paths[listed.indexOf(tool)] ?? "tools"}.parameters`);
   return { choice, tools: visible };
 }
 
@@ -839,33 +836,29 @@ export function responsesSink(ctx: SinkContext, request: ResponsesRequest, store
     const index = open;
     open = -1;
     item["status"] = status;
+    /** a finished text's event, then its part's (`content_index` or `summary_index` 0) */
+    const textDone = (
+      textEvent: string,
+      partEvent: string,
+      slot: "content_index" | "summary_index",
+      part: { type: string; text: string; [key: string]: unknown },
+      extra: Record<string, unknown> = {},
+    ): void => {
+      emit(textEvent, { item_id: item.id, output_index: index, [slot]: 0, text: part.text, ...extra });
+      emit(partEvent, { item_id: item.id, output_index: index, [slot]: 0, part });
+    };
     if (item.type === "reasoning") {
       const textOf = item["text"] as string;
-      emit("response.reasoning_text.done", { item_id: item.id, output_index: index, content_index: 0, text: textOf });
-      emit("response.content_part.done", {
-        item_id: item.id,
-        output_index: index,
-        content_index: 0,
-        part: { type: "reasoning_text", text: textOf },
-      });
-      if (request.summary) {
-        emit("response.reasoning_summary_text.done", { item_id: item.id, output_index: index, summary_index: 0, text: textOf });
-        emit("response.reasoning_summary_part.done", {
-          item_id: item.id,
-          output_index: index,
-          summary_index: 0,
-          part: { type: "summary_text", text: textOf },
+      textDone("response.reasoning_text.done", "response.content_part.done", "content_index", { type: "reasoning_text", text: textOf });
+      if (request.summary)
+        textDone("response.reasoning_summary_text.done", "response.reasoning_summary_part.done", "summary_index", {
+          type: "summary_text",
+          text: textOf,
         });
-      }
     } else if (item.type === "message") {
       const textOf = item["text"] as string;
-      emit("response.output_text.done", { item_id: item.id, output_index: index, content_index: 0, text: textOf, logprobs: [] });
-      emit("response.content_part.done", {
-        item_id: item.id,
-        output_index: index,
-        content_index: 0,
-        part: { type: "output_text", text: textOf, annotations: [], logprobs: [] },
-      });
+      const part = { type: "output_text", text: textOf, annotations: [], logprobs: [] };
+      textDone("response.output_text.done", "response.content_part.done", "content_index", part, { logprobs: [] });
     } else if (item.type === "function_call") {
       emit("response.function_call_arguments.done", {
         item_id: item.id,

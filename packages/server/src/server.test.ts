@@ -53,6 +53,25 @@ async function metricValue(name: string, labels = ""): Promise<number> {
   return line ? Number(line.split(" ").pop()) : 0;
 }
 
+/**
+ * "Weather in Oslo?" to the scripted model with `tool`, streamed at temperature 0 through the client's stream
+ * helper: every tool-call delta in order, and the completion the helper assembles.
+ */
+async function streamWeatherCall(
+  client: OpenAI,
+  tool: OpenAI.ChatCompletionTool,
+): Promise<{ deltas: OpenAI.ChatCompletionChunk.Choice.Delta.ToolCall[]; final: OpenAI.ChatCompletion }> {
+  const stream = client.chat.completions.stream({
+    model: "scripted",
+    messages: [{ role: "user", content: "Weather in Oslo?" }],
+    tools: [tool],
+    temperature: 0,
+  });
+  const deltas: OpenAI.ChatCompletionChunk.Choice.Delta.ToolCall[] = [];
+  stream.on("chunk", (chunk) => deltas.push(...(chunk.choices[0]?.delta.tool_calls ?? [])));
+  return { deltas, final: await stream.finalChatCompletion() };
+}
+
 describe("the official openai client against keepquant serve", () => {
   it("lists the model", async () => {
     const models = await client.models.list();
@@ -420,15 +439,7 @@ describe.each(["json", "xml"] as const)(
     });
 
     it("streams the call as a tool_calls delta that the client's stream helper assembles", async () => {
-      const stream = toolClient.chat.completions.stream({
-        model: "scripted",
-        messages: [{ role: "user", content: "Weather in Oslo?" }],
-        tools: [weatherTool],
-        temperature: 0,
-      });
-      const deltas: OpenAI.ChatCompletionChunk.Choice.Delta.ToolCall[] = [];
-      stream.on("chunk", (chunk) => deltas.push(...(chunk.choices[0]?.delta.tool_calls ?? [])));
-      const final = await stream.finalChatCompletion();
+      const { deltas, final } = await streamWeatherCall(toolClient, weatherTool);
       expect(deltas.length).toBeGreaterThan(0);
       // the first delta opens the call (index, id, type, name); the others add argument pieces
       expect(deltas[0]).toMatchObject({ index: 0, type: "function", function: { name: SCRIPT.toolName } });
@@ -878,15 +889,7 @@ describe("an XML call split across stream chunks (a scripted model writing it in
 
   it("the openai client gets the name once it is complete, the string value as it is generated, the integer when it closes", async () => {
     const client = new OpenAI({ baseURL: `${served.url}/v1`, apiKey: "none", maxRetries: 0 });
-    const stream = client.chat.completions.stream({
-      model: "scripted",
-      messages: [{ role: "user", content: "Weather in Oslo?" }],
-      tools: [tool],
-      temperature: 0,
-    });
-    const deltas: OpenAI.ChatCompletionChunk.Choice.Delta.ToolCall[] = [];
-    stream.on("chunk", (chunk) => deltas.push(...(chunk.choices[0]?.delta.tool_calls ?? [])));
-    const final = await stream.finalChatCompletion();
+    const { deltas, final } = await streamWeatherCall(client, tool);
     const call = final.choices[0]!.message.tool_calls![0] as OpenAI.ChatCompletionMessageFunctionToolCall;
     expect(final.choices[0]!.message.tool_calls).toHaveLength(1);
     expect(call.function.name).toBe(SCRIPT.toolName);

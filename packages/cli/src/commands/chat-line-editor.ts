@@ -254,7 +254,7 @@ export class LineEditor {
         if (this.cursor > 0) this.chars.splice(--this.cursor, 1);
         return undefined;
       case "delete":
-        if (this.cursor < this.chars.length) this.chars.splice(this.cursor, 1);
+        this.deleteUnderCursor();
         return undefined;
       case "left":
         this.cursor = Math.max(0, this.cursor - 1);
@@ -278,21 +278,15 @@ export class LineEditor {
         this.cursor = at;
         return undefined;
       }
-      case "kill-line-start": {
-        const start = this.lineStart();
-        this.chars.splice(start, this.cursor - start);
-        this.cursor = start;
+      case "kill-line-start":
+        this.deleteBackTo(this.lineStart());
         return undefined;
-      }
       case "kill-line-end":
         this.chars.splice(this.cursor, this.lineEnd() - this.cursor);
         return undefined;
-      case "kill-word": {
-        const start = this.wordStart();
-        this.chars.splice(start, this.cursor - start);
-        this.cursor = start;
+      case "kill-word":
+        this.deleteBackTo(this.wordStart());
         return undefined;
-      }
       case "up":
         return this.recall(-1);
       case "down":
@@ -302,7 +296,7 @@ export class LineEditor {
       case "eof":
         // Ctrl-D ends the session on an empty line; elsewhere it deletes the character under the cursor
         if (this.chars.length === 0) return { kind: "eof" };
-        if (this.cursor < this.chars.length) this.chars.splice(this.cursor, 1);
+        this.deleteUnderCursor();
         return undefined;
       case "redraw":
         return undefined;
@@ -359,6 +353,17 @@ export class LineEditor {
     let at = from;
     while (at < this.chars.length && this.chars[at] !== "\n") at++;
     return at;
+  }
+
+  /** Deletes from `start` to the cursor, which moves to `start`. */
+  private deleteBackTo(start: number): void {
+    this.chars.splice(start, this.cursor - start);
+    this.cursor = start;
+  }
+
+  /** Deletes the character under the cursor (none at the end). */
+  private deleteUnderCursor(): void {
+    if (this.cursor < this.chars.length) this.chars.splice(this.cursor, 1);
   }
 
   private wordStart(): number {

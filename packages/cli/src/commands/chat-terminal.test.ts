@@ -11,10 +11,10 @@ import { type ChildProcessWithoutNullStreams, spawn, spawnSync } from "node:chil
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { expectBuiltCli, CLI_BIN } from "./test-support.js";
 
-const bin = fileURLToPath(new URL("../../dist/keepquant.js", import.meta.url));
+const bin = CLI_BIN;
 const scriptMissing = spawnSync("script", ["--version"], { encoding: "utf8" }).status !== 0;
 const SKIP = scriptMissing ? "util-linux `script` is not on the PATH (Debian: apt-get install bsdutils)" : undefined;
 /** Only a hung session reaches it. */
@@ -24,7 +24,7 @@ const HUNG = 240_000;
 const scratch = mkdtempSync(path.join(tmpdir(), "kq-chat-terminal-"));
 
 beforeAll(() => {
-  if (!existsSync(bin)) throw new Error(`${bin} is missing: run \`pnpm --filter @keepquant/cli build\` first`);
+  expectBuiltCli();
 });
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 

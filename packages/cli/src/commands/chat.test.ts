@@ -1,24 +1,17 @@
-import { spawnSync } from "node:child_process";
-import { existsSync } from "node:fs";
-import { fileURLToPath } from "node:url";
 import { beforeAll, describe, expect, it } from "vitest";
 import { defaultModelInfo } from "@keepquant/default-model";
 import { renderChat } from "@keepquant/engine";
 import { readGguf } from "@keepquant/gguf";
+import { spawnCli, expectBuiltCli, CLI_BIN } from "./test-support.js";
 
-const bin = fileURLToPath(new URL("../../dist/keepquant.js", import.meta.url));
+const _bin = CLI_BIN;
 
 beforeAll(() => {
-  if (!existsSync(bin)) throw new Error(`${bin} is missing: run \`pnpm --filter @keepquant/cli build\` first`);
+  expectBuiltCli();
 });
 
 function cli(input: string, ...args: string[]) {
-  const result = spawnSync(process.execPath, [bin, ...args], {
-    input,
-    encoding: "utf8",
-    env: { ...process.env, KEEPQUANT_DEBUG: "", CI: "1" },
-  });
-  return { code: result.status, stdout: result.stdout, stderr: result.stderr };
+  return spawnCli(args, { ...process.env, KEEPQUANT_DEBUG: "", CI: "1" }, input);
 }
 
 describe("keepquant chat", () => {

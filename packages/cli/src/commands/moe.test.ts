@@ -1,10 +1,3 @@
-/**
- * A qwen35moe file through every command, as a dense one: the parity fixture moe-4l-e8k2-q4_k_m (8
- * routed experts, 2 used, a shared expert; goldens/parity) with `run` (llama.cpp's greedy tokens),
- * `parity` (all STRICT), `chat`, `bench` (decode efficiency from the bytes a token reads: 2 of 8
- * experts) and `serve` (concurrent requests batched, the prefix cache, an aborted stream).
- */
-import { type ChildProcess, spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import os, { tmpdir } from "node:os";
 import path from "node:path";
@@ -15,9 +8,9 @@ import { parityFixture } from "@keepquant/fixtures";
 import { FIXTURE_CACHE_DIR, parityFixtureFile } from "@keepquant/fixtures/oracle";
 import { QWEN35_397B_A17B_SHAPE, qwen35Q4KMClassMix, readGguf, writeQwen35HeaderOnly } from "@keepquant/gguf";
 import { llamaUnavailableReason } from "@keepquant/oracle";
-import { spawnServe } from "./test-support.js";
+import { CLI_BIN, GOLDEN_RUN_FLAGS, serveInDescribe, spawnCli, expectBuiltCli } from "./test-support.js";
 
-const bin = fileURLToPath(new URL("../../dist/keepquant.js", import.meta.url));
+const _bin = CLI_BIN;
 const repoRoot = fileURLToPath(new URL("../../../../", import.meta.url));
 const goldensDir = path.join(repoRoot, "goldens", "parity");
 const cache = mkdtempSync(path.join(tmpdir(), "kq-moe-cli-"));
@@ -33,15 +26,14 @@ const reason =
     : undefined;
 
 beforeAll(async () => {
-  if (!existsSync(bin)) throw new Error(`${bin} is missing: run \`pnpm --filter @keepquant/cli build\` first`);
+  expectBuiltCli();
   // checked against the manifest's sha256 (a mismatch throws)
   if (!reason) model = await parityFixtureFile(parityFixture(FIXTURE));
 });
 afterAll(() => rmSync(cache, { recursive: true, force: true }));
 
 function cli(input: string, ...args: string[]) {
-  const result = spawnSync(process.execPath, [bin, ...args], { input, encoding: "utf8", env });
-  return { code: result.status, stdout: result.stdout, stderr: result.stderr };
+  return spawnCli(args, env, input);
 }
 
 describe.skipIf(reason !== undefined)(`keepquant on a qwen35moe file${reason ? ` (skipped: ${reason})` : ""}`, () => {
@@ -57,12 +49,7 @@ describe.skipIf(reason !== undefined)(`keepquant on a qwen35moe file${reason ? `
         golden.ids.join(","),
         "--max-tokens",
         String(golden.tokens.length),
-        "--kv-type",
-        "f32",
-        "--flash-attn",
-        "off",
-        "--ignore-eog",
-        "--json",
+        ...GOLDEN_RUN_FLAGS,
       );
       expect(r.code, r.stderr).toBe(0);
       const doc = JSON.parse(r.stdout) as { tokens: number[]; providers: Record<string, string> };
@@ -101,29 +88,10 @@ describe.skipIf(reason !== undefined)(`keepquant on a qwen35moe file${reason ? `
   });
 
   describe("serve", () => {
-    let child: ChildProcess | undefined;
-    let url = "";
-    beforeAll(async () => {
-      const started = await spawnServe(bin, ["serve", model, "--port", "0", "--threads", "1", "--max-seqs", "4", "--no-webui"], env);
-      child = started.child;
-      url = started.url;
-    });
-    afterAll(() => {
-      child?.kill("SIGKILL");
-    });
-
-    const complete = async (prompt: string, maxTokens = 12, signal?: AbortSignal): Promise<string> => {
-      const response = await fetch(`${url}/v1/completions`, {
-        method: "POST",
-        headers: { "Content-Type": "application/json" },
-        body: JSON.stringify({ prompt, max_tokens: maxTokens, temperature: 0 }),
-        signal,
-      });
-      expect(response.status).toBe(200);
-      return ((await response.json()) as { choices: { text: string }[] }).choices[0]!.text;
-    };
+    const served = serveInDescribe(() => model, env);
+    const { complete } = served;
     const metric = async (name: string): Promise<number> => {
-      const metrics = await (await fetch(`${url}/metrics`)).text();
+      const metrics = await (await fetch(`${served.url()}/metrics`)).text();
       return Number(new RegExp(`^${name} (\\S+)$`, "m").exec(metrics)?.[1]);
     };
     const prompts = ["Once upon a time", "The quick brown fox", "## Installation\n\nRun", "In the beginning"];
@@ -147,7 +115,7 @@ describe.skipIf(reason !== undefined)(`keepquant on a qwen35moe file${reason ? `
     it("an aborted stream leaves the server serving: the next request gets the same text as before", async () => {
       const before = await complete(prompts[0]!);
       const controller = new AbortController();
-      const response = await fetch(`${url}/v1/completions`, {
+      const response = await fetch(`${served.url()}/v1/completions`, {
         method: "POST",
         headers: { "Content-Type": "application/json" },
         body: JSON.stringify({ prompt: prompts[1], max_tokens: 200, temperature: 0, stream: true }),
@@ -158,7 +126,7 @@ describe.skipIf(reason !== undefined)(`keepquant on a qwen35moe file${reason ? `
       controller.abort();
       await expect(reader.read()).rejects.toThrow();
       expect(await complete(prompts[0]!)).toBe(before);
-      expect((await fetch(`${url}/health`)).status).toBe(200);
+      expect((await fetch(`${served.url()}/health`)).status).toBe(200);
     });
   });
 });

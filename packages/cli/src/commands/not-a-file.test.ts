@@ -11,13 +11,14 @@
  *   root (who reads everything) the command runs as the user nobody.
  */
 import { spawnSync } from "node:child_process";
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { chmodSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { expectBuiltCli, CLI_BIN } from "./test-support.js";
 
-const bin = fileURLToPath(new URL("../../dist/keepquant.js", import.meta.url));
+const bin = CLI_BIN;
 const goldens = fileURLToPath(new URL("../../../../goldens/parity", import.meta.url));
 const scratch = mkdtempSync(path.join(tmpdir(), "kq-not-a-file-"));
 const directory = path.join(scratch, "a-directory.gguf");
@@ -40,7 +41,7 @@ const PERMISSION_SKIP = asRoot && !canDropToNobody ? "root cannot run a command 
 const HANG_GUARD_MS = 60_000;
 
 beforeAll(() => {
-  if (!existsSync(bin)) throw new Error(`${bin} is missing: run \`pnpm --filter @keepquant/cli build\` first`);
+  expectBuiltCli();
   mkdirSync(directory);
   const made = spawnSync("mkfifo", [fifo], { encoding: "utf8" });
   if (made.status !== 0) throw new Error(`mkfifo ${fifo} failed: ${made.stderr}`);

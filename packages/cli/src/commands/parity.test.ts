@@ -1,13 +1,13 @@
-import { spawnSync } from "node:child_process";
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseGoldens, serializeGoldens } from "@keepquant/engine/parity";
 import { ensureFixture, fixtureTokenizerFromJson, parityFixture } from "@keepquant/fixtures";
+import { spawnCli, expectBuiltCli, CLI_BIN } from "./test-support.js";
 
-const bin = fileURLToPath(new URL("../../dist/keepquant.js", import.meta.url));
+const _bin = CLI_BIN;
 const repoRoot = fileURLToPath(new URL("../../../../", import.meta.url));
 const goldensDir = path.join(repoRoot, "goldens", "parity");
 const cacheDir = process.env.KEEPQUANT_FIXTURE_CACHE ?? path.join(repoRoot, ".cache", "fixtures");
@@ -15,7 +15,7 @@ const scratch = mkdtempSync(path.join(tmpdir(), "kq-parity-"));
 let model = "";
 
 beforeAll(async () => {
-  if (!existsSync(bin)) throw new Error(`${bin} is missing: run \`pnpm --filter @keepquant/cli build\` first`);
+  expectBuiltCli();
   const manifest = JSON.parse(readFileSync(path.join(goldensDir, "manifest.json"), "utf8")) as {
     fixtures: { name: string; sha256: string }[];
   };
@@ -29,8 +29,7 @@ beforeAll(async () => {
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
 function run(...args: string[]) {
-  const result = spawnSync(process.execPath, [bin, ...args], { encoding: "utf8", env: { ...process.env, KEEPQUANT_DEBUG: "" } });
-  return { code: result.status, stdout: result.stdout, stderr: result.stderr };
+  return spawnCli(args, { ...process.env, KEEPQUANT_DEBUG: "" });
 }
 
 describe("keepquant parity", () => {

@@ -1,13 +1,14 @@
 import { spawnSync } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { QWEN35_0_8B_SHAPE, QWEN35_27B_SHAPE, qwen35Q4KMClassMix, writeQwen35HeaderOnly } from "@keepquant/gguf";
 import { parseByteSize } from "./plan.js";
+import { expectBuiltCli, CLI_BIN } from "./test-support.js";
 
-const bin = fileURLToPath(new URL("../../dist/keepquant.js", import.meta.url));
+const bin = CLI_BIN;
 const repoRoot = fileURLToPath(new URL("../../../../", import.meta.url));
 const dir = mkdtempSync(path.join(tmpdir(), "kq-plan-"));
 // The files docs/usage/cli-plan.md plans (scripts/planner/header-only-examples.ts writes the same).
@@ -15,7 +16,7 @@ const small = "qwen35-0.8b-q4_k_m-class.gguf";
 const big = "qwen35-27b-q4_k_m-class.gguf";
 
 beforeAll(async () => {
-  if (!existsSync(bin)) throw new Error(`${bin} is missing: run \`pnpm --filter @keepquant/cli build\` first`);
+  expectBuiltCli();
   await writeQwen35HeaderOnly(path.join(dir, small), QWEN35_0_8B_SHAPE, { types: qwen35Q4KMClassMix(24, true) });
   await writeQwen35HeaderOnly(path.join(dir, big), QWEN35_27B_SHAPE, { types: qwen35Q4KMClassMix(64, false) });
 });

@@ -1,10 +1,4 @@
-/**
- * A qwen3 file (dense; every layer QK-norm attention) through the commands: the fixture
- * qwen3-tied-4l-q4_k_m (our synthesizer, llama.cpp's quantizer) with `run` (llama.cpp's own greedy
- * tokens), `parity` (the committed qwen3 goldens), `inspect`, `plan` (the planner's layer counts and KV bytes), `chat`, `bench` and `serve`.
- */
-import { type ChildProcess, spawn, spawnSync } from "node:child_process";
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -12,8 +6,9 @@ import { qwen3FixtureFile } from "@keepquant/fixtures/qwen3";
 import { readGguf } from "@keepquant/gguf";
 import { llamaUnavailableReason, runOracle } from "@keepquant/oracle";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { CLI_BIN, GOLDEN_RUN_FLAGS, spawnCli, serveInDescribe, expectBuiltCli } from "./test-support.js";
 
-const bin = fileURLToPath(new URL("../../dist/keepquant.js", import.meta.url));
+const _bin = CLI_BIN;
 const cache = mkdtempSync(path.join(tmpdir(), "kq-qwen3-cli-"));
 const env = { ...process.env, KEEPQUANT_CACHE_DIR: cache, KEEPQUANT_DEBUG: "", CI: "1" };
 let model = "";
@@ -23,14 +18,13 @@ const oracle = llamaUnavailableReason();
 const reason = oracle ? `the qwen3 fixture and its check need llama.cpp: ${oracle}` : undefined;
 
 beforeAll(async () => {
-  if (!existsSync(bin)) throw new Error(`${bin} is missing: run \`pnpm --filter @keepquant/cli build\` first`);
+  expectBuiltCli();
   if (!reason) model = await qwen3FixtureFile("qwen3-tied-4l", "Q4_K_M");
 });
 afterAll(() => rmSync(cache, { recursive: true, force: true }));
 
 function cli(input: string, ...args: string[]) {
-  const result = spawnSync(process.execPath, [bin, ...args], { input, encoding: "utf8", env });
-  return { code: result.status, stdout: result.stdout, stderr: result.stderr };
+  return spawnCli(args, env, input);
 }
 
 describe.skipIf(reason !== undefined)(`keepquant on a qwen3 file${reason ? ` (skipped: ${reason})` : ""}`, () => {
@@ -45,21 +39,7 @@ describe.skipIf(reason !== undefined)(`keepquant on a qwen3 file${reason ? ` (sk
       { timeoutMs: 120_000 },
     );
     for (const [p, prompt] of prompts.entries()) {
-      const r = cli(
-        "",
-        "run",
-        model,
-        "--prompt-ids",
-        prompt.join(","),
-        "--max-tokens",
-        "12",
-        "--kv-type",
-        "f32",
-        "--flash-attn",
-        "off",
-        "--ignore-eog",
-        "--json",
-      );
+      const r = cli("", "run", model, "--prompt-ids", prompt.join(","), "--max-tokens", "12", ...GOLDEN_RUN_FLAGS);
       expect(r.code, r.stderr).toBe(0);
       const doc = JSON.parse(r.stdout) as { tokens: number[]; providers: Record<string, string> };
       expect(doc.tokens).toEqual(expected.tokens[p]);
@@ -121,37 +101,8 @@ describe.skipIf(reason !== undefined)(`keepquant on a qwen3 file${reason ? ` (sk
   });
 
   describe("serve", () => {
-    let child: ChildProcess | undefined;
-    let url = "";
-    beforeAll(async () => {
-      const spawned = spawn(process.execPath, [bin, "serve", model, "--port", "0", "--threads", "1", "--max-seqs", "4", "--no-webui"], {
-        env,
-        stdio: ["ignore", "pipe", "pipe"],
-      });
-      child = spawned;
-      let stderr = "";
-      url = await new Promise<string>((resolve, reject) => {
-        spawned.stderr!.on("data", (chunk: Buffer) => {
-          stderr += chunk.toString();
-          const port = /listening on http:\/\/127\.0\.0\.1:(\d+)/.exec(stderr)?.[1];
-          if (port && stderr.includes("ready:")) resolve(`http://127.0.0.1:${port}`);
-        });
-        spawned.on("exit", (code) => reject(new Error(`serve exited with ${code}: ${stderr}`)));
-      });
-    });
-    afterAll(() => {
-      child?.kill("SIGKILL");
-    });
-
-    const complete = async (prompt: string): Promise<string> => {
-      const response = await fetch(`${url}/v1/completions`, {
-        method: "POST",
-        headers: { "Content-Type": "application/json" },
-        body: JSON.stringify({ prompt, max_tokens: 12, temperature: 0 }),
-      });
-      expect(response.status).toBe(200);
-      return ((await response.json()) as { choices: { text: string }[] }).choices[0]!.text;
-    };
+    const served = serveInDescribe(() => model, env);
+    const { complete } = served;
 
     it("answers 4 concurrent requests (one batch) as it answers each alone", async () => {
       const prompts = ["Once upon a time", "The quick brown fox", "## Installation\n\nRun", "In the beginning"];
@@ -161,7 +112,7 @@ describe.skipIf(reason !== undefined)(`keepquant on a qwen3 file${reason ? ` (sk
     });
 
     it("chat completions render the file's chat template", async () => {
-      const response = await fetch(`${url}/v1/chat/completions`, {
+      const response = await fetch(`${served.url()}/v1/chat/completions`, {
         method: "POST",
         headers: { "Content-Type": "application/json" },
         body: JSON.stringify({ messages: [{ role: "user", content: "Hello" }], max_tokens: 6, temperature: 0 }),
@@ -181,7 +132,7 @@ describe.skipIf(reason !== undefined)(`keepquant on a qwen3 file${reason ? ` (sk
           },
         },
       ];
-      const response = await fetch(`${url}/v1/chat/completions`, {
+      const response = await fetch(`${served.url()}/v1/chat/completions`, {
         method: "POST",
         headers: { "Content-Type": "application/json" },
         body: JSON.stringify({

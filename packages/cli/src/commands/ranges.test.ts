@@ -5,15 +5,14 @@
  * either now: numeric-option.test.ts).
  */
 import { spawnSync } from "node:child_process";
-import { existsSync } from "node:fs";
-import { fileURLToPath } from "node:url";
 import { beforeAll, describe, expect, it } from "vitest";
 import { joinNegativeValues } from "../main.js";
+import { expectBuiltCli, CLI_BIN } from "./test-support.js";
 
-const bin = fileURLToPath(new URL("../../dist/keepquant.js", import.meta.url));
+const bin = CLI_BIN;
 
 beforeAll(() => {
-  if (!existsSync(bin)) throw new Error(`${bin} is missing: run \`pnpm --filter @keepquant/cli build\` first`);
+  expectBuiltCli();
 });
 
 function run(...args: string[]) {

@@ -1,26 +1,19 @@
-/**
- * `keepquant run --json-schema FILE` prints one JSON document valid for the schema (the embedded
- * default model writes English fortunes unconstrained, so the JSON is the constraint's doing);
- * a bad file is a usage error naming it; --thinking-budget is checked.
- */
-import { spawnSync } from "node:child_process";
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { spawnCli, expectBuiltCli, CLI_BIN } from "./test-support.js";
 
-const bin = fileURLToPath(new URL("../../dist/keepquant.js", import.meta.url));
+const _bin = CLI_BIN;
 const folder = mkdtempSync(path.join(os.tmpdir(), "kq-json-schema-"));
 
 beforeAll(() => {
-  if (!existsSync(bin)) throw new Error(`${bin} is missing: run \`pnpm --filter @keepquant/cli build\` first`);
+  expectBuiltCli();
 });
 afterAll(() => rmSync(folder, { recursive: true, force: true }));
 
 function run(...args: string[]) {
-  const result = spawnSync(process.execPath, [bin, ...args], { encoding: "utf8", env: { ...process.env, KEEPQUANT_DEBUG: "", CI: "1" } });
-  return { code: result.status, stdout: result.stdout, stderr: result.stderr };
+  return spawnCli(args, { ...process.env, KEEPQUANT_DEBUG: "", CI: "1" });
 }
 
 function file(name: string, text: string): string {

@@ -1,6 +1,6 @@
 import { spawn, spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
-import { existsSync, readFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -8,18 +8,18 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { defaultModelInfo } from "@keepquant/default-model";
 import { readGoldensFile } from "@keepquant/engine/parity";
 import { readGguf } from "@keepquant/gguf";
+import { CLI_BIN, GOLDEN_RUN_FLAGS, spawnCli, expectBuiltCli } from "./test-support.js";
 
-const bin = fileURLToPath(new URL("../../dist/keepquant.js", import.meta.url));
+const bin = CLI_BIN;
 const repoRoot = fileURLToPath(new URL("../../../../", import.meta.url));
 const defaultModel = defaultModelInfo();
 
 beforeAll(() => {
-  if (!existsSync(bin)) throw new Error(`${bin} is missing: run \`pnpm --filter @keepquant/cli build\` first`);
+  expectBuiltCli();
 });
 
 function run(...args: string[]) {
-  const result = spawnSync(process.execPath, [bin, ...args], { encoding: "utf8", env: { ...process.env, KEEPQUANT_DEBUG: "", CI: "1" } });
-  return { code: result.status, stdout: result.stdout, stderr: result.stderr };
+  return spawnCli(args, { ...process.env, KEEPQUANT_DEBUG: "", CI: "1" });
 }
 
 interface RunDocument {
@@ -39,19 +39,7 @@ describe("keepquant run", () => {
     // the default model's goldens were made with F32 K/V and flash attention off: run the same settings
     const goldensFile = path.join(repoRoot, "goldens", "default-model", "default-q4_k_m.json");
     const golden = readGoldensFile(goldensFile).prompts[0]!;
-    const r = run(
-      "run",
-      "--prompt-ids",
-      golden.ids.join(","),
-      "--max-tokens",
-      "16",
-      "--kv-type",
-      "f32",
-      "--flash-attn",
-      "off",
-      "--ignore-eog",
-      "--json",
-    );
+    const r = run("run", "--prompt-ids", golden.ids.join(","), "--max-tokens", "16", ...GOLDEN_RUN_FLAGS);
     expect(r.code, r.stderr).toBe(0);
     const doc = JSON.parse(r.stdout) as RunDocument;
     expect(doc.synthetic).toBe(false);

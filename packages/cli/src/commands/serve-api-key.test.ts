@@ -5,17 +5,15 @@
  * A model path where nothing is shows that the check comes first: a key that passes ends at MODEL_NOT_FOUND.
  */
 import { spawnSync } from "node:child_process";
-import { existsSync } from "node:fs";
-import { fileURLToPath } from "node:url";
 import { beforeAll, describe, expect, it } from "vitest";
 import { apiKeyProblem, KEEPQUANT_API_KEY, resolveApiKey } from "./serve.js";
-import { runCliCollecting } from "./test-support.js";
+import { runCliCollecting, expectBuiltCli, CLI_BIN } from "./test-support.js";
 
-const bin = fileURLToPath(new URL("../../dist/keepquant.js", import.meta.url));
+const bin = CLI_BIN;
 const NO_MODEL = "/nonexistent/keepquant-api-key-test.gguf";
 
 beforeAll(() => {
-  if (!existsSync(bin)) throw new Error(`${bin} is missing: run \`pnpm --filter @keepquant/cli build\` first`);
+  expectBuiltCli();
 });
 
 async function serve(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code: number; stderr: string }> {

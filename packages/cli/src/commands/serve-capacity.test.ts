@@ -3,19 +3,18 @@
  * line says what it chose, /metrics and /v1/models show it, explicit flags win, bad values are usage errors.
  */
 import { type ChildProcess, spawnSync } from "node:child_process";
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import os, { tmpdir } from "node:os";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { spawnServe } from "./test-support.js";
+import { spawnServe, expectBuiltCli, CLI_BIN } from "./test-support.js";
 
-const bin = fileURLToPath(new URL("../../dist/keepquant.js", import.meta.url));
+const bin = CLI_BIN;
 const cache = mkdtempSync(path.join(tmpdir(), "kq-serve-capacity-"));
 const env = { ...process.env, KEEPQUANT_CACHE_DIR: cache, KEEPQUANT_DEBUG: "", CI: "1", KEEPQUANT_MEMORY_BUDGET: "" };
 
 beforeAll(() => {
-  if (!existsSync(bin)) throw new Error(`${bin} is missing: run \`pnpm --filter @keepquant/cli build\` first`);
+  expectBuiltCli();
 });
 afterAll(() => rmSync(cache, { recursive: true, force: true }));
 

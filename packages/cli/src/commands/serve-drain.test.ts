@@ -3,18 +3,17 @@
  * 200 headers were never sent), the running ones cut at the drain timeout end with an error event, a
  * finish_reason and [DONE], and the process exits 0.
  */
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { spawnServe } from "./test-support.js";
+import { spawnServe, expectBuiltCli, CLI_BIN } from "./test-support.js";
 
-const bin = fileURLToPath(new URL("../../dist/keepquant.js", import.meta.url));
+const bin = CLI_BIN;
 const cache = mkdtempSync(path.join(tmpdir(), "kq-serve-drain-"));
 
 beforeAll(() => {
-  if (!existsSync(bin)) throw new Error(`${bin} is missing: run \`pnpm --filter @keepquant/cli build\` first`);
+  expectBuiltCli();
 });
 afterAll(() => rmSync(cache, { recursive: true, force: true }));
 

@@ -1,18 +1,17 @@
 import { spawnSync } from "node:child_process";
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
 import { defaultModelInfo } from "@keepquant/default-model";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type ServeProcess, spawnServe } from "./test-support.js";
+import { type ServeProcess, spawnServe, expectBuiltCli, CLI_BIN } from "./test-support.js";
 
-const bin = fileURLToPath(new URL("../../dist/keepquant.js", import.meta.url));
+const bin = CLI_BIN;
 const cache = mkdtempSync(path.join(tmpdir(), "kq-serve-"));
 const env = { ...process.env, KEEPQUANT_CACHE_DIR: cache, KEEPQUANT_DEBUG: "", CI: "1" };
 
 beforeAll(() => {
-  if (!existsSync(bin)) throw new Error(`${bin} is missing: run \`pnpm --filter @keepquant/cli build\` first`);
+  expectBuiltCli();
 });
 afterAll(() => rmSync(cache, { recursive: true, force: true }));
 

@@ -25,6 +25,19 @@
  * `<|im_start|>assistant\n`), for models trained on it (tools/train).
  */
 
+/**
+ * The assistant prompt QWEN_STYLE_TEMPLATE and QWEN35_TEMPLATE end with: `<think>\n` opens the reasoning
+ * (thinking on, the default), or the empty block `<think>\n\n</think>\n\n` when `enable_thinking` is false.
+ */
+const THINKING_ASSISTANT_PROMPT = `{%- if add_generation_prompt -%}
+{{- '<|im_start|>assistant\\n' -}}
+{%- if enable_thinking is defined and enable_thinking is false -%}
+{{- '<think>\\n\\n</think>\\n\\n' -}}
+{%- else -%}
+{{- '<think>\\n' -}}
+{%- endif -%}
+{%- endif -%}`;
+
 export const CHATML_TEMPLATE = `{%- for message in messages -%}
 {{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>\\n' -}}
 {%- endfor -%}
@@ -60,14 +73,7 @@ export const QWEN_STYLE_TEMPLATE = `{%- if tools -%}
 {%- if loop.last or messages[loop.index0 + 1].role != 'tool' -%}{{- '<|im_end|>\\n' -}}{%- endif -%}
 {%- endif -%}
 {%- endfor -%}
-{%- if add_generation_prompt -%}
-{{- '<|im_start|>assistant\\n' -}}
-{%- if enable_thinking is defined and enable_thinking is false -%}
-{{- '<think>\\n\\n</think>\\n\\n' -}}
-{%- else -%}
-{{- '<think>\\n' -}}
-{%- endif -%}
-{%- endif -%}`;
+${THINKING_ASSISTANT_PROMPT}`;
 
 export const QWEN35_TEMPLATE = `{%- set first_is_system = messages and messages[0].role == 'system' -%}
 {%- set system_text = (messages[0].content if first_is_system and messages[0].content is string else '') | trim -%}
@@ -128,11 +134,4 @@ export const QWEN35_TEMPLATE = `{%- set first_is_system = messages and messages[
 {{- raise_exception('unknown message role: ' + message.role) -}}
 {%- endif -%}
 {%- endfor -%}
-{%- if add_generation_prompt -%}
-{{- '<|im_start|>assistant\\n' -}}
-{%- if enable_thinking is defined and enable_thinking is false -%}
-{{- '<think>\\n\\n</think>\\n\\n' -}}
-{%- else -%}
-{{- '<think>\\n' -}}
-{%- endif -%}
-{%- endif -%}`;
+${THINKING_ASSISTANT_PROMPT}`;

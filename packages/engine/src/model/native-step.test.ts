@@ -5,7 +5,7 @@
  * off, both numerics modes; the same bits for 1, 2 and 4 threads; and the JS thread stays free
  * while a step runs.
  */
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it } from "vitest";
 import { buildLoadPlan, readGguf } from "@keepquant/gguf";
 import * as native from "@keepquant/tt-native";
 import { PagedKvCache, type KvType } from "../kv/paged-kv.js";
@@ -13,11 +13,23 @@ import { GdnStatePool } from "../kv/state-pool.js";
 import { seededRandom } from "../testing/synthetic-model.js";
 import { PARITY_FIXTURES, PARITY_MODELS } from "@keepquant/fixtures";
 import { parityFixtureFile, parityFixturesUnavailableReason } from "@keepquant/fixtures/oracle";
-import { libm, Qwen35Forward, setLibm, type DrafterEntry, type StepEntry } from "./forward.js";
+import { Qwen35Forward, type DrafterEntry, type StepEntry } from "./forward.js";
 import { loadQwen35Weights, mappedTensorBytes } from "./load.js";
 import { createNativeMatmulProviders } from "./native-provider.js";
 import { NativeStep } from "./native-step.js";
 import { quantDequantizeRow, selectProviders, typescriptProviders } from "./providers.js";
+import {
+  expectNativeEqualsSpec,
+  firstDifference,
+  loadFileWeights,
+  pinNativeLibm,
+  runSchedule,
+  specAndNativeLogits,
+  STEP_CASES,
+  stepCasesFor,
+  type StepPools,
+  TILED_SCHEDULE,
+} from "./test-support.js";
 import { type ModelWeights, withDrafterHeadRows } from "./weights.js";
 
 function skipReason(): string | undefined {
@@ -26,17 +38,12 @@ function skipReason(): string | undefined {
 }
 const reason = skipReason();
 
-async function loadWeights(file: string, numerics: "llama" | "bf16"): Promise<ModelWeights> {
-  const plan = buildLoadPlan(await readGguf(file));
-  return (await loadQwen35Weights(plan, mappedTensorBytes(native.mapFile(file)), numerics)).weights;
-}
-
-interface Pools {
-  kv: PagedKvCache;
-  states: GdnStatePool;
-}
-
-function pools(weights: ModelWeights, kvType: KvType, storage = (bytes: number) => native.allocNativeBuffer(bytes), blocks = 24): Pools {
+function pools(
+  weights: ModelWeights,
+  kvType: KvType,
+  storage = (bytes: number) => native.allocNativeBuffer(bytes),
+  blocks = 24,
+): StepPools {
   return {
     kv: PagedKvCache.forModel(weights.config, blocks, 8, kvType, storage),
     states: GdnStatePool.forModel(weights.config, 4, storage),
@@ -57,128 +64,15 @@ function weightTypes(weights: ModelWeights): Set<number> {
   return types;
 }
 
-type Chunk = (seq: 0 | 1 | 2, n: number, logits: StepEntry["logits"], logitRows?: number[]) => StepEntry;
-
-/**
- * The default schedule over three sequences: a 70-token prefill alone (the tiled attention path), two
- * prefills batched (one with logits at every row), a prefill chunk next to a decode, then five
- * batched decode steps.
- */
-const DEFAULT_SCHEDULE = {
-  lengths: [90, 40, 20] as const,
-  steps: (chunk: Chunk): (() => StepEntry[])[] => [
-    () => [chunk(0, 70, "last")],
-    () => [chunk(1, 13, "none"), chunk(2, 9, "all")],
-    () => [chunk(1, 10, "last", [3, 9]), chunk(0, 1, "last")],
-    ...Array.from({ length: 5 }, () => () => [chunk(0, 1, "last"), chunk(1, 1, "last"), chunk(2, 1, "last")]),
-  ],
-};
-
-/**
- * The tiled attention (steps of 64 rows or more) over several of its KV tiles and query blocks: a 100-token
- * prefill, a chunk that starts mid-tile beside another sequence's prefill, a step of 64+ rows with a
- * decode row and a fresh prefill in it, then batched decodes and a one-row decode step.
- */
-const TILED_SCHEDULE = {
-  lengths: [200, 110, 40] as const,
-  steps: (chunk: Chunk): (() => StepEntry[])[] => [
-    () => [chunk(0, 100, "last")],
-    () => [chunk(0, 67, "all"), chunk(1, 70, "last")],
-    () => [chunk(2, 37, "all"), chunk(0, 1, "last"), chunk(1, 29, "last", [0, 28])],
-    ...Array.from({ length: 3 }, () => () => [chunk(0, 1, "last"), chunk(1, 1, "last"), chunk(2, 1, "last")]),
-    () => [chunk(0, 1, "last")],
-  ],
-};
-
-/** Runs a schedule over three sequences (random tokens) and returns every step's logits (copied). */
-async function runSchedule(
-  forward: (entries: readonly StepEntry[]) => Float32Array | Promise<Float32Array>,
-  { kv, states }: Pools,
-  vocab: number,
-  schedule: typeof DEFAULT_SCHEDULE | typeof TILED_SCHEDULE = DEFAULT_SCHEDULE,
-): Promise<Float32Array[]> {
-  const random = seededRandom(4242);
-  const token = () => Math.floor(random() * vocab);
-  const seqs = schedule.lengths.map((length) => {
-    const blockTable = Array.from({ length: kv.blocksFor(length) }, () => kv.pool.allocate());
-    return { blockTable, stateSlot: states.allocate(), tokens: Array.from({ length }, token), pos: 0 };
-  });
-  const chunk: Chunk = (seq, n, logits, logitRows) => {
-    const s = seqs[seq]!;
-    const entry: StepEntry = {
-      tokens: s.tokens.slice(s.pos, s.pos + n),
-      startPos: s.pos,
-      blockTable: s.blockTable,
-      stateSlot: s.stateSlot,
-      logits,
-      ...(logitRows ? { logitRows } : {}),
-    };
-    s.pos += n;
-    return entry;
-  };
-  const out: Float32Array[] = [];
-  for (const step of schedule.steps(chunk)) out.push((await forward(step())).slice());
-  for (const s of seqs) {
-    for (const block of s.blockTable) kv.pool.release(block);
-    states.release(s.stateSlot);
-  }
-  return out;
-}
-
-function firstDifference(a: Float32Array[], b: Float32Array[]): string | undefined {
-  if (a.length !== b.length) return `${a.length} steps vs ${b.length}`;
-  for (let s = 0; s < a.length; s++) {
-    const x = new Uint32Array(a[s]!.buffer, a[s]!.byteOffset, a[s]!.length);
-    const y = new Uint32Array(b[s]!.buffer, b[s]!.byteOffset, b[s]!.length);
-    if (x.length !== y.length) return `step ${s}: ${x.length} logits vs ${y.length}`;
-    for (let i = 0; i < x.length; i++) if (x[i] !== y[i]) return `step ${s}, logit ${i}: ${a[s]![i]} vs ${b[s]![i]}`;
-  }
-  return undefined;
-}
-
-const CASES: { numerics: "llama" | "bf16"; kvType: KvType; flashAttention: boolean }[] = [
-  { numerics: "llama", kvType: "f16", flashAttention: true },
-  { numerics: "llama", kvType: "f16", flashAttention: false },
-  { numerics: "llama", kvType: "f32", flashAttention: false },
-  { numerics: "bf16", kvType: "f16", flashAttention: true },
-  { numerics: "bf16", kvType: "f32", flashAttention: false },
-];
-
-/**
- * The cases a fixture runs. The KV type and flash attention act on the attention over the cache, the
- * same code whatever the weights' type, so each model's Q4_K_M file runs every case and its F32 and
- * Q8_0 files two that together still cover both numerics, both KV types and flash attention on and
- * off (the matmul kernels of each weight type in both numerics).
- */
-function casesFor(weightType: string): typeof CASES {
-  if (weightType.toUpperCase() === "Q4_K_M") return CASES;
-  return [CASES[0]!, CASES[4]!];
-}
-
 describe.skipIf(reason !== undefined)("native step == TypeScript forward, bit for bit (libm pinned to the C library)", () => {
-  const original = { ...libm };
-  beforeAll(() => {
-    const c = native.nativeLibm();
-    setLibm({ expf: c.expf, logf: c.logf, cosf: c.cosf, sinf: c.sinf, powf: c.powf });
-  });
-  afterAll(() => setLibm(original));
+  pinNativeLibm();
 
   for (const fixture of PARITY_FIXTURES) {
     it(`${fixture.name}: prefill, batched prefill + decode; f16/f32 KV; flash attention on/off; llama and bf16 numerics`, async () => {
       const file = await parityFixtureFile(fixture);
-      for (const { numerics, kvType, flashAttention } of casesFor(fixture.weightType)) {
-        const weights = await loadWeights(file, numerics);
-        const providers = [...(await createNativeMatmulProviders(numerics, undefined, [])), ...typescriptProviders(numerics, [])];
-        const selection = selectProviders(weights, providers, numerics);
-        const spec = pools(weights, kvType);
-        const ts = new Qwen35Forward(weights, spec.kv, spec.states, selection.byWeight, numerics, quantDequantizeRow, 128, flashAttention);
-        const expected = await runSchedule((e) => ts.forward(e), spec, weights.vocab);
-        const mine = pools(weights, kvType);
-        const step = NativeStep.create(native, weights, mine.kv, mine.states, { numerics, flashAttention, maxBatchTokens: 128 });
-        const actual = await runSchedule((e) => step.forward(e), mine, weights.vocab);
-        step.dispose();
-        expect(firstDifference(actual, expected), `${numerics} kv ${kvType} flash ${flashAttention}`).toBeUndefined();
-        expect(actual.reduce((n, l) => n + l.length, 0)).toBeGreaterThan(0);
+      for (const stepCase of stepCasesFor(fixture.weightType)) {
+        const weights = await loadFileWeights(file, stepCase.numerics);
+        await expectNativeEqualsSpec(weights, stepCase, (kvType) => pools(weights, kvType));
       }
     });
   }
@@ -186,9 +80,7 @@ describe.skipIf(reason !== undefined)("native step == TypeScript forward, bit fo
   it("tiled flash attention: several KV tiles and query blocks, chunks from mid-tile, sequences and decode rows in one step", async () => {
     const fixture = PARITY_FIXTURES.find((f) => f.name === "untied-mtp-6l-q4_k_m")!;
     const file = await parityFixtureFile(fixture);
-    const weights = await loadWeights(file, "llama");
-    const providers = [...(await createNativeMatmulProviders("llama", undefined, [])), ...typescriptProviders("llama", [])];
-    const selection = selectProviders(weights, providers, "llama");
+    const weights = await loadFileWeights(file, "llama");
     // every ISA level, then 4 threads (more than a one-row decode step's KV heads: one task per query head)
     const runs = [
       ...(["f16", "f32"] as const).flatMap((kvType) => native.availableNativeIsas().map((isa) => ({ kvType, isa, threads: 2 }))),
@@ -199,17 +91,13 @@ describe.skipIf(reason !== undefined)("native step == TypeScript forward, bit fo
       for (const { kvType, isa, threads } of runs) {
         native.setNativeIsa(isa);
         native.setNativeThreads(threads);
-        const spec = pools(weights, kvType, undefined, 64);
-        const ts = new Qwen35Forward(weights, spec.kv, spec.states, selection.byWeight, "llama", quantDequantizeRow, 256, true);
-        const expected = await runSchedule((e) => ts.forward(e), spec, weights.vocab, TILED_SCHEDULE);
-        const mine = pools(weights, kvType, undefined, 64);
-        const step = NativeStep.create(native, weights, mine.kv, mine.states, {
+        const { expected, actual } = await specAndNativeLogits(weights, {
           numerics: "llama",
           flashAttention: true,
           maxBatchTokens: 256,
+          pools: () => pools(weights, kvType, undefined, 64),
+          schedule: TILED_SCHEDULE,
         });
-        const actual = await runSchedule((e) => step.forward(e), mine, weights.vocab, TILED_SCHEDULE);
-        step.dispose();
         expect(firstDifference(actual, expected), `kv ${kvType} ${isa} ${threads} threads`).toBeUndefined();
       }
     } finally {
@@ -220,15 +108,8 @@ describe.skipIf(reason !== undefined)("native step == TypeScript forward, bit fo
 });
 
 describe.skipIf(reason !== undefined)("native step at every ISA level this CPU runs == TypeScript forward", () => {
-  const original = { ...libm };
-  beforeAll(() => {
-    const c = native.nativeLibm();
-    setLibm({ expf: c.expf, logf: c.logf, cosf: c.cosf, sinf: c.sinf, powf: c.powf });
-  });
-  afterAll(() => {
-    setLibm(original);
-    native.setNativeIsa("best");
-  });
+  pinNativeLibm();
+  afterAll(() => native.setNativeIsa("best"));
 
   it("generic, avx2, avx512 (the forward ops' vector bodies against their scalar forms)", async () => {
     const fixture = PARITY_FIXTURES.find((f) => f.name === "untied-mtp-6l-q4_k_m")!;
@@ -236,16 +117,13 @@ describe.skipIf(reason !== undefined)("native step at every ISA level this CPU r
     for (const isa of native.availableNativeIsas()) {
       native.setNativeIsa(isa);
       for (const flashAttention of [true, false]) {
-        const weights = await loadWeights(file, "llama");
-        const providers = [...(await createNativeMatmulProviders("llama", undefined, [])), ...typescriptProviders("llama", [])];
-        const selection = selectProviders(weights, providers, "llama");
-        const spec = pools(weights, "f16");
-        const ts = new Qwen35Forward(weights, spec.kv, spec.states, selection.byWeight, "llama", quantDequantizeRow, 128, flashAttention);
-        const expected = await runSchedule((e) => ts.forward(e), spec, weights.vocab);
-        const mine = pools(weights, "f16");
-        const step = NativeStep.create(native, weights, mine.kv, mine.states, { numerics: "llama", flashAttention, maxBatchTokens: 128 });
-        const actual = await runSchedule((e) => step.forward(e), mine, weights.vocab);
-        step.dispose();
+        const weights = await loadFileWeights(file, "llama");
+        const { expected, actual } = await specAndNativeLogits(weights, {
+          numerics: "llama",
+          flashAttention,
+          maxBatchTokens: 128,
+          pools: () => pools(weights, "f16"),
+        });
         expect(firstDifference(actual, expected), `${isa} flash ${flashAttention}`).toBeUndefined();
       }
     }
@@ -255,7 +133,7 @@ describe.skipIf(reason !== undefined)("native step at every ISA level this CPU r
 describe.skipIf(reason !== undefined)("native step", () => {
   it("gives the same bits with 1, 2 and 4 threads", async () => {
     const fixture = PARITY_FIXTURES.find((f) => f.name === "untied-mtp-6l-q4_k_m")!;
-    const weights = await loadWeights(await parityFixtureFile(fixture), "llama");
+    const weights = await loadFileWeights(await parityFixtureFile(fixture), "llama");
     const before = native.getNativeThreads();
     const results: Float32Array[][] = [];
     try {
@@ -292,7 +170,7 @@ describe.skipIf(reason !== undefined)("native step", () => {
     ];
     try {
       for (const fixture of fixtures) {
-        const weights = await loadWeights(await parityFixtureFile(fixture), "llama");
+        const weights = await loadFileWeights(await parityFixtureFile(fixture), "llama");
         const types = weightTypes(weights);
         expect(types.size).toBeGreaterThan(1);
         const run = async (): Promise<Float32Array[]> => {
@@ -333,7 +211,7 @@ describe.skipIf(reason !== undefined)("native step", () => {
     const fixtures = ["moe-4l-e8k2-q4_k_m", "untied-mtp-6l-q4_k_m"].map((name) => PARITY_FIXTURES.find((f) => f.name === name)!);
     try {
       for (const fixture of fixtures) {
-        const weights = await loadWeights(await parityFixtureFile(fixture), "llama");
+        const weights = await loadFileWeights(await parityFixtureFile(fixture), "llama");
         const types = weightTypes(weights);
         const run = async (): Promise<Float32Array[]> => {
           const p = pools(weights, "f16");
@@ -379,7 +257,7 @@ describe.skipIf(reason !== undefined)("native step", () => {
   });
 
   it("runs off the JS thread: the event loop turns while a step is in flight", async () => {
-    const weights = await loadWeights(await parityFixtureFile(PARITY_FIXTURES[0]!), "llama");
+    const weights = await loadFileWeights(await parityFixtureFile(PARITY_FIXTURES[0]!), "llama");
     const p = pools(weights, "f16");
     const step = NativeStep.create(native, weights, p.kv, p.states, { numerics: "llama", flashAttention: true, maxBatchTokens: 128 });
     const blockTable = Array.from({ length: p.kv.blocksFor(100) }, () => p.kv.pool.allocate());
@@ -439,7 +317,7 @@ describe.skipIf(reason !== undefined)("native step", () => {
   });
 
   it("refuses a bad step with a typed error and stays usable", async () => {
-    const weights = await loadWeights(await parityFixtureFile(PARITY_FIXTURES[0]!), "llama");
+    const weights = await loadFileWeights(await parityFixtureFile(PARITY_FIXTURES[0]!), "llama");
     const p = pools(weights, "f16");
     const step = NativeStep.create(native, weights, p.kv, p.states, { numerics: "llama", flashAttention: true, maxBatchTokens: 16 });
     const blockTable = [p.kv.pool.allocate()];
@@ -501,7 +379,7 @@ interface DrafterRunner {
  */
 async function runDrafterSchedule(
   runner: DrafterRunner,
-  { kv, states }: Pools,
+  { kv, states }: StepPools,
   snapshots: GdnStatePool,
   vocab: number,
   D: number,
@@ -581,12 +459,7 @@ function argmax(row: Float32Array): number {
 const MTP_FIXTURES = PARITY_FIXTURES.filter((f) => PARITY_MODELS[f.model]?.mtp === true);
 
 describe.skipIf(reason !== undefined)("native MTP drafter == TypeScript drafter, bit for bit (libm pinned)", () => {
-  const original = { ...libm };
-  beforeAll(() => {
-    const c = native.nativeLibm();
-    setLibm({ expf: c.expf, logf: c.logf, cosf: c.cosf, sinf: c.sinf, powf: c.powf });
-  });
-  afterAll(() => setLibm(original));
+  pinNativeLibm();
 
   it("the MTP fixtures exist", () => {
     expect(MTP_FIXTURES.map((f) => f.name)).toEqual(["untied-mtp-6l-f32", "untied-mtp-6l-q8_0", "untied-mtp-6l-q4_k_m"]);
@@ -595,14 +468,14 @@ describe.skipIf(reason !== undefined)("native MTP drafter == TypeScript drafter,
   for (const fixture of MTP_FIXTURES) {
     it(`${fixture.name}: drafter over the prompt, chained drafts, verification; hidden states too`, async () => {
       const file = await parityFixtureFile(fixture);
-      for (const { numerics, kvType, flashAttention } of CASES) {
+      for (const { numerics, kvType, flashAttention } of STEP_CASES) {
         const plan = buildLoadPlan(await readGguf(file), { speculative: "mtp" });
         const weights = (await loadQwen35Weights(plan, mappedTensorBytes(native.mapFile(file)), numerics)).weights;
         expect(weights.drafter).toBeDefined();
         const D = weights.config.embeddingLength;
         const providers = [...(await createNativeMatmulProviders(numerics, undefined, [])), ...typescriptProviders(numerics, [])];
         const selection = selectProviders(weights, providers, numerics);
-        const drafterPools = (): Pools => ({
+        const drafterPools = (): StepPools => ({
           kv: PagedKvCache.forModel(weights.config, 24, 8, kvType, (bytes) => native.allocNativeBuffer(bytes), true),
           states: GdnStatePool.forModel(weights.config, 4, (bytes) => native.allocNativeBuffer(bytes)),
         });

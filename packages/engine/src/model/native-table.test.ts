@@ -1,14 +1,15 @@
 import { buildLoadPlan, readGguf, synthesizeQwen35, type LoadPlan } from "@keepquant/gguf";
 import * as native from "@keepquant/tt-native";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { PagedKvCache } from "../kv/paged-kv.js";
 import { GdnStatePool } from "../kv/state-pool.js";
 import { TINY_SPEC } from "../testing/synthetic-model.js";
-import { libm, Qwen35Forward, setLibm, type StepEntry } from "./forward.js";
+import { Qwen35Forward, type StepEntry } from "./forward.js";
 import { loadQwen35Weights, readTensorSource } from "./load.js";
 import { createNativeMatmulProviders } from "./native-provider.js";
 import { NativeStep, nativeModelSpec } from "./native-step.js";
 import { quantDequantizeRow, selectProviders, typescriptProviders } from "./providers.js";
+import { pinNativeLibm } from "./test-support.js";
 import { SpecStepBackend, type StepBackend } from "./step-backend.js";
 import type { ModelWeights } from "./weights.js";
 
@@ -33,12 +34,7 @@ function storage(weights: ModelWeights) {
 
 describe.skipIf(reason !== undefined)("the native model's table", () => {
   // the specification computes with the C library's libm here, as the native step does
-  const original = { ...libm };
-  beforeAll(() => {
-    const c = native.nativeLibm();
-    setLibm({ expf: c.expf, logf: c.logf, cosf: c.cosf, sinf: c.sinf, powf: c.powf });
-  });
-  afterAll(() => setLibm(original));
+  pinNativeLibm();
 
   it("is the model description bound to the weights: every used tensor once, the description's dims as hparams", async () => {
     const { plan, weights } = await tinyWithDrafter();

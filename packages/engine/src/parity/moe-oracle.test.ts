@@ -20,7 +20,7 @@ import { decodeF32, runOracle } from "@keepquant/oracle";
 import * as native from "@keepquant/tt-native";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Engine } from "../engine.js";
-import { libm, setLibm } from "../model/forward.js";
+import { pinNativeLibm } from "../model/test-support.js";
 import { expectSameBits } from "./test-support.js";
 
 const reason = oracleAndNativeSkipReason(native);
@@ -76,13 +76,11 @@ async function mergeGateUp(bytes: Uint8Array): Promise<Uint8Array> {
   }
   return writeGguf({ metadata: [...file.metadata.values()], tensors });
 }
-const original = { ...libm };
 
 describe.skipIf(reason !== undefined)(`qwen35moe against llama.cpp${reason ? ` (skipped: ${reason})` : ""}`, () => {
+  // the TypeScript forward computes with the C library's libm here, as llama.cpp does
+  pinNativeLibm();
   beforeAll(async () => {
-    // the TypeScript forward computes with the C library's libm here, as llama.cpp does
-    const c = native.nativeLibm();
-    setLibm({ expf: c.expf, logf: c.logf, cosf: c.cosf, sinf: c.sinf, powf: c.powf });
     const tokenizer = fixtureTokenizerFromJson(
       JSON.parse(fs.readFileSync(path.join(REPO_ROOT, "goldens", "tokenizer", "vocab.json"), "utf8")),
     );
@@ -96,10 +94,7 @@ describe.skipIf(reason !== undefined)(`qwen35moe against llama.cpp${reason ? ` (
       files.set(f.name, q4);
     }
   });
-  afterAll(() => {
-    setLibm(original);
-    rmSync(dir, { recursive: true, force: true });
-  });
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
   /** A `length`-token prompt's logits at every position, bit for bit llama.cpp's (flash attention, f16 K/V). */
   async function expectLlamaPromptLogits(engine: Engine, file: string, length: number): Promise<void> {

@@ -7,16 +7,17 @@
  * bit-identical for Q8_0, within 1e-6 for Q4_K_M. F32: within 1e-4 (llama.cpp's F32 matmul sums in
  * another order than ours, in the trunk as well).
  */
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { buildLoadPlan, readGguf } from "@keepquant/gguf";
 import { decodeF32, llamaUnavailableReason, runOracle } from "@keepquant/oracle";
 import * as native from "@keepquant/tt-native";
 import { PagedKvCache } from "../kv/paged-kv.js";
 import { GdnStatePool } from "../kv/state-pool.js";
-import { libm, Qwen35Forward, setLibm } from "../model/forward.js";
+import { Qwen35Forward } from "../model/forward.js";
 import { loadQwen35Weights, mappedTensorBytes } from "../model/load.js";
 import { createNativeMatmulProviders } from "../model/native-provider.js";
 import { quantDequantizeRow, selectProviders, typescriptProviders } from "../model/providers.js";
+import { pinNativeLibm } from "../model/test-support.js";
 import { PARITY_FIXTURES, PARITY_MODELS } from "@keepquant/fixtures";
 import { parityFixtureFile } from "@keepquant/fixtures/oracle";
 
@@ -37,12 +38,7 @@ function maxDifference(a: Float32Array, b: Float32Array): number {
 }
 
 describe.skipIf(reason !== undefined)(`MTP drafter == llama.cpp's MTP context${reason ? ` (skipped: ${reason})` : ""}`, () => {
-  const original = { ...libm };
-  beforeAll(() => {
-    const c = native.nativeLibm();
-    setLibm({ expf: c.expf, logf: c.logf, cosf: c.cosf, sinf: c.sinf, powf: c.powf });
-  });
-  afterAll(() => setLibm(original));
+  pinNativeLibm();
 
   for (const fixture of MTP_FIXTURES) {
     it(`${fixture.name}: process + ${STEPS} chained draft steps (F32 K/V, flash attention off)`, async () => {

@@ -9,9 +9,10 @@ import fs from "node:fs";
 import { QWEN3_FIXTURE_MODELS, qwen3FixtureFile } from "@keepquant/fixtures/qwen3";
 import { decodeF32, llamaUnavailableReason, ORACLE_CPU_VARIANT, runOracle } from "@keepquant/oracle";
 import * as native from "@keepquant/tt-native";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { Engine } from "../engine.js";
-import { libm, setLibm } from "../model/forward.js";
+import { pinNativeLibm } from "../model/test-support.js";
+import { expectSameBits } from "./test-support.js";
 
 function skipReason(): string | undefined {
   const oracle = llamaUnavailableReason();
@@ -32,25 +33,10 @@ function cpuFlags(): string {
 
 const WEIGHT_TYPES = ["F32", "Q8_0", "Q4_K_M"] as const;
 const PROMPTS = [[13, 3836, 3755, 1582, 3505, 1432, 3455], [5, 99, 1234], [42]];
-const original = { ...libm };
-
-function sameBits(ours: Float32Array[], theirs: Float32Array[]): string | undefined {
-  for (let p = 0; p < ours.length; p++) {
-    const a = new Uint32Array(ours[p]!.buffer, ours[p]!.byteOffset, ours[p]!.length);
-    const b = new Uint32Array(theirs[p]!.buffer, theirs[p]!.byteOffset, theirs[p]!.length);
-    const at = a.findIndex((bits, i) => bits !== b[i]);
-    if (at >= 0) return `position ${p}, logit ${at}: ${ours[p]![at]} vs llama.cpp's ${theirs[p]![at]}`;
-  }
-  return undefined;
-}
 
 describe.skipIf(reason !== undefined)(`qwen3 against llama.cpp${reason ? ` (skipped: ${reason})` : ""}`, () => {
-  beforeAll(() => {
-    // the TypeScript forward computes with the C library's libm here, as llama.cpp does
-    const c = native.nativeLibm();
-    setLibm({ expf: c.expf, logf: c.logf, cosf: c.cosf, sinf: c.sinf, powf: c.powf });
-  });
-  afterAll(() => setLibm(original));
+  // the TypeScript forward computes with the C library's libm here, as llama.cpp does
+  pinNativeLibm();
 
   // the oracle pins haswell where the CPU runs it (AVX2, FMA, F16C), as the tools/oracle loader does
   const pinnable = ["avx2", "fma", "f16c"].every((flag) => cpuFlags().split(/\s+/).includes(flag));
@@ -94,7 +80,8 @@ describe.skipIf(reason !== undefined)(`qwen3 against llama.cpp${reason ? ` (skip
         const ids = Array.from({ length: 40 }, (_, i) => (i * 7919 + 13) % engine.weights.vocab);
         const ours = await engine.evaluate(ids);
         const oracle = await runOracle({ kind: "logits", model: file, sequences: [ids], flashAttention: true }, { timeoutMs: 120_000 });
-        expect(sameBits(ours, oracle.logits[0]!.map(decodeF32))).toBeUndefined();
+        const theirs = oracle.logits[0]!.map(decodeF32);
+        expectSameBits(ours, theirs, (p, at) => `position ${p}, logit ${at}: ${ours[p]![at]} vs llama.cpp's ${theirs[p]![at]}`);
       } finally {
         engine.dispose();
       }

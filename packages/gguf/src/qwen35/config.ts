@@ -91,15 +91,29 @@ export function bad(
   });
 }
 
-/** A u32 key; `fallback` when absent (else a missing-key error). */
-export function u32(m: Entries, key: string, fallback?: number): number {
+/**
+ * The number `key` holds, checked to be of `type` (`typeName` in errors), with its entry; `fallback` (and
+ * no entry) when absent, else a missing-key error.
+ */
+function typedNumber(
+  m: Entries,
+  key: string,
+  type: GgufValueType,
+  typeName: string,
+  fallback: number | undefined,
+): { value: number; entry?: GgufMetadataEntry } {
   const entry = m.get(key);
   if (!entry) {
-    if (fallback !== undefined) return fallback;
-    return bad("QWEN35_MISSING_KEY", key, "required key is missing (expected u32)");
+    if (fallback !== undefined) return { value: fallback };
+    return bad("QWEN35_MISSING_KEY", key, `required key is missing (expected ${typeName})`);
   }
-  if (entry.type !== GgufValueType.UINT32) bad("QWEN35_BAD_KEY_TYPE", key, `expected u32, found ${describeEntry(entry)}`, entry);
-  return entry.value as number;
+  if (entry.type !== type) bad("QWEN35_BAD_KEY_TYPE", key, `expected ${typeName}, found ${describeEntry(entry)}`, entry);
+  return { value: entry.value as number, entry };
+}
+
+/** A u32 key; `fallback` when absent (else a missing-key error). */
+export function u32(m: Entries, key: string, fallback?: number): number {
+  return typedNumber(m, key, GgufValueType.UINT32, "u32", fallback).value;
 }
 
 /** A u32 key at least 1; `fallback` when absent (else a missing-key error). */
@@ -111,14 +125,9 @@ export function positive(m: Entries, key: string, fallback?: number): number {
 
 /** A finite positive f32 key; `fallback` when absent (else a missing-key error). */
 export function f32(m: Entries, key: string, fallback?: number): number {
-  const entry = m.get(key);
-  if (!entry) {
-    if (fallback !== undefined) return fallback;
-    return bad("QWEN35_MISSING_KEY", key, "required key is missing (expected f32)");
-  }
-  if (entry.type !== GgufValueType.FLOAT32) bad("QWEN35_BAD_KEY_TYPE", key, `expected f32, found ${describeEntry(entry)}`, entry);
-  const value = entry.value as number;
-  if (!Number.isFinite(value) || value <= 0) bad("QWEN35_BAD_VALUE", key, `must be a finite positive number, found ${value}`, entry);
+  const { value, entry } = typedNumber(m, key, GgufValueType.FLOAT32, "f32", fallback);
+  if (entry && (!Number.isFinite(value) || value <= 0))
+    bad("QWEN35_BAD_VALUE", key, `must be a finite positive number, found ${value}`, entry);
   return value;
 }
 

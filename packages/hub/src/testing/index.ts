@@ -1,5 +1,6 @@
 export {
   startMockHub,
+  mockHubEnv,
   sha256Hex,
   gitBlobId,
   type MockHub,

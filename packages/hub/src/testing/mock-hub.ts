@@ -13,6 +13,7 @@
 import { createHash } from "node:crypto";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
+import path from "node:path";
 
 /**
  * A file of `size` bytes that holds `header` and then zeros (a huge model's header, for planning before a
@@ -62,6 +63,11 @@ export interface MockHub {
   /** Lets stalled downloads go on. */
   release(): void;
   close(): Promise<void>;
+}
+
+/** The environment that points a client at `hub`, with the Hugging Face home and cache in `dir` (`home`, `hub`). */
+export function mockHubEnv(hub: MockHub, dir: string): { HF_ENDPOINT: string; HF_HOME: string; HF_HUB_CACHE: string } {
+  return { HF_ENDPOINT: hub.url, HF_HOME: path.join(dir, "home"), HF_HUB_CACHE: path.join(dir, "hub") };
 }
 
 export const sha256Hex = (bytes: Uint8Array): string => createHash("sha256").update(bytes).digest("hex");
