@@ -1,4 +1,5 @@
 import type { ArchitectureKinds } from "../layer-kind.js";
+import { kinds as qwen35 } from "../qwen35/kinds.js";
 
 /**
  * The kinds qwen3 brings, registered with the folder. Its token mixer is full causal attention with
@@ -14,15 +15,8 @@ export const kinds = {
       op: "attention",
       gated: false,
       title: "ungated full-attention",
-      tensors: [
-        { slot: "attn_norm", field: "attnNorm", dims: ["nEmbd"] },
-        { slot: "attn_q", field: "q", dims: ["nEmbd", "qDim"] },
-        { slot: "attn_k", field: "k", dims: ["nEmbd", "kvDim"] },
-        { slot: "attn_v", field: "v", dims: ["nEmbd", "kvDim"] },
-        { slot: "attn_q_norm", field: "qNorm", dims: ["headDim"] },
-        { slot: "attn_k_norm", field: "kNorm", dims: ["headDim"] },
-        { slot: "attn_output", field: "o", dims: ["attnOutDim", "nEmbd"] },
-      ],
+      // qwen35's attention tensors, one for one (only the width of attn_q differs, through qDim)
+      tensors: qwen35.mixers.attention.tensors,
       scratch: {},
     },
   },
@@ -30,12 +24,8 @@ export const kinds = {
     dense_ffn_norm: {
       op: "dense",
       title: "",
-      tensors: [
-        { slot: "ffn_norm", field: "postAttnNorm", dims: ["nEmbd"] },
-        { slot: "ffn_gate", field: "ffnGate", dims: ["nEmbd", "nFf"] },
-        { slot: "ffn_up", field: "ffnUp", dims: ["nEmbd", "nFf"] },
-        { slot: "ffn_down", field: "ffnDown", dims: ["nFf", "nEmbd"] },
-      ],
+      // qwen35's dense FFN tensors under llama.cpp's usual name for the norm
+      tensors: [{ ...qwen35.ffns.dense.tensors[0], slot: "ffn_norm" }, ...qwen35.ffns.dense.tensors.slice(1)],
       scratch: {},
     },
   },
