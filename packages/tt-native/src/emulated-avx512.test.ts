@@ -10,23 +10,13 @@
  */
 import fs from "node:fs";
 import { createRequire } from "node:module";
-import path from "node:path";
-import { fileURLToPath } from "node:url";
 import { GgmlType } from "@keepquant/gguf";
 import { quantizeTensor } from "@keepquant/quant";
 import { afterAll, describe, expect, it } from "vitest";
 import { nativeAddon } from "./index.js";
 import type { NativeAddon } from "./native-types.js";
-import { firstBitMismatch, randomFloats } from "./test-support.js";
+import { EMULATED, firstBitMismatch, randomFloats } from "./test-support.js";
 
-const EMULATED = path.resolve(
-  path.dirname(fileURLToPath(import.meta.url)),
-  "..",
-  "build",
-  "emulated-avx512",
-  "Release",
-  "keepquant_native.node",
-);
 const addon = nativeAddon();
 
 function skipReason(): string | undefined {

@@ -7,24 +7,14 @@
  */
 import fs from "node:fs";
 import { createRequire } from "node:module";
-import path from "node:path";
-import { fileURLToPath } from "node:url";
 import { GgmlType } from "@keepquant/gguf";
 import { describe, expect, it } from "vitest";
 import { nativeAddon } from "./index.js";
 import type { NativeAddon } from "./native-types.js";
-import { X86_KERNEL_MENU } from "./test-support.js";
+import { EMULATED, X86_KERNEL_MENU } from "./test-support.js";
 import { candidateStages, DEFAULT_VARIANT, kernelMenuOf, tuneGroups } from "./tuner.js";
 
 const addon = nativeAddon();
-const EMULATED = path.resolve(
-  path.dirname(fileURLToPath(import.meta.url)),
-  "..",
-  "build",
-  "emulated-avx512",
-  "Release",
-  "keepquant_native.node",
-);
 
 describe.skipIf(!addon)("the addon's kernel menu", () => {
   it("lists every level this CPU runs, in order, and only types with a matmul kernel", () => {

@@ -1,3 +1,5 @@
+import path from "node:path";
+import { fileURLToPath } from "node:url";
 import { GgmlType, mulberry32 } from "@keepquant/gguf";
 import type { NativeKernelMenuLevel } from "./native-types.js";
 
@@ -54,3 +56,13 @@ export const X86_KERNEL_MENU: readonly NativeKernelMenuLevel[] = [
   { isa: "avx2", rows: KERNEL_MENU_TYPES, registers: [] },
   { isa: "avx512", rows: KERNEL_MENU_TYPES, registers: KERNEL_MENU_TYPES },
 ];
+
+/** Where the build puts the addon whose AVX-512 kernels are emulated over AVX2 (SIMDe; scripts/build-emulated-avx512.mjs). */
+export const EMULATED = path.resolve(
+  path.dirname(fileURLToPath(import.meta.url)),
+  "..",
+  "build",
+  "emulated-avx512",
+  "Release",
+  "keepquant_native.node",
+);
