@@ -162,6 +162,22 @@ function pointer(path: string, segment: string | number): string {
  * sequence sits its steps out while its masks come, the others go on).
  */
 export function addSchemaRepetitions(schema: unknown, field: string, budget: RepetitionBudget): void {
+  // a placed pattern's rule repeats what its quantifiers say (its length bounds add nothing: regex.ts); false when
+  // the pattern is not placed
+  const addPattern = (
+    placed: ReturnType<typeof patternPlacement>,
+    pattern: unknown,
+    whose: string,
+    keyword: string,
+    path: string,
+  ): boolean => {
+    if (placed === undefined || !("grammar" in placed)) return false;
+    const what = (n: number) => `a repetition of ${n} in ${whose} at ${path === "" ? "the root" : path}`;
+    placed.grammar.repetitions.forEach((n, i) =>
+      budget.add({ count: n, key: `pattern${JSON.stringify(pattern)}#${i}`, field, what: what(n), path, keyword }),
+    );
+    return true;
+  };
   const stack: { value: unknown; path: string }[] = [{ value: schema, path: "" }];
   while (stack.length > 0) {
     const { value, path } = stack.pop()!;
@@ -173,25 +189,13 @@ export function addSchemaRepetitions(schema: unknown, field: string, budget: Rep
     // length bounds apply to strings (a schema without `type` may be one)
     const type = value["type"];
     const string = type === undefined || type === "string" || (Array.isArray(type) && type.includes("string"));
-    const pattern = patternPlacement(value);
-    if (pattern !== undefined && "grammar" in pattern) {
-      // a placed pattern's rule repeats what its quantifiers say (its length bounds add nothing: regex.ts)
-      pattern.grammar.repetitions.forEach((n, i) =>
-        budget.add({
-          count: n,
-          key: `pattern${JSON.stringify(value["pattern"])}#${i}`,
-          field,
-          what: `a repetition of ${n} in the pattern at ${path === "" ? "the root" : path}`,
-          path,
-          keyword: "pattern",
-        }),
-      );
-    } else if (count > 0 && string) {
+    const at = path === "" ? "the root" : path;
+    if (!addPattern(patternPlacement(value), value["pattern"], "the pattern", "pattern", path) && count > 0 && string) {
       budget.add({
         count,
         key: `string{${minLength},${maxLength ?? ""}}`,
         field,
-        what: `${keyword} ${count} at ${path === "" ? "the root" : path}`,
+        what: `${keyword} ${count} at ${at}`,
         path,
         keyword,
         ...(maxLength === undefined ? { sumOnly: true } : {}),
@@ -202,18 +206,7 @@ export function addSchemaRepetitions(schema: unknown, field: string, budget: Rep
       // the keys' pattern (open-objects.ts places it as a string's) repeats what its quantifiers say, as a value's
       for (const [key, child] of Object.entries(patterns)) {
         stack.push({ value: child, path: pointer(pointer(path, "patternProperties"), key) });
-        const placed = patternPlacement({ type: "string", pattern: key });
-        if (placed === undefined || !("grammar" in placed)) continue;
-        placed.grammar.repetitions.forEach((n, i) =>
-          budget.add({
-            count: n,
-            key: `pattern${JSON.stringify(key)}#${i}`,
-            field,
-            what: `a repetition of ${n} in the keys' pattern at ${path === "" ? "the root" : path}`,
-            path,
-            keyword: "patternProperties",
-          }),
-        );
+        addPattern(patternPlacement({ type: "string", pattern: key }), key, "the keys' pattern", "patternProperties", path);
       }
     }
     for (const keyword of ["properties", "$defs", "definitions"]) {

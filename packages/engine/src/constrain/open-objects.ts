@@ -129,39 +129,46 @@ export function patternObjectRules(name: string): string {
 export function placeOpenObjects(schema: unknown, places: RangePlaces, closed: boolean, keys = new Set<string>()): unknown {
   const defs: Schema = {};
   let objects = 0;
+  /**
+   * The placeholder of an object written by our rule `rules` (its items are `values`' schemas, as `$defs`); a root's
+   * definitions stay where references find them.
+   */
+  const placeholder = (node: Schema, out: Schema, values: readonly unknown[], rules: string): Schema => {
+    const marker = `${places.prefix}${Object.keys(places.rules).length}o`;
+    const object = objects++;
+    const items: unknown[] = [{ const: marker }];
+    values.forEach((value, i) => {
+      const name = `${places.prefix}o${object}v${i}`;
+      defs[name] = value;
+      items.push({ $ref: `#/$defs/${name}` });
+    });
+    places.rules[JSON.stringify(JSON.stringify(marker))] = rules;
+    const placed: Schema = { type: "array", prefixItems: items, items: false };
+    for (const key of ["$defs", "definitions"]) if (node === schema && out[key] !== undefined) placed[key] = out[key];
+    return placed;
+  };
   const place = (node: unknown): unknown => {
     if (Array.isArray(node)) return node.map(place);
     if (!isObject(node)) return node;
     const out = mapSubschemas(node, place);
     const patterns = out["patternProperties"];
-    const listed = out["properties"];
-    if (isObject(patterns) && isObject(listed) && Object.keys(listed).length > 0) {
+    const properties = out["properties"];
+    const listed = isObject(properties) && Object.keys(properties).length > 0;
+    if (isObject(patterns) && listed) {
       // beside listed properties none of whose names it matches (checkJsonSchema): the object holds those only
       delete out["patternProperties"];
       out["additionalProperties"] = false;
       return out;
     }
     if (isObject(patterns)) {
-      // a map keyed by a pattern (checkJsonSchema lets through one pattern, no listed properties, nothing required
-      // and nothing else that constrains): the keys matching it with its values, and no other key (where the schema
-      // allows other keys, a subset of what it allows)
+      // a map keyed by a pattern (checkJsonSchema lets through one pattern, no listed properties and nothing else
+      // that constrains): the keys matching it with its values, and no other key (where the schema allows other
+      // keys, a subset of what it allows)
       const [pattern, value] = Object.entries(patterns)[0]!;
-      const marker = `${places.prefix}${Object.keys(places.rules).length}o`;
-      const object = objects++;
-      const items: unknown[] = [{ const: marker }];
-      [{ type: "string", pattern }, value].forEach((item, i) => {
-        const name = `${places.prefix}o${object}v${i}`;
-        defs[name] = item;
-        items.push({ $ref: `#/$defs/${name}` });
-      });
-      places.rules[JSON.stringify(JSON.stringify(marker))] = patternObjectRules(RANGE_NAME);
-      const placeholder: Schema = { type: "array", prefixItems: items, items: false };
-      for (const key of ["$defs", "definitions"]) if (node === schema && out[key] !== undefined) placeholder[key] = out[key];
-      return placeholder;
+      return placeholder(node, out, [{ type: "string", pattern }, value], patternObjectRules(RANGE_NAME));
     }
-    const properties = out["properties"];
     const additional = out["additionalProperties"];
-    if (!isObject(properties) || Object.keys(properties).length === 0 || additional === false) return out;
+    if (!listed || additional === false) return out;
     const open =
       !closed &&
       out["type"] === "object" &&
@@ -174,23 +181,13 @@ export function placeOpenObjects(schema: unknown, places: RangePlaces, closed: b
     const names = Object.keys(properties);
     for (const name of names) if (keys.size < MAX_CLOSING_KEYS) keys.add(name);
     const requiredNames = new Set(Array.isArray(out["required"]) ? (out["required"] as string[]) : []);
-    const marker = `${places.prefix}${Object.keys(places.rules).length}o`;
-    const items: unknown[] = [{ const: marker }];
-    const object = objects++;
-    [...names.map((key) => properties[key]), additional === undefined || additional === true ? {} : additional].forEach((value, i) => {
-      const name = `${places.prefix}o${object}v${i}`;
-      defs[name] = value;
-      items.push({ $ref: `#/$defs/${name}` });
-    });
-    places.rules[JSON.stringify(JSON.stringify(marker))] = openObjectRules(
+    const values = [...names.map((key) => properties[key]), additional === undefined || additional === true ? {} : additional];
+    const rules = openObjectRules(
       RANGE_NAME,
       names,
       names.map((key) => requiredNames.has(key)),
     );
-    const placeholder: Schema = { type: "array", prefixItems: items, items: false };
-    // a root's definitions stay where references find them
-    for (const key of ["$defs", "definitions"]) if (node === schema && out[key] !== undefined) placeholder[key] = out[key];
-    return placeholder;
+    return placeholder(node, out, values, rules);
   };
   const placed = place(schema);
   if (objects === 0 || !isObject(placed)) return placed;
