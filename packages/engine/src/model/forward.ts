@@ -49,6 +49,17 @@ export interface StepEntry {
    * decoding keeps the state at the last known token of a verification step).
    */
   readonly snapshotRow?: number;
+  /**
+   * Rows of this chunk whose input is an embedding row instead of a token's (an image's tokens):
+   * ascending chunk indices and their [rows, n_embd] f32 values. Their `tokens` entries are
+   * placeholders and are not looked up.
+   */
+  readonly embeddings?: { readonly rows: readonly number[]; readonly data: Float32Array };
+  /**
+   * Rotary positions of each row as (t, h, w) triples (multimodal RoPE: an image token sits at
+   * (t, t + row, t + column)). Absent: row i is at startPos + i in all three, as text is.
+   */
+  readonly ropePositions?: Int32Array;
 }
 
 /**
@@ -358,6 +369,9 @@ export class Qwen35Forward {
   private logitsBuffer = new Float32Array(0);
   private readonly rowSeq: Int32Array; // row -> entry index
   private readonly rowPos: Int32Array; // row -> position
+  private readonly rowRope: Int32Array; // row -> rotary (t, h, w)
+  /** The rotary section each dimension pair turns with: 0 = t, 1 = h, 2 = w (interleaved M-RoPE). */
+  private readonly ropeSection: Uint8Array;
 
   constructor(
     readonly weights: ModelWeights,
@@ -409,6 +423,8 @@ export class Qwen35Forward {
     this.ropeThetaScale = libm.powf(fround(c.ropeFreqBase), fround(-2 / this.dims.nRot));
     this.rowSeq = new Int32Array(T);
     this.rowPos = new Int32Array(T);
+    this.rowRope = new Int32Array(3 * T);
+    this.ropeSection = imropeSections(c.ropeSections ?? [0, 0, 0, 0], this.dims.nRot / 2);
   }
 
   /**
@@ -560,9 +576,9 @@ export class Qwen35Forward {
     return logits;
   }
 
-  /** Embedding rows of every entry into `hidden`; records each row's entry and position. */
+  /** Embedding rows of every entry into `hidden`; records each row's entry, position and rotary position. */
   private embed(
-    entries: readonly { readonly tokens: ArrayLike<number>; readonly startPos: number }[],
+    entries: readonly Pick<StepEntry, "tokens" | "startPos" | "embeddings" | "ropePositions">[],
     table: PackedMatrix,
     twin: Uint16Array | undefined,
   ): void {
@@ -572,11 +588,27 @@ export class Qwen35Forward {
     let row = 0;
     for (let ei = 0; ei < entries.length; ei++) {
       const e = entries[ei]!;
+      const media = e.embeddings;
+      if (media && media.data.length !== media.rows.length * D) {
+        throw new Error(`embedding rows: expected ${media.rows.length} x ${D} values, got ${media.data.length}`);
+      }
+      if (e.ropePositions && e.ropePositions.length !== 3 * e.tokens.length) {
+        throw new Error(
+          `rotary positions: expected ${3 * e.tokens.length} values for ${e.tokens.length} rows, got ${e.ropePositions.length}`,
+        );
+      }
+      let next = 0;
       for (let i = 0; i < e.tokens.length; i++, row++) {
-        const token = e.tokens[i]!;
-        if (!(token >= 0 && token < vocab)) throw new Error(`token id ${token} out of range [0, ${vocab})`);
         this.rowSeq[row] = ei;
         this.rowPos[row] = e.startPos + i;
+        for (let k = 0; k < 3; k++) this.rowRope[3 * row + k] = e.ropePositions ? e.ropePositions[3 * i + k]! : e.startPos + i;
+        if (media && media.rows[next] === i) {
+          this.hidden.set(media.data.subarray(next * D, (next + 1) * D), row * D);
+          next++;
+          continue;
+        }
+        const token = e.tokens[i]!;
+        if (!(token >= 0 && token < vocab)) throw new Error(`token id ${token} out of range [0, ${vocab})`);
         if (twin) {
           for (let d = 0; d < D; d++) twinBits[row * D + d] = twin[token * D + d]! << 16;
         } else {
@@ -799,12 +831,18 @@ export class Qwen35Forward {
     }
   }
 
-  private ropeTables(position: number): void {
-    let theta = fround(position);
+  /**
+   * cos/sin of every rotated pair for row `r`: ggml's M-RoPE cache, one theta per section, each
+   * multiplied by the scale at every pair, the pair taking its section's (text rows have all three
+   * equal, which is plain NeoX RoPE).
+   */
+  private ropeTables(r: number): void {
+    const theta = [fround(this.rowRope[3 * r]!), fround(this.rowRope[3 * r + 1]!), fround(this.rowRope[3 * r + 2]!)];
     for (let i = 0; i < this.dims.nRot / 2; i++) {
-      this.ropeCos[i] = libm.cosf(theta);
-      this.ropeSin[i] = libm.sinf(theta);
-      theta = fround(theta * this.ropeThetaScale);
+      const t = theta[this.ropeSection[i]!]!;
+      this.ropeCos[i] = libm.cosf(t);
+      this.ropeSin[i] = libm.sinf(t);
+      for (let k = 0; k < 3; k++) theta[k] = fround(theta[k]! * this.ropeThetaScale);
     }
   }
 
@@ -828,7 +866,7 @@ export class Qwen35Forward {
     const kvStride = Hkv * Dh;
     for (let r = 0; r < T; r++) {
       const pos = this.rowPos[r]!;
-      this.ropeTables(pos);
+      this.ropeTables(r);
       for (let h = 0; h < H; h++) {
         // q_h (of [q_h | gate_h] when gated) normed over Dh, then roped
         rmsNorm(this.qg, r * qDim + h * qHeadStride, w.qNorm, this.q, (r * H + h) * Dh, Dh, eps);
@@ -1185,4 +1223,22 @@ const bitsScratchU32 = new Uint32Array(bitsScratch.buffer);
 function toBits(value: number): number {
   bitsScratch[0] = value;
   return bitsScratchU32[0]!;
+}
+
+/**
+ * The section each rotated pair of interleaved M-RoPE (llama.cpp's IMROPE, Qwen3.5) turns with:
+ * pair i is in sector i mod (sum of sections); sectors 1, 4, 7... take h while below 3 * sections[1],
+ * sectors 2, 5, 8... take w while below 3 * sections[2], the rest t. (ggml's fourth section is not
+ * reachable with Qwen3.5's sections; it would take t here.) No sections: every pair takes t.
+ */
+export function imropeSections(sections: readonly number[], pairs: number): Uint8Array {
+  const out = new Uint8Array(pairs);
+  const total = sections.reduce((a, b) => a + b, 0);
+  if (total === 0) return out;
+  for (let i = 0; i < pairs; i++) {
+    const sector = i % total;
+    if (sector % 3 === 1 && sector < 3 * sections[1]!) out[i] = 1;
+    else if (sector % 3 === 2 && sector < 3 * sections[2]!) out[i] = 2;
+  }
+  return out;
 }
