@@ -15,7 +15,15 @@ export type {
   SpeculativeStats,
 } from "./engine-types.js";
 export { MAX_DRAFT_TOKENS } from "./engine-types.js";
-export { EngineError, EngineLoadError, EngineOptionError, EngineAbortError, type EngineErrorCode } from "./errors.js";
+export {
+  EngineError,
+  EngineLoadError,
+  EngineOptionError,
+  EngineAbortError,
+  type EngineErrorCode,
+  ImageError,
+  type ImageErrorReason,
+} from "./errors.js";
 export {
   checkJsonSchema,
   checkOutput,
@@ -58,5 +66,7 @@ export * from "./sampling/index.js";
 export * from "./chat/index.js";
 export * from "./planner/index.js";
 export { resolveModelFile, isHubReference } from "./model-source.js";
+// Image preprocessing for the vision encoder (llama.cpp's QWEN3VL preprocessor)
+export * from "./vision/image/index.js";
 // The parity gate is `@keepquant/engine/parity` and the benchmark `@keepquant/engine/bench` (their own
 // entries); the parity fixtures, oracle goldens and test helpers are dev-only and live under tools/.
