@@ -97,6 +97,13 @@ export async function decodeImage(bytes: Uint8Array, limits: Partial<ImageDecode
     const head = [...bytes.subarray(0, 8)].map((b) => b.toString(16).padStart(2, "0")).join(" ");
     throw new ImageError("unsupported-format", `unsupported image format (first bytes ${head}); accepted: PNG, JPEG, WebP, GIF`);
   }
+  if (format === "png" && bytes.length >= 24) {
+    // IHDR is the first chunk: width and height at bytes 16..23; libpng calls a zero side a corrupt header
+    const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+    const width = view.getUint32(16);
+    const height = view.getUint32(20);
+    if (width === 0 || height === 0) throw new ImageError("zero-size", `png declares a ${width}x${height} image`);
+  }
   if (format === "png" && isAnimatedPng(bytes)) {
     throw new ImageError("animated", "animated PNG (acTL chunk) is not accepted; send one frame");
   }
