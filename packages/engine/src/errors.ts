@@ -65,7 +65,8 @@ export type ImageErrorReason =
   | "decompression-bomb"
   | "animated"
   | "cmyk"
-  | "bit-depth";
+  | "bit-depth"
+  | "decoder-unavailable";
 
 /**
  * An image input was refused before (or while) decoding it: `reason` says which rule, and the message

@@ -9,7 +9,7 @@
  * (libjpeg's IDCT and chroma upsampling are not stb's); WebP is not read by stb at all (llama.cpp needs its
  * ffmpeg build for it).
  */
-import sharp, { type Metadata, type OutputInfo } from "sharp";
+import type { Metadata, OutputInfo } from "sharp";
 import { ImageError } from "../../errors.js";
 import type { RgbImage } from "./preprocess.js";
 
@@ -75,6 +75,25 @@ export function isAnimatedPng(bytes: Uint8Array): boolean {
   return false;
 }
 
+type SharpFactory = typeof import("sharp").default;
+let sharpLoading: Promise<SharpFactory> | undefined;
+
+/**
+ * sharp is loaded on the first decode, not when the engine is imported: its libvips binary costs time and
+ * memory that text-only use never needs, and a platform without a prebuilt binary only loses images.
+ */
+async function loadSharp(): Promise<SharpFactory> {
+  sharpLoading ??= import("sharp").then((module) => module.default);
+  try {
+    return await sharpLoading;
+  } catch (error) {
+    sharpLoading = undefined;
+    throw new ImageError("decoder-unavailable", `the image decoder (sharp) cannot be loaded: ${describe(error)}`, {
+      cause: error,
+    });
+  }
+}
+
 function describe(error: unknown): string {
   return error instanceof Error ? error.message.split("\n")[0] || error.message : String(error);
 }
@@ -84,7 +103,8 @@ function describe(error: unknown): string {
  * reason and the limit: `empty`, `too-large` (bytes or a side above the limit), `unsupported-format`,
  * `corrupt` (truncated or damaged data, also a header sharp cannot read), `zero-size`,
  * `decompression-bomb` (declared pixels above the limit), `animated` (APNG or animated WebP), `cmyk`,
- * `bit-depth` (anything but 8 bits a sample). Every check up to the pixel count reads the header only.
+ * `bit-depth` (anything but 8 bits a sample), `decoder-unavailable` (sharp's binary cannot be loaded). Every
+ * check up to the pixel count reads the header only.
  */
 export async function decodeImage(bytes: Uint8Array, limits: Partial<ImageDecodeLimits> = {}): Promise<DecodedImage> {
   const { maxBytes, maxSide, maxPixels, timeoutSeconds } = { ...DEFAULT_IMAGE_DECODE_LIMITS, ...limits };
@@ -108,6 +128,7 @@ export async function decodeImage(bytes: Uint8Array, limits: Partial<ImageDecode
     throw new ImageError("animated", "animated PNG (acTL chunk) is not accepted; send one frame");
   }
 
+  const sharp = await loadSharp();
   let metadata: Metadata;
   try {
     metadata = await sharp(bytes, { limitInputPixels: false }).metadata();
