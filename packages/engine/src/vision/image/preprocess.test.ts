@@ -9,15 +9,18 @@ import { describe, expect, it } from "vitest";
 import { EngineOptionError, ImageError } from "../../errors.js";
 import { resizeBicubicRgb } from "./bicubic.js";
 import { type PreprocessConfig, pixelLimitsForTokens } from "./config.js";
+import { decodeImage } from "./decode.js";
 import { preprocessImage } from "./image.js";
 import { normalizeRgb, preprocessRgb, resizeWithPadding } from "./preprocess.js";
 import { patternPixels, patternPng } from "./test-images.js";
 
 interface GoldenCase {
   name: string;
-  width: number;
-  height: number;
-  fileChannels: 1 | 2 | 3 | 4;
+  /** A committed input under goldens/vision/inputs/, or else the pattern at width x height. */
+  file?: string;
+  width?: number;
+  height?: number;
+  fileChannels?: 1 | 2 | 3 | 4;
   config: PreprocessConfig;
   source: { width: number; height: number };
   target: { width: number; height: number };
@@ -25,9 +28,25 @@ interface GoldenCase {
   samples: { index: number; value: number }[];
 }
 
-const golden = JSON.parse(
-  readFileSync(fileURLToPath(new URL("../../../../../goldens/vision/qwen3vl-preprocess.json", import.meta.url)), "utf8"),
-) as { cases: GoldenCase[] };
+interface GoldenDecode {
+  name: string;
+  file: string;
+  width: number;
+  height: number;
+  stbRgbBase64: string;
+}
+
+const GOLDENS = new URL("../../../../../goldens/vision/", import.meta.url);
+const golden = JSON.parse(readFileSync(fileURLToPath(new URL("qwen3vl-preprocess.json", GOLDENS)), "utf8")) as {
+  cases: GoldenCase[];
+  decodes: GoldenDecode[];
+};
+const input = (file: string) => readFileSync(fileURLToPath(new URL(`inputs/${file}`, GOLDENS)));
+
+async function caseBytes(c: GoldenCase): Promise<Uint8Array> {
+  if (c.file !== undefined) return input(c.file);
+  return patternPng(c.width as number, c.height as number, c.fileChannels as 1 | 2 | 3 | 4);
+}
 
 const QWEN: PreprocessConfig = {
   patchSize: 16,
@@ -39,11 +58,12 @@ const QWEN: PreprocessConfig = {
 
 describe("preprocessImage against llama.cpp (QWEN3VL, stb_image + mtmd_image_preprocessor_dyn_size)", () => {
   it("the golden has its cases", () => {
-    expect(golden.cases.length).toBe(8);
+    expect(golden.cases.length).toBe(9);
+    expect(golden.decodes.length).toBe(1);
   });
 
   it.each(golden.cases.map((c) => [c.name, c] as const))("%s is bit-identical", async (_name, c) => {
-    const result = await preprocessImage(await patternPng(c.width, c.height, c.fileChannels), c.config);
+    const result = await preprocessImage(await caseBytes(c), c.config);
     expect({ width: result.sourceWidth, height: result.sourceHeight }).toEqual(c.source);
     expect({ width: result.width, height: result.height }).toEqual(c.target);
     expect(result.pixels.length).toBe(c.target.width * c.target.height * 3);
@@ -52,6 +72,22 @@ describe("preprocessImage against llama.cpp (QWEN3VL, stb_image + mtmd_image_pre
       .update(new Uint8Array(result.pixels.buffer, result.pixels.byteOffset, result.pixels.byteLength))
       .digest("hex");
     expect(digest).toBe(c.f32Sha256);
+  });
+});
+
+describe("JPEG against stb_image (different decoders: bounded, not identical)", () => {
+  it.each(golden.decodes.map((d) => [d.name, d] as const))("%s is within 2 levels in under 10%% of samples", async (_name, d) => {
+    const decoded = await decodeImage(input(d.file));
+    const stb = Buffer.from(d.stbRgbBase64, "base64");
+    expect({ width: decoded.width, height: decoded.height }).toEqual({ width: d.width, height: d.height });
+    expect(decoded.data.length).toBe(stb.length);
+    let differing = 0;
+    for (let i = 0; i < stb.length; i++) {
+      const difference = Math.abs((decoded.data[i] as number) - (stb[i] as number));
+      expect(difference).toBeLessThanOrEqual(2);
+      if (difference > 0) differing++;
+    }
+    expect(differing / stb.length).toBeLessThan(0.1);
   });
 });
 
