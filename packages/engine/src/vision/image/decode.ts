@@ -129,9 +129,10 @@ export async function decodeImage(bytes: Uint8Array, limits: Partial<ImageDecode
   }
 
   const sharp = await loadSharp();
+  const input = Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   let metadata: Metadata;
   try {
-    metadata = await sharp(bytes, { limitInputPixels: false }).metadata();
+    metadata = await sharp(input, { limitInputPixels: false }).metadata();
   } catch (error) {
     throw new ImageError("corrupt", `${format} header cannot be read: ${describe(error)}`, { cause: error });
   }
@@ -157,7 +158,7 @@ export async function decodeImage(bytes: Uint8Array, limits: Partial<ImageDecode
 
   let raw: { data: Buffer; info: OutputInfo };
   try {
-    raw = await sharp(bytes, { failOn: "error", limitInputPixels: maxPixels, page: 0, pages: 1, ignoreIcc: true })
+    raw = await sharp(input, { failOn: "error", limitInputPixels: maxPixels, page: 0, pages: 1, ignoreIcc: true })
       .timeout({ seconds: timeoutSeconds })
       .raw()
       .toBuffer({ resolveWithObject: true });
