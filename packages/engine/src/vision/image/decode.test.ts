@@ -51,6 +51,14 @@ describe("decodeImage accepts", () => {
     expect(decoded.data).toEqual(patternPixels(17, 9, 3));
   });
 
+  it("a plain Uint8Array (a view into a larger buffer) as well as a Buffer", async () => {
+    const png = await patternPng(5, 3, 3);
+    const backing = new Uint8Array(png.length + 10);
+    backing.set(png, 7);
+    const decoded = await decodeImage(backing.subarray(7, 7 + png.length));
+    expect(decoded.data).toEqual(patternPixels(5, 3, 3));
+  });
+
   it("RGBA PNG by dropping alpha, with no compositing (a transparent pixel keeps its colour)", async () => {
     const rgba = Uint8Array.from([10, 20, 30, 0, 200, 100, 50, 128, 1, 2, 3, 255, 4, 5, 6, 7]);
     const png = await sharp(Buffer.from(rgba), { raw: { width: 2, height: 2, channels: 4 } })
