@@ -15,7 +15,8 @@ export type EngineErrorCode =
   | "ENGINE_NO_DEFAULT_MODEL"
   | "ENGINE_DISPOSED"
   | "ENGINE_ABORTED"
-  | "ENGINE_NO_TOKENIZER";
+  | "ENGINE_NO_TOKENIZER"
+  | "ENGINE_BAD_IMAGE";
 
 export interface EngineErrorDetails {
   /** The option, request field, tensor or key that was wrong. */
@@ -51,5 +52,31 @@ export class EngineOptionError extends EngineError {}
 export class EngineAbortError extends EngineError {
   constructor(message = "generation aborted") {
     super("ENGINE_ABORTED", message);
+  }
+}
+
+/** Why an image was refused (see {@link ImageError}). */
+export type ImageErrorReason =
+  | "empty"
+  | "corrupt"
+  | "unsupported-format"
+  | "zero-size"
+  | "too-large"
+  | "decompression-bomb"
+  | "animated"
+  | "cmyk"
+  | "bit-depth"
+  | "decoder-unavailable";
+
+/**
+ * An image input was refused before (or while) decoding it: `reason` says which rule, and the message
+ * names the value and the limit (`declared 30000x30000 = 900000000 pixels exceeds maximum allowed (50000000)`).
+ */
+export class ImageError extends EngineError {
+  readonly reason: ImageErrorReason;
+
+  constructor(reason: ImageErrorReason, message: string, details: EngineErrorDetails = {}) {
+    super("ENGINE_BAD_IMAGE", message, { field: details.field ?? "image", cause: details.cause });
+    this.reason = reason;
   }
 }

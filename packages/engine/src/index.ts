@@ -15,7 +15,15 @@ export type {
   SpeculativeStats,
 } from "./engine-types.js";
 export { MAX_DRAFT_TOKENS } from "./engine-types.js";
-export { EngineError, EngineLoadError, EngineOptionError, EngineAbortError, type EngineErrorCode } from "./errors.js";
+export {
+  EngineError,
+  EngineLoadError,
+  EngineOptionError,
+  EngineAbortError,
+  type EngineErrorCode,
+  ImageError,
+  type ImageErrorReason,
+} from "./errors.js";
 export {
   checkJsonSchema,
   checkOutput,
@@ -58,5 +66,21 @@ export * from "./sampling/index.js";
 export * from "./chat/index.js";
 export * from "./planner/index.js";
 export { resolveModelFile, isHubReference } from "./model-source.js";
+// Image input for the vision encoder (llama.cpp's QWEN3VL preprocessing): the entry points by name, and
+// every part (targetSize, resizeBicubicRgb, resizeWithPadding, normalizeRgb, ...) under `visionImage`
+export {
+  DEFAULT_IMAGE_DECODE_LIMITS,
+  type DecodedImage,
+  decodeImage,
+  type ImageDecodeLimits,
+  type ImageFormat,
+  type PreprocessConfig,
+  type PreprocessedImage,
+  preprocessImage,
+  preprocessRgb,
+  pixelLimitsForTokens,
+  type RgbImage,
+} from "./vision/image/index.js";
+export * as visionImage from "./vision/image/index.js";
 // The parity gate is `@keepquant/engine/parity` and the benchmark `@keepquant/engine/bench` (their own
 // entries); the parity fixtures, oracle goldens and test helpers are dev-only and live under tools/.
