@@ -29,10 +29,23 @@ import { tuneNativeDecode } from "./model/native-tuning.js";
 import { SpecStepBackend, type StepBackend } from "./model/step-backend.js";
 import type { MatmulProvider, Numerics } from "./model/matmul.js";
 import { quantDequantizeRow, residentWeightBytes } from "./model/providers.js";
+import { assemblePrompt, type EncodedImage, type PromptMedia } from "./vision/media.js";
 import type { ModelWeights, PackedMatrix } from "./model/weights.js";
 import { Scheduler } from "./scheduler.js";
 import type { Tokenizer } from "./tokenizer/index.js";
 import { defaultModelPath } from "./default-model.js";
+
+/**
+ * A prompt with images: token runs and encoded images (`Engine.encodeImage`), in order. The images'
+ * tokens take their embeddings and multimodal rotary positions (vision/media.ts).
+ */
+export interface MultimodalPrompt {
+  readonly pieces: readonly (readonly number[] | EncodedImage)[];
+}
+
+function isMultimodalPrompt(prompt: readonly number[] | MultimodalPrompt): prompt is MultimodalPrompt {
+  return !Array.isArray(prompt) && typeof prompt === "object" && prompt !== null && "pieces" in prompt;
+}
 
 /** A running generation: iterate it for token/text deltas (the last event carries the result). */
 export interface GenerationStream extends AsyncIterable<GenerationEvent> {
@@ -238,11 +251,15 @@ export class Engine {
    * Returns an async iterable of token/text deltas ending with a `done` event; abort through
    * `params.signal` (the stream then ends with stopReason "abort").
    */
-  generate(prompt: string | readonly number[], params: GenerateParams = {}): GenerationStream {
+  generate(prompt: string | readonly number[] | MultimodalPrompt, params: GenerateParams = {}): GenerationStream {
     if (this.disposed) throw new EngineError("ENGINE_DISPOSED", "engine is disposed");
-    const ids = typeof prompt === "string" ? this.tokenize(prompt, params.parseSpecial ?? false) : [...prompt];
+    let ids: number[];
+    let media: PromptMedia | undefined;
+    if (typeof prompt === "string") ids = this.tokenize(prompt, params.parseSpecial ?? false);
+    else if (isMultimodalPrompt(prompt)) ({ ids, media } = this.assembleMultimodal(prompt));
+    else ids = [...prompt];
     if (ids.length === 0) throw new EngineOptionError("ENGINE_BAD_REQUEST", "prompt is empty", { field: "prompt" });
-    this.checkIds(ids, "prompt");
+    if (!media) this.checkIds(ids, "prompt");
     // constraint, reasoning and thinkingBudget: checked here (ConstraintError), compiled before the request is scheduled
     const { constraint, reasoning, thinkingBudget } = params;
     const guidePlan = planGuide({ constraint, reasoning, thinkingBudget }, this.options.grammarLimits);
@@ -257,7 +274,8 @@ export class Engine {
       ...setup,
       id: this.nextId++,
       validation: guidePlan?.validation ? { ...guidePlan.validation, afterThinking: guidePlan.reasoning } : undefined,
-      speculation: this.spec,
+      speculation: media ? undefined : this.spec,
+      media,
     });
     this.loop.admit(generation);
     generation.abortOn(params.signal);
@@ -280,6 +298,30 @@ export class Engine {
     return { [Symbol.asyncIterator]: () => generation.events(), result: generation.result };
   }
 
+  /** Token runs checked, images placed: the ids (with image placeholders) and the media of a multimodal prompt. */
+  private assembleMultimodal(prompt: MultimodalPrompt): { ids: number[]; media: PromptMedia | undefined } {
+    const sections = this.weights.config.ropeSections;
+    const images = prompt.pieces.filter((p) => !Array.isArray(p)).length;
+    if (images > 0 && sections.every((s) => s === 0)) {
+      throw new EngineOptionError(
+        "ENGINE_BAD_REQUEST",
+        `this model (${this.weights.config.architecture}) takes no images: it has no multimodal rotary sections`,
+        {
+          field: "prompt",
+        },
+      );
+    }
+    prompt.pieces.forEach((piece, i) => {
+      if (Array.isArray(piece)) this.checkIds(piece, `prompt.pieces[${i}]`);
+    });
+    try {
+      const { tokens, media } = assemblePrompt(prompt.pieces, this.weights.config.embeddingLength);
+      return { ids: tokens, media };
+    } catch (error) {
+      throw new EngineOptionError("ENGINE_BAD_REQUEST", `prompt image: ${(error as Error).message}`, { field: "prompt", cause: error });
+    }
+  }
+
   /**
    * Checks and compiles a constraint (cached for the requests that use it), so that a schema the
    * grammar engine refuses fails before a response starts. Throws ConstraintError.
@@ -289,7 +331,7 @@ export class Engine {
   }
 
   /** Runs a generation to the end and returns its result. */
-  async generateToEnd(prompt: string | readonly number[], params: GenerateParams = {}): Promise<GenerationResult> {
+  async generateToEnd(prompt: string | readonly number[] | MultimodalPrompt, params: GenerateParams = {}): Promise<GenerationResult> {
     return this.generate(prompt, params).result;
   }
 

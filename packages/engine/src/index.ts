@@ -1,4 +1,4 @@
-export { Engine, type GenerationStream, type EvaluateOptions } from "./engine.js";
+export { Engine, type GenerationStream, type EvaluateOptions, type MultimodalPrompt } from "./engine.js";
 export type {
   AbortSignalLike,
   ConstraintSpec,
@@ -84,3 +84,5 @@ export {
 export * as visionImage from "./vision/image/index.js";
 // The parity gate is `@keepquant/engine/parity` and the benchmark `@keepquant/engine/bench` (their own
 // entries); the parity fixtures, oracle goldens and test helpers are dev-only and live under tools/.
+// Prompts with images: encoded images placed among token runs (Engine.generate's MultimodalPrompt)
+export { assemblePrompt, imageHash, type EncodedImage, type PromptMedia } from "./vision/media.js";

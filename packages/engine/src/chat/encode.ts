@@ -49,6 +49,97 @@ function containsText(value: unknown, needle: string): boolean {
   return false;
 }
 
+/** A text part of a message's content. */
+export interface ChatTextPart {
+  type: "text";
+  text: string;
+}
+
+/** An image part of a message's content: the image file's bytes (PNG, JPEG, WebP or GIF). */
+export interface ChatImagePart {
+  type: "image";
+  image: Uint8Array;
+}
+
+/** A chat message whose content may hold images. */
+export interface MultimodalChatMessage extends Omit<ChatMessage, "content"> {
+  content: string | readonly (ChatTextPart | ChatImagePart)[];
+}
+
+/** A chat prompt with images: token runs and image slots (indices into `images`), in prompt order. */
+export interface EncodedMultimodalChat {
+  pieces: (number[] | { image: number })[];
+  images: Uint8Array[];
+  /** The rendered prompt with `<image>` where each image goes (for logs and echo). */
+  text: string;
+}
+
+/**
+ * `encodeChat` for messages whose content holds images (as llama.cpp's server and mtmd do it):
+ * each image part becomes a marker in the text the template renders; the prompt is split at the
+ * markers, every text run tokenized on its own, and each image sits between `<|vision_start|>` and
+ * `<|vision_end|>`. The text parts of one message are joined in order.
+ */
+export function encodeMultimodalChat(
+  tokenizer: Tokenizer,
+  messages: readonly MultimodalChatMessage[],
+  options: EncodeChatOptions = {},
+): EncodedMultimodalChat {
+  const images: Uint8Array[] = [];
+  let nonce: string;
+  do nonce = `KQIMG${randomBytes(6).toString("hex").toUpperCase()}`;
+  while (
+    containsText(
+      [
+        messages.map((m) => (typeof m.content === "string" ? m.content : m.content.map((p) => (p.type === "text" ? p.text : "")))),
+        options.tools,
+        options.variables,
+      ],
+      nonce,
+    )
+  );
+  const flat: ChatMessage[] = messages.map((m) => {
+    if (typeof m.content === "string") return { ...m, content: m.content };
+    const text = m.content
+      .map((part) => {
+        if (part.type === "text") return part.text;
+        images.push(part.image);
+        return `${nonce}N${images.length - 1}Z`;
+      })
+      .join("");
+    return { ...m, content: text };
+  });
+  const { rendered, restore } = renderForEncoding(tokenizer, flat, options);
+  const marker = new RegExp(`${nonce}N(\\d+)Z`, "g");
+  const pieces: (number[] | { image: number })[] = [];
+  const visionStart = images.length > 0 ? visionToken(tokenizer, "<|vision_start|>") : 0;
+  const visionEnd = images.length > 0 ? visionToken(tokenizer, "<|vision_end|>") : 0;
+  const seen = new Set<number>();
+  let last = 0;
+  let text = "";
+  for (const match of rendered.matchAll(marker)) {
+    const image = Number(match[1]);
+    seen.add(image);
+    const before = rendered.slice(last, match.index);
+    pieces.push([...tokenizer.encode(before, { parseSpecial: true, mapPlainText: restore }), visionStart], { image }, [visionEnd]);
+    text += `${restore(before)}<|vision_start|><image><|vision_end|>`;
+    last = match.index + match[0].length;
+  }
+  if (seen.size !== images.length) {
+    throw new RangeError(`the chat template rendered ${seen.size} of the ${images.length} images: it drops message content`);
+  }
+  const tail = rendered.slice(last);
+  pieces.push(tokenizer.encode(tail, { parseSpecial: true, mapPlainText: restore }));
+  text += restore(tail);
+  return { pieces: pieces.filter((p) => !Array.isArray(p) || p.length > 0), images, text };
+}
+
+function visionToken(tokenizer: Tokenizer, text: string): number {
+  const id = tokenizer.tokenId(text);
+  if (id === undefined) throw new RangeError(`this model's vocabulary has no ${text} token: it cannot take images`);
+  return id;
+}
+
 /**
  * Renders `messages` with the tokenizer's chat template and tokenizes the result so that only
  * the template's text can yield special tokens (see the module comment).

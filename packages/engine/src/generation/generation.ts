@@ -11,6 +11,7 @@ import type { ScheduledSequence } from "../scheduler.js";
 import { logprobsOf, type Sampler, type SampledLogprobs, type StopStringMatcher, type TokenDistribution } from "../sampling/index.js";
 import type { DrafterWork, SpeculativeSequence } from "./speculative.js";
 import type { GuidePlugin, SpeculationPlugin } from "./plugins.js";
+import type { PromptMedia } from "../vision/media.js";
 
 /** What a generation needs of the engine that runs it. */
 export interface GenerationHost {
@@ -86,6 +87,8 @@ export interface GenerationSetup {
   snapshotPoints?: readonly number[] | undefined;
   validation?: OutputValidation | undefined;
   speculation?: SpeculationPlugin | undefined;
+  /** the prompt's images: their rows and the rotary positions of the sequence (vision/media.ts) */
+  media?: PromptMedia | undefined;
 }
 
 /** The check of a relaxed schema's output: the JSON after the reasoning block when the request reasons. */
@@ -104,6 +107,8 @@ export class Generation implements ScheduledSequence, SpeculativeSequence {
   readonly maxLength: number;
   readonly sampler: Sampler;
   readonly snapshotPoints: readonly number[] | undefined;
+  /** the prompt's images (undefined: a text prompt) */
+  readonly media: PromptMedia | undefined;
   numComputed = 0;
   cachedTokens = 0;
   blockTable: number[] = [];
@@ -160,6 +165,7 @@ export class Generation implements ScheduledSequence, SpeculativeSequence {
     this.detokenizer = setup.detokenizer;
     this.stops = setup.stops;
     this.snapshotPoints = setup.snapshotPoints;
+    this.media = setup.media;
     this.validation = setup.validation;
     this.speculation = setup.speculation;
     // the drafter's chain writes KV up to draftTokens - 1 positions past a verification's last token

@@ -14,6 +14,7 @@ import type { Scheduler } from "../scheduler.js";
 import type { DrafterWork } from "./speculative.js";
 import type { Generation, GenerationHost, PendingRules, StepOutcome } from "./generation.js";
 import type { SpeculationPlugin } from "./plugins.js";
+import { mediaEntryFields } from "../vision/media.js";
 
 /**
  * How long the step loop waits, when every schedulable sequence waits on a grammar worker (a compile, a
@@ -226,7 +227,8 @@ export class StepLoop implements GenerationHost {
         // the GDN state after the last known token is kept aside: a rejected draft rolls back to it
         return { ...base, tokens, logits: "none", logitRows, snapshotRow: known.length - 1 };
       }
-      return { ...base, tokens: known, logits: chunk.needsLogits ? "last" : "none", ...(drafter ? { hidden: true } : {}) };
+      const media = s.media ? mediaEntryFields(s.media, s.promptLength, s.numComputed, known.length, D) : {};
+      return { ...base, ...media, tokens: known, logits: chunk.needsLogits ? "last" : "none", ...(drafter ? { hidden: true } : {}) };
     });
     // the grammar workers compute the next rules while the native step runs; nothing waits for them after it
     const rules = new Map<Generation, PendingRules>();

@@ -7,6 +7,7 @@
  * and GDN state planes of the engine's pools (natively allocated), and owns only its scratch.
  */
 import type { ModelDescription, TensorDescription } from "@keepquant/gguf";
+import { EngineOptionError } from "../errors.js";
 import type { PagedKvCache } from "../kv/paged-kv.js";
 import { modelDescription } from "./config.js";
 import type { GdnStatePool } from "../kv/state-pool.js";
@@ -270,6 +271,11 @@ export class NativeStep implements StepBackend {
     let tokens = 0;
     let nOut = 0;
     const described = entries.map((e): StepDescriptorEntry => {
+      if (e.embeddings || e.ropePositions) {
+        throw new EngineOptionError("ENGINE_BAD_REQUEST", 'the native step does not take image rows yet: run with provider "ts"', {
+          field: "prompt",
+        });
+      }
       const rows = logitRows(e);
       tokens += e.tokens.length;
       nOut += rows.length;
