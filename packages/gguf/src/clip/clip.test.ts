@@ -25,6 +25,10 @@ import {
   synthesizeQwen35,
   writeGguf,
   writeSynthesizedProjector,
+  writeProjectorHeaderOnly,
+  QWEN35_VISION_SHAPE,
+  QWEN35_27B_SHAPE,
+  ggmlTypeName,
   type GgufFile,
   type GgufMetadataEntry,
   type ProjectorSpec,
@@ -331,6 +335,27 @@ describe("the load plan refuses tensors, with reasons and bytes", () => {
     expect(names.some((n) => n.includes("ffn_gate"))).toBe(false);
     expect(names.filter((n) => n.startsWith("v.deepstack.0."))).toHaveLength(6);
     expect(description.outputWidth).toBe(128);
+  });
+});
+
+describe("header-only projectors of the released shape (planning)", () => {
+  it("the Qwen3.5 vision tower beside the 27B, F16: a sparse file whose plan uses every tensor", async () => {
+    const path = join(dir, "mmproj-27b-f16-header-only.gguf");
+    const spec = { ...QWEN35_VISION_SHAPE, projectionDim: QWEN35_27B_SHAPE.hidden };
+    const size = await writeProjectorHeaderOnly(path, spec, { weightType: GgmlType.F16 });
+    const file = await readGguf(path);
+    expect(file.fileSize).toBe(size);
+    const plan = projectorLoadPlan(file, { embeddingLength: QWEN35_27B_SHAPE.hidden, architecture: "qwen35" });
+    expect(plan.ok).toBe(true);
+    expect(plan.config).toMatchObject({ positionGrid: 48, positionCount: 2304, headDim: 72, mergedWidth: 4608 });
+    expect(plan.config.tokenLimits.maxPixels).toBe(4096 * 32 * 32);
+    // 27 blocks of F16 matrices (qkv 1152 x 3456, out 1152^2, up and down 1152 x 4304), the merger 4608^2 + 4608 x 5120
+    const blockMatrices = 27 * (1152 * 3456 + 1152 * 1152 + 2 * 1152 * 4304) * 2;
+    const merger = (4608 * 4608 + 4608 * 5120) * 2;
+    const f32 = plan.used.filter((t) => t.type === GgmlType.F32).reduce((a, t) => a + t.byteLength, 0);
+    expect(plan.usedBytes).toBe(blockMatrices + merger + f32);
+    expect(plan.used.filter((t) => t.kind === "matmul").every((t) => ggmlTypeName(t.type) === "F16")).toBe(true);
+    rmSync(path);
   });
 });
 

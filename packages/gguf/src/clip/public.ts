@@ -34,11 +34,14 @@ export {
 } from "./load-plan.js";
 export {
   PROJECTOR_TINY_SHAPE,
+  QWEN35_VISION_SHAPE,
   PROJECTOR_WEIGHT_TYPES,
   projectorFallbackType,
   projectorMetadata,
   projectorSpecLayout,
   synthesizeProjector,
+  synthesizeProjectorHeader,
+  writeProjectorHeaderOnly,
   writeSynthesizedProjector,
   type ProjectorQuantizer,
   type ProjectorSpec,

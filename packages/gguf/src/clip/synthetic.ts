@@ -6,11 +6,11 @@
  * blocks of the requested type falls back per tensor as llama.cpp's quantizer does, and the result
  * says which.
  */
-import { writeFile } from "node:fs/promises";
+import { open, writeFile } from "node:fs/promises";
 import { GGML_TYPE_TRAITS, GgmlType, ggmlTypeName } from "../ggml-type.js";
 import type { GgufMetadataEntry } from "../types.js";
 import { GgufValueType } from "../value-type.js";
-import { gguf, writeGguf } from "../writer.js";
+import { encodeGgufHeader, gguf, writeGguf } from "../writer.js";
 import { mulberry32 } from "../synthetic/random.js";
 import { parseProjector, type ProjectorConfig } from "./config.js";
 import { describeProjector, type ProjectorExpectedTensor } from "./tensors.js";
@@ -235,3 +235,58 @@ export const PROJECTOR_TINY_SHAPE: Readonly<Omit<ProjectorSpec, "projectionDim">
   spatialMerge: 2,
   name: "synthetic-qwen35-mmproj-tiny",
 });
+
+/**
+ * The vision tower of the released Qwen3.5 checkpoints as transformers' `Qwen3_5VisionConfig` defaults give it
+ * (depth 27, hidden 1152, intermediate 4304, 16 heads, patch 16, merge 2, 2304 position embeddings so image_size
+ * 768, no deepstack), a planning preset for header-only files. **Not verified per checkpoint**: read from
+ * third-party ports of the config (this work had no checkpoint's config.json); a small model may ship a smaller
+ * tower. Image mean and std 0.5 (Qwen-VL's preprocessor). Set `projectionDim` to the model's embedding_length.
+ */
+export const QWEN35_VISION_SHAPE: Readonly<Omit<ProjectorSpec, "projectionDim">> = Object.freeze({
+  imageSize: 768,
+  patchSize: 16,
+  hidden: 1152,
+  heads: 16,
+  layers: 27,
+  ffn: 4304,
+  spatialMerge: 2,
+  name: "synthetic-qwen35-mmproj",
+});
+
+/**
+ * The header of a synthetic projector with its matrices typed `weightType` (fallbacks as llama.cpp's quantizer
+ * takes them), and the size of the whole file: header-only files of real shapes, for planning.
+ */
+export function synthesizeProjectorHeader(
+  spec: ProjectorSpec,
+  options: Pick<ProjectorWriteOptions, "weightType"> = {},
+): { header: Uint8Array; fileSize: number; types: Record<string, GgmlType> } {
+  const weightType = options.weightType ?? GgmlType.F32;
+  const { metadata, tensors } = projectorSpecLayout(spec, weightType);
+  const types: Record<string, GgmlType> = {};
+  const headers = tensors.map((t) => {
+    const type = t.kind === "matmul" ? projectorFallbackType(weightType, t.ne[0]!) : GgmlType.F32;
+    types[t.name] = type;
+    return { name: t.name, type, ne: t.ne };
+  });
+  const encoded = encodeGgufHeader({ metadata, tensors: headers });
+  return { header: encoded.header, fileSize: encoded.dataOffset + encoded.dataBytes, types };
+}
+
+/** Writes the header and extends the file to its full size without data (a sparse file); returns the size. */
+export async function writeProjectorHeaderOnly(
+  path: string,
+  spec: ProjectorSpec,
+  options: Pick<ProjectorWriteOptions, "weightType"> = {},
+): Promise<number> {
+  const { header, fileSize } = synthesizeProjectorHeader(spec, options);
+  const handle = await open(path, "w");
+  try {
+    await handle.write(header, 0, header.length, 0);
+    await handle.truncate(fileSize);
+  } finally {
+    await handle.close();
+  }
+  return fileSize;
+}
