@@ -28,7 +28,15 @@ export type GgufErrorCode =
   | "QWEN35_MISSING_KEY"
   | "QWEN35_BAD_KEY_TYPE"
   | "QWEN35_BAD_VALUE"
-  | "QWEN35_PLAN_REFUSED";
+  | "QWEN35_PLAN_REFUSED"
+  | "CLIP_NOT_A_PROJECTOR"
+  | "CLIP_NO_VISION_ENCODER"
+  | "CLIP_UNKNOWN_PROJECTOR"
+  | "CLIP_MISSING_KEY"
+  | "CLIP_BAD_KEY_TYPE"
+  | "CLIP_BAD_VALUE"
+  | "CLIP_PLAN_REFUSED"
+  | "CLIP_LANGUAGE_MISMATCH";
 
 export interface GgufErrorDetails {
   /** Absolute file (or buffer) offset of the offending bytes, when known. */
@@ -135,6 +143,18 @@ export class Qwen35ConfigError extends GgufError {
   constructor(code: GgufErrorCode, message: string, details?: GgufErrorDetails) {
     super(code, message, details);
     this.name = "Qwen35ConfigError";
+  }
+}
+
+/**
+ * A vision projector (an `mmproj` GGUF, `general.architecture = "clip"`) is not one we can load: not a
+ * projector, no vision encoder, another projector type, a bad key, refused tensors, or a width that does
+ * not match the language model. `field` names the key or tensor.
+ */
+export class ClipProjectorError extends GgufError {
+  constructor(code: GgufErrorCode, message: string, details?: GgufErrorDetails) {
+    super(code, message, details);
+    this.name = "ClipProjectorError";
   }
 }
 

@@ -101,6 +101,7 @@ export {
 } from "./synthetic/qwen35.js";
 export { mulberry32 } from "./synthetic/random.js";
 export * from "./qwen3/public.js";
+export * from "./clip/public.js";
 export { qwen35Q4KMClassMix, useMoreBits, type Qwen35TensorTypeMix } from "./synthetic/type-mix.js";
 export {
   defaultQwen35Tokenizer,

@@ -37,3 +37,31 @@ export const GGUF_LIMITS: Readonly<GgufLimits> = Object.freeze({
   maxTensorElements: Number.MAX_SAFE_INTEGER,
   maxHeaderBytes: 512 * 1024 * 1024,
 });
+
+/**
+ * Bounds on a vision projector's hyperparameters (an `mmproj` file): a header may not make us plan
+ * absurd tensors. Each names its reason; the error prints the key, the value and the bound.
+ */
+export interface ClipLimits {
+  /** `clip.vision.image_size`: llama.cpp caps it at 8192 so (image_size / patch_size)^2 stays in int32. */
+  maxImageSize: number;
+  /** `clip.vision.patch_size`: llama.cpp requires it below 65536. */
+  maxPatchSize: number;
+  /** `clip.vision.spatial_merge_size`: llama.cpp requires it below 65536. */
+  maxSpatialMerge: number;
+  /** `clip.vision.block_count`: released ViTs have 24 to 48 blocks; 1024 is ample. */
+  maxBlockCount: number;
+  /** Widths (`embedding_length`, `feed_forward_length`, `projection_dim`): released models are below 32k; 1 Mi bounds a row. */
+  maxWidth: number;
+  /** `clip.vision.attention.head_count`: at most one head per element of the width, and far fewer in practice. */
+  maxHeadCount: number;
+}
+
+export const CLIP_LIMITS: Readonly<ClipLimits> = Object.freeze({
+  maxImageSize: 8192,
+  maxPatchSize: 65_535,
+  maxSpatialMerge: 65_535,
+  maxBlockCount: 1024,
+  maxWidth: 1 << 20,
+  maxHeadCount: 4096,
+});

@@ -4,6 +4,7 @@ import {
   ARCHITECTURES,
   GgufValueType,
   buildLoadPlan,
+  CLIP_ARCHITECTURE,
   getArchitecture,
   ggmlTypeName,
   ggufValueTypeName,
@@ -11,6 +12,9 @@ import {
   type GgufFile,
   type GgufMetadataEntry,
   type LoadPlan,
+  type ProjectorConfig,
+  type ProjectorLoadPlan,
+  projectorLoadPlan,
   type Qwen35Config,
 } from "@keepquant/gguf";
 import { CliUsageError, defineCommand, toJson, write, type CommandIo } from "../command.js";
@@ -56,6 +60,22 @@ interface InspectReport {
     skipped: { name: string; byteLength: number; reason: string }[];
     refused: { name: string; reason: string; expectedNe?: number[] }[];
   } | null;
+  /** A vision projector (mmproj, `general.architecture = "clip"`): its hyperparameters, token limits and load plan. */
+  projector: {
+    config: ProjectorConfig;
+    outputWidth: number;
+    deepstackLayers: number[];
+    plan: {
+      ok: boolean;
+      usedBytes: number;
+      skippedBytes: number;
+      refusedBytes: number;
+      totalBytes: number;
+      used: { name: string; byteLength: number }[];
+      skipped: { name: string; byteLength: number; reason: string }[];
+      refused: { name: string; reason: string; expectedNe?: number[] }[];
+    };
+  } | null;
   diagnostics: { level: string; code: string; message: string; tensors?: string[]; bytes?: number }[];
   sha256?: string;
   /** Set when the file cannot be loaded (exit 1): the same code and message as the stderr error line. */
@@ -95,12 +115,13 @@ function buildReport(
   plan: LoadPlan | null,
   planError: ReturnType<typeof describeError> | null,
   full: boolean,
+  projector: ProjectorLoadPlan | null = null,
 ): InspectReport {
   const byType: Record<string, number> = {};
   for (const t of file.tensors) byType[ggmlTypeName(t.type)] = (byType[ggmlTypeName(t.type)] ?? 0) + 1;
   const architecture = getArchitecture(file) ?? null;
-  const diagnostics: InspectReport["diagnostics"] = plan ? plan.diagnostics.map((d) => ({ ...d })) : [];
-  if (!plan && !planError) {
+  const diagnostics: InspectReport["diagnostics"] = (plan ?? projector)?.diagnostics.map((d) => ({ ...d })) ?? [];
+  if (!plan && !projector && !planError) {
     diagnostics.push({
       level: "info",
       code: "NO_PLAN",
@@ -143,8 +164,67 @@ function buildReport(
           refused: plan.refused.map((r) => ({ name: r.name, reason: r.reason, ...(r.expectedNe ? { expectedNe: r.expectedNe } : {}) })),
         }
       : null,
+    projector: projector
+      ? {
+          config: projector.config,
+          outputWidth: projector.outputWidth,
+          deepstackLayers: projector.description.deepstackLayers,
+          plan: {
+            ok: projector.ok,
+            usedBytes: projector.usedBytes,
+            skippedBytes: projector.skippedBytes,
+            refusedBytes: projector.refusedBytes,
+            totalBytes: projector.totalBytes,
+            used: projector.used.map((t) => ({ name: t.name, byteLength: t.byteLength })),
+            skipped: projector.skipped.map((t) => ({ name: t.name, byteLength: t.byteLength, reason: t.reason ?? "" })),
+            refused: projector.refused.map((r) => ({
+              name: r.name,
+              reason: r.reason,
+              ...(r.expectedNe ? { expectedNe: r.expectedNe } : {}),
+            })),
+          },
+        }
+      : null,
     diagnostics,
   };
+}
+
+/** The text lines of a projector: hyperparameters, image-token limits, load plan summary. */
+function projectorLines(p: NonNullable<InspectReport["projector"]>): string[] {
+  const c = p.config;
+  const lines = ["", `vision projector (${c.projectorType})`];
+  const hp: [string, string | number][] = [
+    [
+      "image",
+      `${c.imageSize} px, patch ${c.patchSize} (a ${c.positionGrid} x ${c.positionGrid} position grid), merge ${c.spatialMerge} x ${c.spatialMerge}`,
+    ],
+    ["vit", `${c.blockCount} blocks, width ${c.hiddenSize}, ffn ${c.feedForwardLength} (${c.ffnOp}), ${c.headCount} heads of ${c.headDim}`],
+    ["norm eps", f32Text(c.layerNormEps)],
+    ["image mean", `[${c.imageMean.map(f32Text).join(", ")}]`],
+    ["image std", `[${c.imageStd.map(f32Text).join(", ")}]`],
+    ["deepstack", p.deepstackLayers.length > 0 ? `after blocks ${p.deepstackLayers.join(", ")}` : "none"],
+    [
+      "output",
+      `${p.outputWidth} per image token (projection_dim ${c.projectionDim}${p.deepstackLayers.length > 0 ? ` x ${1 + p.deepstackLayers.length}` : ""}): must equal the language model's embedding_length`,
+    ],
+    [
+      "image tokens",
+      `${c.tokenLimits.minTokens} .. ${c.tokenLimits.maxTokens} (${c.tokenLimits.pixelsPerToken} pixels per token: ${c.tokenLimits.minPixels} .. ${c.tokenLimits.maxPixels} pixels)`,
+    ],
+  ];
+  if (c.fileImageMinPixels !== undefined || c.fileImageMaxPixels !== undefined)
+    hp.push([
+      "file pixels",
+      `min ${c.fileImageMinPixels ?? "-"}, max ${c.fileImageMaxPixels ?? "-"} (not applied by llama.cpp's qwen3vl path)`,
+    ]);
+  for (const [k, v] of hp) lines.push(`  ${k.padEnd(14)}${v}`);
+  lines.push("", "projector load plan");
+  lines.push(`  used        ${p.plan.used.length} tensors, ${bytesText(p.plan.usedBytes)}`);
+  lines.push(`  skipped     ${p.plan.skipped.length} tensors, ${bytesText(p.plan.skippedBytes)}`);
+  for (const s of p.plan.skipped) lines.push(`    ${s.name}  ${s.byteLength} B: ${s.reason}`);
+  lines.push(`  refused     ${p.plan.refused.length} tensors, ${bytesText(p.plan.refusedBytes)}`);
+  for (const r of p.plan.refused) lines.push(`    ${r.name}: ${r.reason}`);
+  return lines;
 }
 
 /** The experts of a qwen35moe plan: counts, widths, and the routed expert tensors' bytes by type. */
@@ -231,6 +311,7 @@ function printText(report: InspectReport, showTensors: boolean, io: CommandIo): 
     ];
     for (const [k, v] of hp) lines.push(`  ${k.padEnd(12)}${v}`);
   }
+  if (report.projector) lines.push(...projectorLines(report.projector));
   const e = report.experts;
   if (e) {
     lines.push("", "experts");
@@ -278,7 +359,7 @@ function printText(report: InspectReport, showTensors: boolean, io: CommandIo): 
 
 export const command = defineCommand({
   name: "inspect",
-  summary: "show a GGUF file: architecture, hyperparameters, tensor counts and bytes, and the load plan",
+  summary: "show a GGUF file (a model or a vision projector): architecture, hyperparameters, tensor counts and bytes, and the load plan",
   usage: "inspect <file.gguf> [--json] [--tensors] [--sha256] [--mtp] [--full]",
   help: [
     "--json       print one JSON document on stdout",
@@ -304,15 +385,22 @@ export const command = defineCommand({
     const file = local === undefined ? await readModelHeader(path, io) : await readGgufModel(local);
     let plan: LoadPlan | null = null;
     let planError: ReturnType<typeof describeError> | null = null;
+    let projector: ProjectorLoadPlan | null = null;
     const architecture = getArchitecture(file);
-    if (architecture !== undefined && Object.hasOwn(ARCHITECTURES, architecture)) {
+    if (architecture === CLIP_ARCHITECTURE) {
+      try {
+        projector = projectorLoadPlan(file);
+      } catch (error) {
+        planError = describeError(error);
+      }
+    } else if (architecture !== undefined && Object.hasOwn(ARCHITECTURES, architecture)) {
       try {
         plan = buildLoadPlan(file, values.mtp ? { speculative: "mtp" } : {});
       } catch (error) {
         planError = describeError(error);
       }
     }
-    const report = buildReport(path, file, plan, planError, values.full === true);
+    const report = buildReport(path, file, plan, planError, values.full === true, projector);
     if (local !== undefined && report.shards) {
       for (const shard of report.shards) shard.sha256 = await sha256File(shard.file, shard.fileSize, io);
     } else if (local !== undefined) report.sha256 = await sha256File(local, file.fileSize, io);
@@ -323,6 +411,9 @@ export const command = defineCommand({
     } else if (plan && !plan.ok) {
       const message = `${plan.refused.length} tensor(s) refused: ${plan.refused.map((r) => `${r.name}: ${r.reason}`).join("; ")}`;
       report.error = { code: "QWEN35_PLAN_REFUSED", message, offset: null };
+    } else if (projector && !projector.ok) {
+      const message = `${projector.refused.length} projector tensor(s) refused: ${projector.refused.map((r) => `${r.name}: ${r.reason}`).join("; ")}`;
+      report.error = { code: "CLIP_PLAN_REFUSED", message, offset: null };
     }
     if (values.json) write(io.stdout, toJson(report));
     else printText(report, values.tensors === true, io);

@@ -9,7 +9,15 @@ import {
   type ResidencyPlan,
   type ResidencyPolicy,
 } from "@keepquant/engine";
-import { readGgufModel, type GgufFile } from "@keepquant/gguf";
+import {
+  architectureOf,
+  assertProjectorLoadable,
+  ggmlTypeName,
+  projectorLoadPlan,
+  readGgufModel,
+  type GgufFile,
+  type ProjectorLoadPlan,
+} from "@keepquant/gguf";
 import { CliUsageError, defineCommand, toJson, write, type CommandIo } from "../command.js";
 import { defaultModelInfo, defaultModelPath } from "@keepquant/default-model";
 import { readModelHeader } from "../hub-model.js";
@@ -57,9 +65,19 @@ function choice<T extends string>(name: string, text: string | undefined, allowe
   return text as T;
 }
 
-function planDocument(file: string, plan: ResidencyPlan): Record<string, unknown> {
+/** What `--mmproj` adds: the projector file, its used weight bytes and its output width. */
+interface ProjectorSummary {
+  file: string;
+  bytes: number;
+  tensors: number;
+  outputWidth: number;
+  types: Record<string, number>;
+}
+
+function planDocument(file: string, plan: ResidencyPlan, projector?: ProjectorSummary): Record<string, unknown> {
   return {
     file,
+    ...(projector ? { projector } : {}),
     model: plan.model,
     device: plan.device,
     settings: plan.settings,
@@ -81,7 +99,7 @@ function planDocument(file: string, plan: ResidencyPlan): Record<string, unknown
 const gib = (bytes: number): string => (bytes / 1024 ** 3).toFixed(2);
 
 /** The lines above the table: file, model, matrices, device, settings (`policy` unless several are compared). */
-function planHeader(file: string, plan: ResidencyPlan, comparing: boolean): string[] {
+function planHeader(file: string, plan: ResidencyPlan, comparing: boolean, projector?: ProjectorSummary): string[] {
   const { model, device, settings } = plan;
   const lines: string[] = [];
   const row = (label: string, value: string) => lines.push(`${label.padEnd(10)}${value}`);
@@ -96,6 +114,12 @@ function planHeader(file: string, plan: ResidencyPlan, comparing: boolean): stri
       `${model.tiedHead ? "tied" : "untied"} head${model.mtpLayers > 0 ? `, MTP block ${model.mtpUsed ? "kept" : "skipped"}` : ""}`,
   );
   row("matrices", `${types} (${(model.matrixParameters / 1e9).toFixed(2)} B parameters)`);
+  if (projector) {
+    row(
+      "mmproj",
+      `${projector.file}: ${projector.tensors} tensors (${typeText(projector.types)}), ${projector.outputWidth}-wide image tokens`,
+    );
+  }
   row("device", `${device.name}: ${formatGiB(device.capacityBytes)} (${device.source})`);
   const context = settings.kvCacheTokensGiven
     ? `KV ${settings.kvCacheTokens} tokens shared by ${settings.sequences}`
@@ -112,8 +136,24 @@ function verdictLines(plan: ResidencyPlan, prefix = ""): string[] {
   return [`${prefix}${plan.verdict}`, ...plan.suggestions.map((s) => `  would fit with ${s.message}`)];
 }
 
-function planTable(file: string, plan: ResidencyPlan): string {
-  const lines = [...planHeader(file, plan, false), ""];
+const typeText = (types: Record<string, number>): string =>
+  Object.entries(types)
+    .sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0]))
+    .map(([type, n]) => `${n} ${type}`)
+    .join(", ");
+
+/** The projector's load plan checked against the model's embedding_length; refused tensors are an error. */
+function planProjector(path: string, projectorFile: GgufFile, model: GgufFile): { plan: ProjectorLoadPlan; summary: ProjectorSummary } {
+  const config = architectureOf(model).parseConfig(model);
+  const plan = projectorLoadPlan(projectorFile, { embeddingLength: config.embeddingLength, architecture: config.architecture });
+  assertProjectorLoadable(plan);
+  const types: Record<string, number> = {};
+  for (const t of plan.used) types[ggmlTypeName(t.type)] = (types[ggmlTypeName(t.type)] ?? 0) + 1;
+  return { plan, summary: { file: path, bytes: plan.usedBytes, tensors: plan.used.length, outputWidth: plan.outputWidth, types } };
+}
+
+function planTable(file: string, plan: ResidencyPlan, projector?: ProjectorSummary): string {
+  const lines = [...planHeader(file, plan, false, projector), ""];
   const width = Math.max("total".length, ...plan.classes.map((c) => c.label.length));
   const numbers = Math.max(6, gib(plan.totalBytes).length);
   lines.push(`  ${"class".padEnd(width)}  ${"GiB".padStart(numbers)}  detail`);
@@ -125,9 +165,9 @@ function planTable(file: string, plan: ResidencyPlan): string {
 }
 
 /** The policies side by side: one GiB column each, classes in the first plan's order, then each verdict. */
-function comparisonTable(file: string, plans: ResidencyPlan[]): string {
+function comparisonTable(file: string, plans: ResidencyPlan[], projector?: ProjectorSummary): string {
   const first = plans[0]!;
-  const lines = [...planHeader(file, first, true), ""];
+  const lines = [...planHeader(file, first, true, projector), ""];
   const labels = [...first.classes.map((c) => c.label), "total", "headroom"];
   const width = Math.max("class (GiB)".length, ...labels.map((l) => l.length));
   const columns = plans.map((p) => Math.max(p.settings.policy.length, 6));
@@ -161,7 +201,7 @@ export const command = defineCommand({
   summary: "plan a qwen35 model's memory on a device from its GGUF header alone (exit 0 fits, 3 does not)",
   usage:
     "plan [model.gguf] [--device cpu|tt-n150|tt-n300|tt-p100a|tt-p150] [--memory SIZE] [--ctx N] [--seqs N] [--kv-type f16|f32] " +
-    "[--policy packed|twin-for-all|packed-head-twin|all] [--speculative mtp [--draft-tokens K]] [--numerics llama|bf16|exact] [--batch-tokens N] [--json]",
+    "[--policy packed|twin-for-all|packed-head-twin|all] [--speculative mtp [--draft-tokens K]] [--mmproj FILE] [--numerics llama|bf16|exact] [--batch-tokens N] [--json]",
   help: [
     "--device NAME       cpu (default: this machine's available memory), tt-n150 (12 GB), tt-n300 (24 GB), tt-p100a (28 GB), tt-p150 (32 GB)",
     "--memory SIZE       plan against SIZE instead (32GB, 24G, 29.8GiB, bytes); without --device: any memory",
@@ -173,6 +213,7 @@ export const command = defineCommand({
     "--draft-tokens K    drafts per step with --speculative (1 .. 8, default 3): logits rows of a verification step",
     "--numerics MODE     default: bf16 on Tenstorrent devices (the keep-quant contract), llama elsewhere",
     "--batch-tokens N    rows of one forward step, for the activation scratch (default 512)",
+    "--mmproj FILE       a vision projector loaded beside the model: its weights are one more class (checked against the model's width)",
     "--json              one JSON document, every class in bytes",
     "exit codes: 0 fits, 3 does not fit, 1 bad file or bad arguments",
   ],
@@ -188,6 +229,7 @@ export const command = defineCommand({
     "draft-tokens": { type: "string" },
     numerics: { type: "string" },
     "batch-tokens": { type: "string" },
+    mmproj: { type: "string" },
     json: { type: "boolean" },
   },
   async run(values, positionals, io: CommandIo): Promise<number> {
@@ -220,6 +262,11 @@ export const command = defineCommand({
       // an hf: model: its cached files, or its header read from the Hub by Range requests (nothing downloaded)
       header = await readModelHeader(modelPath, io);
     }
+    let projector: ProjectorSummary | undefined;
+    if (values.mmproj !== undefined) {
+      const mmprojPath = values.mmproj;
+      projector = planProjector(mmprojPath, await readModelHeader(mmprojPath, io), header).summary;
+    }
     const target = resolveDevice(device, memoryBytes === undefined ? {} : { memoryBytes });
     const plans = (policy === "all" ? RESIDENCY_POLICIES : [policy ?? "packed"]).map((each) =>
       planResidency(header, {
@@ -233,6 +280,15 @@ export const command = defineCommand({
         ...(speculative === undefined ? {} : { speculative }),
         ...(draftTokens === undefined ? {} : { draftTokens }),
         ...(numerics === undefined ? {} : { numerics }),
+        ...(projector === undefined
+          ? {}
+          : {
+              projector: {
+                bytes: projector.bytes,
+                tensors: projector.tensors,
+                detail: `${projector.file}: ${projector.tensors} tensors (${typeText(projector.types)})`,
+              },
+            }),
       }),
     );
     const warnings = new Set(plans.flatMap((p) => p.warnings.map((w) => `warning: ${w.code}: ${w.message}`)));
@@ -240,10 +296,12 @@ export const command = defineCommand({
     if (policy === "all") {
       write(
         io.stdout,
-        values.json ? toJson({ file: modelPath, plans: plans.map((p) => planDocument(modelPath, p)) }) : comparisonTable(modelPath, plans),
+        values.json
+          ? toJson({ file: modelPath, ...(projector ? { projector } : {}), plans: plans.map((p) => planDocument(modelPath, p, projector)) })
+          : comparisonTable(modelPath, plans, projector),
       );
     } else {
-      write(io.stdout, values.json ? toJson(planDocument(modelPath, plans[0]!)) : planTable(modelPath, plans[0]!));
+      write(io.stdout, values.json ? toJson(planDocument(modelPath, plans[0]!, projector)) : planTable(modelPath, plans[0]!, projector));
     }
     // With several policies: 0 when any of them fits.
     return plans.some((p) => p.fits) ? 0 : PLAN_DOES_NOT_FIT_EXIT;

@@ -35,6 +35,7 @@ export {
   type ResidencyClassId,
   type ResidencyPlan,
   type ResidencyPlanInput,
+  type PlanProjector,
   type ResidencyPolicy,
   type ResolvedPlanSettings,
 } from "./residency.js";

@@ -208,6 +208,26 @@ describe("the 0.8B shape", () => {
     );
   });
 
+  it("a vision projector beside the model is one more class, counted in the total and in what would fit", () => {
+    const base = planWith(small, { device: ttDevice("tt-n150"), contextLength: 4096 });
+    const projector = { bytes: 900 * MiB, tensors: 334, detail: "mmproj-F16.gguf: 334 tensors" };
+    const plan = planWith(small, { device: ttDevice("tt-n150"), contextLength: 4096, projector });
+    expect(plan.classes.find((c) => c.id === "projector")).toEqual({
+      id: "projector",
+      label: "vision projector (mmproj)",
+      bytes: 900 * MiB,
+      detail: "mmproj-F16.gguf: 334 tensors",
+    });
+    expect(plan.totalBytes).toBe(base.totalBytes + 900 * MiB);
+    expect(base.classes.some((c) => c.id === "projector")).toBe(false);
+    // the suggestions recompute with the projector: the largest fitting context leaves room for it
+    const tight = planWith(small, { device: customDevice(base.totalBytes + 1), contextLength: 4096, projector });
+    expect(tight.fits).toBe(false);
+    const context = tight.suggestions.find((s) => s.kind === "context")?.value as number | undefined;
+    if (context !== undefined) expect(planWith(small, { device: tight.device, contextLength: context, projector }).fits).toBe(true);
+    expect(() => planWith(small, { device: ttDevice("tt-n150"), projector: { ...projector, bytes: -1 } })).toThrow(PlanError);
+  });
+
   it("packed-head-twin reuses the gather twin for a tied head: no packed token_embd and no head plane", () => {
     const packed = planWith(small, { device: ttDevice("tt-n150") });
     const headTwin = planWith(small, { device: ttDevice("tt-n150"), policy: "packed-head-twin" });

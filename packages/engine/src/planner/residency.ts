@@ -68,6 +68,20 @@ export interface ResidencyPlanInput {
   stateSnapshots?: number;
   /** Where `KEEPQUANT_CHUNK_BYTES` and `KEEPQUANT_TT_TRACE_REGION_MB` are read (default process.env). */
   env?: EnvSource;
+  /**
+   * A vision projector (mmproj) loaded beside the model: its weight bytes are one more class. The caller
+   * plans the projector file (`projectorLoadPlan` of @keepquant/gguf) and passes what it uses.
+   */
+  projector?: PlanProjector;
+}
+
+/** The weights of a vision projector, as its load plan counts them. */
+export interface PlanProjector {
+  /** Bytes of the tensors its load plan uses, as stored. */
+  bytes: number;
+  tensors: number;
+  /** Shown in the class's detail, e.g. the file name and its types. */
+  detail: string;
 }
 
 export interface ResolvedPlanSettings {
@@ -88,7 +102,17 @@ export interface ResolvedPlanSettings {
   stateSnapshots: number;
 }
 
-export type ResidencyClassId = "packed" | "twins" | "f32" | "chunkPlane" | "kvCache" | "gdnState" | "mtp" | "scratch" | "traceRegion";
+export type ResidencyClassId =
+  | "packed"
+  | "twins"
+  | "f32"
+  | "chunkPlane"
+  | "kvCache"
+  | "gdnState"
+  | "mtp"
+  | "scratch"
+  | "traceRegion"
+  | "projector";
 
 export interface ResidencyClass {
   id: ResidencyClassId;
@@ -242,11 +266,16 @@ interface TensorUse {
 /** The header facts the arithmetic needs, derived once per load plan. */
 interface ModelFacts {
   plan: LoadPlan;
+  projector: PlanProjector | null;
   uses: TensorUse[];
   summary: PlanModelSummary;
 }
 
-function modelFacts(file: Pick<GgufFile, "metadata" | "tensors">, speculative: SpeculativeMethod | null): ModelFacts {
+function modelFacts(
+  file: Pick<GgufFile, "metadata" | "tensors">,
+  speculative: SpeculativeMethod | null,
+  projector: PlanProjector | null,
+): ModelFacts {
   const plan = buildLoadPlan(file, speculative ? { speculative } : {});
   assertLoadable(plan);
   // what reads each tensor, from the plan's slots; vectors by the loader's rule (the plan marks the conv kernel)
@@ -269,6 +298,7 @@ function modelFacts(file: Pick<GgufFile, "metadata" | "tensors">, speculative: S
   const name = getMetadata(file, "general.name");
   return {
     plan,
+    projector,
     uses,
     summary: {
       name: typeof name === "string" ? name : undefined,
@@ -521,7 +551,21 @@ function compute(facts: ModelFacts, settings: ResolvedPlanSettings, device: Plan
           },
     );
   }
-  const order: ResidencyClassId[] = ["packed", "twins", "f32", "chunkPlane", "kvCache", "gdnState", "mtp", "scratch", "traceRegion"];
+  if (facts.projector) {
+    classes.push({ id: "projector", label: "vision projector (mmproj)", bytes: facts.projector.bytes, detail: facts.projector.detail });
+  }
+  const order: ResidencyClassId[] = [
+    "packed",
+    "twins",
+    "f32",
+    "chunkPlane",
+    "kvCache",
+    "gdnState",
+    "mtp",
+    "scratch",
+    "traceRegion",
+    "projector",
+  ];
   classes.sort((a, b) => b.bytes - a.bytes || order.indexOf(a.id) - order.indexOf(b.id));
   const totalBytes = classes.reduce((sum, c) => sum + c.bytes, 0);
   return { classes, totalBytes, chunkPlane: plane, traceRegion: trace.region, warnings, packedBytes: trunk.packed, packedParameters };
@@ -649,7 +693,13 @@ export function planResidency(file: Pick<GgufFile, "metadata" | "tensors">, inpu
   const settings = resolveSettings(input);
   const device = input.device;
   const env = input.env ?? process.env;
-  const facts = modelFacts(file, settings.speculative);
+  const projector = input.projector ?? null;
+  if (projector && (!Number.isSafeInteger(projector.bytes) || projector.bytes < 0)) {
+    throw new PlanError("PLAN_BAD_INPUT", `projector.bytes must be a non-negative integer, got ${String(projector.bytes)}`, {
+      field: "projector",
+    });
+  }
+  const facts = modelFacts(file, settings.speculative, projector);
   const computed = compute(facts, settings, device, env);
   const capacity = device.capacityBytes;
   const fits = computed.totalBytes <= capacity;
