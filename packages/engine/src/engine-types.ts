@@ -136,6 +136,13 @@ export interface EngineOptions {
    */
   provider?: "auto" | "ts";
   /**
+   * A vision projector (`mmproj-*.gguf`, projector type qwen3vl_merger) to load beside the model
+   * (`Engine.load` only; `Engine.loadProjector` attaches one later): prompts may then carry images
+   * (`Engine.encodeImage`). Checked against the model (output width = embedding length) before any
+   * compute.
+   */
+  projector?: string;
+  /**
    * With `provider: "auto"`: true (default) = the native step; false = the TypeScript forward with
    * the native matmul kernels only (the specification of the native step's non-matmul ops, for
    * comparisons). `numerics: "exact"` always runs the TypeScript forward.

@@ -29,7 +29,10 @@ import { tuneNativeDecode } from "./model/native-tuning.js";
 import { SpecStepBackend, type StepBackend } from "./model/step-backend.js";
 import type { MatmulProvider, Numerics } from "./model/matmul.js";
 import { quantDequantizeRow, residentWeightBytes } from "./model/providers.js";
+import type { ProjectorConfig } from "@keepquant/gguf";
 import { assemblePrompt, type EncodedImage, type PromptMedia } from "./vision/media.js";
+import { VisionRuntime } from "./vision/runtime.js";
+import type { ImageDecodeLimits } from "./vision/image/decode.js";
 import type { ModelWeights, PackedMatrix } from "./model/weights.js";
 import { Scheduler } from "./scheduler.js";
 import type { Tokenizer } from "./tokenizer/index.js";
@@ -85,6 +88,8 @@ export class Engine {
   private readonly guided: GuidedDecoding;
   /** The native decode tuner's report (undefined without the native step or with `tune: false`). */
   private tuning: DecodeTuning | undefined;
+  /** the vision projector (undefined: text only) */
+  private vision: VisionRuntime | undefined;
 
   private constructor(
     readonly weights: ModelWeights,
@@ -190,11 +195,20 @@ export class Engine {
    */
   static async load(model: string, options: EngineOptions = {}): Promise<Engine> {
     const { weights, tokenizer, diagnostics, weightMemory, contextLength } = await openModelFile(model, resolveOptions(options), options);
-    return Engine.fromWeights(
+    const engine = await Engine.fromWeights(
       weights,
       { ...options, contextLength: options.contextLength ?? contextLength },
       { tokenizer, diagnostics, weightMemory },
     );
+    if (options.projector !== undefined) {
+      try {
+        await engine.loadProjector(options.projector);
+      } catch (error) {
+        await engine.dispose();
+        throw error;
+      }
+    }
+    return engine;
   }
 
   /**
@@ -224,6 +238,44 @@ export class Engine {
       compute.native,
       extras.weightMemory ?? "in-memory",
     );
+  }
+
+  /**
+   * Loads a vision projector (an `mmproj` GGUF path or its bytes) for this model: its load plan is
+   * checked against the model (a mismatch or an unsupported projector is refused, naming both
+   * numbers or the key) and its weights bound. Replaces a projector loaded before.
+   */
+  async loadProjector(source: string | Uint8Array): Promise<void> {
+    if (this.disposed) throw new EngineError("ENGINE_DISPOSED", "engine is disposed");
+    this.vision = await VisionRuntime.open(
+      source,
+      this.weights.config,
+      { provider: this.options.provider, threads: this.options.threads },
+      this.diagnostics,
+    );
+    Object.assign(this.opProviders, this.vision.providers);
+  }
+
+  /** The loaded projector's hyperparameters (undefined: a text-only engine). */
+  get projector(): ProjectorConfig | undefined {
+    return this.vision?.config;
+  }
+
+  /**
+   * Encodes an image (PNG, JPEG, WebP or GIF bytes) with the loaded projector, for a
+   * `MultimodalPrompt`: decoded, resized and normalized as llama.cpp does for this projector.
+   * Bad images throw ImageError (`ENGINE_BAD_IMAGE`) naming the reason and the limit.
+   */
+  async encodeImage(bytes: Uint8Array, limits?: Partial<ImageDecodeLimits>): Promise<EncodedImage> {
+    if (this.disposed) throw new EngineError("ENGINE_DISPOSED", "engine is disposed");
+    if (!this.vision) {
+      throw new EngineOptionError(
+        "ENGINE_BAD_REQUEST",
+        "this model takes no images: load a vision projector (the projector option, --mmproj)",
+        { field: "image" },
+      );
+    }
+    return this.vision.encode(bytes, limits);
   }
 
   /**
