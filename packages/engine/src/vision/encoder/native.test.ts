@@ -279,6 +279,11 @@ describe.skipIf(!loaded)("native vision encoder: typed refusals before any nativ
   it("refuses weights that do not fit the dims, naming the tensor", () => {
     const bad = { ...weights, mm2: { ...weights.mm2, weight: { ...weights.mm2.weight, rows: 5 } } };
     expect(() => new NativeVisionEncoder(SMALL, bad, native)).toThrow(/mm2/);
+    try {
+      new NativeVisionEncoder(SMALL, bad, native);
+    } catch (error) {
+      expect(EngineError.isInstance(error) && error.code === "ENGINE_BAD_MODEL").toBe(true);
+    }
     const shortBias = { ...weights, patchBias: new Float32Array(3) };
     expect(() => new NativeVisionEncoder(SMALL, shortBias, native)).toThrow(/patchBias has 3 values, expected 32/);
     const q4 = { ...weights, patch: [{ ...weights.patch[0], type: GgmlType.Q4_K }, weights.patch[1]] as const };

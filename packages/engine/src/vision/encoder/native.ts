@@ -4,7 +4,7 @@
  * the TypeScript specification (./encoder.ts) otherwise, saying which ran. The native encoder computes
  * exactly what VisionEncoderSpec computes with the native llama-numerics matmuls, bit for bit (native.test.ts).
  */
-import { EngineError, EngineOptionError } from "../../errors.js";
+import { EngineError, EngineLoadError, EngineOptionError } from "../../errors.js";
 import { loadTtNative, type TtNative } from "../../model/native-module.js";
 import { typescriptProviders } from "../../model/providers.js";
 import {
@@ -75,13 +75,21 @@ export class NativeVisionEncoder implements VisionEncoder {
   readonly outputWidth: number;
   private handle: NativeVisionEncoderHandle | undefined;
 
-  /** Throws NativeArgumentError (from tt-native) naming the field when the weights do not fit `dims`. */
+  /** Throws EngineLoadError (ENGINE_BAD_MODEL) naming the field when the weights do not fit `dims`. */
   constructor(
     readonly dims: VisionEncoderDims,
     weights: VisionEncoderWeights,
     native: TtNative,
   ) {
-    this.handle = native.createNativeVisionEncoder({ dims, ...weights });
+    try {
+      this.handle = native.createNativeVisionEncoder({ dims, ...weights });
+    } catch (error) {
+      const argument = (error as { argument?: unknown }).argument;
+      throw new EngineLoadError("ENGINE_BAD_MODEL", `vision encoder: ${(error as Error).message}`, {
+        field: typeof argument === "string" ? argument : undefined,
+        cause: error,
+      });
+    }
     this.outputWidth = this.handle.outputWidth();
   }
 
