@@ -150,7 +150,7 @@ VisionEncoder::VisionEncoder(const VisionEncoderDims& dims, VisionEncoderWeights
   const VisionEncoderDims& d = dims_;
   if (d.patchSize < 1 || d.hidden < 1 || d.heads < 1 || d.ffn < 1 || d.merge < 1 || d.projection < 1 || d.positionSide < 1)
     throw std::invalid_argument("dims: every size must be a positive integer");
-  if (!(d.eps > 0) || !std::isfinite(d.eps)) throw std::invalid_argument("dims.eps must be positive and finite");
+  if (!(d.eps >= 0) || !std::isfinite(d.eps)) throw std::invalid_argument("dims.eps must be finite and not negative");
   if (d.hidden % d.heads != 0 || (d.hidden / d.heads) % 4 != 0)
     throw std::invalid_argument("dims: hidden " + str(d.hidden) + " / heads " + str(d.heads) + " is not a head size divisible by 4");
   const int D = d.hidden, K = 3 * d.patchSize * d.patchSize, G = d.merge * d.merge * D;
