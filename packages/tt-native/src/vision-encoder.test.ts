@@ -160,6 +160,13 @@ describe.skipIf(!addon)("native vision encoder", () => {
     expect(() => encoder.encodeSync(new Float32Array(0), 8192, 8192, out)).toThrow(/patches, more than 65536/);
     expect(() => encoder.encodeSync(new Float64Array(3 * 144) as unknown as Float32Array, 12, 12, out)).toThrow(TypeError);
     expect(() => encoder.encode(new Float32Array(1), 12, 12, out)).toThrow(RangeError);
+    // non-finite pixels propagate (NaN / infinity in the output), nothing breaks
+    const pixels = randomFloats(3 * 144, 4);
+    pixels[0] = Number.NaN;
+    pixels[1] = Number.POSITIVE_INFINITY;
+    pixels[2] = -3e38;
+    encoder.encodeSync(pixels, 12, 12, out);
+    expect(out.some((v) => !Number.isFinite(v))).toBe(true);
     encoder.dispose();
   });
 });
