@@ -37,7 +37,7 @@ import type {
   NativeModelSpec,
   NativeTypeSupport,
 } from "./native-types.js";
-import type { DecodeVariant, MatmulRole, NativeProfile } from "./native-types.js";
+import type { DecodeVariant, MatmulRole, NativeProfile, NativeVisionEncoderHandle, NativeVisionEncoderSpec } from "./native-types.js";
 import { tuneDecode, type TuneOptions, type TuneReport, type TunerMatrix } from "./tuner.js";
 
 export * from "./errors.js";
@@ -514,6 +514,33 @@ export function createNativeModel(spec: NativeModelSpec): NativeModelHandle {
     const message = (error as Error).message;
     const field = /^native model spec: ([^\s:]+)/.exec(message)?.[1] ?? "spec";
     throw new NativeArgumentError(op, field, message.replace(/^native model spec: /, ""));
+  }
+}
+
+// ---------------------------------------------------------------- the vision encoder
+
+export type {
+  NativeVisionEncoderHandle,
+  NativeVisionEncoderSpec,
+  NativeVisionLinear,
+  NativeVisionMatrix,
+  NativeVisionNorm,
+} from "./native-types.js";
+
+/**
+ * Builds the native vision encoder (llama.cpp's qwen3vl_merger projector) over borrowed weights: the same
+ * computation as @keepquant/engine's VisionEncoderSpec, bit for bit, with the llama-numerics matmuls of
+ * `createNativeLlamaProvider`. The whole spec is checked once; a bad one throws NativeArgumentError naming the field.
+ */
+export function createNativeVisionEncoder(spec: NativeVisionEncoderSpec): NativeVisionEncoderHandle {
+  const op = "createNativeVisionEncoder";
+  const addon = requireAddon(op);
+  try {
+    return new addon.VisionEncoder(spec);
+  } catch (error) {
+    const message = (error as Error).message;
+    const field = /^vision encoder spec: ([^\s:]+)/.exec(message)?.[1] ?? "spec";
+    throw new NativeArgumentError(op, field, message.replace(/^vision encoder spec: /, ""));
   }
 }
 

@@ -5,7 +5,7 @@
 import type { FfnKind, GgmlType, TokenMixer } from "@keepquant/gguf";
 import type { NativeHparams } from "./model-hparams.js";
 
-export const NATIVE_ABI_VERSION = 9;
+export const NATIVE_ABI_VERSION = 10;
 
 export type IsaLevelName = "generic" | "avx2" | "avx512" | "neon";
 
@@ -139,6 +139,78 @@ export interface NativeModelHandle {
    */
   holdNextStep(): void;
   releaseHold(): void;
+}
+
+/** A matrix of the vision encoder in its GGUF encoding (@keepquant/quant's PackedWeight; `groups` must be 1). */
+export interface NativeVisionMatrix {
+  readonly type: GgmlType;
+  readonly rows: number;
+  readonly cols: number;
+  readonly groups?: number;
+  readonly data: Uint8Array;
+}
+
+export interface NativeVisionLinear {
+  readonly weight: NativeVisionMatrix;
+  readonly bias: Float32Array;
+}
+
+export interface NativeVisionNorm {
+  readonly weight: Float32Array;
+  readonly bias: Float32Array;
+}
+
+/**
+ * The vision encoder (llama.cpp's qwen3vl_merger projector) as the native arm builds it: the engine's
+ * VisionEncoderDims and VisionEncoderWeights as they are (src/model/vision_encoder.h). Typed arrays are
+ * borrowed and kept alive until dispose(); the caller must not write them.
+ */
+export interface NativeVisionEncoderSpec {
+  readonly dims: {
+    readonly patchSize: number;
+    readonly hidden: number;
+    readonly heads: number;
+    readonly ffn: number;
+    readonly eps: number;
+    readonly merge: number;
+    readonly projection: number;
+    readonly positionSide: number;
+  };
+  /** the temporal pair of the patch convolution, [hidden, 3 * patch^2] each, F32 or F16 */
+  readonly patch: readonly [NativeVisionMatrix, NativeVisionMatrix];
+  readonly patchBias: Float32Array;
+  /** [positionSide^2, hidden] */
+  readonly position: Float32Array;
+  readonly preNorm?: NativeVisionNorm | undefined;
+  readonly layers: readonly {
+    readonly ln1: NativeVisionNorm;
+    readonly qkv: NativeVisionLinear;
+    readonly out: NativeVisionLinear;
+    readonly ln2: NativeVisionNorm;
+    readonly up: NativeVisionLinear;
+    readonly down: NativeVisionLinear;
+    readonly deepstack?:
+      | { readonly norm: NativeVisionNorm; readonly fc1: NativeVisionLinear; readonly fc2: NativeVisionLinear }
+      | undefined;
+  }[];
+  readonly postNorm?: NativeVisionNorm | undefined;
+  readonly mm0: NativeVisionLinear;
+  readonly mm2: NativeVisionLinear;
+}
+
+/** The native vision encoder object (src/napi/vision_napi.cc). */
+export interface NativeVisionEncoderHandle {
+  /**
+   * Encodes one image off the JS thread: `pixels` f32 planes [3][height][width], sides multiples of patch *
+   * merge; `out` receives [tokens, outputWidth()] (tokens = (width / (patch * merge)) * (height / (patch * merge))).
+   * Bad arguments throw synchronously (TypeError / RangeError naming the argument) before any work.
+   */
+  encode(pixels: Float32Array, width: number, height: number, out: Float32Array): Promise<void>;
+  /** The same encode on the calling thread (tests, tools). */
+  encodeSync(pixels: Float32Array, width: number, height: number, out: Float32Array): void;
+  /** projection * (1 + deepstack layers) */
+  outputWidth(): number;
+  dispose(): void;
 }
 
 /** The C library's libm (f32), the functions the native step calls. */
@@ -293,6 +365,10 @@ export interface NativeAddon {
   NativeModel: new (
     spec: Omit<NativeModelSpec, "hparams"> & { hparams: Float64Array },
   ) => NativeModelHandle;
+  /** The vision encoder over borrowed weights (ABI 10). */
+  VisionEncoder: new (
+    spec: NativeVisionEncoderSpec,
+  ) => NativeVisionEncoderHandle;
   /** The file mapped copy-on-write as one external ArrayBuffer; `populate` faults every page in now. */
   mapFile(path: string, populate: boolean): ArrayBuffer;
   /** Bytes [offset, offset + length) of the file mapped copy-on-write (length <= 2^32). */

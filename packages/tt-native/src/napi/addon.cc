@@ -16,12 +16,13 @@
 
 namespace kq {
 void registerModelExports(Napi::Env env, Napi::Object exports);
+void registerVisionExports(Napi::Env env, Napi::Object exports);
 }
 
 namespace {
 
 // Bump when any exported function's signature or semantics change; checked by the TS loader.
-constexpr int kAbiVersion = 9;
+constexpr int kAbiVersion = 10;
 
 struct Bytes {
   const uint8_t* data;
@@ -628,6 +629,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("matmulBf16", Napi::Function::New(env, MatmulBf16));
   exports.Set("matmulBf16Async", Napi::Function::New(env, MatmulBf16Async));
   kq::registerModelExports(env, exports);
+  kq::registerVisionExports(env, exports);
   kq::registerMapFileRangeExports(env, exports);
   return exports;
 }
