@@ -445,6 +445,7 @@ export class Engine {
     this.loop.abortAll();
     this.disposed = true;
     void this.guided.dispose();
+    this.vision?.dispose();
     this.loop.close();
   }
 }

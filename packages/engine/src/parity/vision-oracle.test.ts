@@ -19,6 +19,7 @@ import { parityFixture } from "@keepquant/fixtures";
 import { parityFixtureFile, parityFixturesUnavailableReason, REPO_ROOT } from "@keepquant/fixtures/oracle";
 import { type ProjectorFixtureType, writeParityProjector } from "@keepquant/fixtures/projector";
 import { oracleUnavailableReason } from "@keepquant/oracle";
+import * as native from "@keepquant/tt-native";
 import { afterAll, describe, expect, it } from "vitest";
 import { encodeMultimodalChat } from "../chat/encode.js";
 import { buildLoadPlan, readGguf } from "@keepquant/gguf";
@@ -101,27 +102,22 @@ describe.skipIf(reason !== undefined)(`vision against llama.cpp's mtmd${reason ?
         expect(ours.flat()).toEqual(theirs.flat());
       });
 
-      it("the encoder's embeddings match mtmd's, and the engine generates llama.cpp's greedy tokens", async () => {
+      it.each(["ts", "auto"] as const)("provider %s: the encoder's embeddings match mtmd's, and the engine generates llama.cpp's greedy tokens", async (provider) => {
         const { model, projector, png, golden } = await setup;
-        const engine = await Engine.load(model, { projector, provider: "ts", kvType: "f32", flashAttention: false });
+        const engine = await Engine.load(model, { projector, provider, kvType: "f32", flashAttention: false });
         try {
+          expect(engine.stats().providers.vision).toBe(provider === "ts" || !native.nativeAddon() ? "ts-spec" : `cpu-native-vision-${native.getNativeIsa()}`);
           const image = await engine.encodeImage(png);
           expect(image.tokens).toBe(c.embeddings.tokens);
           expect(relativeError(image.embeddings, golden)).toBeLessThan(2e-4);
           const chat = encodeMultimodalChat(engine.tokenizer!, [
-            {
-              role: "user",
-              content: [
-                { type: "image", image: png },
-                { type: "text", text: "Describe the picture." },
-              ],
-            },
+            { role: "user", content: [{ type: "image", image: png }, { type: "text", text: "Describe the picture." }] },
           ]);
           const pieces = chat.pieces.map((p) => (Array.isArray(p) ? p : image));
           const result = await engine.generateToEnd({ pieces }, { maxTokens: c.greedy.length, temperature: 0, ignoreEog: true });
           expect(result.tokens).toEqual(c.greedy);
         } finally {
-          await engine.dispose();
+          engine.dispose();
         }
       });
 

@@ -13,11 +13,12 @@ import {
   readGguf,
 } from "@keepquant/gguf";
 import type { MatmulProvider } from "@keepquant/quant";
-import { EngineLoadError } from "../errors.js";
+import { EngineError, EngineLoadError } from "../errors.js";
 import { mappedTensorBytes, readTensorSource, type TensorBytes } from "../model/load.js";
 import { loadTtNative } from "../model/native-module.js";
 import { typescriptProviders } from "../model/providers.js";
-import { VisionEncoderSpec, type VisionEncoderDims, type VisionMatmul } from "./encoder/encoder.js";
+import { VisionEncoderSpec, type VisionEncoderDims, type VisionInput, type VisionMatmul, type VisionOutput } from "./encoder/encoder.js";
+import { NativeVisionEncoder, type VisionEncoder } from "./encoder/native.js";
 import { bindVisionWeights } from "./encoder/weights.js";
 import { preprocessImage } from "./image/image.js";
 import type { ImageDecodeLimits } from "./image/decode.js";
@@ -39,7 +40,7 @@ export interface VisionRuntimeOptions {
 export class VisionRuntime {
   private constructor(
     readonly config: ProjectorConfig,
-    private readonly encoder: VisionEncoderSpec,
+    private readonly encoder: VisionEncoder,
     /** the matmul provider per weight type (`stats().providers`) */
     readonly providers: Readonly<Record<string, string>>,
   ) {}
@@ -69,8 +70,10 @@ export class VisionRuntime {
     }
     let bytes: TensorBytes = readTensorSource(source);
     const candidates: MatmulProvider[] = [];
+    let native: NonNullable<Awaited<ReturnType<typeof loadTtNative>>["native"]> | undefined;
     if (options.provider === "auto") {
       const loaded = await loadTtNative();
+      native = loaded.native;
       if (loaded.native) {
         if (typeof source === "string") bytes = mappedTensorBytes(loaded.native.mapFile(source));
         const { createNativeMatmulProviders } = await import("../model/native-provider.js");
@@ -118,9 +121,37 @@ export class VisionRuntime {
       projection: config.projectionDim,
       positionSide: config.positionGrid,
     };
-    const providers: Record<string, string> = {};
+    if (native) {
+      // the whole encoder on the native thread pool: the specification's bits (its tests), off the JS thread
+      return new VisionRuntime(config, new NativeVisionEncoder(dims, weights, native), {
+        vision: `cpu-native-vision-${native.getNativeIsa()}`,
+      });
+    }
+    const providers: Record<string, string> = { vision: "ts-spec" };
     for (const [type, p] of chosen) providers[`vision-${GGML_TYPE_TRAITS[type].name}`] = p.name;
     return new VisionRuntime(config, new VisionEncoderSpec(dims, weights, matmul), providers);
+  }
+
+  private inFlight = 0;
+  private disposed = false;
+
+  private async run(input: VisionInput): Promise<VisionOutput> {
+    if (this.disposed) throw new EngineError("ENGINE_DISPOSED", "the vision projector is released");
+    if (!(this.encoder instanceof NativeVisionEncoder)) return this.encoder.encode(input);
+    this.inFlight++;
+    try {
+      return await this.encoder.encodeAsync(input);
+    } finally {
+      this.inFlight--;
+      if (this.disposed && this.inFlight === 0) this.encoder.dispose();
+    }
+  }
+
+  /** Releases the native encoder (once the encodes running on it are done). */
+  dispose(): void {
+    if (this.disposed) return;
+    this.disposed = true;
+    if (this.encoder instanceof NativeVisionEncoder && this.inFlight === 0) this.encoder.dispose();
   }
 
   /** Width of one image token (the language model's embedding length). */
@@ -152,7 +183,7 @@ export class VisionRuntime {
       pixels[plane + i] = image.pixels[3 * i + 1]!;
       pixels[2 * plane + i] = image.pixels[3 * i + 2]!;
     }
-    const out = this.encoder.encode({ pixels, width, height });
+    const out = await this.run({ pixels, width, height });
     return { embeddings: out.embeddings, tokens: out.tokens, gridWidth: out.gridWidth, gridHeight: out.gridHeight, hash: imageHash(bytes) };
   }
 }
