@@ -21,7 +21,7 @@ void registerModelExports(Napi::Env env, Napi::Object exports);
 namespace {
 
 // Bump when any exported function's signature or semantics change; checked by the TS loader.
-constexpr int kAbiVersion = 9;
+constexpr int kAbiVersion = 10;
 
 struct Bytes {
   const uint8_t* data;
