@@ -41,6 +41,8 @@ describe.skipIf(reason !== undefined)("the native model's table", () => {
     const { kv, states } = storage(weights);
     const spec = nativeModelSpec(native, weights, kv, states, { numerics: "llama", flashAttention: true, maxBatchTokens: 16 });
     expect(spec.hparams).toMatchObject(plan.description.dims);
+    // the rotary section of every pair, the specification's table (the tiny shape's [3, 3, 2, 0] over 8 pairs)
+    expect(Array.from(spec.ropeSections!)).toEqual([0, 1, 2, 0, 1, 2, 0, 1]);
     expect(spec.layers.map((l) => l.mixer)).toEqual(plan.description.layers.map((l) => l.mixer));
     const named = spec.tensors.map((t) => (t.layer < 0 ? t.slot : `blk.${t.layer}.${t.slot}`));
     expect(new Set(named).size).toBe(named.length);
@@ -94,6 +96,27 @@ describe.skipIf(reason !== undefined)("the native model's table", () => {
         /output_norm: .*(f32 vector|rowBytes)/,
       ],
       ["a second MTP block", (s) => void s.layers.push({ ...s.layers.at(-1)!, index: 99 }), /only one MTP block/],
+      [
+        "a rotary section table of the wrong length",
+        (s) => {
+          s.ropeSections = new Uint8Array(7);
+        },
+        /ropeSections: 7 values, expected one per rotated pair \(8\)/,
+      ],
+      [
+        "a rotary section that is not t, h or w",
+        (s) => {
+          s.ropeSections = Uint8Array.of(0, 1, 2, 3, 0, 1, 2, 0);
+        },
+        /ropeSections\[3\] is 3, expected 0 \(t\), 1 \(h\) or 2 \(w\)/,
+      ],
+      [
+        "a rotary section table that is not a Uint8Array",
+        (s) => {
+          s.ropeSections = [0, 1] as unknown as Uint8Array;
+        },
+        /ropeSections must be a Uint8Array/,
+      ],
     ];
     for (const [what, edit, message] of cases) {
       const spec = good();
