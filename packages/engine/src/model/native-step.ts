@@ -10,11 +10,10 @@ import type { ModelDescription, TensorDescription } from "@keepquant/gguf";
 import type { PagedKvCache } from "../kv/paged-kv.js";
 import { modelDescription } from "./config.js";
 import type { GdnStatePool } from "../kv/state-pool.js";
-import { EngineOptionError } from "../errors.js";
 import { imropeSections, keptRows, type DrafterEntry, type StepEntry } from "./forward.js";
 import type { Numerics } from "./matmul.js";
 import type { TtNative } from "./native-module.js";
-import type { StepBackend, StepLabels } from "./step-backend.js";
+import { checkStepInputs, type StepBackend, type StepLabels } from "./step-backend.js";
 import type { ModelWeights, PackedMatrix } from "./weights.js";
 
 type NativeModelSpec = import("@keepquant/tt-native").NativeModelSpec;
@@ -293,10 +292,8 @@ export class NativeStep implements StepBackend {
     let tokens = 0;
     let nOut = 0;
     let embeddingRows = 0;
-    entries.forEach((e, i) => {
-      this.checkMultimodal(e, i);
-      embeddingRows += e.embeddings?.rows.length ?? 0;
-    });
+    checkStepInputs(entries, this.embd);
+    for (const e of entries) embeddingRows += e.embeddings?.rows.length ?? 0;
     this.embeddingCount = 0;
     if (embeddingRows > 0) {
       const D = this.embd;
@@ -330,28 +327,6 @@ export class NativeStep implements StepBackend {
     if (this.descriptor.length < length) this.descriptor = new Int32Array(Math.max(length, 2 * this.descriptor.length));
     this.descriptorLength = this.native.encodeStepDescriptor(kind, described, this.descriptor);
     return nOut;
-  }
-
-  /** Entry `index`'s embedding rows and rotary positions fit its chunk (the model's width, ascending rows in range). */
-  private checkMultimodal(e: StepEntry, index: number): void {
-    const bad = (field: string, detail: string): never => {
-      throw new EngineOptionError("ENGINE_BAD_REQUEST", `step entry ${index}: ${field} ${detail}`, { field: `entries[${index}].${field}` });
-    };
-    const n = e.tokens.length;
-    if (e.ropePositions !== undefined) {
-      if (!(e.ropePositions instanceof Int32Array)) bad("ropePositions", "must be an Int32Array");
-      if (e.ropePositions.length !== 3 * n) bad("ropePositions", `has ${e.ropePositions.length} values, expected 3 per row (${3 * n})`);
-    }
-    const media = e.embeddings;
-    if (media === undefined) return;
-    const D = this.embd;
-    if (!(media.data instanceof Float32Array)) bad("embeddings.data", "must be a Float32Array");
-    media.rows.forEach((row, k) => {
-      if (!Number.isInteger(row) || row < 0 || row >= n) bad("embeddings.rows", `[${k}] = ${row} is not a row of the chunk [0, ${n})`);
-      if (k > 0 && row <= media.rows[k - 1]!) bad("embeddings.rows", `must ascend ([${k - 1}] = ${media.rows[k - 1]}, [${k}] = ${row})`);
-    });
-    if (media.data.length !== media.rows.length * D)
-      bad("embeddings.data", `has ${media.data.length} values, expected ${media.rows.length} rows x ${D}`);
   }
 
   private embeddingsView(): Float32Array | undefined {

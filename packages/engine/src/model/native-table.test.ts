@@ -1,6 +1,7 @@
 import { buildLoadPlan, readGguf, synthesizeQwen35, type LoadPlan } from "@keepquant/gguf";
 import * as native from "@keepquant/tt-native";
 import { describe, expect, it } from "vitest";
+import { EngineError } from "../errors.js";
 import { PagedKvCache } from "../kv/paged-kv.js";
 import { GdnStatePool } from "../kv/state-pool.js";
 import { TINY_SPEC } from "../testing/synthetic-model.js";
@@ -157,6 +158,22 @@ describe.skipIf(reason !== undefined)("the native model's table", () => {
       ];
       const logits = Float32Array.from(await backend.forward(entries));
       results.push({ logits, hidden: Float32Array.from(backend.hiddenRows), offThread: backend.offThread, step: backend.labels.step });
+      // image rows that do not fit their chunk: the same typed error from both, before any work
+      const misfit: StepEntry = {
+        tokens: [5, -1, -1],
+        startPos: 3,
+        blockTable: a,
+        stateSlot: entries[0]!.stateSlot,
+        logits: "last",
+        embeddings: { rows: [2, 1], data: new Float32Array(2 * weights.config.embeddingLength) },
+      };
+      const refusal = await backend.forward([misfit]).then(
+        () => undefined,
+        (error: unknown) => error,
+      );
+      expect(EngineError.isInstance(refusal), kind).toBe(true);
+      expect((refusal as EngineError).field, kind).toBe("entries[0].embeddings.rows");
+      expect((refusal as Error).message, kind).toMatch(/must ascend \(\[0\] = 2, \[1\] = 1\)/);
       backend.dispose();
     }
     const [spec, nat] = results;
