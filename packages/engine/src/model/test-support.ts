@@ -40,10 +40,10 @@ export interface StepPools {
 }
 
 /**
- * An image inside a chunk: `rows` x `cols` embedding rows from chunk row `at` on (row-major), at
- * rotary positions (t, t + row, t + col) where t is the sequence's next rotary position; the text
- * after it turns from t + max(rows, cols) on (as Qwen3-VL's M-RoPE), so its rotary positions lag
- * its KV positions from then on.
+ * An image in a chunk: `rows` x `cols` embedding rows from chunk row `at` on (row-major; what does
+ * not fit goes on at the start of the sequence's next chunks), at rotary positions (t, t + row,
+ * t + col) where t is the sequence's next rotary position; the text after it turns from
+ * t + max(rows, cols) on (as Qwen3-VL's M-RoPE), so its rotary positions lag its KV positions.
  */
 export interface ImagePlacement {
   at: number;
@@ -92,15 +92,16 @@ export const TILED_SCHEDULE: StepSchedule = {
 };
 
 /**
- * Image-like entries among text (Qwen3-VL's M-RoPE): a prefill with a 4 x 5 image in it (logits at
- * an image row), another image at a chunk's first row beside a text-only prefill, text chunks and
- * decode steps whose rotary positions lag their KV positions (after an image), a 70-row chunk with an
- * 8 x 8 image (the tiled attention), and batched decodes. Image rows' tokens are placeholders (-1).
+ * Image-like entries among text (Qwen3-VL's M-RoPE): a prefill with a 4 x 5 image from its row 22 on
+ * (logits at a text row and an image row) that goes on over the sequence's next two chunks, another
+ * image at a chunk's first row beside a text-only prefill, text chunks and decode steps whose rotary
+ * positions lag their KV positions (after an image), a 70-row chunk with an 8 x 8 image (the tiled
+ * attention), and batched decodes. Image rows' tokens are placeholders (-1).
  */
 export const IMAGE_SCHEDULE: StepSchedule = {
   lengths: [48, 105, 24],
   steps: (chunk) => [
-    () => [chunk(0, 30, "none", [3, 10, 29], { at: 4, rows: 4, cols: 5 })],
+    () => [chunk(0, 30, "none", [3, 10, 29], { at: 22, rows: 4, cols: 5 })],
     () => [chunk(1, 12, "none"), chunk(2, 9, "all", undefined, { at: 0, rows: 2, cols: 3 })],
     () => [chunk(0, 10, "last"), chunk(1, 16, "all", undefined, { at: 2, rows: 3, cols: 3 }), chunk(2, 1, "last")],
     () => [chunk(1, 70, "last", undefined, { at: 3, rows: 8, cols: 8 }), chunk(0, 3, "all"), chunk(2, 4, "last")],
@@ -125,26 +126,35 @@ export async function runSchedule(
   const pixels = seededRandom(977);
   const seqs = schedule.lengths.map((length) => {
     const blockTable = Array.from({ length: kv.blocksFor(length) }, () => kv.pool.allocate());
-    // rope: the next text row's rotary position (behind pos after an image)
-    return { blockTable, stateSlot: states.allocate(), tokens: Array.from({ length }, token), pos: 0, rope: 0 };
+    // rope: the next text row's rotary position (behind pos after an image); image: one not finished yet
+    const image = undefined as (ImagePlacement & { next: number; t: number }) | undefined;
+    return { blockTable, stateSlot: states.allocate(), tokens: Array.from({ length }, token), pos: 0, rope: 0, image };
   });
   const chunk: Chunk = (seq, n, logits, logitRows, image) => {
     const s = seqs[seq]!;
     const tokens = s.tokens.slice(s.pos, s.pos + n);
     let multimodal: Pick<StepEntry, "embeddings" | "ropePositions"> = {};
-    if (image || s.rope !== s.pos) {
+    if (image) {
+      if (s.image) throw new Error("runSchedule: an image starts before the last one ended");
+      s.image = { ...image, next: 0, t: -1 };
+    }
+    if (s.image || s.rope !== s.pos) {
       const ropePositions = new Int32Array(3 * n);
       const rows: number[] = [];
-      const imageRows = image ? image.rows * image.cols : 0;
       let text = s.rope;
       for (let i = 0; i < n; i++) {
-        const k = image ? i - image.at : -1;
-        if (image && k >= 0 && k < imageRows) {
-          const t = text;
-          ropePositions.set([t, t + Math.floor(k / image.cols), t + (k % image.cols)], 3 * i);
+        const img = s.image;
+        // an image continues from the last chunk (t set) or starts at its row of this one
+        if (img && (img.t >= 0 || i >= img.at)) {
+          if (img.t < 0) img.t = text;
+          const k = img.next++;
+          ropePositions.set([img.t, img.t + Math.floor(k / img.cols), img.t + (k % img.cols)], 3 * i);
           rows.push(i);
           tokens[i] = -1;
-          if (k === imageRows - 1) text += Math.max(image.rows, image.cols);
+          if (img.next === img.rows * img.cols) {
+            text = img.t + Math.max(img.rows, img.cols);
+            s.image = undefined;
+          }
         } else {
           ropePositions.set([text, text, text], 3 * i);
           text++;
