@@ -114,22 +114,36 @@ export interface NativeModelSpec {
   states: { numSlots: number; conv: Float32Array[]; ssm: Float32Array[] };
   /** Where a step entry's snapshotRow copies its slot's GDN state (same layout and slots as `states`). */
   snapshots?: { numSlots: number; conv: Float32Array[]; ssm: Float32Array[] } | undefined;
+  /**
+   * The rotary section each rotated pair turns with, nRot / 2 values: 0 = t, 1 = h, 2 = w (the
+   * interleaved M-RoPE of the engine's `imropeSections`). Absent: every pair turns with t.
+   */
+  ropeSections?: Uint8Array | undefined;
 }
 
 /** The native model object (src/napi/model_napi.cc). */
 export interface NativeModelHandle {
   /**
-   * One forward step off the JS thread. `descriptor`: [kind (0 trunk, 1 drafter), entryCount, then
-   * per entry nTokens, startPos, stateSlot, nLogitRows, blockCount, flags (1 = keep every row's
-   * hidden state), snapshotRow (-1, or the row after which the slot's GDN state is copied to
-   * `snapshots`), tokens..., logitRows..., blockTable...]; `logits` receives [logit rows, vocab];
-   * `hidden` (optional) the kept post-norm hidden rows [rows, D]; `hiddenIn` (drafter steps) is the
-   * hidden state paired with each row [tokens, D]. Rejects (or throws synchronously for a bad
-   * descriptor) with the reason.
+   * One forward step off the JS thread. `descriptor`: as `encodeStepDescriptor` writes it
+   * (src/step-descriptor.ts: [kind (0 trunk, 1 drafter), entryCount, then per entry nTokens,
+   * startPos, stateSlot, nLogitRows, blockCount, flags (1 = keep every row's hidden state),
+   * snapshotRow (-1, or the row after which the slot's GDN state is copied to `snapshots`),
+   * nRopePositions (0 or 3 * nTokens), nEmbeddingRows, tokens..., logitRows..., blockTable...,
+   * ropePositions..., embeddingRows...]); `logits` receives [logit rows, vocab]; `hidden`
+   * (optional) the kept post-norm hidden rows [rows, D]; `hiddenIn` (drafter steps) is the hidden
+   * state paired with each row [tokens, D]; `embeddings` (trunk steps with embedding rows) the
+   * inputs of every entry's embedding rows [rows, D], in entry order. Rejects (or throws
+   * synchronously for a bad descriptor) with the reason.
    */
-  step(descriptor: Int32Array, logits: Float32Array, hidden?: Float32Array, hiddenIn?: Float32Array): Promise<void>;
+  step(
+    descriptor: Int32Array,
+    logits: Float32Array,
+    hidden?: Float32Array,
+    hiddenIn?: Float32Array,
+    embeddings?: Float32Array,
+  ): Promise<void>;
   /** The same step on the calling thread (tools, tests). */
-  stepSync(descriptor: Int32Array, logits: Float32Array, hidden?: Float32Array, hiddenIn?: Float32Array): void;
+  stepSync(descriptor: Int32Array, logits: Float32Array, hidden?: Float32Array, hiddenIn?: Float32Array, embeddings?: Float32Array): void;
   /** `lastHold`: what the last held step saw ("none", "armed", "released" or "timeout"). */
   info(): { scratchBytes: number; maxBatchTokens: number; lastHold: "none" | "armed" | "released" | "timeout" };
   dispose(): void;

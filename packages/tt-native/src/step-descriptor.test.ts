@@ -22,7 +22,17 @@ describe("the step descriptor: one schema, a generated C++ header", () => {
 
   it("encodes entries as the schema lays them out (decoded here by the schema alone)", () => {
     const entries = [
-      { tokens: [7, 8, 9], startPos: 4, stateSlot: 2, logitRows: [0, 2], blockTable: [5, 6], keepHidden: true, snapshotRow: 1 },
+      {
+        tokens: [7, 8, -1],
+        startPos: 4,
+        stateSlot: 2,
+        logitRows: [0, 2],
+        blockTable: [5, 6],
+        keepHidden: true,
+        snapshotRow: 1,
+        ropePositions: Int32Array.of(4, 4, 4, 5, 5, 5, 6, 6, 7),
+        embeddingRows: [2],
+      },
       { tokens: Int32Array.of(3), startPos: 0, stateSlot: 0, logitRows: [0], blockTable: [1], keepHidden: false, snapshotRow: -1 },
     ];
     const out = new Int32Array(stepDescriptorLength(entries));
@@ -52,12 +62,30 @@ describe("the step descriptor: one schema, a generated C++ header", () => {
         blockCount: 2,
         flags: STEP_DESCRIPTOR.flags.keepHidden,
         snapshotRow: 1,
+        nRopePositions: 9,
+        nEmbeddingRows: 1,
       },
-      arrays: { tokens: [7, 8, 9], logitRows: [0, 2], blockTable: [5, 6] },
+      arrays: {
+        tokens: [7, 8, -1],
+        logitRows: [0, 2],
+        blockTable: [5, 6],
+        ropePositions: [4, 4, 4, 5, 5, 5, 6, 6, 7],
+        embeddingRows: [2],
+      },
     });
     expect(decoded[1]).toEqual({
-      fields: { nTokens: 1, startPos: 0, stateSlot: 0, nLogitRows: 1, blockCount: 1, flags: 0, snapshotRow: -1 },
-      arrays: { tokens: [3], logitRows: [0], blockTable: [1] },
+      fields: {
+        nTokens: 1,
+        startPos: 0,
+        stateSlot: 0,
+        nLogitRows: 1,
+        blockCount: 1,
+        flags: 0,
+        snapshotRow: -1,
+        nRopePositions: 0,
+        nEmbeddingRows: 0,
+      },
+      arrays: { tokens: [3], logitRows: [0], blockTable: [1], ropePositions: [], embeddingRows: [] },
     });
   });
 });

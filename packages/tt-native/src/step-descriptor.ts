@@ -9,12 +9,16 @@
  */
 export const STEP_DESCRIPTOR = {
   header: ["kind", "entryCount"],
-  entry: ["nTokens", "startPos", "stateSlot", "nLogitRows", "blockCount", "flags", "snapshotRow"],
+  entry: ["nTokens", "startPos", "stateSlot", "nLogitRows", "blockCount", "flags", "snapshotRow", "nRopePositions", "nEmbeddingRows"],
   /** after an entry's fields: [array, the entry field holding its length] */
   arrays: [
     ["tokens", "nTokens"],
     ["logitRows", "nLogitRows"],
     ["blockTable", "blockCount"],
+    /** (t, h, w) rotary positions per row: 0 values (row i turns at startPos + i in all three) or 3 * nTokens */
+    ["ropePositions", "nRopePositions"],
+    /** ascending rows whose input is an embedding row (the step's embeddings argument, entry order) */
+    ["embeddingRows", "nEmbeddingRows"],
   ],
   kinds: { trunk: 0, drafter: 1 },
   flags: { keepHidden: 1 },
@@ -35,6 +39,16 @@ export interface StepDescriptorEntry {
   keepHidden: boolean;
   /** -1, or the row after which the slot's GDN state is copied to the snapshot planes (trunk steps) */
   snapshotRow: number;
+  /**
+   * (t, h, w) rotary positions of each row, 3 * tokens.length values (multimodal RoPE; trunk steps).
+   * Absent: row i turns at startPos + i in all three. The KV position stays startPos + i.
+   */
+  ropePositions?: ArrayLike<number> | undefined;
+  /**
+   * Ascending rows of the chunk whose input is an embedding row instead of their token's (trunk
+   * steps); the rows' values follow in the step's embeddings argument, in entry order.
+   */
+  embeddingRows?: readonly number[] | undefined;
 }
 
 const HEADER = STEP_DESCRIPTOR.header.length;
@@ -48,12 +62,17 @@ const OFFSET = {
   blockCount: at("blockCount"),
   flags: at("flags"),
   snapshotRow: at("snapshotRow"),
+  nRopePositions: at("nRopePositions"),
+  nEmbeddingRows: at("nEmbeddingRows"),
 };
 
 /** Int32 values the descriptor of these entries takes. */
 export function stepDescriptorLength(entries: readonly StepDescriptorEntry[]): number {
   let length = HEADER;
-  for (const e of entries) length += FIELDS + e.tokens.length + e.logitRows.length + e.blockTable.length;
+  for (const e of entries) {
+    length += FIELDS + e.tokens.length + e.logitRows.length + e.blockTable.length;
+    length += (e.ropePositions?.length ?? 0) + (e.embeddingRows?.length ?? 0);
+  }
   return length;
 }
 
@@ -70,11 +89,17 @@ export function encodeStepDescriptor(kind: StepKind, entries: readonly StepDescr
     out[p + OFFSET.blockCount] = e.blockTable.length;
     out[p + OFFSET.flags] = e.keepHidden ? STEP_DESCRIPTOR.flags.keepHidden : 0;
     out[p + OFFSET.snapshotRow] = e.snapshotRow;
+    const rope = e.ropePositions;
+    const embeddingRows = e.embeddingRows ?? [];
+    out[p + OFFSET.nRopePositions] = rope?.length ?? 0;
+    out[p + OFFSET.nEmbeddingRows] = embeddingRows.length;
     p += FIELDS;
     // the arrays, in the schema's order
     for (let i = 0; i < e.tokens.length; i++) out[p++] = e.tokens[i]!;
     for (const r of e.logitRows) out[p++] = r;
     for (const b of e.blockTable) out[p++] = b;
+    if (rope) for (let i = 0; i < rope.length; i++) out[p++] = rope[i]!;
+    for (const r of embeddingRows) out[p++] = r;
   }
   return p;
 }

@@ -2,7 +2,8 @@
  * qwen3's native step against its specification, the TypeScript forward (the same native matmul
  * kernels, the C library's libm): bit-identical logits on the qwen3 fixtures (F32, Q8_0, Q4_K_M; tied
  * and untied head) in prefill (tiled and one-chunk flash attention, the standard path), batched prefill
- * beside decode, and batched decode; f16 and f32 KV; llama and bf16 numerics.
+ * beside decode, and batched decode; f16 and f32 KV; llama and bf16 numerics; image embedding rows and
+ * (t, h, w) rotary positions among text.
  */
 import { QWEN3_FIXTURE_MODELS, qwen3FixtureFile } from "@keepquant/fixtures/qwen3";
 import { llamaUnavailableReason } from "@keepquant/oracle";
@@ -10,7 +11,7 @@ import * as native from "@keepquant/tt-native";
 import { describe, expect, it } from "vitest";
 import { type KvType, PagedKvCache } from "../kv/paged-kv.js";
 import { GdnStatePool } from "../kv/state-pool.js";
-import { expectNativeEqualsSpec, loadFileWeights, pinNativeLibm, stepCasesFor } from "./test-support.js";
+import { expectNativeEqualsSpec, IMAGE_SCHEDULE, loadFileWeights, pinNativeLibm, stepCasesFor } from "./test-support.js";
 import type { ModelWeights } from "./weights.js";
 
 function skipReason(): string | undefined {
@@ -45,6 +46,14 @@ describe.skipIf(reason !== undefined)(
           }
         });
       }
+      // qwen3 has no M-RoPE sections (every pair turns with t): image rows and lagging text positions still apply
+      it(`${model} (Q4_K_M): image embedding rows and (t, h, w) positions among text; every case`, async () => {
+        const file = await qwen3FixtureFile(model, "Q4_K_M");
+        for (const stepCase of stepCasesFor("Q4_K_M")) {
+          const weights = await loadFileWeights(file, stepCase.numerics);
+          await expectNativeEqualsSpec(weights, stepCase, (kvType) => pools(weights, kvType), IMAGE_SCHEDULE);
+        }
+      });
     }
   },
 );

@@ -2,8 +2,8 @@
  * The native step against its specification, the TypeScript forward (with the same native matmul
  * kernels and the C library's libm): bit-identical logits on every parity fixture, in prefill
  * (one-chunk and tiled flash attention) and decode, batched, f16 and f32 KV, flash attention on and
- * off, both numerics modes; the same bits for 1, 2 and 4 threads; and the JS thread stays free
- * while a step runs.
+ * off, both numerics modes, image embedding rows and M-RoPE (t, h, w) positions among text; the same
+ * bits for 1, 2 and 4 threads; and the JS thread stays free while a step runs.
  */
 import { afterAll, describe, expect, it } from "vitest";
 import { buildLoadPlan, readGguf } from "@keepquant/gguf";
@@ -18,9 +18,12 @@ import { loadQwen35Weights, mappedTensorBytes } from "./load.js";
 import { createNativeMatmulProviders } from "./native-provider.js";
 import { NativeStep } from "./native-step.js";
 import { quantDequantizeRow, selectProviders, typescriptProviders } from "./providers.js";
+import { EngineOptionError } from "../errors.js";
 import {
+  DEFAULT_SCHEDULE,
   expectNativeEqualsSpec,
   firstDifference,
+  IMAGE_SCHEDULE,
   loadFileWeights,
   pinNativeLibm,
   runSchedule,
@@ -77,6 +80,16 @@ describe.skipIf(reason !== undefined)("native step == TypeScript forward, bit fo
     });
   }
 
+  for (const fixture of PARITY_FIXTURES) {
+    it(`${fixture.name}: image embedding rows and M-RoPE (t, h, w) positions among text, prefill and decode`, async () => {
+      const file = await parityFixtureFile(fixture);
+      for (const stepCase of stepCasesFor(fixture.weightType)) {
+        const weights = await loadFileWeights(file, stepCase.numerics);
+        await expectNativeEqualsSpec(weights, stepCase, (kvType) => pools(weights, kvType), IMAGE_SCHEDULE);
+      }
+    });
+  }
+
   it("tiled flash attention: several KV tiles and query blocks, chunks from mid-tile, sequences and decode rows in one step", async () => {
     const fixture = PARITY_FIXTURES.find((f) => f.name === "untied-mtp-6l-q4_k_m")!;
     const file = await parityFixtureFile(fixture);
@@ -126,6 +139,104 @@ describe.skipIf(reason !== undefined)("native step at every ISA level this CPU r
         });
         expect(firstDifference(actual, expected), `${isa} flash ${flashAttention}`).toBeUndefined();
       }
+    }
+  });
+
+  it("image rows and M-RoPE positions: generic, avx2, avx512, flash on and off; 1 and 4 threads", async () => {
+    const fixture = PARITY_FIXTURES.find((f) => f.name === "untied-mtp-6l-q4_k_m")!;
+    const weights = await loadFileWeights(await parityFixtureFile(fixture), "llama");
+    const runs = [
+      ...native.availableNativeIsas().flatMap((isa) => [true, false].map((flashAttention) => ({ isa, flashAttention, threads: 2 }))),
+      ...[1, 4].map((threads) => ({ isa: "best" as const, flashAttention: true, threads })),
+    ];
+    const before = native.getNativeThreads();
+    try {
+      for (const { isa, flashAttention, threads } of runs) {
+        native.setNativeIsa(isa);
+        native.setNativeThreads(threads);
+        const { expected, actual } = await specAndNativeLogits(weights, {
+          numerics: "llama",
+          flashAttention,
+          maxBatchTokens: 128,
+          pools: () => pools(weights, "f16"),
+          schedule: IMAGE_SCHEDULE,
+        });
+        expect(firstDifference(actual, expected), `${isa} flash ${flashAttention} ${threads} threads`).toBeUndefined();
+      }
+    } finally {
+      native.setNativeIsa("best");
+      native.setNativeThreads(before);
+    }
+  });
+});
+
+/** A schedule's entries with their rotary positions replaced: `ropeOf(entry)`, or none when it returns undefined. */
+function withRope(
+  forward: (entries: readonly StepEntry[]) => Float32Array | Promise<Float32Array>,
+  ropeOf: (e: StepEntry) => Int32Array | undefined,
+) {
+  return (entries: readonly StepEntry[]) =>
+    forward(
+      entries.map((e) => {
+        const { ropePositions: _, ...rest } = e;
+        const rope = ropeOf(e);
+        return rope ? { ...rest, ropePositions: rope } : rest;
+      }),
+    );
+}
+
+/** Row i of the entry at startPos + i in all three rotary components (what a text row is without positions). */
+function kvRope(e: StepEntry): Int32Array {
+  return Int32Array.from({ length: 3 * e.tokens.length }, (_, k) => e.startPos + Math.floor(k / 3));
+}
+
+describe.skipIf(reason !== undefined)("M-RoPE positions in the specification and the native step", () => {
+  pinNativeLibm();
+
+  it("(t, h, w) all at the KV position is plain RoPE, bit for bit; an image's positions dropped change the logits", async () => {
+    const fixture = PARITY_FIXTURES.find((f) => f.name === "tied-4l-q4_k_m")!;
+    const weights = await loadFileWeights(await parityFixtureFile(fixture), "llama");
+    const D = weights.config.embeddingLength;
+    const providers = [...(await createNativeMatmulProviders("llama", undefined, [])), ...typescriptProviders("llama", [])];
+    const byWeight = selectProviders(weights, providers, "llama").byWeight;
+    type Forward = (entries: readonly StepEntry[]) => Float32Array | Promise<Float32Array>;
+    const implementations: [string, (p: StepPools) => { forward: Forward; dispose(): void }][] = [
+      [
+        "spec",
+        (p) => {
+          const ts = new Qwen35Forward(weights, p.kv, p.states, byWeight, "llama", quantDequantizeRow, 128, true);
+          return { forward: (e) => ts.forward(e), dispose: () => {} };
+        },
+      ],
+      [
+        "native",
+        (p) => {
+          const step = NativeStep.create(native, weights, p.kv, p.states, { numerics: "llama", flashAttention: true, maxBatchTokens: 128 });
+          return { forward: (e) => step.forward(e), dispose: () => step.dispose() };
+        },
+      ],
+    ];
+    for (const [name, make] of implementations) {
+      const run = async (wrap: (f: Forward) => Forward, schedule = DEFAULT_SCHEDULE): Promise<Float32Array[]> => {
+        const p = pools(weights, "f16");
+        const impl = make(p);
+        try {
+          return await runSchedule(wrap(impl.forward), p, weights.vocab, schedule, D);
+        } finally {
+          impl.dispose();
+        }
+      };
+      const plain = await run((f) => f);
+      const explicit = await run((f) => withRope(f, kvRope));
+      expect(firstDifference(explicit, plain), `${name}: positions at the KV index`).toBeUndefined();
+      // the image schedule with its positions, and with every row back at its KV position
+      const image = await run((f) => f, IMAGE_SCHEDULE);
+      const dropped = await run((f) => withRope(f, () => undefined), IMAGE_SCHEDULE);
+      expect(firstDifference(dropped, image), `${name}: the positions matter`).toBeDefined();
+      // the first step's logit rows 3 and 10 come before the image (from row 22): the same either way; row 29 is an image row
+      const V = weights.vocab;
+      expect(firstDifference([image[0]!.subarray(0, 2 * V)], [dropped[0]!.subarray(0, 2 * V)]), name).toBeUndefined();
+      expect(firstDifference([image[0]!.subarray(2 * V)], [dropped[0]!.subarray(2 * V)]), name).toBeDefined();
     }
   });
 });
@@ -356,6 +467,55 @@ describe.skipIf(reason !== undefined)("native step", () => {
       expect(() => step.forwardSync(entries), what).toThrow(message);
       await expect(step.forward(entries), what).rejects.toThrow(message);
     }
+    // image rows and rotary positions that do not fit their entry: EngineOptionError before any native work
+    const D = weights.config.embeddingLength;
+    const entry = (extra: Partial<StepEntry>): StepEntry[] => [
+      { tokens: [1, -1, -1, 2], startPos: 0, blockTable, stateSlot: slot, logits: "last", ...extra },
+    ];
+    const rows = (r: number[], values = r.length * D) => ({ embeddings: { rows: r, data: new Float32Array(values) } });
+    const badMedia: [string, StepEntry[], RegExp][] = [
+      ["embedding data too short", entry(rows([1, 2], D)), /embeddings\.data has 256 values, expected 2 rows x 256/],
+      ["embedding data too long", entry(rows([1, 2], 3 * D)), /expected 2 rows x/],
+      ["embedding rows out of order", entry(rows([2, 1])), /embeddings\.rows must ascend/],
+      ["embedding row twice", entry(rows([1, 1])), /must ascend/],
+      ["embedding row past the chunk", entry(rows([1, 4])), /\[1\] = 4 is not a row of the chunk \[0, 4\)/],
+      ["negative embedding row", entry(rows([-1, 1])), /is not a row of the chunk/],
+      [
+        "rotary positions too short",
+        entry({ ...rows([1, 2]), ropePositions: new Int32Array(9) }),
+        /ropePositions has 9 values, expected 3 per row \(12\)/,
+      ],
+      ["rotary positions not Int32", entry({ ropePositions: [0, 0, 0] as unknown as Int32Array }), /ropePositions must be an Int32Array/],
+    ];
+    expect(D).toBe(256);
+    for (const [what, entries, message] of badMedia) {
+      expect(() => step.forwardSync(entries), what).toThrow(message);
+      expect(() => step.forwardSync(entries), what).toThrow(EngineOptionError);
+      await expect(step.forward(entries), what).rejects.toThrow(message);
+    }
+    // the addon checks the descriptor by itself too: embedding rows without their values, a placeholder token
+    // that is not an embedding row, positions of the wrong count
+    const model = (step as unknown as { model: native.NativeModelHandle }).model;
+    const descriptor = (entries: native.StepDescriptorEntry[]) => {
+      const out = new Int32Array(native.stepDescriptorLength(entries));
+      native.encodeStepDescriptor("trunk", entries, out);
+      return out;
+    };
+    const described = { tokens: [1, -1], startPos: 0, stateSlot: slot, logitRows: [1], blockTable, keepHidden: false, snapshotRow: -1 };
+    const out = new Float32Array(vocab);
+    expect(() => model.stepSync(descriptor([{ ...described, embeddingRows: [1] }]), out), "no embeddings").toThrow(
+      /1 embedding rows need the embeddings/,
+    );
+    expect(() =>
+      model.stepSync(descriptor([{ ...described, embeddingRows: [1] }]), out, undefined, undefined, new Float32Array(D - 1)),
+    ).toThrow(/embeddings holds 255 values, 256 needed/);
+    expect(() => model.stepSync(descriptor([described]), out), "placeholder looked up").toThrow(/token -1 at row 1 is outside/);
+    expect(() => model.stepSync(descriptor([{ ...described, tokens: [1, 2], ropePositions: [0, 0, 0] }]), out)).toThrow(
+      /rotary positions: 3 values, expected 0 or 3 per row \(6\)/,
+    );
+    expect(() =>
+      model.stepSync(descriptor([{ ...described, embeddingRows: [1, 0] }]), out, undefined, undefined, new Float32Array(2 * D)),
+    ).toThrow(/embedding rows must be ascending/);
     const logits = await step.forward([{ tokens: [1, 2, 3], startPos: 0, blockTable, stateSlot: slot, logits: "last" }]);
     expect(logits.length).toBe(vocab);
     expect(logits.every(Number.isFinite)).toBe(true);

@@ -11,10 +11,10 @@ import { EngineOptionError } from "../errors.js";
 import type { PagedKvCache } from "../kv/paged-kv.js";
 import { modelDescription } from "./config.js";
 import type { GdnStatePool } from "../kv/state-pool.js";
-import { keptRows, type DrafterEntry, type StepEntry } from "./forward.js";
+import { imropeSections, keptRows, type DrafterEntry, type StepEntry } from "./forward.js";
 import type { Numerics } from "./matmul.js";
 import type { TtNative } from "./native-module.js";
-import type { StepBackend, StepLabels } from "./step-backend.js";
+import { checkStepInputs, type StepBackend, type StepLabels } from "./step-backend.js";
 import type { ModelWeights, PackedMatrix } from "./weights.js";
 
 type NativeModelSpec = import("@keepquant/tt-native").NativeModelSpec;
@@ -112,6 +112,8 @@ export function nativeModelSpec(
     flashAttention: options.flashAttention,
     maxBatchTokens: options.maxBatchTokens,
     tokenEmbdTwin: weights.tokenEmbdTwin,
+    // the section each rotated pair turns with (the specification's table: forward.ts)
+    ropeSections: imropeSections(weights.config.ropeSections ?? [0, 0, 0, 0], description.dims.nRot / 2),
     kv: { f16: kv.kvType === "f16", blockSize: kv.blockSize, numBlocks: kv.numBlocks, k: kv.k, v: kv.v },
     states: { numSlots: states.numSlots, conv: states.conv, ssm: states.ssm },
     ...(options.snapshots
@@ -132,6 +134,9 @@ export class NativeStep implements StepBackend {
   readonly offThread = true;
   private descriptor = new Int32Array(256);
   private logits = new Float32Array(0);
+  /** the embedding rows of the step being encoded, entry after entry ([rows, D]) */
+  private embeddings = new Float32Array(0);
+  private embeddingCount = 0;
   private disposed = false;
 
   private hidden = new Float32Array(0);
@@ -185,7 +190,13 @@ export class NativeStep implements StepBackend {
     const nOut = this.encode(entries, "trunk");
     if (nOut < 0) return new Float32Array(0);
     const logits = this.logitsView(nOut);
-    await this.model.step(this.descriptor.subarray(0, this.descriptorLength), logits, this.hiddenView(entries));
+    await this.model.step(
+      this.descriptor.subarray(0, this.descriptorLength),
+      logits,
+      this.hiddenView(entries),
+      undefined,
+      this.embeddingsView(),
+    );
     return logits;
   }
 
@@ -194,7 +205,13 @@ export class NativeStep implements StepBackend {
     const nOut = this.encode(entries, "trunk");
     if (nOut < 0) return new Float32Array(0);
     const logits = this.logitsView(nOut);
-    this.model.stepSync(this.descriptor.subarray(0, this.descriptorLength), logits, this.hiddenView(entries));
+    this.model.stepSync(
+      this.descriptor.subarray(0, this.descriptorLength),
+      logits,
+      this.hiddenView(entries),
+      undefined,
+      this.embeddingsView(),
+    );
     return logits;
   }
 
@@ -266,10 +283,29 @@ export class NativeStep implements StepBackend {
 
   private descriptorLength = 0;
 
-  /** Writes the step descriptor (src/step-descriptor.ts of tt-native); returns the number of logit rows, or -1 for an empty step. */
+  /**
+   * Writes the step descriptor (src/step-descriptor.ts of tt-native) and gathers the entries'
+   * embedding rows; returns the number of logit rows, or -1 for an empty step. Throws
+   * EngineOptionError (ENGINE_BAD_REQUEST) for embedding rows or rotary positions that do not fit
+   * their entry, before any native work.
+   */
   private encode(entries: readonly StepEntry[], kind: "trunk" | "drafter"): number {
     let tokens = 0;
     let nOut = 0;
+    let embeddingRows = 0;
+    checkStepInputs(entries, this.embd);
+    for (const e of entries) embeddingRows += e.embeddings?.rows.length ?? 0;
+    this.embeddingCount = 0;
+    if (embeddingRows > 0) {
+      const D = this.embd;
+      if (this.embeddings.length < embeddingRows * D)
+        this.embeddings = new Float32Array(Math.max(embeddingRows * D, 2 * this.embeddings.length));
+      for (const e of entries) {
+        if (!e.embeddings || e.embeddings.rows.length === 0) continue;
+        this.embeddings.set(e.embeddings.data, this.embeddingCount * D);
+        this.embeddingCount += e.embeddings.rows.length;
+      }
+    }
     const described = entries.map((e): StepDescriptorEntry => {
       if (e.embeddings || e.ropePositions) {
         throw new EngineOptionError("ENGINE_BAD_REQUEST", 'the native step does not take image rows yet: run with provider "ts"', {
@@ -280,6 +316,8 @@ export class NativeStep implements StepBackend {
       tokens += e.tokens.length;
       nOut += rows.length;
       return {
+        ...(e.ropePositions ? { ropePositions: e.ropePositions } : {}),
+        ...(e.embeddings ? { embeddingRows: e.embeddings.rows } : {}),
         tokens: e.tokens,
         startPos: e.startPos,
         stateSlot: e.stateSlot,
@@ -295,6 +333,10 @@ export class NativeStep implements StepBackend {
     if (this.descriptor.length < length) this.descriptor = new Int32Array(Math.max(length, 2 * this.descriptor.length));
     this.descriptorLength = this.native.encodeStepDescriptor(kind, described, this.descriptor);
     return nOut;
+  }
+
+  private embeddingsView(): Float32Array | undefined {
+    return this.embeddingCount > 0 ? this.embeddings.subarray(0, this.embeddingCount * this.embd) : undefined;
   }
 
   private logitsView(nOut: number, width = this.vocab): Float32Array {

@@ -1,6 +1,7 @@
 import { buildLoadPlan, readGguf, synthesizeQwen35, type LoadPlan } from "@keepquant/gguf";
 import * as native from "@keepquant/tt-native";
 import { describe, expect, it } from "vitest";
+import { EngineError } from "../errors.js";
 import { PagedKvCache } from "../kv/paged-kv.js";
 import { GdnStatePool } from "../kv/state-pool.js";
 import { TINY_SPEC } from "../testing/synthetic-model.js";
@@ -41,6 +42,8 @@ describe.skipIf(reason !== undefined)("the native model's table", () => {
     const { kv, states } = storage(weights);
     const spec = nativeModelSpec(native, weights, kv, states, { numerics: "llama", flashAttention: true, maxBatchTokens: 16 });
     expect(spec.hparams).toMatchObject(plan.description.dims);
+    // the rotary section of every pair, the specification's table (the tiny shape's [3, 3, 2, 0] over 8 pairs)
+    expect(Array.from(spec.ropeSections!)).toEqual([0, 1, 2, 0, 1, 2, 0, 1]);
     expect(spec.layers.map((l) => l.mixer)).toEqual(plan.description.layers.map((l) => l.mixer));
     const named = spec.tensors.map((t) => (t.layer < 0 ? t.slot : `blk.${t.layer}.${t.slot}`));
     expect(new Set(named).size).toBe(named.length);
@@ -94,6 +97,27 @@ describe.skipIf(reason !== undefined)("the native model's table", () => {
         /output_norm: .*(f32 vector|rowBytes)/,
       ],
       ["a second MTP block", (s) => void s.layers.push({ ...s.layers.at(-1)!, index: 99 }), /only one MTP block/],
+      [
+        "a rotary section table of the wrong length",
+        (s) => {
+          s.ropeSections = new Uint8Array(7);
+        },
+        /ropeSections: 7 values, expected one per rotated pair \(8\)/,
+      ],
+      [
+        "a rotary section that is not t, h or w",
+        (s) => {
+          s.ropeSections = Uint8Array.of(0, 1, 2, 3, 0, 1, 2, 0);
+        },
+        /ropeSections\[3\] is 3, expected 0 \(t\), 1 \(h\) or 2 \(w\)/,
+      ],
+      [
+        "a rotary section table that is not a Uint8Array",
+        (s) => {
+          s.ropeSections = [0, 1] as unknown as Uint8Array;
+        },
+        /ropeSections must be a Uint8Array/,
+      ],
     ];
     for (const [what, edit, message] of cases) {
       const spec = good();
@@ -134,6 +158,22 @@ describe.skipIf(reason !== undefined)("the native model's table", () => {
       ];
       const logits = Float32Array.from(await backend.forward(entries));
       results.push({ logits, hidden: Float32Array.from(backend.hiddenRows), offThread: backend.offThread, step: backend.labels.step });
+      // image rows that do not fit their chunk: the same typed error from both, before any work
+      const misfit: StepEntry = {
+        tokens: [5, -1, -1],
+        startPos: 3,
+        blockTable: a,
+        stateSlot: entries[0]!.stateSlot,
+        logits: "last",
+        embeddings: { rows: [2, 1], data: new Float32Array(2 * weights.config.embeddingLength) },
+      };
+      const refusal = await backend.forward([misfit]).then(
+        () => undefined,
+        (error: unknown) => error,
+      );
+      expect(EngineError.isInstance(refusal), kind).toBe(true);
+      expect((refusal as EngineError).field, kind).toBe("entries[0].embeddings.rows");
+      expect((refusal as Error).message, kind).toMatch(/must ascend \(\[0\] = 2, \[1\] = 1\)/);
       backend.dispose();
     }
     const [spec, nat] = results;

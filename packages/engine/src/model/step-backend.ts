@@ -3,6 +3,7 @@
  * specification (`Qwen35Forward`, through `SpecStepBackend`) and the native model (`NativeStep`)
  * implement it; the engine holds one and never asks which. A TT arm would be a third.
  */
+import { EngineOptionError } from "../errors.js";
 import type { DrafterEntry, Qwen35Forward, StepEntry } from "./forward.js";
 
 /** Provider labels of the ops a step runs (merged into `engine.stats().providers`). */
@@ -40,6 +41,33 @@ export interface StepBackend {
   dispose(): void;
 }
 
+/**
+ * Every entry's embedding rows and rotary positions fit its chunk: rows ascending inside it, `embd`
+ * values per row, 3 positions per row. Both backends check this before any work; a misfit is an
+ * EngineOptionError (ENGINE_BAD_REQUEST) naming `entries[i].<field>`.
+ */
+export function checkStepInputs(entries: readonly StepEntry[], embd: number): void {
+  entries.forEach((e, index) => {
+    const bad = (field: string, detail: string): never => {
+      throw new EngineOptionError("ENGINE_BAD_REQUEST", `step entry ${index}: ${field} ${detail}`, { field: `entries[${index}].${field}` });
+    };
+    const n = e.tokens.length;
+    if (e.ropePositions !== undefined) {
+      if (!(e.ropePositions instanceof Int32Array)) bad("ropePositions", "must be an Int32Array");
+      if (e.ropePositions.length !== 3 * n) bad("ropePositions", `has ${e.ropePositions.length} values, expected 3 per row (${3 * n})`);
+    }
+    const media = e.embeddings;
+    if (media === undefined) return;
+    if (!(media.data instanceof Float32Array)) bad("embeddings.data", "must be a Float32Array");
+    media.rows.forEach((row, k) => {
+      if (!Number.isInteger(row) || row < 0 || row >= n) bad("embeddings.rows", `[${k}] = ${row} is not a row of the chunk [0, ${n})`);
+      if (k > 0 && row <= media.rows[k - 1]!) bad("embeddings.rows", `must ascend ([${k - 1}] = ${media.rows[k - 1]}, [${k}] = ${row})`);
+    });
+    if (media.data.length !== media.rows.length * embd)
+      bad("embeddings.data", `has ${media.data.length} values, expected ${media.rows.length} rows x ${embd}`);
+  });
+}
+
 /** The TypeScript specification as a step backend (runs on the JS thread). */
 export class SpecStepBackend implements StepBackend {
   readonly offThread = false;
@@ -61,6 +89,7 @@ export class SpecStepBackend implements StepBackend {
   }
 
   async forward(entries: readonly StepEntry[]): Promise<Float32Array> {
+    checkStepInputs(entries, this.spec.weights.config.embeddingLength);
     return this.spec.forward(entries);
   }
 

@@ -39,8 +39,20 @@ export interface StepPools {
   states: GdnStatePool;
 }
 
-/** One step entry: `n` tokens of sequence `seq` from where it stands. */
-export type Chunk = (seq: 0 | 1 | 2, n: number, logits: StepEntry["logits"], logitRows?: number[]) => StepEntry;
+/**
+ * An image in a chunk: `rows` x `cols` embedding rows from chunk row `at` on (row-major; what does
+ * not fit goes on at the start of the sequence's next chunks), at rotary positions (t, t + row,
+ * t + col) where t is the sequence's next rotary position; the text after it turns from
+ * t + max(rows, cols) on (as Qwen3-VL's M-RoPE), so its rotary positions lag its KV positions.
+ */
+export interface ImagePlacement {
+  at: number;
+  rows: number;
+  cols: number;
+}
+
+/** One step entry: `n` tokens of sequence `seq` from where it stands (with an image in it). */
+export type Chunk = (seq: 0 | 1 | 2, n: number, logits: StepEntry["logits"], logitRows?: number[], image?: ImagePlacement) => StepEntry;
 
 export interface StepSchedule {
   /** the three sequences' token counts */
@@ -79,28 +91,90 @@ export const TILED_SCHEDULE: StepSchedule = {
   ],
 };
 
-/** Runs a schedule over three sequences (random tokens) and returns every step's logits (copied). */
+/**
+ * Image-like entries among text (Qwen3-VL's M-RoPE): a prefill with a 4 x 5 image from its row 22 on
+ * (logits at a text row and an image row) that goes on over the sequence's next two chunks, another
+ * image at a chunk's first row beside a text-only prefill, text chunks and decode steps whose rotary
+ * positions lag their KV positions (after an image), a 70-row chunk with an 8 x 8 image (the tiled
+ * attention), and batched decodes. Image rows' tokens are placeholders (-1).
+ */
+export const IMAGE_SCHEDULE: StepSchedule = {
+  lengths: [48, 105, 24],
+  steps: (chunk) => [
+    () => [chunk(0, 30, "none", [3, 10, 29], { at: 22, rows: 4, cols: 5 })],
+    () => [chunk(1, 12, "none"), chunk(2, 9, "all", undefined, { at: 0, rows: 2, cols: 3 })],
+    () => [chunk(0, 10, "last"), chunk(1, 16, "all", undefined, { at: 2, rows: 3, cols: 3 }), chunk(2, 1, "last")],
+    () => [chunk(1, 70, "last", undefined, { at: 3, rows: 8, cols: 8 }), chunk(0, 3, "all"), chunk(2, 4, "last")],
+    ...Array.from({ length: 5 }, () => () => [chunk(0, 1, "last"), chunk(1, 1, "last"), chunk(2, 1, "last")]),
+  ],
+};
+
+/**
+ * Runs a schedule over three sequences (random tokens; images' rows random values of width `embd`)
+ * and returns every step's logits (copied).
+ */
 export async function runSchedule(
   forward: (entries: readonly StepEntry[]) => Float32Array | Promise<Float32Array>,
   { kv, states }: StepPools,
   vocab: number,
   schedule: StepSchedule = DEFAULT_SCHEDULE,
+  embd = 0,
 ): Promise<Float32Array[]> {
   const random = seededRandom(4242);
   const token = () => Math.floor(random() * vocab);
+  // the images' embedding rows: their own generator, so that the tokens of a schedule without images stay the same
+  const pixels = seededRandom(977);
   const seqs = schedule.lengths.map((length) => {
     const blockTable = Array.from({ length: kv.blocksFor(length) }, () => kv.pool.allocate());
-    return { blockTable, stateSlot: states.allocate(), tokens: Array.from({ length }, token), pos: 0 };
+    // rope: the next text row's rotary position (behind pos after an image); image: one not finished yet
+    const image = undefined as (ImagePlacement & { next: number; t: number }) | undefined;
+    return { blockTable, stateSlot: states.allocate(), tokens: Array.from({ length }, token), pos: 0, rope: 0, image };
   });
-  const chunk: Chunk = (seq, n, logits, logitRows) => {
+  const chunk: Chunk = (seq, n, logits, logitRows, image) => {
     const s = seqs[seq]!;
+    const tokens = s.tokens.slice(s.pos, s.pos + n);
+    let multimodal: Pick<StepEntry, "embeddings" | "ropePositions"> = {};
+    if (image) {
+      if (s.image) throw new Error("runSchedule: an image starts before the last one ended");
+      s.image = { ...image, next: 0, t: -1 };
+    }
+    if (s.image || s.rope !== s.pos) {
+      const ropePositions = new Int32Array(3 * n);
+      const rows: number[] = [];
+      let text = s.rope;
+      for (let i = 0; i < n; i++) {
+        const img = s.image;
+        // an image continues from the last chunk (t set) or starts at its row of this one
+        if (img && (img.t >= 0 || i >= img.at)) {
+          if (img.t < 0) img.t = text;
+          const k = img.next++;
+          ropePositions.set([img.t, img.t + Math.floor(k / img.cols), img.t + (k % img.cols)], 3 * i);
+          rows.push(i);
+          tokens[i] = -1;
+          if (img.next === img.rows * img.cols) {
+            text = img.t + Math.max(img.rows, img.cols);
+            s.image = undefined;
+          }
+        } else {
+          ropePositions.set([text, text, text], 3 * i);
+          text++;
+        }
+      }
+      s.rope = text;
+      if (rows.length > 0 && embd < 1) throw new Error("runSchedule: a schedule with images needs the embedding width");
+      const data = Float32Array.from({ length: rows.length * embd }, () => (pixels() - 0.5) * 0.25);
+      multimodal = { ropePositions, ...(rows.length > 0 ? { embeddings: { rows, data } } : {}) };
+    } else {
+      s.rope += n;
+    }
     const entry: StepEntry = {
-      tokens: s.tokens.slice(s.pos, s.pos + n),
+      tokens,
       startPos: s.pos,
       blockTable: s.blockTable,
       stateSlot: s.stateSlot,
       logits,
       ...(logitRows ? { logitRows } : {}),
+      ...multimodal,
     };
     s.pos += n;
     return entry;
@@ -157,11 +231,12 @@ export async function specAndNativeLogits(
     maxBatchTokens,
     flashAttention,
   );
-  const expected = await runSchedule((e) => ts.forward(e), spec, weights.vocab, schedule);
+  const D = weights.config.embeddingLength;
+  const expected = await runSchedule((e) => ts.forward(e), spec, weights.vocab, schedule, D);
   const mine = pools();
   const step = NativeStep.create(native, weights, mine.kv, mine.states, { numerics, flashAttention, maxBatchTokens });
   try {
-    return { expected, actual: await runSchedule((e) => step.forward(e), mine, weights.vocab, schedule) };
+    return { expected, actual: await runSchedule((e) => step.forward(e), mine, weights.vocab, schedule, D) };
   } finally {
     step.dispose();
   }
@@ -195,19 +270,21 @@ export function stepCasesFor(weightType: string): readonly StepCase[] {
 }
 
 /**
- * Expects the native step's logits over the default schedule to be the specification's bit for bit
- * (and not empty), in one case, each side on fresh pools of the case's KV type.
+ * Expects the native step's logits over a schedule (the default one unless given) to be the
+ * specification's bit for bit (and not empty), in one case, each side on fresh pools of the case's KV type.
  */
 export async function expectNativeEqualsSpec(
   weights: ModelWeights,
   { numerics, kvType, flashAttention }: StepCase,
   pools: (kvType: KvType) => StepPools,
+  schedule: StepSchedule = DEFAULT_SCHEDULE,
 ): Promise<void> {
   const { expected, actual } = await specAndNativeLogits(weights, {
     numerics,
     flashAttention,
     maxBatchTokens: 128,
     pools: () => pools(kvType),
+    schedule,
   });
   expect(firstDifference(actual, expected), `${numerics} kv ${kvType} flash ${flashAttention}`).toBeUndefined();
   expect(actual.reduce((n, l) => n + l.length, 0)).toBeGreaterThan(0);

@@ -98,6 +98,14 @@ Model::Model(ModelSpec spec) : spec_(std::move(spec)) {
   convStride_ = c.convStateElements;
   ssmStride_ = c.ssmStateElements;
 
+  // the rotary section of every rotated pair (no table: every pair turns with t)
+  const size_t pairs = (size_t)(c.nRot / 2);
+  if (spec_.ropeSections.empty()) spec_.ropeSections.assign(pairs, 0);
+  if (spec_.ropeSections.size() != pairs)
+    fail("ropeSections: " + str((int64_t)spec_.ropeSections.size()) + " values, expected one per rotated pair (" + str((int64_t)pairs) + ")");
+  for (size_t i = 0; i < pairs; ++i)
+    if (spec_.ropeSections[i] > 2) fail("ropeSections[" + str((int64_t)i) + "] is " + str(spec_.ropeSections[i]) + ", expected 0 (t), 1 (h) or 2 (w)");
+
   if (!dequantSupported(spec_.tokenEmbd.type)) fail("token_embd: type " + str(spec_.tokenEmbd.type) + " cannot be decoded");
   if (spec_.numerics == Numerics::Bf16 && !spec_.tokenEmbdTwin) fail("bf16 numerics need the token embedding's bf16 twin");
   int attentionLayers = 0, gdnLayers = 0;
@@ -203,6 +211,7 @@ Model::Model(ModelSpec spec) : spec_(std::move(spec)) {
   rowEntry_.assign(T, 0);
   entryRow0_.assign(T, 0);
   rowPos_.assign(T, 0);
+  rowRope_.assign(3 * T, 0);
   outRows_.assign(T, 0);
   // Activation buffers for the widest input in each encoding (f32 weights read x directly).
   const int widths[] = {D, c.attnOutDim, valueDim_, c.nFf, d.present ? c.ehProjIn : 0, c.nFfExp, c.nFfShexp};
@@ -250,6 +259,8 @@ StepShape Model::parseStep(const int32_t* desc, size_t length, std::vector<StepE
     s.blockCount = desc[at + step::kEntryBlockCount];
     const int flags = desc[at + step::kEntryFlags];
     s.snapshotRow = desc[at + step::kEntrySnapshotRow];
+    const int nRope = desc[at + step::kEntryNRopePositions];
+    s.nEmbeddingRows = desc[at + step::kEntryNEmbeddingRows];
     at += step::kEntryLength;
     if (s.snapshotRow < -1 || s.snapshotRow >= s.nTokens) fail(where + "snapshot row must be -1 or a row of the chunk");
     if (s.snapshotRow >= 0 && (shape.drafter || spec_.snapshots.conv.empty()))
@@ -261,16 +272,37 @@ StepShape Model::parseStep(const int32_t* desc, size_t length, std::vector<StepE
     if (s.startPos < 0) fail(where + "startPos must be >= 0");
     if (s.nLogits < 0 || s.nLogits > s.nTokens) fail(where + "logit row count out of range");
     if (s.blockCount < 0) fail(where + "negative block count");
-    if (at + (size_t)s.nTokens + (size_t)s.nLogits + (size_t)s.blockCount > length) fail(where + "descriptor is truncated");
+    if (nRope != 0 && nRope != 3 * s.nTokens)
+      fail(where + "rotary positions: " + str(nRope) + " values, expected 0 or 3 per row (" + str(3 * (int64_t)s.nTokens) + ")");
+    if (s.nEmbeddingRows < 0 || s.nEmbeddingRows > s.nTokens) fail(where + "embedding row count out of range");
+    if ((nRope != 0 || s.nEmbeddingRows != 0) && shape.drafter)
+      fail(where + "a drafter step takes token rows at their own positions (no rotary positions or embedding rows)");
+    if (at + (size_t)s.nTokens + (size_t)s.nLogits + (size_t)s.blockCount + (size_t)nRope + (size_t)s.nEmbeddingRows > length)
+      fail(where + "descriptor is truncated");
     s.tokens = desc + at;
     at += s.nTokens;
     s.logitRows = desc + at;
     at += s.nLogits;
     s.blockTable = desc + at;
     at += s.blockCount;
-    for (int i = 0; i < s.nTokens; ++i)
+    s.ropePositions = nRope != 0 ? desc + at : nullptr;
+    at += nRope;
+    s.embeddingRows = desc + at;
+    at += s.nEmbeddingRows;
+    for (int i = 0; i < s.nEmbeddingRows; ++i) {
+      const int r = s.embeddingRows[i];
+      if (r < 0 || r >= s.nTokens || (i > 0 && r <= s.embeddingRows[i - 1]))
+        fail(where + "embedding rows must be ascending indices in [0, " + str(s.nTokens) + ")");
+    }
+    // an embedding row's token is a placeholder, never looked up
+    for (int i = 0, next = 0; i < s.nTokens; ++i) {
+      if (next < s.nEmbeddingRows && s.embeddingRows[next] == i) {
+        ++next;
+        continue;
+      }
       if (s.tokens[i] < 0 || s.tokens[i] >= c.nVocab)
         fail(where + "token " + str(s.tokens[i]) + " at row " + str(i) + " is outside [0, " + str(c.nVocab) + ")");
+    }
     for (int i = 0; i < s.nLogits; ++i) {
       const int r = s.logitRows[i];
       if (r < 0 || r >= s.nTokens || (i > 0 && r <= s.logitRows[i - 1]))
@@ -296,6 +328,7 @@ StepShape Model::parseStep(const int32_t* desc, size_t length, std::vector<StepE
     totalTokens += s.nTokens;
     totalLogits += s.nLogits;
     totalHidden += s.hidden ? s.nTokens : s.nLogits;
+    shape.embeddingRows += s.nEmbeddingRows;
     if (totalTokens > spec_.maxBatchTokens)
       fail("step has more than maxBatchTokens (" + str(spec_.maxBatchTokens) + ") tokens");
     entries.push_back(s);
@@ -367,19 +400,26 @@ void Model::rmsNormRows(const float* x, const float* w, float* out, int rows) {
 
 // ---------------------------------------------------------------------------------------------
 
-void Model::embed(const std::vector<StepEntry>& entries, int rows, const WeightMatrix& e, const uint16_t* twin) {
+void Model::embed(const std::vector<StepEntry>& entries, int rows, const WeightMatrix& e, const uint16_t* twin,
+                  const float* embeddings) {
   const ProfileScope scope(kPhaseEmbed);
   const int D = spec_.shape.nEmbd;
   const ToFloatFn decode = kernels().type[e.type].to_float;
-  // row -> token
+  // row -> token, or -(k + 1) for the k-th embedding row of the step
   std::vector<int32_t>& tokens = outRows_;  // borrowed until the output rows are computed
-  int row = 0;
+  int row = 0, embedded = 0;
   for (const StepEntry& s : entries)
-    for (int i = 0; i < s.nTokens; ++i) tokens[row++] = s.tokens[i];
+    for (int i = 0, next = 0; i < s.nTokens; ++i) {
+      const bool input = next < s.nEmbeddingRows && s.embeddingRows[next] == i;
+      if (input) ++next;
+      tokens[row++] = input ? -(++embedded) : s.tokens[i];
+    }
   parallelRange(rows, 4, [&](int r) {
     const int token = tokens[r];
     float* dst = hidden_.data() + (size_t)r * D;
-    if (twin) {
+    if (token < 0) {
+      std::memcpy(dst, embeddings + (size_t)(-token - 1) * D, (size_t)D * sizeof(float));
+    } else if (twin) {
       const uint16_t* src = twin + (size_t)token * D;
       for (int d = 0; d < D; ++d) dst[d] = bf16ToF32(src[d]);
     } else {
@@ -395,6 +435,7 @@ void Model::indexRows(const std::vector<StepEntry>& entries, int* total) {
     for (int i = 0; i < s.nTokens; ++i) {
       rowEntry_[T] = (int32_t)(&s - entries.data());
       rowPos_[T] = s.startPos + i;
+      for (int k = 0; k < 3; ++k) rowRope_[3 * (size_t)T + k] = s.ropePositions ? s.ropePositions[3 * i + k] : s.startPos + i;
       ++T;
     }
   }
@@ -419,14 +460,14 @@ void Model::head(const WeightMatrix& w, const int32_t* rows, int nKept, int nOut
   matmulPhase_ = kPhaseMatmulLayer;
 }
 
-void Model::step(const std::vector<StepEntry>& entries, float* logits, float* hiddenOut) {
+void Model::step(const std::vector<StepEntry>& entries, float* logits, float* hiddenOut, const float* embeddings) {
   const ProfileScope scope(kPhaseOther);
   const ModelShape& c = spec_.shape;
   const int D = c.nEmbd;
   int T = 0;
   indexRows(entries, &T);
   if (T == 0) return;
-  embed(entries, T, spec_.tokenEmbd, spec_.tokenEmbdTwin);
+  embed(entries, T, spec_.tokenEmbd, spec_.tokenEmbdTwin, embeddings);
   // rows that go on after the last mixer (kept) and, among them, the rows that need logits
   int nOut = 0, nLogits = 0;
   {
@@ -484,8 +525,8 @@ void Model::draftStep(const std::vector<StepEntry>& entries, const float* hidden
   int T = 0;
   indexRows(entries, &T);
   if (T == 0) return;
-  if (d.embedTokens.type >= 0) embed(entries, T, d.embedTokens, nullptr);
-  else embed(entries, T, spec_.tokenEmbd, spec_.tokenEmbdTwin);
+  if (d.embedTokens.type >= 0) embed(entries, T, d.embedTokens, nullptr, nullptr);
+  else embed(entries, T, spec_.tokenEmbd, spec_.tokenEmbdTwin, nullptr);
   // concat(rms(e) * enorm, rms(h) * hnorm): embedding first, hidden second
   float* concat = concat_.data();
   parallelRange(T, 8, [&](int r) {
@@ -828,16 +869,21 @@ void Model::attention(const LayerWeights& L, const std::vector<StepEntry>& entri
   void* vPlane = kv.v[L.cacheIndex];
   const size_t stride = kvRowStride_;
   const int half = c.nRot / 2;
+  const uint8_t* section = spec_.ropeSections.data();
   // Q/K norms and RoPE per row, then K and V into the row's cache slot
   parallelRange(T, 1, [&](int r) {
     const int pos = rowPos_[r];
     float* cosTable = threadScratch(tRopeCos, (size_t)half + 1);
     float* sinTable = threadScratch(tRopeSin, (size_t)half + 1);
-    float theta = (float)pos;
+    // ggml's M-RoPE cache: one theta per section (t, h, w), each scaled at every pair, the pair
+    // taking its section's (a text row has all three at its position: plain NEOX RoPE)
+    const int32_t* rotary = rowRope_.data() + 3 * (size_t)r;
+    float theta[3] = {(float)rotary[0], (float)rotary[1], (float)rotary[2]};
     for (int i = 0; i < half; ++i) {
-      cosTable[i] = cosf(theta);
-      sinTable[i] = sinf(theta);
-      theta = theta * c.ropeThetaScale;
+      const float t = theta[section[i]];
+      cosTable[i] = cosf(t);
+      sinTable[i] = sinf(t);
+      for (float& v : theta) v = v * c.ropeThetaScale;
     }
     for (int h = 0; h < H; ++h) {
       float* qh = q_.data() + ((size_t)r * H + h) * Dh;

@@ -115,6 +115,11 @@ struct StepEntry {
   bool hidden = false;
   // trunk steps: after this row (>= 0) the GDN state of the slot is copied to ModelSpec::snapshots
   int snapshotRow = -1;
+  // trunk steps: (t, h, w) rotary positions per row [nTokens, 3], or null (row i at startPos + i in all three)
+  const int32_t* ropePositions = nullptr;
+  // trunk steps: ascending rows whose input is an embedding row (the step's embeddings, entry order)
+  const int32_t* embeddingRows = nullptr;
+  int nEmbeddingRows = 0;
 };
 
 // What a step descriptor asks for.
@@ -123,6 +128,7 @@ struct StepShape {
   int tokens = 0;
   int logits = 0;        // logit rows
   int hidden = 0;        // hidden rows kept: trunk = rows with `hidden` entries + other logit rows; drafter = logits
+  int embeddingRows = 0; // rows whose input is an embedding row (the step's embeddings [embeddingRows, D])
 };
 
 struct ModelSpec {
@@ -140,6 +146,9 @@ struct ModelSpec {
   StateStorage states;
   // where StepEntry::snapshotRow copies a slot's GDN state (same layout and slots as `states`; optional)
   StateStorage snapshots;
+  // the rotary section each rotated pair turns with, [nRot / 2]: 0 = t, 1 = h, 2 = w (interleaved
+  // M-RoPE, forward.ts imropeSections); empty: every pair t
+  std::vector<uint8_t> ropeSections;
 };
 
 // The model as one table (src/native-types.ts NativeModelSpec): the hyperparameters, the layers
@@ -182,8 +191,9 @@ class Model {
   StepShape parseStep(const int32_t* desc, size_t length, std::vector<StepEntry>& entries) const;
 
   // Runs one trunk step; `logits` receives [nOut, vocab] (entry order, then row order), `hidden`
-  // (when not null) the kept post-norm hidden rows [StepShape.hidden, D].
-  void step(const std::vector<StepEntry>& entries, float* logits, float* hidden = nullptr);
+  // (when not null) the kept post-norm hidden rows [StepShape.hidden, D]. `embeddings`
+  // [StepShape.embeddingRows, D] are the inputs of the entries' embedding rows (entry order).
+  void step(const std::vector<StepEntry>& entries, float* logits, float* hidden = nullptr, const float* embeddings = nullptr);
 
   // Runs one drafter step: `hiddenIn` [tokens, D] pairs with the rows; `logits` receives
   // [nOut, vocab], `hidden` (when not null) the logit rows' post-norm hidden states [nOut, D].
@@ -209,7 +219,8 @@ class Model {
   // Matmuls sharing the prepared input, in one parallel dispatch.
   void matmulMany(const MatmulOut* outs, int count);
   void rmsNormRows(const float* x, const float* w, float* out, int rows);
-  void embed(const std::vector<StepEntry>& entries, int rows, const WeightMatrix& table, const uint16_t* twin);
+  void embed(const std::vector<StepEntry>& entries, int rows, const WeightMatrix& table, const uint16_t* twin,
+             const float* embeddings);
   void indexRows(const std::vector<StepEntry>& entries, int* total);
   // The head over `nOut` rows of outHidden_ listed in `rows` (compacted first when not 0..nOut-1).
   void head(const WeightMatrix& w, const int32_t* rows, int nKept, int nOut, float* logits);
@@ -251,6 +262,7 @@ class Model {
   std::vector<uint8_t> moeActX_, moeActH_, moeActShared_;
   std::vector<LlamaRowsJob> moeJobs_;
   std::vector<int32_t> rowEntry_, rowPos_, outRows_, entryRow0_;
+  std::vector<int32_t> rowRope_;  // row -> rotary (t, h, w)
   std::vector<int32_t> attnBlocks_;  // first rows of the tiled attention's query blocks (one step)
   // quantized activations of the current matmul input, one buffer per activation encoding
   const float* actSource_ = nullptr;

@@ -185,6 +185,15 @@ ModelSpec parseSpec(const Reader& r, const Napi::Object& spec) {
     m.tokenEmbdTwin = r.typed<uint16_t>(twin, napi_uint16_array, "spec.tokenEmbdTwin", "a Uint16Array",
                                         (size_t)c.nVocab * (size_t)c.nEmbd);
 
+  // the rotary section of each rotated pair (Model checks the count and values)
+  const Napi::Value sections = spec.Get("ropeSections");
+  if (!sections.IsUndefined() && !sections.IsNull()) {
+    if (!sections.IsTypedArray() || sections.As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array)
+      r.typeError("ropeSections", "a Uint8Array (one section per rotated pair)");
+    const Napi::Uint8Array a = sections.As<Napi::Uint8Array>();
+    m.ropeSections.assign(a.Data(), a.Data() + a.ElementLength());
+  }
+
   const Napi::Object kv = r.object(spec.Get("kv"), "kv");
   m.kv.f16 = r.boolean(kv, "f16", "kv");
   m.kv.blockSize = r.integer(kv, "blockSize", "kv", 1);
@@ -252,7 +261,7 @@ class NativeModel : public Napi::ObjectWrap<NativeModel> {
   // Runs the prepared step (trunk or drafter).
   void run(float* logits) {
     if (drafterStep_) model_->draftStep(entries_, hiddenIn_, logits, hiddenOut_);
-    else model_->step(entries_, logits, hiddenOut_);
+    else model_->step(entries_, logits, hiddenOut_, embeddingsIn_);
   }
   const std::vector<StepEntry>& entries() const { return entries_; }
   void finishStep() { busy_ = false; }
@@ -270,8 +279,9 @@ class NativeModel : public Napi::ObjectWrap<NativeModel> {
   }
 
  private:
-  // Copies and checks the descriptor and the buffers (logits, then optional hidden output and, for a
-  // drafter step, the hidden input); returns the logits pointer.
+  // Copies and checks the descriptor and the buffers (logits, then optional hidden output, for a
+  // drafter step the hidden input, for a trunk step with embedding rows their inputs); returns the
+  // logits pointer.
   float* prepare(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
     if (!model_) throw Napi::Error::New(env, "native model is disposed");
@@ -292,6 +302,7 @@ class NativeModel : public Napi::ObjectWrap<NativeModel> {
     const size_t D = (size_t)model_->embd();
     hiddenOut_ = nullptr;
     hiddenIn_ = nullptr;
+    embeddingsIn_ = nullptr;
     drafterStep_ = shape.drafter;
     auto f32Arg = [&](size_t i, const char* name, size_t need) -> float* {
       if (info.Length() <= i || info[i].IsUndefined() || info[i].IsNull()) return nullptr;
@@ -306,6 +317,11 @@ class NativeModel : public Napi::ObjectWrap<NativeModel> {
     hiddenOut_ = f32Arg(2, "hidden output", (size_t)shape.hidden * D);
     hiddenIn_ = f32Arg(3, "hidden input", (size_t)shape.tokens * D);
     if (shape.drafter && !hiddenIn_) throw Napi::TypeError::New(env, "drafter step: the hidden input (argument 4) is required");
+    if (shape.embeddingRows > 0) {
+      embeddingsIn_ = f32Arg(4, "embeddings", (size_t)shape.embeddingRows * D);
+      if (!embeddingsIn_)
+        throw Napi::TypeError::New(env, "step: " + str(shape.embeddingRows) + " embedding rows need the embeddings (argument 5)");
+    }
     Napi::Float32Array logits = info[1].As<Napi::Float32Array>();
     const int width = shape.drafter ? model_->drafterVocab() : model_->vocab();
     const size_t need = (size_t)nOut * (size_t)width;
@@ -369,6 +385,7 @@ class NativeModel : public Napi::ObjectWrap<NativeModel> {
   std::vector<StepEntry> entries_;
   float* hiddenOut_ = nullptr;
   const float* hiddenIn_ = nullptr;
+  const float* embeddingsIn_ = nullptr;
   bool drafterStep_ = false;
   bool busy_ = false;
   std::mutex holdMutex_;
@@ -386,7 +403,8 @@ class StepWorker : public Napi::AsyncWorker {
       : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)), owner_(owner), logits_(data) {
     self_ = Napi::Persistent(self);
     // the buffers stay alive until the step settles
-    for (size_t i = 1; i < info.Length() && i < 4; ++i) buffers_.push_back(Napi::Persistent(info[i]));
+    for (size_t i = 1; i < info.Length() && i < 5; ++i)
+      if (info[i].IsObject()) buffers_.push_back(Napi::Persistent(info[i]));
   }
   Napi::Promise Promise() { return deferred_.Promise(); }
 
