@@ -5,7 +5,7 @@
 import type { FfnKind, GgmlType, TokenMixer } from "@keepquant/gguf";
 import type { NativeHparams } from "./model-hparams.js";
 
-export const NATIVE_ABI_VERSION = 10;
+export const NATIVE_ABI_VERSION = 11;
 
 export type IsaLevelName = "generic" | "avx2" | "avx512" | "neon";
 
@@ -379,7 +379,7 @@ export interface NativeAddon {
   NativeModel: new (
     spec: Omit<NativeModelSpec, "hparams"> & { hparams: Float64Array },
   ) => NativeModelHandle;
-  /** The vision encoder over borrowed weights (ABI 10). */
+  /** The vision encoder over borrowed weights (ABI 11). */
   VisionEncoder: new (
     spec: NativeVisionEncoderSpec,
   ) => NativeVisionEncoderHandle;

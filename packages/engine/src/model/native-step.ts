@@ -307,11 +307,6 @@ export class NativeStep implements StepBackend {
       }
     }
     const described = entries.map((e): StepDescriptorEntry => {
-      if (e.embeddings || e.ropePositions) {
-        throw new EngineOptionError("ENGINE_BAD_REQUEST", 'the native step does not take image rows yet: run with provider "ts"', {
-          field: "prompt",
-        });
-      }
       const rows = logitRows(e);
       tokens += e.tokens.length;
       nOut += rows.length;

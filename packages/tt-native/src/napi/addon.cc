@@ -22,7 +22,7 @@ void registerVisionExports(Napi::Env env, Napi::Object exports);
 namespace {
 
 // Bump when any exported function's signature or semantics change; checked by the TS loader.
-constexpr int kAbiVersion = 10;
+constexpr int kAbiVersion = 11;
 
 struct Bytes {
   const uint8_t* data;
