@@ -31,7 +31,7 @@ import type { MatmulProvider, Numerics } from "./model/matmul.js";
 import { quantDequantizeRow, residentWeightBytes } from "./model/providers.js";
 import type { ProjectorConfig } from "@keepquant/gguf";
 import { assemblePrompt, type EncodedImage, type PromptMedia } from "./vision/media.js";
-import { VisionRuntime } from "./vision/runtime.js";
+import { hasMultimodalRope, VisionRuntime } from "./vision/runtime.js";
 import type { ImageDecodeLimits } from "./vision/image/decode.js";
 import type { ModelWeights, PackedMatrix } from "./model/weights.js";
 import { Scheduler } from "./scheduler.js";
@@ -352,9 +352,8 @@ export class Engine {
 
   /** Token runs checked, images placed: the ids (with image placeholders) and the media of a multimodal prompt. */
   private assembleMultimodal(prompt: MultimodalPrompt): { ids: number[]; media: PromptMedia | undefined } {
-    const sections = this.weights.config.ropeSections;
     const images = prompt.pieces.filter((p) => !Array.isArray(p)).length;
-    if (images > 0 && sections.every((s) => s === 0)) {
+    if (images > 0 && !hasMultimodalRope(this.weights.config.ropeSections)) {
       throw new EngineOptionError(
         "ENGINE_BAD_REQUEST",
         `this model (${this.weights.config.architecture}) takes no images: it has no multimodal rotary sections`,

@@ -52,7 +52,7 @@ export class VisionRuntime {
     options: VisionRuntimeOptions,
     diagnostics: string[],
   ): Promise<VisionRuntime> {
-    if (language.ropeSections.every((s) => s === 0)) {
+    if (!hasMultimodalRope(language.ropeSections)) {
       throw new EngineLoadError(
         "ENGINE_LOAD_REFUSED",
         `a ${language.architecture} model takes no images: it has no multimodal rotary sections`,
@@ -186,4 +186,9 @@ export class VisionRuntime {
     const out = await this.run({ pixels, width, height });
     return { embeddings: out.embeddings, tokens: out.tokens, gridWidth: out.gridWidth, gridHeight: out.gridHeight, hash: imageHash(bytes) };
   }
+}
+
+/** Whether rotary sections turn pairs with an image's rows and columns (h and w sections): text-only models have none. */
+export function hasMultimodalRope(sections: readonly number[]): boolean {
+  return (sections[1] ?? 0) > 0 || (sections[2] ?? 0) > 0;
 }

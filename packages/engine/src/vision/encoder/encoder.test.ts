@@ -1,4 +1,4 @@
-import { GgmlType } from "@keepquant/gguf";
+import { GgmlType, mulberry32 } from "@keepquant/gguf";
 import type { PackedWeight } from "@keepquant/quant";
 import { describe, expect, it } from "vitest";
 import { typescriptProviders } from "../../model/providers.js";
@@ -12,17 +12,7 @@ import {
   type VisionNorm,
 } from "./encoder.js";
 
-/** A small deterministic generator (mulberry32). */
-function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+const random = mulberry32;
 
 function floats(rand: () => number, n: number, scale: number, offset = 0): Float32Array {
   return Float32Array.from({ length: n }, () => offset + (rand() * 2 - 1) * scale);

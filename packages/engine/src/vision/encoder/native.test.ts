@@ -4,7 +4,7 @@
  * and quantized matrices, deepstack on and off, square and non-square images on the trained position grid
  * and off it, at every ISA level this CPU runs and with 1 and 2 threads. Then the typed refusals.
  */
-import { GGML_TYPE_TRAITS, GgmlType } from "@keepquant/gguf";
+import { GGML_TYPE_TRAITS, GgmlType, mulberry32 } from "@keepquant/gguf";
 import { quantizeTensor, type PackedWeight } from "@keepquant/quant";
 import * as native from "@keepquant/tt-native";
 import { afterAll, describe, expect, it } from "vitest";
@@ -23,17 +23,7 @@ import { NativeVisionEncoder, selectVisionEncoder, VISION_SPEC_PROVIDER } from "
 
 const loaded = native.nativeAddon() !== undefined;
 
-/** mulberry32 */
-function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+const random = mulberry32;
 
 function floats(rand: () => number, n: number, scale: number, offset = 0): Float32Array {
   return Float32Array.from({ length: n }, () => offset + (rand() * 2 - 1) * scale);
