@@ -940,6 +940,8 @@ export class KeepquantServer {
       );
     }
     refuseImageUrls(refs, this.images);
+    // a server at capacity says so before it fetches and encodes images (the work admission would throw away)
+    this.admit(engine);
     const bytes = await this.tokenizing(Promise.all(refs.map((ref) => imageBytes(ref, this.images, signal))));
     let next = 0;
     const messages: MultimodalChatMessage[] = request.messages.map((message) => {

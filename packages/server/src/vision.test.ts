@@ -281,12 +281,12 @@ describe("images over HTTP", () => {
     expect(messages.error.message).toMatch(/^messages\[0\]\.content\[1\]: this model takes no images/);
     const responses = await refusal(textServer.url, "/v1/responses", responsesBody(dataUrl(PNG)));
     expect(responses.error).toMatchObject({ param: "input[0].content[1]", code: "images_not_supported" });
-    // the text-only path is untouched
-    const plain = await postJson(textServer.url, "/v1/chat/completions", {
-      messages: [{ role: "user", content: QUESTION }],
-      max_tokens: 2,
-    });
-    expect(plain.status).toBe(200);
+    // the text-only path is untouched: with or without a projector, the same prompt tokens and greedy answer
+    const plain = { messages: [{ role: "user", content: [{ type: "text", text: QUESTION }] }], max_tokens: MAX_TOKENS, temperature: 0 };
+    const withProjector = await chatOutput(visionServer.url, { ...plain, logprobs: true });
+    const withoutProjector = await chatOutput(textServer.url, { ...plain, logprobs: true });
+    expect(withoutProjector.promptTokens).toBe(withProjector.promptTokens);
+    expect(withoutProjector.json.choices[0].logprobs).toEqual(withProjector.json.choices[0].logprobs);
   });
 
   it("refuses bad images with a 400 naming the part and the reason", async () => {
@@ -340,6 +340,24 @@ describe("images over HTTP", () => {
       input: [{ role: "user", content: [{ type: "input_image", file_id: "file_1" }] }],
     });
     expect(fileId.error.param).toBe("input[0].content[0].file_id");
+  }, 120_000);
+
+  it("a stored response with an image is continued with previous_response_id: the image stays in the prompt", async () => {
+    const first = await postJson(visionServer.url, "/v1/responses", responsesBody(dataUrl(PNG), { store: true }));
+    const stored = (await first.json()) as Json;
+    expect(first.status, JSON.stringify(stored)).toBe(200);
+    const next = await postJson(visionServer.url, "/v1/responses", {
+      model: "any",
+      max_output_tokens: 2,
+      temperature: 0,
+      store: false,
+      previous_response_id: stored.id,
+      input: "And the colours?",
+    });
+    const followUp = (await next.json()) as Json;
+    expect(next.status, JSON.stringify(followUp)).toBe(200);
+    // the whole first turn (its image included) is in the second prompt
+    expect(followUp.usage.input_tokens).toBeGreaterThan(stored.usage.input_tokens + stored.usage.output_tokens);
   }, 120_000);
 
   it("the server is still serving after the refusals", async () => {
