@@ -962,7 +962,7 @@ export class KeepquantServer {
     for (let k = 0; k < chat.images.length; k++) {
       if (signal.aborted) throw signal.reason === "drain-not-started" ? shuttingDown() : signal.reason;
       encodedImages.push(
-        await engine.encodeImage(chat.images[k]!).catch((error: unknown) => {
+        await engine.encodeImage(chat.images[k]!, { maxBytes: this.images.maxBytes }).catch((error: unknown) => {
           throw imageError(error, refs[k]!.param);
         }),
       );
