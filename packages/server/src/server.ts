@@ -758,6 +758,8 @@ export class KeepquantServer {
       if (!result) throw new Error("generation ended without a result");
     } catch (error) {
       this.metrics.requests.inc({ endpoint, finish_reason: "error" });
+      // a request the engine refuses once it runs (e.g. image rows on a step that takes none) is named, as before it runs
+      if (EngineError.isInstance(error) && error.code === "ENGINE_BAD_REQUEST") throw invalidRequest(error.field ?? null, error.message);
       throw error;
     }
     this.metrics.promptTokens.inc(result.stats.promptTokens);
