@@ -7,8 +7,9 @@
  * stream cut at the drain timeout ends with an error event, a chunk with `finish_reason: "abort"` and
  * `[DONE]` (docs/DEPLOY.md).
  */
-import type { ChatMessage, Tokenizer } from "@keepquant/engine";
+import type { Tokenizer } from "@keepquant/engine";
 import { ApiError, invalidRequest } from "./errors.js";
+import { contentText, type RequestMessage } from "./images.js";
 
 /** Why the server aborted a request (the AbortSignal's reason). */
 export type DrainAbort = "drain-not-started" | "drain-timeout";
@@ -99,9 +100,9 @@ export function refuseByteLength(tokenizer: Tokenizer, text: string, contextToke
  * chat template renders as it is (an assistant turn's text may be cut, e.g. earlier turns' reasoning, so it is
  * not counted), must fit.
  */
-export function refuseChatBytes(tokenizer: Tokenizer, messages: readonly ChatMessage[], contextTokens: number): void {
+export function refuseChatBytes(tokenizer: Tokenizer, messages: readonly RequestMessage[], contextTokens: number): void {
   let bytes = 0;
-  for (const message of messages) if (message.role !== "assistant") bytes += Buffer.byteLength(message.content, "utf8");
+  for (const message of messages) if (message.role !== "assistant") bytes += Buffer.byteLength(contentText(message.content), "utf8");
   refuseBytes(tokenizer, bytes, contextTokens, "messages", "the text of the messages alone");
 }
 

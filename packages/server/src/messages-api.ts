@@ -5,10 +5,11 @@
  * `message_delta`, `message_stop`, `ping`, `error`). Every field is honoured, mapped or ignored as
  * docs/usage/server.md lists; a field the API does not have is a 400, as Anthropic's API answers.
  */
-import type { ChatMessage, ChatToolCall } from "@keepquant/engine";
+import type { ChatToolCall } from "@keepquant/engine";
 import { newId } from "./chat-api.js";
 import { checkSchemaParam, type ResponseFormat } from "./constraint.js";
 import { type ApiError, invalidRequest } from "./errors.js";
+import { base64Image, type ImageRef, partsContent, type RequestMessage, urlImage } from "./images.js";
 import { type AnswerSink, type ErrorFormat, type SinkContext, sseEvent } from "./generation.js";
 import {
   agentChatRequest,
@@ -149,40 +150,56 @@ const TOOL_USE_FIELDS: ReadonlySet<string> = new Set(["type", "id", "name", "inp
 const TOOL_RESULT_FIELDS: ReadonlySet<string> = new Set(["type", "tool_use_id", "content", "is_error", "cache_control", "toolset_name"]);
 const THINKING_FIELDS: ReadonlySet<string> = new Set(["type", "thinking", "signature", "cache_control"]);
 
-function refuseImage(at: string): never {
+const IMAGE_BLOCK_FIELDS: ReadonlySet<string> = new Set(["type", "source", "cache_control"]);
+
+/** An `image` block: `source` base64 (`media_type`, `data`) or `url` (fetched when the server allows image URLs). */
+function imageBlock(block: Body, at: string): ImageRef {
+  refuseUnknown(block, IMAGE_BLOCK_FIELDS, at);
+  const source = block["source"];
+  if (!isObject(source)) throw invalidRequest(`${at}.source`, `${at}.source must be an object`, "invalid_type");
+  if (source["type"] === "base64") {
+    refuseUnknown(source, new Set(["type", "media_type", "data"]), `${at}.source`);
+    return base64Image(source["media_type"], source["data"], at);
+  }
+  if (source["type"] === "url") {
+    refuseUnknown(source, new Set(["type", "url"]), `${at}.source`);
+    const image = urlImage(source["url"], at);
+    if (image.source.kind !== "url")
+      throw invalidRequest(`${at}.source.url`, `${at}.source.url must be an http(s) URL (send base64 data as source.type "base64")`);
+    return image;
+  }
   throw invalidRequest(
-    at,
-    `${at}: image content needs a vision model, and this server's model reads text only (send text, or describe the image)`,
+    `${at}.source.type`,
+    `${at}.source.type ${JSON.stringify(source["type"])} is not supported ("base64" or "url"; files are not served here)`,
     "unsupported_value",
   );
 }
 
-/** A tool_result's content: a string or text blocks (an image block is refused). */
-function toolResultText(block: Body, at: string): string {
+/** A tool_result's content: a string, or text and image blocks. */
+function toolResultContent(block: Body, at: string): RequestMessage["content"] {
   const content = block["content"];
-  let out: string;
-  if (content === undefined || content === null) out = "";
-  else if (typeof content === "string") out = content;
+  let parts: (string | ImageRef)[];
+  if (content === undefined || content === null) parts = [""];
+  else if (typeof content === "string") parts = [content];
   else if (Array.isArray(content)) {
-    out = content
-      .map((part, j) => {
-        const p = `${at}.content[${j}]`;
-        if (!isObject(part)) throw invalidRequest(p, `${p} must be a content block`, "invalid_type");
-        if (part["type"] === "image") refuseImage(p);
-        if (part["type"] !== "text")
-          throw invalidRequest(
-            `${p}.type`,
-            `${p}.type ${JSON.stringify(part["type"])} is not supported in a tool_result (text only)`,
-            "unsupported_value",
-          );
-        refuseUnknown(part, TEXT_BLOCK_FIELDS, p);
-        return text(part["text"], `${p}.text`);
-      })
-      .join("\n");
+    parts = content.map((part, j) => {
+      const p = `${at}.content[${j}]`;
+      if (!isObject(part)) throw invalidRequest(p, `${p} must be a content block`, "invalid_type");
+      if (part["type"] === "image") return imageBlock(part, p);
+      if (part["type"] !== "text")
+        throw invalidRequest(
+          `${p}.type`,
+          `${p}.type ${JSON.stringify(part["type"])} is not supported in a tool_result (text and image only)`,
+          "unsupported_value",
+        );
+      refuseUnknown(part, TEXT_BLOCK_FIELDS, p);
+      return text(part["text"], `${p}.text`);
+    });
   } else throw invalidRequest(`${at}.content`, `${at}.content must be a string or an array of blocks`, "invalid_type");
   const isError = optionalBoolean(block, "is_error");
   // the template has no error flag for a tool result: the model reads it in the text
-  return isError === true ? `Error: ${out}` : out;
+  if (isError === true) parts = typeof parts[0] === "string" ? [`Error: ${parts[0]}`, ...parts.slice(1)] : ["Error: ", ...parts];
+  return partsContent(parts, "\n");
 }
 
 /**
@@ -191,7 +208,7 @@ function toolResultText(block: Body, at: string): string {
  * calls, `tool_result` blocks tool messages (in their order, before the user's text), `thinking` blocks the turn's
  * reasoning; `redacted_thinking` is dropped (its text is not ours to read).
  */
-function parseAnthropicMessages(value: unknown, system: string | undefined, maxMessages: number): ChatMessage[] {
+function parseAnthropicMessages(value: unknown, system: string | undefined, maxMessages: number): RequestMessage[] {
   if (!Array.isArray(value)) throw invalidRequest("messages", `messages must be an array, got ${typeName(value)}`, "invalid_type");
   if (value.length > maxMessages)
     throw invalidRequest(
@@ -200,7 +217,7 @@ function parseAnthropicMessages(value: unknown, system: string | undefined, maxM
       "too_many_messages",
     );
   const systems: string[] = system === undefined || system === "" ? [] : [system];
-  const out: ChatMessage[] = [];
+  const out: RequestMessage[] = [];
   const callNames = new Map<string, string>();
   value.forEach((message, i) => {
     const param = `messages[${i}]`;
@@ -225,12 +242,14 @@ function parseAnthropicMessages(value: unknown, system: string | undefined, maxM
         "invalid_type",
       );
     if (content.length === 0) throw invalidRequest(`${param}.content`, `${param}.content must not be empty`);
-    let texts: string[] = [];
+    const texts: string[] = [];
+    /** the user's text and image blocks in order (texts joined by new lines, as before images) */
+    let userParts: (string | ImageRef)[] = [];
     let reasoning: string | undefined;
     const calls: ChatToolCall[] = [];
     const flushUser = (): void => {
-      if (texts.length > 0) out.push({ role: "user", content: texts.join("\n") });
-      texts = [];
+      if (userParts.length > 0) out.push({ role: "user", content: partsContent(userParts, "\n") });
+      userParts = [];
     };
     content.forEach((block, j) => {
       const at = `${param}.content[${j}]`;
@@ -238,9 +257,19 @@ function parseAnthropicMessages(value: unknown, system: string | undefined, maxM
       const type = block["type"];
       if (type === "text") {
         refuseUnknown(block, TEXT_BLOCK_FIELDS, at);
-        texts.push(text(block["text"], `${at}.text`));
+        const value = text(block["text"], `${at}.text`);
+        if (role === "user") userParts.push(value);
+        else texts.push(value);
+      } else if (type === "image" && role === "user") {
+        userParts.push(imageBlock(block, at));
       } else if (type === "image" || type === "document") {
-        refuseImage(at);
+        throw invalidRequest(
+          at,
+          type === "image"
+            ? `${at}: image blocks are only allowed in user messages, not ${role}`
+            : `${at}: document blocks are not supported (send the document's text, or its pages as images)`,
+          "unsupported_value",
+        );
       } else if (type === "tool_use" && role === "assistant") {
         refuseUnknown(block, TOOL_USE_FIELDS, at);
         const id = text(block["id"], `${at}.id`);
@@ -255,7 +284,7 @@ function parseAnthropicMessages(value: unknown, system: string | undefined, maxM
         const id = text(block["tool_use_id"], `${at}.tool_use_id`);
         flushUser();
         const name = callNames.get(id);
-        out.push({ role: "tool", content: toolResultText(block, at), tool_call_id: id, ...(name ? { name } : {}) });
+        out.push({ role: "tool", content: toolResultContent(block, at), tool_call_id: id, ...(name ? { name } : {}) });
       } else if (type === "thinking" && role === "assistant") {
         refuseUnknown(block, THINKING_FIELDS, at);
         reasoning = (reasoning === undefined ? "" : `${reasoning}\n`) + text(block["thinking"], `${at}.thinking`);
@@ -270,7 +299,7 @@ function parseAnthropicMessages(value: unknown, system: string | undefined, maxM
     } else if (role === "user") {
       flushUser();
     } else {
-      const turn: ChatMessage = { role: "assistant", content: texts.join("") };
+      const turn: RequestMessage = { role: "assistant", content: texts.join("") };
       if (reasoning !== undefined) turn.reasoning_content = reasoning;
       if (calls.length > 0) turn.tool_calls = calls;
       out.push(turn);

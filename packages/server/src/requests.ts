@@ -5,9 +5,10 @@
  * output: `model`, `user`, `metadata`, ...); any other field is a 400 `unknown_parameter` naming it,
  * as OpenAI's API answers an unrecognized argument.
  */
-import type { ChatMessage, ChatToolCall } from "@keepquant/engine";
+import type { ChatToolCall } from "@keepquant/engine";
 import { checkSchemaParam, parseResponseFormat, type ResponseFormat } from "./constraint.js";
 import { invalidRequest } from "./errors.js";
+import { type ImageRef, partsContent, type RequestMessage, urlImage } from "./images.js";
 import { parseTemplateKwargs } from "./template-kwargs.js";
 
 /** OpenAI's `stop` limit is 4; llama.cpp and vLLM take more. */
@@ -134,7 +135,8 @@ export type ToolChoice = "auto" | "none" | "required" | { name: string };
 
 export interface ChatRequest extends SamplingFields {
   model: string | undefined;
-  messages: ChatMessage[];
+  /** the messages; a message's content holds parts only when it has images (images.ts) */
+  messages: RequestMessage[];
   tools: ToolDefinition[] | undefined;
   toolChoice: ToolChoice;
   /** response_format: free text, one JSON object, or JSON for a schema (constrained decoding) */
@@ -290,29 +292,54 @@ function parseSampling(body: Body, logprobs: number | undefined): SamplingFields
   };
 }
 
-/** A message's content: a string or text parts. `null`/absent only where the caller allows it (an assistant's tool calls). */
-function parseContent(value: unknown, param: string): string {
+/**
+ * A message's content: a string or content parts, text (joined by new lines, as before images) and, in a user
+ * message, `image_url` parts (a data: URL, or an http(s) URL the server fetches when allowed). `null`/absent only
+ * where the caller allows it (an assistant's tool calls).
+ */
+function parseContent(value: unknown, param: string, role: string): RequestMessage["content"] {
   if (typeof value === "string") return value;
   if (value === null || value === undefined) return "";
   if (!Array.isArray(value))
     throw invalidRequest(param, `${param} must be a string or an array of content parts, got ${typeName(value)}`, "invalid_type");
-  const texts: string[] = [];
+  const parts: (string | ImageRef)[] = [];
   value.forEach((part, i) => {
-    if (!isObject(part)) throw invalidRequest(`${param}[${i}]`, `${param}[${i}] must be an object`, "invalid_type");
+    const at = `${param}[${i}]`;
+    if (!isObject(part)) throw invalidRequest(at, `${at} must be an object`, "invalid_type");
+    if (part["type"] === "image_url" && role === "user") {
+      refuseUnknown(part, IMAGE_PART_FIELDS, at);
+      const image = part["image_url"];
+      // OpenAI's first form was a bare string; the object form has `url` and an optional `detail`
+      const url = isObject(image) ? image["url"] : image;
+      if (isObject(image)) {
+        refuseUnknown(image, IMAGE_URL_FIELDS, `${at}.image_url`);
+        const detail = image["detail"];
+        if (detail !== undefined && detail !== null && !["auto", "low", "high"].includes(detail as string))
+          throw invalidRequest(`${at}.image_url.detail`, `${at}.image_url.detail must be "auto", "low" or "high"`, "invalid_value");
+      }
+      parts.push(urlImage(url, at));
+      return;
+    }
     if (part["type"] !== "text") {
+      const image = part["type"] === "image_url";
       throw invalidRequest(
-        `${param}[${i}].type`,
-        `content part type ${JSON.stringify(part["type"])} is not supported (only "text")`,
+        `${at}.type`,
+        image
+          ? `${at}: image_url parts are only allowed in user messages, not ${role}`
+          : `content part type ${JSON.stringify(part["type"])} is not supported (only "text"${role === "user" ? ' and "image_url"' : ""})`,
         "unsupported_value",
       );
     }
-    refuseUnknown(part, CONTENT_PART_FIELDS, `${param}[${i}]`);
-    if (typeof part["text"] !== "string")
-      throw invalidRequest(`${param}[${i}].text`, `${param}[${i}].text must be a string`, "invalid_type");
-    texts.push(part["text"]);
+    refuseUnknown(part, CONTENT_PART_FIELDS, at);
+    if (typeof part["text"] !== "string") throw invalidRequest(`${at}.text`, `${at}.text must be a string`, "invalid_type");
+    parts.push(part["text"]);
   });
-  return texts.join("\n");
+  return partsContent(parts, "\n");
 }
+
+/** `detail` is accepted and has no effect: the image is resized to the projector's own pixel limits. */
+const IMAGE_PART_FIELDS: ReadonlySet<string> = new Set(["type", "image_url"]);
+const IMAGE_URL_FIELDS: ReadonlySet<string> = new Set(["url", "detail"]);
 
 const ROLES = new Set(["system", "developer", "user", "assistant", "tool"]);
 const CONTENT_PART_FIELDS: ReadonlySet<string> = new Set(["type", "text"]);
@@ -360,7 +387,7 @@ function parseToolCalls(value: unknown, param: string): ChatToolCall[] {
   });
 }
 
-function parseMessages(value: unknown, maxMessages: number): ChatMessage[] {
+function parseMessages(value: unknown, maxMessages: number): RequestMessage[] {
   if (!Array.isArray(value)) throw invalidRequest("messages", `messages must be an array, got ${typeName(value)}`, "invalid_type");
   if (value.length === 0) throw invalidRequest("messages", "messages must not be empty");
   // counted before any message is looked at, and long before the template would render them
@@ -407,8 +434,8 @@ function parseMessages(value: unknown, maxMessages: number): ChatMessage[] {
         role === "assistant" || message["content"] === undefined ? "invalid_value" : "invalid_type",
       );
     }
-    const content = parseContent(message["content"], `${param}.content`);
-    const out: ChatMessage = { role: role === "developer" ? "system" : role, content };
+    const content = parseContent(message["content"], `${param}.content`, role);
+    const out: RequestMessage = { role: role === "developer" ? "system" : role, content };
     if (role === "assistant" && message["tool_calls"] !== undefined && message["tool_calls"] !== null) {
       out.tool_calls = parseToolCalls(message["tool_calls"], `${param}.tool_calls`);
       for (const call of out.tool_calls) if (call.id) callNames.set(call.id, call.function.name);

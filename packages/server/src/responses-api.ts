@@ -10,6 +10,7 @@ import type { ChatMessage, ChatToolCall } from "@keepquant/engine";
 import { newId } from "./chat-api.js";
 import { checkSchemaParam, parseResponseFormat, type ResponseFormat } from "./constraint.js";
 import { ApiError, invalidRequest } from "./errors.js";
+import { type ImageRef, partsContent, type RequestMessage, urlImage } from "./images.js";
 import { type AnswerSink, type ChatOutcome, type ErrorFormat, type SinkContext, schemaCheckField, sseEvent } from "./generation.js";
 import {
   agentChatRequest,
@@ -84,9 +85,9 @@ export interface ResponsesRequest {
   store: boolean;
   previousResponseId: string | null;
   /** the conversation before this request's input (from previous_response_id), without instructions */
-  history: ChatMessage[];
+  history: RequestMessage[];
   /** this request's input as messages (without instructions) */
-  inputMessages: ChatMessage[];
+  inputMessages: RequestMessage[];
   /** this request's input items as the client sent them (ids added), for input_items */
   inputItems: Record<string, unknown>[];
   /** the request's fields echoed in the response object */
@@ -131,27 +132,54 @@ function decodeReasoning(value: unknown): string | undefined {
 function refuseMedia(at: string, type: unknown): never {
   throw invalidRequest(
     at,
-    `${at}: ${String(type)} content needs a model that reads ${type === "input_image" ? "images" : "files"}; this server's model reads text only`,
+    type === "input_image"
+      ? `${at}: input_image parts are only allowed in user messages`
+      : `${at}: ${String(type)} content is not supported (this server reads text and images)`,
     "unsupported_value",
   );
 }
 
+const INPUT_IMAGE_FIELDS: ReadonlySet<string> = new Set(["type", "image_url", "file_id", "detail"]);
+
+/** An `input_image` part: `image_url` a data: URL or an http(s) URL (fetched when the server allows image URLs). */
+function inputImage(part: Body, at: string): ImageRef {
+  refuseUnknown(part, INPUT_IMAGE_FIELDS, at);
+  if (part["file_id"] !== undefined && part["file_id"] !== null)
+    throw invalidRequest(
+      `${at}.file_id`,
+      `${at}.file_id: the Files API is not served here; send image_url (a data: URL)`,
+      "unsupported_value",
+    );
+  const detail = part["detail"];
+  if (detail !== undefined && detail !== null && !["auto", "low", "high"].includes(detail as string))
+    throw invalidRequest(`${at}.detail`, `${at}.detail must be "auto", "low" or "high"`, "invalid_value");
+  if (part["image_url"] === undefined || part["image_url"] === null)
+    throw invalidRequest(`${at}.image_url`, `${at}.image_url is required`, "missing_required_parameter");
+  return urlImage(part["image_url"], at);
+}
+
 /** A message's content: a string or text parts (input_text, output_text, refusal). */
 function contentText(value: unknown, at: string): string {
+  const content = contentParts(value, at, false);
+  return typeof content === "string" ? content : "";
+}
+
+/** A message's content: a string or text parts, and in a user message (`images`) input_image parts too. */
+function contentParts(value: unknown, at: string, images: boolean): RequestMessage["content"] {
   if (typeof value === "string") return value;
   if (!Array.isArray(value))
     throw invalidRequest(at, `${at} must be a string or an array of content parts, got ${typeName(value)}`, "invalid_type");
-  return value
-    .map((part, j) => {
-      const p = `${at}[${j}]`;
-      if (!isObject(part)) throw invalidRequest(p, `${p} must be a content part`, "invalid_type");
-      const type = part["type"];
-      if (type === "input_text" || type === "output_text" || type === "text") return text(part["text"], `${p}.text`);
-      if (type === "refusal") return text(part["refusal"], `${p}.refusal`);
-      if (type === "input_image" || type === "input_file" || type === "input_audio") refuseMedia(p, type);
-      throw invalidRequest(`${p}.type`, `${p}.type ${JSON.stringify(type)} is not a content part this server reads`, "unsupported_value");
-    })
-    .join("");
+  const parts = value.map((part, j): string | ImageRef => {
+    const p = `${at}[${j}]`;
+    if (!isObject(part)) throw invalidRequest(p, `${p} must be a content part`, "invalid_type");
+    const type = part["type"];
+    if (type === "input_text" || type === "output_text" || type === "text") return text(part["text"], `${p}.text`);
+    if (type === "refusal") return text(part["refusal"], `${p}.refusal`);
+    if (type === "input_image" && images) return inputImage(part, p);
+    if (type === "input_image" || type === "input_file" || type === "input_audio") refuseMedia(p, type);
+    throw invalidRequest(`${p}.type`, `${p}.type ${JSON.stringify(type)} is not a content part this server reads`, "unsupported_value");
+  });
+  return partsContent(parts, "");
 }
 
 /** Item types of tools the server does not run: left out of the prompt (their results mean nothing to the model here). */
@@ -190,7 +218,7 @@ function parseInput(
   maxMessages: number,
   callNames: Map<string, string>,
   modelName: (name: string, namespace: unknown) => string,
-): { systems: string[]; messages: ChatMessage[]; items: Record<string, unknown>[] } {
+): { systems: string[]; messages: RequestMessage[]; items: Record<string, unknown>[] } {
   if (typeof value === "string") {
     return {
       systems: [],
@@ -203,7 +231,7 @@ function parseInput(
   if (value.length > maxMessages)
     throw invalidRequest("input", `input has ${value.length} items; this server takes at most ${maxMessages}`, "too_many_messages");
   const systems: string[] = [];
-  const messages: ChatMessage[] = [];
+  const messages: RequestMessage[] = [];
   const items: Record<string, unknown>[] = [];
   let reasoning: string | undefined;
   /** the assistant turn being built (tool calls join it) */
@@ -228,11 +256,11 @@ function parseInput(
     if (type === "message") {
       refuseUnknown(item, new Set(["type", "role", "content", "id", "status", "phase"]), at);
       const role = item["role"];
-      const content = contentText(item["content"], `${at}.content`);
+      const content = role === "user" ? "" : contentText(item["content"], `${at}.content`);
       if (role === "system" || role === "developer") {
         systems.push(content);
       } else if (role === "user") {
-        messages.push({ role: "user", content });
+        messages.push({ role: "user", content: contentParts(item["content"], `${at}.content`, true) });
         assistant = undefined;
       } else if (role === "assistant") {
         const turn = assistantTurn();
@@ -620,7 +648,7 @@ export function responsesParam(request: ResponsesRequest): (name: string | null)
 interface StoredResponse {
   response: Record<string, unknown>;
   /** the conversation up to and including the output, without instructions; undefined while in progress */
-  conversation: ChatMessage[] | undefined;
+  conversation: RequestMessage[] | undefined;
   inputItems: Record<string, unknown>[];
   bytes: number;
   /** aborts the generation (POST /cancel) while in progress */
@@ -688,7 +716,7 @@ export class ResponseStore {
   }
 
   /** The conversation a response ends (for previous_response_id): 404 when unknown, 400 while in progress. */
-  conversation(id: string): ChatMessage[] {
+  conversation(id: string): RequestMessage[] {
     const entry = this.use(id, "previous_response_id");
     if (entry.cancel)
       throw invalidRequest(
@@ -743,7 +771,7 @@ export class ResponseStore {
   }
 
   /** The response ended: its final object and conversation are kept (counted in bytes); a failed one is kept without a conversation. */
-  finish(id: string, response: Record<string, unknown>, conversation: ChatMessage[] | undefined): void {
+  finish(id: string, response: Record<string, unknown>, conversation: RequestMessage[] | undefined): void {
     const entry = this.entries.get(id);
     if (!entry) return;
     entry.response = response;
@@ -912,7 +940,7 @@ export function responsesSink(ctx: SinkContext, request: ResponsesRequest, store
     return open;
   };
   /** the conversation this response ends, for a later previous_response_id */
-  const conversation = (): ChatMessage[] => {
+  const conversation = (): RequestMessage[] => {
     const turn: ChatMessage = { role: "assistant", content: "" };
     for (const item of output) {
       if (item.type === "reasoning") turn.reasoning_content = (turn.reasoning_content ?? "") + (item["text"] as string);

@@ -11,13 +11,16 @@ import { randomInt, timingSafeEqual } from "node:crypto";
 import http from "node:http";
 import type { AddressInfo, Socket } from "node:net";
 import {
-  type ChatMessage,
   ConstraintError,
+  type EncodeChatOptions,
+  type EncodedImage,
   type Engine,
   type EngineStats,
   EngineError,
-  type encodeChat,
   encodeChatAsync,
+  encodeMultimodalChat,
+  type MultimodalChatMessage,
+  type MultimodalPrompt,
   type GenerateParams,
   type GenerationResult,
   OutputParser,
@@ -40,6 +43,19 @@ import { chatCompletionSink, newId, OPENAI_ERRORS, SYSTEM_FINGERPRINT, timingsOf
 import type { Capacity } from "./capacity.js";
 import { chatConstraint, constraintError, constraintParam } from "./constraint.js";
 import { ApiError, invalidRequest } from "./errors.js";
+import {
+  DEFAULT_IMAGE_FETCH_TIMEOUT_MS,
+  DEFAULT_MAX_IMAGE_BYTES,
+  DEFAULT_MAX_IMAGES_PER_REQUEST,
+  type ImageOptions,
+  imageBytes,
+  imageError,
+  imageRefs,
+  noProjector,
+  type RequestMessage,
+  refuseImageUrls,
+  textMessages,
+} from "./images.js";
 import { JsonParser, JsonShapeError, parseJsonBody } from "./json-worker.js";
 import type { AnswerSink, Endpoint, ErrorFormat, LogprobEntry, SinkContext } from "./generation.js";
 import { ANTHROPIC_ERRORS, messagesParam, messagesSink, parseMessagesRequest } from "./messages-api.js";
@@ -100,6 +116,19 @@ export interface KeepquantServerOptions {
   warmConstraints?: boolean;
   /** Thinking budget of chat requests that send no `thinking_budget` (default: none, the model thinks until it closes </think>). */
   thinkingBudget?: number;
+  /**
+   * A vision projector (an `mmproj` GGUF path or its bytes) loaded onto the engine before the server is ready:
+   * requests may then send images. Without one (and without a projector the engine loaded itself) an image is a 400.
+   */
+  projector?: string | Uint8Array;
+  /** Fetch http(s) image URLs requests send (default false: such a URL is a 400 that says how to allow it). */
+  allowImageUrls?: boolean;
+  /** Largest image a request may send or the server fetch, in bytes (default 20 MiB; a data: URL is also bounded by maxBodyBytes). */
+  maxImageBytes?: number;
+  /** Longest fetch of an image URL, in ms (default 10 s). */
+  imageFetchTimeoutMs?: number;
+  /** Most images in one request (default 16): each is decoded and encoded before generation starts. */
+  maxImagesPerRequest?: number;
 }
 
 export const DEFAULT_CONTEXT_TOKENS = 4096;
@@ -163,6 +192,18 @@ function finishReason(stop: StopReason, toolCalls: number): "stop" | "length" | 
   return toolCalls > 0 ? "tool_calls" : "stop";
 }
 
+/** A chat request's prompt: token ids, or token runs and encoded images. */
+interface ChatPrompt {
+  tokenizer: Tokenizer;
+  prompt: readonly number[] | MultimodalPrompt;
+  promptTokens: number;
+  /** the rendered prompt (images as `<image>`) */
+  text: string;
+  /** the prompt's ids up to its first image (all of them without images): the shared system head is looked for there */
+  leadingIds: readonly number[];
+  useTools: boolean;
+}
+
 /** The tokens an answer may take, and the request's max_tokens when the context made it smaller. */
 interface AnswerBudget {
   maxTokens: number;
@@ -190,6 +231,7 @@ export class KeepquantServer {
   readonly contextTokens: number;
   private readonly maxQueue: number;
   private readonly thinkingBudget: number | undefined;
+  private readonly images: ImageOptions;
   private readonly bodies: BodyReader;
   private readonly keepAliveTimeoutMs: number;
   private readonly maxMessages: number;
@@ -224,6 +266,12 @@ export class KeepquantServer {
       options.thinkingBudget === undefined || options.thinkingBudget === 0
         ? options.thinkingBudget
         : positive(options.thinkingBudget, "thinkingBudget", 0);
+    this.images = {
+      allowUrls: options.allowImageUrls ?? false,
+      maxBytes: positive(options.maxImageBytes, "maxImageBytes", DEFAULT_MAX_IMAGE_BYTES),
+      fetchTimeoutMs: duration(options.imageFetchTimeoutMs, "imageFetchTimeoutMs", DEFAULT_IMAGE_FETCH_TIMEOUT_MS),
+      maxPerRequest: positive(options.maxImagesPerRequest, "maxImagesPerRequest", DEFAULT_MAX_IMAGES_PER_REQUEST),
+    };
     const maxBodyBytes = positive(options.maxBodyBytes, "maxBodyBytes", DEFAULT_MAX_BODY_BYTES);
     this.bodies = new BodyReader({
       maxBodyBytes,
@@ -238,8 +286,17 @@ export class KeepquantServer {
     this.metrics = new ServerMetrics(() => this.engine?.stats(), options.capacity);
     this.webui = options.webui === false ? undefined : loadWebUi(options.webuiDir);
     const warmConstraints = options.warmConstraints ?? false;
+    const projector = options.projector;
     Promise.resolve(options.engine).then(
       async (engine) => {
+        if (projector !== undefined) {
+          try {
+            await engine.loadProjector(projector);
+          } catch (error) {
+            this.loadError = error instanceof Error ? error : new Error(String(error));
+            return;
+          }
+        }
         // the tokenizer's merge tables and byte bound, built now (while /health says loading) rather than on the first request
         void engine.tokenizer?.maxTokenBytes;
         // likewise the grammar worker and its vocabulary tables (about 0.8 s on a 248,320-token vocabulary, on the
@@ -544,6 +601,9 @@ export class KeepquantServer {
             kv_blocks: stats.kv.blocksTotal,
             kv_block_tokens: stats.kv.blockSize,
             prefix_cache: stats.prefixCache !== undefined,
+            // requests may send images (a vision projector is loaded)
+            vision: engine.projector !== undefined,
+            image_urls: engine.projector !== undefined && this.images.allowUrls,
           },
         },
       ],
@@ -666,14 +726,14 @@ export class KeepquantServer {
   private async run(
     engine: Engine,
     endpoint: Endpoint,
-    ids: readonly number[],
+    prompt: readonly number[] | MultimodalPrompt,
     params: GenerateParams,
     arrival: number,
     onToken: (text: string, token: number, logprob: number | undefined, top: TokenLogprob[] | undefined) => void,
   ): Promise<GenerationResult> {
     let stream: ReturnType<Engine["generate"]>;
     try {
-      stream = engine.generate(ids, params);
+      stream = engine.generate(prompt, params);
     } catch (error) {
       if (EngineError.isInstance(error)) throw invalidRequest(error.field ?? null, error.message);
       if (ConstraintError.isInstance(error)) throw constraintError(error, error.field ?? null);
@@ -698,6 +758,8 @@ export class KeepquantServer {
       if (!result) throw new Error("generation ended without a result");
     } catch (error) {
       this.metrics.requests.inc({ endpoint, finish_reason: "error" });
+      // a request the engine refuses once it runs (e.g. image rows on a step that takes none) is named, as before it runs
+      if (EngineError.isInstance(error) && error.code === "ENGINE_BAD_REQUEST") throw invalidRequest(error.field ?? null, error.message);
       throw error;
     }
     this.metrics.promptTokens.inc(result.stats.promptTokens);
@@ -828,42 +890,103 @@ export class KeepquantServer {
 
   /**
    * A chat request's prompt: the messages' text bounded before the template runs, the template rendered and
-   * tokenized off the event loop (a template error is a 400 naming `messages`).
+   * tokenized off the event loop (a template error is a 400 naming `messages`). A request with images takes the
+   * multimodal path (`encodeMultimodalChat`): each image's bytes resolved and encoded by the engine's projector.
    */
-  private async encodeChatRequest(
-    engine: Engine,
-    request: ChatRequest,
-    signal: AbortSignal,
-  ): Promise<{ tokenizer: Tokenizer; encoded: ReturnType<typeof encodeChat>; useTools: boolean }> {
+  private async encodeChatRequest(engine: Engine, request: ChatRequest, signal: AbortSignal): Promise<ChatPrompt> {
     const tokenizer = engine.tokenizer;
     if (!tokenizer) throw invalidRequest("messages", "this model has no usable tokenizer: use /v1/completions with token ids");
     refuseChatBytes(tokenizer, request.messages, this.contextTokens);
     const useTools = request.tools !== undefined && request.tools.length > 0 && request.toolChoice !== "none";
+    const options = {
+      ...(useTools ? { tools: request.tools } : {}),
+      ...(request.enableThinking === undefined ? {} : { enableThinking: request.enableThinking }),
+      variables: request.templateKwargs,
+    };
+    const messages = textMessages(request.messages);
+    if (!messages) return this.encodeMultimodalRequest(engine, tokenizer, request, options, useTools, signal);
     try {
       const encoded = await this.tokenizing(
-        encodeChatAsync(
-          tokenizer,
-          request.messages,
-          {
-            ...(useTools ? { tools: request.tools } : {}),
-            ...(request.enableThinking === undefined ? {} : { enableThinking: request.enableThinking }),
-            variables: request.templateKwargs,
-          },
-          { signal, beforeEncode: (text) => refuseByteLength(tokenizer, text, this.contextTokens, "messages") },
-        ),
+        encodeChatAsync(tokenizer, messages, options, {
+          signal,
+          beforeEncode: (text) => refuseByteLength(tokenizer, text, this.contextTokens, "messages"),
+        }),
       );
-      return { tokenizer, encoded, useTools };
+      return { tokenizer, prompt: encoded.ids, promptTokens: encoded.ids.length, text: encoded.text, leadingIds: encoded.ids, useTools };
     } catch (error) {
       if (ApiError.isInstance(error) || signal.aborted) throw error;
       throw invalidRequest("messages", `the chat template failed: ${(error as Error).message}`, "template_error");
     }
   }
 
+  /**
+   * The prompt of a request with images: no projector is a 400 naming the first image part; the images' bytes
+   * (decoded, or fetched when allowed) and the template's text, then each image encoded (a refused image is a 400
+   * naming its part and the reason).
+   */
+  private async encodeMultimodalRequest(
+    engine: Engine,
+    tokenizer: Tokenizer,
+    request: ChatRequest,
+    options: EncodeChatOptions,
+    useTools: boolean,
+    signal: AbortSignal,
+  ): Promise<ChatPrompt> {
+    const refs = imageRefs(request.messages);
+    if (!engine.projector) throw noProjector(refs[0]!.param);
+    if (refs.length > this.images.maxPerRequest) {
+      throw invalidRequest(
+        refs[this.images.maxPerRequest]!.param,
+        `the request has ${refs.length} images; this server takes at most ${this.images.maxPerRequest} per request`,
+        "too_many_images",
+      );
+    }
+    refuseImageUrls(refs, this.images);
+    // a server at capacity says so before it fetches and encodes images (the work admission would throw away)
+    this.admit(engine);
+    const bytes = await this.tokenizing(Promise.all(refs.map((ref) => imageBytes(ref, this.images, signal))));
+    let next = 0;
+    const messages: MultimodalChatMessage[] = request.messages.map((message) => {
+      if (typeof message.content === "string") return message as MultimodalChatMessage;
+      return {
+        ...message,
+        content: message.content.map((part) => (part.type === "text" ? part : { type: "image" as const, image: bytes[next++]! })),
+      };
+    });
+    let chat: ReturnType<typeof encodeMultimodalChat>;
+    try {
+      chat = encodeMultimodalChat(tokenizer, messages, options);
+    } catch (error) {
+      throw invalidRequest("messages", `the chat template failed: ${(error as Error).message}`, "template_error");
+    }
+    refuseByteLength(tokenizer, chat.text, this.contextTokens, "messages");
+    const encodedImages: EncodedImage[] = [];
+    for (let k = 0; k < chat.images.length; k++) {
+      if (signal.aborted) throw signal.reason === "drain-not-started" ? shuttingDown() : signal.reason;
+      encodedImages.push(
+        await engine.encodeImage(chat.images[k]!, { maxBytes: this.images.maxBytes }).catch((error: unknown) => {
+          throw imageError(error, refs[k]!.param);
+        }),
+      );
+    }
+    const pieces = chat.pieces.map((piece) => (Array.isArray(piece) ? piece : encodedImages[piece.image]!));
+    const promptTokens = pieces.reduce((sum, piece) => sum + (Array.isArray(piece) ? piece.length : piece.tokens), 0);
+    const first = chat.pieces[0];
+    return {
+      tokenizer,
+      prompt: { pieces },
+      promptTokens,
+      text: chat.text,
+      leadingIds: Array.isArray(first) ? first : [],
+      useTools,
+    };
+  }
+
   /** The prompt tokens of a chat request (Anthropic's /v1/messages/count_tokens). */
   private async countChatTokens(res: http.ServerResponse, request: ChatRequest): Promise<number> {
     const engine = this.requireEngine();
-    const { encoded } = await this.encodeChatRequest(engine, request, this.requestSignal(res));
-    return encoded.ids.length;
+    const { promptTokens } = await this.encodeChatRequest(engine, request, this.requestSignal(res));
+    return promptTokens;
   }
 
   /**
@@ -887,17 +1010,25 @@ export class KeepquantServer {
       }
       throw error;
     };
-    const { tokenizer, encoded, useTools } = await this.encodeChatRequest(engine, request, signal).catch(renamed);
+    const encoded = await this.encodeChatRequest(engine, request, signal).catch(renamed);
+    const { tokenizer, useTools } = encoded;
     const budget = (() => {
       try {
-        return this.fitContext(encoded.ids.length, request.maxTokens, "messages");
+        return this.fitContext(encoded.promptTokens, request.maxTokens, "messages");
       } catch (error) {
         return renamed(error);
       }
     })();
     const cap = capNotice(budget);
     const head = await this.tokenizing(
-      sharedHeadLength(tokenizer, request.messages, useTools ? request.tools : undefined, request.templateKwargs, encoded.ids, signal),
+      sharedHeadLength(
+        tokenizer,
+        request.messages,
+        useTools ? request.tools : undefined,
+        request.templateKwargs,
+        encoded.leadingIds,
+        signal,
+      ),
     );
     // structured output: the constraint (compiled now, so that a refused schema is a 400) and the thinking budget
     const thinking = /<think>\s*$/.test(encoded.text);
@@ -922,7 +1053,7 @@ export class KeepquantServer {
         signal: controller.signal,
         modelName: this.modelName,
         thinking,
-        promptTokens: encoded.ids.length,
+        promptTokens: encoded.promptTokens,
         cap: budget.capped,
         headers: cap.headers,
         startStream: () => this.startStream(res, cap.headers),
@@ -941,7 +1072,7 @@ export class KeepquantServer {
         result = await this.run(
           engine,
           endpoint,
-          encoded.ids,
+          encoded.prompt,
           {
             ...this.engineParams(request, budget.maxTokens, controller.signal),
             ...(head > 0 ? { prefixCachePoints: [head] } : {}),
@@ -1104,7 +1235,7 @@ function flushed(res: http.ServerResponse): Promise<void> {
 
 async function sharedHeadLength(
   tokenizer: Tokenizer,
-  messages: readonly ChatMessage[],
+  messages: readonly RequestMessage[],
   tools: readonly unknown[] | undefined,
   variables: Record<string, unknown>,
   ids: readonly number[],
@@ -1113,14 +1244,11 @@ async function sharedHeadLength(
   let count = 0;
   while (count < messages.length && messages[count]!.role === "system") count++;
   if (count === 0 || count === messages.length) return 0;
+  const system = textMessages(messages.slice(0, count));
+  if (!system) return 0;
   try {
     const head = (
-      await encodeChatAsync(
-        tokenizer,
-        messages.slice(0, count),
-        { addGenerationPrompt: false, variables, ...(tools ? { tools } : {}) },
-        { signal },
-      )
+      await encodeChatAsync(tokenizer, system, { addGenerationPrompt: false, variables, ...(tools ? { tools } : {}) }, { signal })
     ).ids;
     if (head.length === 0 || head.length >= ids.length) return 0;
     for (let i = 0; i < head.length; i++) if (head[i] !== ids[i]) return 0;

@@ -1,10 +1,11 @@
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { Engine } from "@keepquant/engine";
+import { writeParityProjector } from "@keepquant/fixtures/projector";
 import { type Browser, chromium, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { defaultModelFile, scriptedToolEngine, startTestServer, type TestServer, TEST_ENGINE_OPTIONS } from "./test-support.js";
+import { defaultModelFile, REPO_ROOT, scriptedToolEngine, startTestServer, type TestServer, TEST_ENGINE_OPTIONS } from "./test-support.js";
 
 /** Debian's chromium (CHROMIUM overrides): nothing is downloaded at run time. */
 const chromiumPath = [process.env.CHROMIUM, "/usr/bin/chromium", "/usr/bin/chromium-browser"].find((p) => p !== undefined && existsSync(p));
@@ -237,4 +238,84 @@ describe("the web chat page in headless Chromium", () => {
       hostile.engine.dispose();
     }
   });
+
+  it.skipIf(!chromiumPath)(
+    `attaches an image from the file picker and one pasted from the clipboard, shows them and sends them as image_url parts${SKIP}`,
+    async () => {
+      const projector = path.join(workDir, "mmproj-parity-f32.gguf");
+      await writeParityProjector(projector, "f32");
+      // the TypeScript provider: the native step takes no image rows yet
+      const vision = await Engine.load(await defaultModelFile(path.join(workDir, "cache")), {
+        ...TEST_ENGINE_OPTIONS,
+        provider: "ts",
+        projector,
+      });
+      const served = await startTestServer(vision, { modelName: "vision" });
+      const png = path.join(REPO_ROOT, "goldens", "vision", "inputs", "pattern-96x96.png");
+      const other = readFileSync(path.join(REPO_ROOT, "goldens", "vision", "inputs", "pattern-100x70.png")).toString("base64");
+      try {
+        const page = await browser.newPage();
+        page.setDefaultTimeout(90_000);
+        const errors: string[] = [];
+        page.on("pageerror", (error) => errors.push(error.message));
+        await page.goto(served.url);
+        await page.locator('#model[data-ready="true"]').waitFor();
+        expect(await page.getAttribute("#model", "data-vision")).toBe("true");
+        expect(await page.isVisible("#attach")).toBe(true);
+
+        // the file picker
+        await page.setInputFiles("#image-file", png);
+        await page.locator("#attachments li").first().waitFor();
+        // the clipboard: a paste event carrying an image file
+        await page.evaluate((base64) => {
+          const bytes = Uint8Array.from(atob(base64), (c) => c.charCodeAt(0));
+          const data = new DataTransfer();
+          data.items.add(new File([bytes], "pasted.png", { type: "image/png" }));
+          document
+            .getElementById("input")!
+            .dispatchEvent(new ClipboardEvent("paste", { clipboardData: data, bubbles: true, cancelable: true }));
+        }, other);
+        await page.waitForFunction(() => document.querySelectorAll("#attachments li").length === 2);
+        expect(await page.locator("#attachments img.thumbnail").count()).toBe(2);
+        await screenshot(page, "webui-attachments.png");
+
+        await page.fill("#input", "What is in these pictures?");
+        const sent = page.waitForRequest((request) => request.url().endsWith("/v1/chat/completions"));
+        await page.keyboard.press("Enter");
+        const body = (await sent).postDataJSON() as { messages: { role: string; content: unknown }[] };
+        const user = body.messages.at(-1)!;
+        expect(user.role).toBe("user");
+        const parts = user.content as { type: string; text?: string; image_url?: { url: string } }[];
+        expect(parts.map((p) => p.type)).toEqual(["text", "image_url", "image_url"]);
+        expect(parts[0]!.text).toBe("What is in these pictures?");
+        expect(parts[1]!.image_url!.url).toBe(`data:image/png;base64,${readFileSync(png).toString("base64")}`);
+        expect(parts[2]!.image_url!.url).toBe(`data:image/png;base64,${other}`);
+
+        const answer = page.locator('li.message.assistant[data-state="done"]');
+        await answer.waitFor({ timeout: 90_000 });
+        // the images are shown in the user's message; the composer is empty again
+        expect(await page.locator("li.message.user img.thumbnail").count()).toBe(2);
+        expect(await page.isVisible("#attachments")).toBe(false);
+        expect(await answer.locator(".stats").textContent()).toMatch(/^\d+ tokens/);
+        await screenshot(page, "webui-image.png");
+        expect(errors).toEqual([]);
+        await page.close();
+      } finally {
+        await served.close();
+        vision.dispose();
+      }
+
+      // a text-only model: no attach button
+      const page = await browser.newPage();
+      await page.goto(serving.url);
+      await page.locator("#key-dialog[open]").waitFor();
+      await page.fill("#key", API_KEY);
+      await page.keyboard.press("Enter");
+      await page.locator('#model[data-ready="true"]').waitFor();
+      expect(await page.getAttribute("#model", "data-vision")).toBe("false");
+      expect(await page.isVisible("#attach")).toBe(false);
+      await page.close();
+    },
+    300_000,
+  );
 });

@@ -18,14 +18,21 @@ const ui = {
   input: $("input"),
   send: $("send"),
   stop: $("stop"),
+  attach: $("attach"),
+  imageFile: $("image-file"),
+  attachments: $("attachments"),
   keyDialog: $("key-dialog"),
   keyForm: $("key-form"),
   key: $("key"),
   keyError: $("key-error"),
 };
 
-/** The conversation sent with each request: { role, content }. */
+/** The conversation sent with each request: { role, content } (content: text, or text and image_url parts). */
 let history = [];
+/** Images attached to the next message: data URLs. */
+let attached = [];
+/** The media types the server decodes (what the file picker offers). */
+const IMAGE_TYPES = ["image/png", "image/jpeg", "image/webp", "image/gif"];
 /** The request in flight: { controller, view }. */
 let current;
 
@@ -93,6 +100,9 @@ async function showModel() {
           "The embedded demo model: random weights, so its answers are gibberish. Run `keepquant serve model.gguf` for a real model.";
         ui.model.append(badge);
       }
+      // the model reads images (a vision projector is loaded): attach and paste are offered
+      ui.attach.hidden = !model.meta?.vision;
+      ui.model.dataset.vision = model.meta?.vision ? "true" : "false";
       ui.model.dataset.ready = "true";
       return;
     } catch (error) {
@@ -114,8 +124,8 @@ function scrollToEnd() {
   ui.log.scrollTop = ui.log.scrollHeight;
 }
 
-/** One message in the log. Assistant messages have a thinking block, the answer and a stats line. */
-function addMessage(role, text = "") {
+/** One message in the log. Assistant messages have a thinking block, the answer and a stats line; user messages their images. */
+function addMessage(role, text = "", images = []) {
   ui.empty.hidden = true;
   const item = document.createElement("li");
   item.className = `message ${role}`;
@@ -140,6 +150,12 @@ function addMessage(role, text = "") {
   view.body.className = "content";
   if (role === "user") view.body.textContent = text;
   item.append(view.body);
+  if (images.length > 0) {
+    const strip = document.createElement("div");
+    strip.className = "images";
+    for (const url of images) strip.append(thumbnail(url));
+    item.append(strip);
+  }
   if (role === "assistant") {
     // reserved from the start so the layout does not jump when the numbers arrive
     view.stats = document.createElement("p");
@@ -228,9 +244,59 @@ async function readStream(response, view) {
   return result;
 }
 
-async function send(text) {
-  history.push({ role: "user", content: text });
-  addMessage("user", text);
+/** An image thumbnail (a data URL: the page's CSP allows img-src data:). */
+function thumbnail(url) {
+  const image = document.createElement("img");
+  image.className = "thumbnail";
+  image.alt = "attached image";
+  image.src = url;
+  return image;
+}
+
+/** Shows the images attached to the next message, each with a button that removes it. */
+function showAttachments() {
+  ui.attachments.replaceChildren();
+  attached.forEach((url, i) => {
+    const item = document.createElement("li");
+    const remove = document.createElement("button");
+    remove.type = "button";
+    remove.className = "remove";
+    remove.title = "Remove this image";
+    remove.textContent = "×";
+    remove.addEventListener("click", () => {
+      attached.splice(i, 1);
+      showAttachments();
+    });
+    item.append(thumbnail(url), remove);
+    ui.attachments.append(item);
+  });
+  ui.attachments.hidden = attached.length === 0;
+  // an image alone is a message
+  ui.input.required = attached.length === 0;
+}
+
+/** Reads image files (picked or pasted) as data URLs and attaches them. */
+async function attachFiles(files) {
+  for (const file of files) {
+    if (!IMAGE_TYPES.includes(file.type)) continue;
+    const url = await new Promise((resolve, reject) => {
+      const reader = new FileReader();
+      reader.onload = () => resolve(reader.result);
+      reader.onerror = () => reject(reader.error);
+      reader.readAsDataURL(file);
+    });
+    attached.push(url);
+  }
+  showAttachments();
+}
+
+async function send(text, images = []) {
+  const content =
+    images.length === 0
+      ? text
+      : [...(text ? [{ type: "text", text }] : []), ...images.map((url) => ({ type: "image_url", image_url: { url } }))];
+  history.push({ role: "user", content });
+  addMessage("user", text, images);
   const view = addMessage("assistant");
   const controller = new AbortController();
   current = { controller, view };
@@ -286,9 +352,28 @@ function stop() {
 ui.composer.addEventListener("submit", (event) => {
   event.preventDefault();
   const text = ui.input.value.trim();
-  if (!text || current) return;
+  if ((!text && attached.length === 0) || current) return;
   ui.input.value = "";
-  void send(text);
+  const images = attached;
+  attached = [];
+  showAttachments();
+  void send(text, images);
+});
+
+ui.attach.addEventListener("click", () => ui.imageFile.click());
+
+ui.imageFile.addEventListener("change", () => {
+  void attachFiles([...ui.imageFile.files]);
+  ui.imageFile.value = "";
+});
+
+// a pasted image (a screenshot, a copied picture) is attached when the model reads images
+ui.input.addEventListener("paste", (event) => {
+  if (ui.attach.hidden) return;
+  const files = [...(event.clipboardData?.files ?? [])].filter((file) => IMAGE_TYPES.includes(file.type));
+  if (files.length === 0) return;
+  event.preventDefault();
+  void attachFiles(files);
 });
 
 ui.input.addEventListener("keydown", (event) => {
@@ -310,6 +395,8 @@ ui.stop.addEventListener("click", stop);
 ui.newChat.addEventListener("click", () => {
   stop();
   history = [];
+  attached = [];
+  showAttachments();
   ui.messages.replaceChildren();
   ui.empty.hidden = false;
   ui.input.focus();

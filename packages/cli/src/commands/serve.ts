@@ -1,3 +1,4 @@
+import { existsSync } from "node:fs";
 import path from "node:path";
 import { cpuAvailableMemory, Engine, type EngineOptions, formatGiB, type KvType } from "@keepquant/engine";
 import { architectureOf, readGgufModel } from "@keepquant/gguf";
@@ -5,6 +6,8 @@ import {
   createKeepquantServer,
   DEFAULT_CONTEXT_TOKENS,
   DEFAULT_DRAIN_TIMEOUT_MS,
+  DEFAULT_IMAGE_FETCH_TIMEOUT_MS,
+  DEFAULT_MAX_IMAGE_BYTES,
   DEFAULT_MAX_QUEUE,
   DEFAULT_MEMORY_BUDGET_SHARE,
   MAX_DRAIN_TIMEOUT_MS,
@@ -73,7 +76,7 @@ export const command = defineCommand({
   summary:
     "serve a qwen35 GGUF model over HTTP (OpenAI chat completions and Responses, Anthropic Messages), with metrics and a web chat page",
   usage:
-    "serve [model.gguf] [--host 127.0.0.1] [--port 8080] [--api-key K] [--ctx N] [--memory-budget SIZE] [--max-seqs N] [--kv-tokens N] [--max-queue N] [--numerics llama|bf16] [--threads N] [--kv-type f16|f32] [--flash-attn on|off] [--no-prefix-cache] [--speculative mtp [--draft-tokens K] [--draft-vocab N]] [--thinking-budget N] [--no-webui] [--force]",
+    "serve [model.gguf] [--host 127.0.0.1] [--port 8080] [--api-key K] [--ctx N] [--memory-budget SIZE] [--max-seqs N] [--kv-tokens N] [--max-queue N] [--numerics llama|bf16] [--threads N] [--kv-type f16|f32] [--flash-attn on|off] [--no-prefix-cache] [--speculative mtp [--draft-tokens K] [--draft-vocab N]] [--thinking-budget N] [--mmproj FILE [--allow-image-urls] [--max-image-size SIZE] [--image-fetch-timeout S]] [--no-webui] [--force]",
   help: [
     "--host H               address to listen on (default 127.0.0.1, loopback only)",
     "--port P               port (default 8080; 0 = any free port)",
@@ -92,6 +95,10 @@ export const command = defineCommand({
     "--draft-tokens K       tokens drafted per step with --speculative: 1 .. 8 (default 3)",
     "--draft-vocab N        cheaper drafter: its head scores token ids 0 .. N-1 only (default: the whole vocabulary)",
     "--thinking-budget N    default thinking budget of chat requests that send no thinking_budget (reasoning tokens before </think>)",
+    "--mmproj FILE          a vision projector (mmproj GGUF) for the model: requests may send images (image_url, image, input_image parts)",
+    "--allow-image-urls     fetch http(s) image URLs requests send (default: only data: URLs / base64; a URL is a 400)",
+    `--max-image-size SIZE  largest image a request may send or the server fetch, e.g. 8MiB (default ${DEFAULT_MAX_IMAGE_BYTES / 1024 / 1024}MiB)`,
+    `--image-fetch-timeout S  seconds one image URL fetch may take (default ${DEFAULT_IMAGE_FETCH_TIMEOUT_MS / 1000})`,
     "--no-webui             do not serve the web chat page on /",
     "--model-name NAME      model id in /v1/models (default: the file name)",
     `--drain-timeout S      seconds SIGINT/SIGTERM wait for in-flight requests: 0 .. ${MAX_DRAIN_TIMEOUT_MS / 1000} (default ${DEFAULT_DRAIN_TIMEOUT_MS / 1000})`,
@@ -115,6 +122,10 @@ export const command = defineCommand({
     "model-name": { type: "string" },
     "drain-timeout": { type: "string" },
     "thinking-budget": { type: "string" },
+    mmproj: { type: "string" },
+    "allow-image-urls": { type: "boolean" },
+    "max-image-size": { type: "string" },
+    "image-fetch-timeout": { type: "string" },
   },
   async run(values, positionals, io: CommandIo): Promise<number> {
     if (positionals.length > 1) throw new CliUsageError(`expected at most one model file, got ${positionals.length}`);
@@ -157,6 +168,9 @@ export const command = defineCommand({
       }) ?? DEFAULT_DRAIN_TIMEOUT_MS / 1000;
     // before the model loads: a key no request can send is a usage error, not a server that refuses everyone
     const apiKey = resolveApiKey(values["api-key"], io.env);
+    const images = resolveImageOptions(values);
+    if (images.projector !== undefined && !existsSync(images.projector))
+      throw new CliUsageError(`--mmproj ${JSON.stringify(images.projector)}: no such file`);
 
     const isDefault = positionals.length === 0;
     const synthetic = isDefault && defaultModelInfo().synthetic;
@@ -221,6 +235,7 @@ export const command = defineCommand({
       ...(threads === undefined ? {} : { threads }),
       ...(speculative === undefined ? {} : { speculative }),
       ...(grammarLimits === undefined ? {} : { grammarLimits }),
+      ...(images.projector === undefined ? {} : { projector: images.projector }),
     };
     // the planner first (header only): a model that cannot fit is refused before the port opens
     await refuseUnlessFitsCpu(modelPath, options, { force: values.force === true, io });
@@ -243,6 +258,9 @@ export const command = defineCommand({
       drainTimeoutMs: Math.round(drainSeconds * 1000),
       capacity,
       ...(thinkingBudget === undefined ? {} : { thinkingBudget }),
+      allowImageUrls: images.allowImageUrls,
+      ...(images.maxImageBytes === undefined ? {} : { maxImageBytes: images.maxImageBytes }),
+      ...(images.imageFetchTimeoutMs === undefined ? {} : { imageFetchTimeoutMs: images.imageFetchTimeoutMs }),
     });
     const address = await server.listen(port, host);
     const shown = address.family === "IPv6" ? `[${address.address}]` : address.address;
@@ -283,7 +301,7 @@ export const command = defineCommand({
     const stats = engine.stats();
     write(
       io.stderr,
-      `keepquant serve: ready: ${modelName} (${numerics} numerics, ${maxSeqs} sequences, ctx ${ctx}, ${stats.kv.blocksTotal} KV blocks of ${stats.kv.blockSize}, prefix cache ${snapshots > 0 ? `${snapshots} snapshots` : "off"}${values["no-webui"] ? "" : ", web page on /"})`,
+      `keepquant serve: ready: ${modelName} (${numerics} numerics, ${maxSeqs} sequences, ctx ${ctx}, ${stats.kv.blocksTotal} KV blocks of ${stats.kv.blockSize}, prefix cache ${snapshots > 0 ? `${snapshots} snapshots` : "off"}${engine.projector ? `, images${images.allowImageUrls ? " (and image URLs)" : ""}` : ""}${values["no-webui"] ? "" : ", web page on /"})`,
     );
     for (const line of stats.diagnostics) write(io.stderr, `note: ${line}`);
     const code = await stopped;
@@ -292,6 +310,38 @@ export const command = defineCommand({
     return code;
   },
 });
+
+/** The image options of `serve`: --mmproj, --allow-image-urls, --max-image-size, --image-fetch-timeout. */
+export function resolveImageOptions(values: {
+  mmproj?: string | undefined;
+  "allow-image-urls"?: boolean | undefined;
+  "max-image-size"?: string | undefined;
+  "image-fetch-timeout"?: string | undefined;
+}): { projector: string | undefined; allowImageUrls: boolean; maxImageBytes: number | undefined; imageFetchTimeoutMs: number | undefined } {
+  const projector = values.mmproj;
+  if (projector === "") throw new CliUsageError("--mmproj: expected the path of a vision projector GGUF (mmproj-*.gguf)");
+  const sizeText = values["max-image-size"];
+  const maxImageBytes = sizeText === undefined ? undefined : parseByteSize(sizeText);
+  if (sizeText !== undefined && (maxImageBytes === undefined || maxImageBytes < 1))
+    throw new CliUsageError(`--max-image-size ${JSON.stringify(sizeText)}: expected a size in bytes, e.g. 20MiB, 512KiB or 1048576`);
+  const seconds = parseNumberOption("image-fetch-timeout", values["image-fetch-timeout"], {
+    min: 0,
+    max: MAX_DRAIN_TIMEOUT_MS / 1000,
+    rule: `a number of seconds in [0, ${MAX_DRAIN_TIMEOUT_MS / 1000}]`,
+  });
+  const allowImageUrls = values["allow-image-urls"] === true;
+  const imageOnly = allowImageUrls || sizeText !== undefined || seconds !== undefined;
+  if (imageOnly && projector === undefined)
+    throw new CliUsageError(
+      "--allow-image-urls, --max-image-size and --image-fetch-timeout need --mmproj FILE (images need a vision projector)",
+    );
+  return {
+    projector,
+    allowImageUrls,
+    maxImageBytes: maxImageBytes === undefined ? undefined : Math.floor(maxImageBytes),
+    imageFetchTimeoutMs: seconds === undefined ? undefined : Math.round(seconds * 1000),
+  };
+}
 
 /** The served id of the default model: its parity fixture's name when it is one, else its general.name. */
 function defaultModelId(): string {
