@@ -1,7 +1,7 @@
 /**
  * Images over HTTP with a real tiny model: the parity fixture `tied-4l-f32` and the synthetic F32 parity projector
- * (written into a temporary folder, removed after). The engines run the TypeScript provider (the native step takes
- * no image rows yet). Images are the committed goldens/vision inputs and bytes built here.
+ * (written into a temporary folder, removed after). The engines run the default provider (the native step and the
+ * native vision encoder when the addon loads). Images are the committed goldens/vision inputs and bytes built here.
  */
 import fs from "node:fs";
 import http from "node:http";
@@ -68,8 +68,8 @@ let originUrl: string;
 
 beforeAll(async () => {
   await writeParityProjector(projectorFile, "f32");
-  vision = await Engine.load(modelFile(), { ...TEST_ENGINE_OPTIONS, provider: "ts", projector: projectorFile });
-  text = await Engine.load(modelFile(), { ...TEST_ENGINE_OPTIONS, provider: "ts" });
+  vision = await Engine.load(modelFile(), { ...TEST_ENGINE_OPTIONS, projector: projectorFile });
+  text = await Engine.load(modelFile(), TEST_ENGINE_OPTIONS);
   visionServer = await startTestServer(vision, { modelName: "vision" });
   textServer = await startTestServer(text, { modelName: "text" });
   urlServer = await startTestServer(vision, {
