@@ -3,6 +3,7 @@ import {
   type ChatMessage,
   type EncodedImage,
   Engine,
+  EngineError,
   fitConversation,
   type GenerateParams,
   type MultimodalChatMessage,
@@ -88,6 +89,11 @@ export const command = defineCommand({
         (conversation) => encodeConversation(conversation as MultimodalChatMessage[]),
         budgetTokens,
       );
+    /** An error line of the session (it goes on): `error: CODE: message`, as the process's error lines. */
+    const sayError = (error: unknown, suffix = ""): void => {
+      const described = describeError(error);
+      write(io.stderr, `error: ${described.code}: ${described.message.replace(/\s*\n\s*/g, " ")}${suffix}`);
+    };
     const attach = async (file: string): Promise<void> => {
       if (file === "") throw new CliUsageError("/image needs a file: /image FILE");
       if (!engine.projector) throw noProjectorError("/image");
@@ -131,8 +137,7 @@ export const command = defineCommand({
           try {
             await attach((imageCommand[1] ?? "").trim());
           } catch (error) {
-            const described = describeError(error);
-            write(io.stderr, `error: ${described.code}: ${described.message.replace(/\s*\n\s*/g, " ")}`);
+            sayError(error);
           }
           continue;
         }
@@ -172,13 +177,22 @@ export const command = defineCommand({
         };
         let answer = "";
         let answerTokens = 0;
-        for await (const event of engine.generate(chat.images === 0 ? ids : chat.prompt, params)) {
-          // (raw mode keeps the terminal's output processing: "\n" still starts a new line)
-          if (event.type === "token") io.stdout.write(event.text);
-          else {
-            answer = event.result.text;
-            answerTokens = event.result.tokens.length;
+        try {
+          for await (const event of engine.generate(chat.images === 0 ? ids : chat.prompt, params)) {
+            // (raw mode keeps the terminal's output processing: "\n" still starts a new line)
+            if (event.type === "token") io.stdout.write(event.text);
+            else {
+              answer = event.result.text;
+              answerTokens = event.result.tokens.length;
+            }
           }
+        } catch (error) {
+          // a message with images the engine refuses (e.g. the native step before it takes image rows): said, not sent
+          if (chat.images === 0 || !EngineError.isInstance(error)) throw error;
+          current = undefined;
+          messages.pop();
+          sayError(error, " (the message with its images was not sent)");
+          continue;
         }
         const aborted = current.signal.aborted;
         current = undefined;
