@@ -12,6 +12,7 @@ import { InvalidPromptError, UnsupportedFunctionalityError } from "@ai-sdk/provi
 import { parityFixture } from "@keepquant/fixtures";
 import { parityFixtureFile, parityFixturesUnavailableReason, REPO_ROOT } from "@keepquant/fixtures/oracle";
 import { writeParityProjector } from "@keepquant/fixtures/projector";
+import { mockHubEnv, startMockHub } from "@keepquant/hub/testing";
 import { generateText, streamText } from "ai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createKeepquant } from "./index.js";
@@ -149,5 +150,24 @@ describe.skipIf(reason !== undefined)(`images through the AI SDK${reason ? ` (sk
       .doGenerate({ prompt: imageMessage(new URL(`${baseUrl}/missing.png`)), maxOutputTokens: 1 })
       .catch((e: unknown) => e);
     expect((missing as Error).message).toMatch(/answered HTTP 404/);
+  });
+
+  it("projector: hf:<repo> is that repository's mmproj-*.gguf, fetched alone into the cache", async () => {
+    const repo = "test/Vision-GGUF";
+    const hub = await startMockHub({
+      [repo]: { files: { "vision-F32.gguf": fs.readFileSync(file), "mmproj-F32.gguf": fs.readFileSync(projector) } },
+    });
+    try {
+      const env = mockHubEnv(hub, path.join(dir, "hf"));
+      const model = keepquant(file, { ...SETTINGS, projector: `hf:${repo}`, engine: { ...SETTINGS.engine, hub: { env } } });
+      const engine = await model.engine();
+      expect(engine.projector).toBeDefined();
+      const result = await generateText({ model, messages: imageMessage(PNG), ...CALL });
+      expect(result.reasoningText).toBe(engine.tokenizer!.decode(GOLDEN.greedy));
+      const downloads = hub.requests.filter((q) => q.path.startsWith("/cdn/")).length;
+      expect(downloads).toBe(1); // the projector, not the model
+    } finally {
+      await hub.close();
+    }
   });
 });

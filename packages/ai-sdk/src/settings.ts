@@ -41,8 +41,10 @@ export interface KeepquantModelSettings {
   checkFits?: boolean;
   memory?: CpuMemory;
   /**
-   * A vision projector (`mmproj-*.gguf` path) loaded beside the model: user messages may then hold image file
-   * parts (PNG, JPEG, WebP, GIF). Without one, an image part is an UnsupportedFunctionalityError.
+   * A vision projector loaded beside the model: an `mmproj-*.gguf` path, or `hf:<owner>/<repo>[:<quant>]` for that
+   * repository's (fetched alone into the Hugging Face cache, with `engine.hub`'s environment, signal and progress).
+   * User messages may then hold image file parts (PNG, JPEG, WebP, GIF); without one, an image part is an
+   * UnsupportedFunctionalityError.
    */
   projector?: string;
   /**

@@ -14,7 +14,7 @@ import {
   type MultimodalPrompt,
   type Tokenizer,
 } from "@keepquant/engine";
-import { downloadHubModel, filesToFetch, isHubReference, resolveHubModel } from "@keepquant/hub";
+import { ensureHubProjector, isHubReference } from "@keepquant/hub";
 import { CliUsageError, type CommandIo } from "../command.js";
 import { downloadProgress } from "../download-progress.js";
 import { abortableBySigint, explainAbort } from "../hub-model.js";
@@ -57,21 +57,7 @@ export async function localProjectorFile(value: string, io: CommandIo): Promise<
   if (isHubReference(value)) {
     const progress = downloadProgress(io);
     try {
-      const file = await abortableBySigint(async (signal) => {
-        const resolved = await resolveHubModel(value, { env: io.env, signal });
-        const mmproj = filesToFetch(resolved, { mmproj: true }).at(-1)!;
-        // only the projector: the model named by the reference is not needed here
-        await downloadHubModel(
-          { ...resolved, model: { ...resolved.model, files: [] } },
-          {
-            env: io.env,
-            signal,
-            mmproj: true,
-            onProgress: progress.onProgress,
-          },
-        );
-        return mmproj.localPath;
-      });
+      const file = await abortableBySigint((signal) => ensureHubProjector(value, { env: io.env, signal, onProgress: progress.onProgress }));
       progress.finish();
       return file;
     } catch (error) {
