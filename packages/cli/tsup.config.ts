@@ -5,10 +5,10 @@ const { version } = JSON.parse(readFileSync(new URL("./package.json", import.met
 
 // Workspace packages (and the engine's pure-JS jinja) are bundled; the native addon and the default model
 // (a package file found relative to its own package) stay external, and so do the CLI's npm dependencies
-// (prom-client, for serve's metrics). sharp (the engine's image decoder, a native libvips binding) is never
-// bundled: no command decodes images yet, so tree-shaking drops it; the command that does must add sharp to
-// the dependencies here. The server's web page files are copied to dist/webui, where the bundled server
-// looks for them.
+// (prom-client, for serve's metrics). sharp (the engine's image decoder, a native libvips binding, imported
+// lazily when `run --image` or chat's `/image` decodes one) is never bundled: it is a dependency of the CLI,
+// installed with its platform binary. The server's web page files are copied to dist/webui, where the
+// bundled server looks for them.
 export default sharedTsupConfig({
   entry: { index: "src/index.ts", keepquant: "src/bin.ts" },
   dts: { entry: { index: "src/index.ts" } },

@@ -303,11 +303,20 @@ describe("errors are the AI SDK's error types", () => {
     expectAllFree(await model.engine());
   });
 
-  it("a file part is UnsupportedFunctionalityError", async () => {
+  it("an image for a model without a projector, or a file part it cannot read, is UnsupportedFunctionalityError naming the part", async () => {
     const error = await generateText({
       model,
       messages: [{ role: "user", content: [{ type: "file", data: new Uint8Array([137, 80, 78, 71]), mediaType: "image/png" }] }],
     }).catch((e: unknown) => e);
     expect(UnsupportedFunctionalityError.isInstance(error)).toBe(true);
+    expect((error as Error).message).toMatch(
+      /prompt\[0\] \(user\) content\[0\] is an image \(image\/png\), but the model default takes no images/,
+    );
+    const pdf = await generateText({
+      model,
+      messages: [{ role: "user", content: [{ type: "file", data: new Uint8Array([37, 80, 68, 70]), mediaType: "application/pdf" }] }],
+    }).catch((e: unknown) => e);
+    expect(UnsupportedFunctionalityError.isInstance(pdf)).toBe(true);
+    expect((pdf as Error).message).toMatch(/is a file part of type application\/pdf/);
   });
 });

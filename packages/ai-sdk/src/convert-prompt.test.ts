@@ -1,6 +1,6 @@
 import { InvalidArgumentError, InvalidPromptError, UnsupportedFunctionalityError } from "@ai-sdk/provider";
 import { describe, expect, it } from "vitest";
-import { convertPrompt, toolOutputText } from "./convert-prompt.js";
+import { convertPrompt, convertPromptWithImages, toolOutputText } from "./convert-prompt.js";
 import { parseCallOptions } from "./settings.js";
 
 describe("convertPrompt", () => {
@@ -62,11 +62,66 @@ describe("convertPrompt", () => {
     );
   });
 
-  it("refuses file parts (text only) and an empty prompt, naming where", () => {
-    const withFile = () =>
-      convertPrompt([{ role: "user", content: [{ type: "file", data: new Uint8Array([1, 2]), mediaType: "image/png" }] }]);
-    expect(withFile).toThrow(UnsupportedFunctionalityError);
-    expect(withFile).toThrow(/prompt\[0\] \(user\) has a file part \(image\/png\)/);
+  it("user image parts become images among the text: bytes, base64 and data URLs; the images listed with where they are", () => {
+    const png = new Uint8Array([137, 80, 78, 71, 13, 10, 26, 10]);
+    const base64 = Buffer.from(png).toString("base64");
+    const url = new URL("https://example.com/cat.png");
+    const { messages, images } = convertPromptWithImages([
+      { role: "system", content: "Be brief." },
+      {
+        role: "user",
+        content: [
+          { type: "text", text: "Compare " },
+          { type: "file", data: png, mediaType: "image/png" },
+          { type: "text", text: "with " },
+          { type: "text", text: "this: " },
+          { type: "file", data: base64, mediaType: "image/jpeg" },
+          { type: "file", data: `data:image/webp;base64,${base64}`, mediaType: "image/webp" },
+          { type: "file", data: url, mediaType: "image/*" },
+        ],
+      },
+      { role: "user", content: [{ type: "text", text: "plain" }] },
+    ]);
+    expect(messages[2]).toEqual({ role: "user", content: "plain" });
+    const parts = messages[1]!.content as { type: string; text?: string; image?: Uint8Array }[];
+    expect(parts.map((p) => p.type)).toEqual(["text", "image", "text", "image", "image", "image"]);
+    expect(parts[2]!.text).toBe("with this: ");
+    expect(parts[1]!.image).toBe(png);
+    expect(Array.from(parts[3]!.image!)).toEqual(Array.from(png));
+    expect(Array.from(parts[4]!.image!)).toEqual(Array.from(png));
+    expect(parts[5]!.image!.byteLength).toBe(0); // fetched later, when the settings allow
+    expect(images.map((i) => [i.where, i.mediaType, i.url?.href])).toEqual([
+      ["prompt[1] (user) content[1]", "image/png", undefined],
+      ["prompt[1] (user) content[4]", "image/jpeg", undefined],
+      ["prompt[1] (user) content[5]", "image/webp", undefined],
+      ["prompt[1] (user) content[6]", "image/*", url.href],
+    ]);
+    expect(images[0]!.part).toBe(parts[1]);
+  });
+
+  it("refuses other file types, files outside user messages, bad base64 and an empty prompt, naming where", () => {
+    for (const mediaType of ["application/pdf", "audio/wav", "image/bmp"]) {
+      const withFile = () =>
+        convertPrompt([
+          {
+            role: "user",
+            content: [
+              { type: "text", text: "see" },
+              { type: "file", data: new Uint8Array([1, 2]), mediaType },
+            ],
+          },
+        ]);
+      expect(withFile).toThrow(UnsupportedFunctionalityError);
+      expect(withFile).toThrow(
+        new RegExp(`prompt\\[0\\] \\(user\\) content\\[1\\] is a file part of type ${mediaType.replace("/", "\\/")}`),
+      );
+    }
+    expect(() =>
+      convertPrompt([{ role: "assistant", content: [{ type: "file", data: new Uint8Array([1]), mediaType: "image/png" }] }]),
+    ).toThrow(/prompt\[0\] \(assistant\) is a file part of type image\/png/);
+    const badBase64 = () => convertPrompt([{ role: "user", content: [{ type: "file", data: "not base64!", mediaType: "image/png" }] }]);
+    expect(badBase64).toThrow(InvalidPromptError);
+    expect(badBase64).toThrow(/prompt\[0\] \(user\) content\[0\]: the image data is neither base64 nor a data URL/);
     expect(() => convertPrompt([])).toThrow(InvalidPromptError);
   });
 });

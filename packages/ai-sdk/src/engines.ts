@@ -6,6 +6,7 @@
 import fs from "node:fs";
 import path from "node:path";
 import { assertCpuFits, Engine, isHubReference, resolveModelFile, type EngineOptions } from "@keepquant/engine";
+import { ensureHubProjector } from "@keepquant/hub";
 import { loadError, missingModelError } from "./errors.js";
 import { engineOptionsOf, type KeepquantModelSettings } from "./settings.js";
 
@@ -65,6 +66,15 @@ export class EngineRegistry {
 async function loadEngine(modelId: string, model: string, settings: KeepquantModelSettings): Promise<Engine> {
   const options = engineOptionsOf(settings);
   try {
+    // an hf: projector: that repository's mmproj-*.gguf, fetched alone into the cache when missing
+    if (options.projector !== undefined && isHubReference(options.projector)) {
+      const { env, signal, onProgress } = options.hub ?? {};
+      options.projector = await ensureHubProjector(options.projector, {
+        ...(env === undefined ? {} : { env }),
+        ...(signal instanceof AbortSignal ? { signal } : {}),
+        ...(onProgress === undefined ? {} : { onProgress }),
+      });
+    }
     if (model === DEFAULT_MODEL_ID) return await Engine.loadDefault(options);
     // an hf: model is fetched into the Hugging Face cache when missing (settings.engine.hub: progress, abort, environment)
     const file = await resolveModelFile(model, options.hub);

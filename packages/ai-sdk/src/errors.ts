@@ -5,9 +5,11 @@
  *
  * - the model file is absent, or the default model's package is not installed: NoSuchModelError
  * - the file cannot be run (not a GGUF, refused tensors) or does not fit the memory: LoadSettingError
- * - a prompt longer than the context or the KV cache, a chat template that fails: InvalidPromptError
+ * - a prompt longer than the context or the KV cache, a chat template that fails, an image that does not decode or
+ *   whose URL cannot be fetched: InvalidPromptError
  * - a call setting out of range (temperature, maxOutputTokens, provider options): InvalidArgumentError
- * - a part of the prompt or call the model cannot take (files, provider tools): UnsupportedFunctionalityError
+ * - a part of the prompt or call the model cannot take (files other than images, an image for a model without a
+ *   projector, an image URL without the imageUrls setting, provider tools): UnsupportedFunctionalityError
  * - an aborted call: the abort signal's reason (an `AbortError` DOMException unless the caller gave another),
  *   which the AI SDK recognizes as an abort
  */

@@ -21,6 +21,8 @@ import { UnsupportedFunctionalityError } from "@ai-sdk/provider";
 import {
   type ChatMessage,
   type Engine,
+  encodeMultimodalChat,
+  type MultimodalPrompt,
   type EncodeChatOptions,
   encodeChat,
   type GenerateParams,
@@ -32,7 +34,8 @@ import {
   type Tokenizer,
   toolCallFormatOf,
 } from "@keepquant/engine";
-import { convertPrompt } from "./convert-prompt.js";
+import { convertPromptWithImages } from "./convert-prompt.js";
+import { encodePromptImages } from "./images.js";
 import type { EngineRegistry } from "./engines.js";
 import { constraintError, constraintOf } from "./constraint.js";
 import { abortError, callError } from "./errors.js";
@@ -43,7 +46,9 @@ import { engineOptionsOf, type KeepquantCallOptions, type KeepquantModelSettings
 /** One call, ready to run: the encoded prompt, the engine's parameters and how to read the output. */
 interface PreparedCall {
   engine: Engine;
-  ids: number[];
+  /** Token ids, or pieces of token ids and encoded images when the prompt holds images. */
+  prompt: number[] | MultimodalPrompt;
+  promptTokens: number;
   promptText: string;
   params: GenerateParams;
   /** The prompt ends inside an open `<think>`: the output starts with reasoning. */
@@ -105,7 +110,7 @@ function metadataOf(result: GenerationResult): SharedV3ProviderMetadata {
 /** What the call asked of the engine (the SDK's `request.body`, for telemetry and debugging). */
 function requestBody(prepared: PreparedCall): Record<string, unknown> {
   const { signal: _signal, ...params } = prepared.params;
-  return { prompt: prepared.promptText, promptTokens: prepared.ids.length, ...params };
+  return { prompt: prepared.promptText, promptTokens: prepared.promptTokens, ...params };
 }
 
 /** An engine failure of a prepared call as the AI SDK's error. */
@@ -140,8 +145,11 @@ export class KeepquantLanguageModel implements LanguageModelV3 {
   readonly specificationVersion = "v3";
   readonly provider = PROVIDER_NAME;
   readonly modelId: string;
-  /** keepquant reads text only: no URL is passed through to it. */
-  readonly supportedUrls: Record<string, RegExp[]> = {};
+  /**
+   * URLs the model takes as they are: http(s) images when the `imageUrls` setting allows fetching them; otherwise
+   * none (generateText and streamText download a URL and pass its bytes).
+   */
+  readonly supportedUrls: Record<string, RegExp[]>;
   readonly settings: Readonly<KeepquantModelSettings>;
   private readonly registry: EngineRegistry;
   private templated: { tokenizer: Tokenizer; wrapped: Tokenizer } | undefined;
@@ -150,6 +158,7 @@ export class KeepquantLanguageModel implements LanguageModelV3 {
     this.modelId = modelId;
     this.settings = Object.freeze({ ...settings });
     this.registry = registry;
+    this.supportedUrls = settings.imageUrls === undefined ? {} : { "image/*": [/^https?:\/\//] };
   }
 
   /** The model's engine (shared with every model of the same file and engine settings), loaded on first use. */
@@ -168,7 +177,7 @@ export class KeepquantLanguageModel implements LanguageModelV3 {
     if (options.abortSignal?.aborted) throw abortError(options.abortSignal);
     const warnings: SharedV3Warning[] = [];
     const call: KeepquantCallOptions = parseCallOptions(options.providerOptions);
-    const messages = convertPrompt(options.prompt);
+    const { messages, images } = convertPromptWithImages(options.prompt);
 
     const functionTools = (options.tools ?? []).filter((tool) => tool.type === "function");
     for (const tool of options.tools ?? []) {
@@ -216,9 +225,22 @@ export class KeepquantLanguageModel implements LanguageModelV3 {
       ...(useTools ? { tools: templateTools } : {}),
       ...(call.thinking === undefined ? {} : { enableThinking: call.thinking }),
     };
-    let encoded: ReturnType<typeof encodeChat>;
+    const encodedImages = await encodePromptImages(engine, this.modelId, images, {
+      imageUrls: this.settings.imageUrls,
+      prompt: options.prompt,
+      signal: options.abortSignal,
+    });
+    let encoded: { prompt: number[] | MultimodalPrompt; promptTokens: number; text: string };
     try {
-      encoded = encodeChat(tokenizer, messages, chatOptions);
+      if (images.length === 0) {
+        const chat = encodeChat(tokenizer, messages as ChatMessage[], chatOptions);
+        encoded = { prompt: chat.ids, promptTokens: chat.ids.length, text: chat.text };
+      } else {
+        const chat = encodeMultimodalChat(tokenizer, messages, chatOptions);
+        const pieces = chat.pieces.map((piece) => (Array.isArray(piece) ? piece : encodedImages.get(chat.images[piece.image]!)!));
+        const promptTokens = pieces.reduce((sum, piece) => sum + (Array.isArray(piece) ? piece.length : piece.tokens), 0);
+        encoded = { prompt: { pieces }, promptTokens, text: chat.text };
+      }
     } catch (error) {
       throw callError(error, options.prompt);
     }
@@ -240,13 +262,14 @@ export class KeepquantLanguageModel implements LanguageModelV3 {
     if (constraint) params.constraint = constraint;
     if (call.thinkingBudget !== undefined) params.thinkingBudget = call.thinkingBudget;
     if (constraint || call.thinkingBudget !== undefined) params.reasoning = reasoning;
-    if ((engineOptionsOf(this.settings).prefixCacheSnapshots ?? 0) > 0) {
-      const head = systemPrefixLength(tokenizer, messages, chatOptions, encoded.ids);
+    if ((engineOptionsOf(this.settings).prefixCacheSnapshots ?? 0) > 0 && Array.isArray(encoded.prompt)) {
+      const head = systemPrefixLength(tokenizer, messages as ChatMessage[], chatOptions, encoded.prompt);
       if (head > 0) params.prefixCachePoints = [head];
     }
     return {
       engine,
-      ids: encoded.ids,
+      prompt: encoded.prompt,
+      promptTokens: encoded.promptTokens,
       promptText: encoded.text,
       params,
       reasoning,
@@ -259,7 +282,7 @@ export class KeepquantLanguageModel implements LanguageModelV3 {
   /** Starts the engine request; its bad parameters are the AI SDK's errors. */
   private start(prepared: PreparedCall, signal: AbortSignal | undefined, prompt: unknown) {
     try {
-      return prepared.engine.generate(prepared.ids, { ...prepared.params, ...(signal ? { signal } : {}) });
+      return prepared.engine.generate(prepared.prompt, { ...prepared.params, ...(signal ? { signal } : {}) });
     } catch (error) {
       throw failure(error, prepared, prompt);
     }

@@ -5,6 +5,7 @@
  */
 import { InvalidArgumentError } from "@ai-sdk/provider";
 import type { CpuMemory, EngineOptions, SpeculativeOptions } from "@keepquant/engine";
+import type { ImageUrlLimits } from "./images.js";
 
 /** The provider's name: the key of `providerOptions` and `providerMetadata`. */
 export const PROVIDER_NAME = "keepquant";
@@ -39,6 +40,19 @@ export interface KeepquantModelSettings {
    */
   checkFits?: boolean;
   memory?: CpuMemory;
+  /**
+   * A vision projector loaded beside the model: an `mmproj-*.gguf` path, or `hf:<owner>/<repo>[:<quant>]` for that
+   * repository's (fetched alone into the Hugging Face cache, with `engine.hub`'s environment, signal and progress).
+   * User messages may then hold image file parts (PNG, JPEG, WebP, GIF); without one, an image part is an
+   * UnsupportedFunctionalityError.
+   */
+  projector?: string;
+  /**
+   * Image parts whose data is a URL object: refused unless set; `true` or limits fetch them (http and https only,
+   * at most `maxBytes` per image, default 20 MiB, within `timeoutMs`, default 30 s). generateText and streamText
+   * download URLs themselves unless this is set (then the model is told it takes http(s) image URLs).
+   */
+  imageUrls?: true | ImageUrlLimits;
   /** Further engine options (kvType, flashAttention, blockSize, maxBatchTokens, provider, ...). */
   engine?: Omit<EngineOptions, "onProgress">;
 }
@@ -73,7 +87,16 @@ export interface KeepquantCallOptions {
 }
 
 /** Keys of `providerOptions.keepquant` that are load-time settings: set them in `keepquant(model, settings)`. */
-const LOAD_TIME_KEYS = new Set(["numerics", "threads", "speculative", "contextLength", "kvCacheTokens", "maxSequences"]);
+const LOAD_TIME_KEYS = new Set([
+  "numerics",
+  "threads",
+  "speculative",
+  "contextLength",
+  "kvCacheTokens",
+  "maxSequences",
+  "projector",
+  "imageUrls",
+]);
 
 const CALL_OPTION_KEYS: Readonly<Record<keyof KeepquantCallOptions, "number" | "boolean">> = {
   minP: "number",
@@ -131,5 +154,6 @@ export function engineOptionsOf(settings: KeepquantModelSettings): EngineOptions
   if (settings.kvCacheTokens !== undefined) options.kvCacheTokens = settings.kvCacheTokens;
   if (settings.maxSequences !== undefined) options.maxSequences = settings.maxSequences;
   if (settings.prefixCacheSnapshots !== undefined) options.prefixCacheSnapshots = settings.prefixCacheSnapshots;
+  if (settings.projector !== undefined) options.projector = settings.projector;
   return options;
 }

@@ -8,7 +8,14 @@ import { listCachedModels, removeCachedModel } from "./cached.js";
 import { hubConfig } from "./config.js";
 import type { DownloadProgress } from "./download.js";
 import { HubError } from "./errors.js";
-import { downloadHubModel, ensureHubModel, remoteModelSource, resolveHubModel, type DownloadOptions } from "./resolve.js";
+import {
+  downloadHubModel,
+  ensureHubModel,
+  ensureHubProjector,
+  remoteModelSource,
+  resolveHubModel,
+  type DownloadOptions,
+} from "./resolve.js";
 import { sha256Hex, startMockHub, type MockHub, mockHubEnv } from "./testing/mock-hub.js";
 
 const MODEL = synthesizeQwen35(QWEN35_TINY_SHAPE);
@@ -94,6 +101,22 @@ describe("pulling into the Hugging Face cache layout", () => {
     const paths = await downloadHubModel(resolved, options({ mmproj: true }));
     expect(paths.map((p) => path.basename(p))).toEqual([FILE, "mmproj-F16.gguf"]);
     expect((await caught(downloadHubModel(resolved, options({ mtp: true })))).message).toContain("has no separate MTP drafter");
+  });
+
+  it("ensureHubProjector fetches the projector alone, also for a model pulled before without it", async () => {
+    await ensureHubModel(`hf:${REPO}`, options());
+    const file = await ensureHubProjector(`hf:${REPO}`, options());
+    expect(path.basename(file)).toBe("mmproj-F16.gguf");
+    expect(sha256Hex(fs.readFileSync(file))).toBe(sha256Hex(OTHER));
+    expect(cdnGets()).toBe(1); // the model once, by ensureHubModel
+    // from the cache now, without the network
+    const seen = hub.requests.length;
+    expect(await ensureHubProjector(`hf:${REPO}`, options())).toBe(file);
+    expect(hub.requests.length).toBe(seen);
+    env.HF_TOKEN = TOKEN;
+    const none = await caught(ensureHubProjector("hf:qwen/gated-GGUF", options()));
+    expect(none.code).toBe("HUB_NO_MATCHING_FILE");
+    expect(none.message).toContain("has no vision projector (mmproj-*.gguf)");
   });
 
   it("reads the GGUF header over Range requests without downloading the file", async () => {

@@ -10,6 +10,7 @@ export {
   resolveHubModel,
   downloadHubModel,
   ensureHubModel,
+  ensureHubProjector,
   filesToFetch,
   remoteModelSource,
   readHubModelHeader,

@@ -223,6 +223,22 @@ export async function ensureHubModel(reference: string, options: DownloadOptions
   return resolved;
 }
 
+/**
+ * The vision projector (`mmproj-*.gguf`) of an `hf:` repository, on disk: the reference resolved as for its model,
+ * but only the projector downloaded (the model's files are not fetched). A snapshot in the cache without the
+ * projector (a model pulled without `--mmproj`) is looked up on the Hub again unless HF_HUB_OFFLINE=1.
+ * HUB_NO_MATCHING_FILE when the repository has none. Returns the projector's path.
+ */
+export async function ensureHubProjector(reference: string, options: DownloadOptions & ResolveOptions = {}): Promise<string> {
+  let resolved = await resolveHubModel(reference, options);
+  if (resolved.fromCache && resolved.mmproj === undefined && !hubClient(options).config.offline) {
+    resolved = await resolveHubModel(reference, { ...options, preferCache: false });
+  }
+  const projectorOnly: ResolvedHubModel = { ...resolved, model: { ...resolved.model, files: [] } };
+  const [file] = await downloadHubModel(projectorOnly, { ...options, mmproj: true, mtp: false });
+  return file!;
+}
+
 /** Shard `shard` (0-based; the first or only file by default) of the model read over HTTP Range requests, for its GGUF header: nothing downloaded. */
 export function remoteModelSource(resolved: ResolvedHubModel, options: HubOptions = {}, shard = 0): RemoteSource {
   const file = resolved.model.files[shard];

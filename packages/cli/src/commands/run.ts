@@ -1,11 +1,29 @@
 import fs from "node:fs";
 import path from "node:path";
-import { checkJsonSchema, ConstraintError, Engine, type GenerateParams, type GenerationResult } from "@keepquant/engine";
+import {
+  checkJsonSchema,
+  ConstraintError,
+  type EncodedImage,
+  Engine,
+  type GenerateParams,
+  type GenerationResult,
+  type MultimodalPrompt,
+} from "@keepquant/engine";
 import { defaultModelInfo } from "@keepquant/default-model";
 import { CliUsageError, defineCommand, toJson, write, type CommandIo } from "../command.js";
 import { refuseUnlessFitsCpu } from "../residency-check.js";
 import { applyForcedThreads, chooseModel, ENGINE_OPTIONS, ENGINE_OPTIONS_HELP, resolveEngineOptions } from "./engine-options.js";
 import { decimalInteger, parseIntegerOption, parseNumberOption } from "./numeric-option.js";
+import {
+  encodeImageFile,
+  imageChatPrompt,
+  localProjectorFile,
+  noProjectorError,
+  parseProvider,
+  readImageFile,
+  VISION_OPTIONS,
+  VISION_OPTIONS_HELP,
+} from "./vision.js";
 
 /** Exit code after Ctrl-C (the shell convention: 128 + SIGINT). */
 export const EXIT_INTERRUPTED = 130;
@@ -47,6 +65,7 @@ export const GENERATION_OPTIONS = {
   "ignore-eog": { type: "boolean" },
   "thinking-budget": { type: "string" },
   ...ENGINE_OPTIONS,
+  ...VISION_OPTIONS,
 } as const;
 
 /** Help lines of GENERATION_OPTIONS shared by run and chat (after each command's own lines). */
@@ -58,6 +77,7 @@ export const GENERATION_OPTIONS_HELP: readonly string[] = [
   "--ignore-eog          keep generating after an end-of-generation token",
   "--thinking-budget N   most reasoning tokens before </think> is written (the prompt ends inside <think>)",
   ...ENGINE_OPTIONS_HELP,
+  ...VISION_OPTIONS_HELP,
 ];
 
 /** Parses the sampling part of GENERATION_OPTIONS (the engine part goes through resolveEngineOptions). */
@@ -124,13 +144,15 @@ export const command = defineCommand({
   name: "run",
   summary: "generate text with a qwen35 GGUF model (default: the embedded default model)",
   usage:
-    "run [model.gguf] (--prompt TEXT [--parse-special] | --prompt-ids 1,2,3) [--json-schema FILE] [--thinking-budget N] [--max-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S] [--ignore-eog] [--threads N] [--numerics llama|bf16] [--ctx N] [--kv-type f16|f32] [--flash-attn on|off] [--speculative mtp [--draft-tokens K] [--draft-vocab N]] [--force] [--json]",
+    "run [model.gguf] (--prompt TEXT [--parse-special] | --prompt-ids 1,2,3) [--json-schema FILE] [--thinking-budget N] [--max-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S] [--ignore-eog] [--threads N] [--numerics llama|bf16] [--ctx N] [--kv-type f16|f32] [--flash-attn on|off] [--speculative mtp [--draft-tokens K] [--draft-vocab N]] [--mmproj FILE [--image FILE]...] [--provider auto|ts] [--force] [--json]",
   help: [
     '--prompt TEXT         prompt text, tokenized as plain text ("<|im_start|>" stays text)',
     "--parse-special       turn special-token texts in --prompt into their tokens (trusted prompts)",
     "--prompt-ids IDS      prompt as comma-separated token ids",
     "--json-schema FILE    constrain the output to one JSON document valid for the JSON Schema in FILE",
     "--max-tokens N        tokens to generate (default 64; 1024 with --json-schema)",
+    "--image FILE          an image (PNG, JPEG, WebP, GIF) before the prompt in one user message, through the chat template",
+    "                      (repeatable, in order; needs --mmproj, as llama.cpp's mtmd-cli)",
     ...GENERATION_OPTIONS_HELP,
     "--json                print one JSON document instead of streaming text",
     "without model.gguf: the embedded default model (@keepquant/default-model: a small qwen35 trained on English fortunes)",
@@ -141,6 +163,7 @@ export const command = defineCommand({
     "prompt-ids": { type: "string" },
     "parse-special": { type: "boolean" },
     "json-schema": { type: "string" },
+    image: { type: "string", multiple: true },
     ...GENERATION_OPTIONS,
     json: { type: "boolean" },
   },
@@ -156,6 +179,16 @@ export const command = defineCommand({
     const numerics = engineOptions.options.numerics;
     const promptIds = hasIds ? parsePromptIds(values["prompt-ids"]!) : undefined;
     const json = values.json === true;
+    const provider = parseProvider(values.provider);
+    const imageFiles = values.image ?? [];
+    if (imageFiles.length > 0) {
+      if (values.mmproj === undefined) throw noProjectorError("--image");
+      if (hasIds) throw new CliUsageError("--image goes into a chat message with --prompt TEXT, not --prompt-ids");
+      if (values["parse-special"])
+        throw new CliUsageError("--image renders the prompt through the chat template: --parse-special does not apply");
+    }
+    // read before anything loads: a missing file is said at once
+    const imageBytes = await Promise.all(imageFiles.map(readImageFile));
 
     const model = await chooseModel(positionals, io);
     const synthetic = model.isDefault && defaultModelInfo().synthetic;
@@ -165,7 +198,13 @@ export const command = defineCommand({
     await applyForcedThreads(engineOptions);
     const progress = progressReporter(io, path.basename(modelPath));
     const loadStarted = performance.now();
-    const options = { ...engineOptions.options, onProgress: progress.onProgress };
+    const projector = values.mmproj === undefined ? undefined : await localProjectorFile(values.mmproj, io);
+    const options = {
+      ...engineOptions.options,
+      ...(provider === undefined ? {} : { provider }),
+      ...(projector === undefined ? {} : { projector }),
+      onProgress: progress.onProgress,
+    };
     await refuseUnlessFitsCpu(modelPath, options, { force: values.force === true, io });
     const engine = await Engine.load(modelPath, options);
     progress.finish();
@@ -173,10 +212,37 @@ export const command = defineCommand({
     try {
       const loadStats = engine.stats();
       if (!json) {
-        write(io.stderr, `loaded ${modelPath} in ${Math.round(loadMs)} ms (${numerics} numerics)`);
+        write(
+          io.stderr,
+          `loaded ${modelPath}${projector === undefined ? "" : ` and the projector ${projector}`} in ${Math.round(loadMs)} ms (${numerics} numerics)`,
+        );
         for (const line of loadStats.diagnostics) write(io.stderr, `note: ${line}`);
       }
-      const prompt = promptIds ?? engine.tokenize(values.prompt!, values["parse-special"] === true);
+      let prompt: number[] | MultimodalPrompt;
+      let promptTokens: number[];
+      let images: { file: string; tokens: number; gridWidth: number; gridHeight: number }[] | undefined;
+      if (imageFiles.length > 0) {
+        const tokenizer = engine.tokenizer;
+        if (!tokenizer) throw new CliUsageError(`${modelPath} has no usable tokenizer: --image needs its chat template`);
+        const encoded = new Map<Uint8Array, EncodedImage>();
+        for (const [i, bytes] of imageBytes.entries()) encoded.set(bytes, await encodeImageFile(engine, imageFiles[i]!, bytes));
+        // the images first, then the text, in one user message (mtmd-cli's --image)
+        const content = [
+          ...imageBytes.map((image) => ({ type: "image" as const, image })),
+          { type: "text" as const, text: values.prompt! },
+        ];
+        const chat = imageChatPrompt(tokenizer, [{ role: "user", content }], encoded);
+        prompt = chat.prompt;
+        promptTokens = chat.textIds;
+        images = imageFiles.map((file, i) => {
+          const image = encoded.get(imageBytes[i]!)!;
+          return { file, tokens: image.tokens, gridWidth: image.gridWidth, gridHeight: image.gridHeight };
+        });
+        if (!json) write(io.stderr, `images: ${images.map((image) => `${image.file} (${image.tokens} tokens)`).join(", ")}`);
+      } else {
+        prompt = promptIds ?? engine.tokenize(values.prompt!, values["parse-special"] === true);
+        promptTokens = prompt;
+      }
       const controller = new AbortController();
       let interrupted = false;
       const onSigint = (): void => {
@@ -214,7 +280,8 @@ export const command = defineCommand({
             synthetic,
             numerics,
             contextLength: engine.contextLength,
-            promptTokens: prompt,
+            promptTokens,
+            ...(images ? { images } : {}),
             tokens: result.tokens,
             text: result.text,
             stopReason: result.stopReason,
