@@ -1,6 +1,6 @@
 /**
  * Images through the real `ai` package: user image parts on the parity fixture model with the parity projector
- * (written by our synthesizer into a temp dir) on the TypeScript forward, held to llama.cpp's mtmd greedy tokens
+ * (written by our synthesizer into a temp dir) on the default provider, held to llama.cpp's mtmd greedy tokens
  * (goldens/vision); the refusals as the AI SDK's typed errors; image URLs only when the settings allow them.
  */
 import fs from "node:fs";
@@ -26,8 +26,8 @@ const GOLDEN = manifest.cases.find((c) => c.name === "f32-96x96")!;
 const PROMPT = "Describe the picture.";
 const PNG = new Uint8Array(fs.readFileSync(path.join(GOLDENS, "inputs", "pattern-96x96.png")));
 const OTHER_PNG = new Uint8Array(fs.readFileSync(path.join(GOLDENS, "inputs", "pattern-64x160.png")));
-/** The goldens' settings (F32 K/V, flash attention off) on the TypeScript forward, one thread. */
-const SETTINGS = { threads: 1, engine: { provider: "ts", kvType: "f32", flashAttention: false } } as const;
+/** The goldens' settings (F32 K/V, flash attention off) on the default provider, one thread. */
+const SETTINGS = { threads: 1, engine: { kvType: "f32", flashAttention: false } } as const;
 const CALL = { maxOutputTokens: GOLDEN.greedy.length, temperature: 0, providerOptions: { keepquant: { ignoreEog: true } } };
 
 const reason = parityFixturesUnavailableReason();
