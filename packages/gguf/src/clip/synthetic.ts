@@ -6,7 +6,7 @@
  * blocks of the requested type falls back per tensor as llama.cpp's quantizer does, and the result
  * says which.
  */
-import { open, writeFile } from "node:fs/promises";
+import { writeFile } from "node:fs/promises";
 import { GGML_TYPE_TRAITS, GgmlType, ggmlTypeName } from "../ggml-type.js";
 import type { GgufMetadataEntry } from "../types.js";
 import { GgufValueType } from "../value-type.js";
@@ -14,6 +14,7 @@ import { encodeGgufHeader, gguf, writeGguf } from "../writer.js";
 import { mulberry32 } from "../synthetic/random.js";
 import { parseProjector, type ProjectorConfig } from "./config.js";
 import { describeProjector, type ProjectorExpectedTensor } from "./tensors.js";
+import { writeHeaderOnlyFile } from "../synthetic/header-only.js";
 
 /** Shape and options of a synthetic projector. */
 export interface ProjectorSpec {
@@ -280,13 +281,5 @@ export async function writeProjectorHeaderOnly(
   spec: ProjectorSpec,
   options: Pick<ProjectorWriteOptions, "weightType"> = {},
 ): Promise<number> {
-  const { header, fileSize } = synthesizeProjectorHeader(spec, options);
-  const handle = await open(path, "w");
-  try {
-    await handle.write(header, 0, header.length, 0);
-    await handle.truncate(fileSize);
-  } finally {
-    await handle.close();
-  }
-  return fileSize;
+  return writeHeaderOnlyFile(path, synthesizeProjectorHeader(spec, options));
 }

@@ -9,6 +9,7 @@ import { GgufValueType } from "../value-type.js";
 import { encodeGgufHeader, gguf, writeGguf, type GgufTensorHeader } from "../writer.js";
 import { defaultQwen35Tokenizer, type Qwen35TokenizerSpec } from "./tokenizer.js";
 import type { Qwen35TensorTypeMix } from "./type-mix.js";
+import { writeHeaderOnlyFile } from "./header-only.js";
 
 /** Shape and options of a synthetic qwen35 model (all tensors F32). */
 export interface Qwen35Spec {
@@ -445,13 +446,5 @@ export function synthesizeQwen35HeaderSource(spec: Qwen35Spec, options: Qwen35He
  * bytes read as zeros and take no disk space). `options.types` gives the tensors other types than F32.
  */
 export async function writeQwen35HeaderOnly(path: string, spec: Qwen35Spec, options: Qwen35HeaderOptions = {}): Promise<number> {
-  const { header, fileSize } = synthesizeQwen35Header(spec, options);
-  const handle = await open(path, "w");
-  try {
-    await handle.write(header, 0, header.length, 0);
-    await handle.truncate(fileSize);
-  } finally {
-    await handle.close();
-  }
-  return fileSize;
+  return writeHeaderOnlyFile(path, synthesizeQwen35Header(spec, options));
 }
