@@ -7,8 +7,9 @@
  *
  * The npm build of llama.cpp has no mtmd: pass `--mtmd-cli PATH`, a `llama-mtmd-cli` built from the
  * oracle's release (node-llama-cpp's bundled source, see docs/benchmarks/vision.md). Its own timing lines
- * are read: "image slice encoded in N ms" and llama_perf's "prompt eval time" (every prompt batch, the
- * image's and the text's). Without it only keepquant's rows are printed.
+ * are read: "mtmd batch encoding done in N ms" (the encode), and its time to first token is taken from
+ * the log's timestamp of the encode's start to the end of the process (one token generated: a slight
+ * overestimate, the exit included). Without it only keepquant's rows are printed.
  *
  *   pnpm --filter @keepquant/bench bench:vision -- [--mtmd-cli PATH] [--repeat 3] [--threads 2] [--type q8_0|f16]
  */
@@ -99,6 +100,7 @@ try {
         ours.ttft.push(t1 - t0 + (performance.now() - t2));
         engine.clearPrefixCache();
         if (mtmdCli) {
+          const w0 = performance.now();
           const run = spawnSync(
             mtmdCli,
             [
@@ -122,14 +124,17 @@ try {
             ],
             { encoding: "utf8", maxBuffer: 64 * 2 ** 20 },
           );
+          const wall = performance.now() - w0;
           const text = `${run.stdout}\n${run.stderr}`;
-          const encoded = /image slice encoded in (\d+) ms/.exec(text);
-          const prompt = /prompt eval time =\s*([\d.]+) ms/.exec(text);
+          // its log lines carry the time since the process started (minutes.seconds.ms.us)
+          const start = /(\d+)\.(\d+)\.(\d+)\.\d+ I encoding mtmd batch/.exec(text);
+          const encoded = /mtmd batch encoding done in (\d+) ms/.exec(text);
           const tokens = /image_tokens->nx = (\d+)[\s\S]*?image_tokens->ny = (\d+)/.exec(text);
-          if (!encoded || !prompt) throw new Error(`llama-mtmd-cli printed no timings (exit ${run.status}):\n${text.slice(-2000)}`);
+          if (run.status !== 0 || !start || !encoded)
+            throw new Error(`llama-mtmd-cli printed no timings (exit ${run.status}):\n${text.slice(-2000)}`);
           theirs.encode.push(Number(encoded[1]));
-          // llama_perf's prompt eval counts every prompt batch, the image's included
-          theirs.ttft.push(Number(encoded[1]) + Number(prompt[1]));
+          // from the start of the image's encode to the process's end (its one token sampled, then exit)
+          theirs.ttft.push(wall - (Number(start[1]) * 60_000 + Number(start[2]) * 1000 + Number(start[3])));
           if (tokens) theirs.tokens = Number(tokens[1]) * Number(tokens[2]);
         }
       }
