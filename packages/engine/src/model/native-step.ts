@@ -7,7 +7,6 @@
  * and GDN state planes of the engine's pools (natively allocated), and owns only its scratch.
  */
 import type { ModelDescription, TensorDescription } from "@keepquant/gguf";
-import { EngineOptionError } from "../errors.js";
 import type { PagedKvCache } from "../kv/paged-kv.js";
 import { modelDescription } from "./config.js";
 import type { GdnStatePool } from "../kv/state-pool.js";

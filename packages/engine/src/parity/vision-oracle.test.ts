@@ -102,24 +102,35 @@ describe.skipIf(reason !== undefined)(`vision against llama.cpp's mtmd${reason ?
         expect(ours.flat()).toEqual(theirs.flat());
       });
 
-      it.each(["ts", "auto"] as const)("provider %s: the encoder's embeddings match mtmd's, and the engine generates llama.cpp's greedy tokens", async (provider) => {
-        const { model, projector, png, golden } = await setup;
-        const engine = await Engine.load(model, { projector, provider, kvType: "f32", flashAttention: false });
-        try {
-          expect(engine.stats().providers.vision).toBe(provider === "ts" || !native.nativeAddon() ? "ts-spec" : `cpu-native-vision-${native.getNativeIsa()}`);
-          const image = await engine.encodeImage(png);
-          expect(image.tokens).toBe(c.embeddings.tokens);
-          expect(relativeError(image.embeddings, golden)).toBeLessThan(2e-4);
-          const chat = encodeMultimodalChat(engine.tokenizer!, [
-            { role: "user", content: [{ type: "image", image: png }, { type: "text", text: "Describe the picture." }] },
-          ]);
-          const pieces = chat.pieces.map((p) => (Array.isArray(p) ? p : image));
-          const result = await engine.generateToEnd({ pieces }, { maxTokens: c.greedy.length, temperature: 0, ignoreEog: true });
-          expect(result.tokens).toEqual(c.greedy);
-        } finally {
-          engine.dispose();
-        }
-      });
+      it.each(["ts", "auto"] as const)(
+        "provider %s: the encoder's embeddings match mtmd's, and the engine generates llama.cpp's greedy tokens",
+        async (provider) => {
+          const { model, projector, png, golden } = await setup;
+          const engine = await Engine.load(model, { projector, provider, kvType: "f32", flashAttention: false });
+          try {
+            expect(engine.stats().providers.vision).toBe(
+              provider === "ts" || !native.nativeAddon() ? "ts-spec" : `cpu-native-vision-${native.getNativeIsa()}`,
+            );
+            const image = await engine.encodeImage(png);
+            expect(image.tokens).toBe(c.embeddings.tokens);
+            expect(relativeError(image.embeddings, golden)).toBeLessThan(2e-4);
+            const chat = encodeMultimodalChat(engine.tokenizer!, [
+              {
+                role: "user",
+                content: [
+                  { type: "image", image: png },
+                  { type: "text", text: "Describe the picture." },
+                ],
+              },
+            ]);
+            const pieces = chat.pieces.map((p) => (Array.isArray(p) ? p : image));
+            const result = await engine.generateToEnd({ pieces }, { maxTokens: c.greedy.length, temperature: 0, ignoreEog: true });
+            expect(result.tokens).toEqual(c.greedy);
+          } finally {
+            engine.dispose();
+          }
+        },
+      );
 
       it("fed mtmd's embeddings, the logits after the image are llama.cpp's (teacher-forced)", async () => {
         const { model, golden } = await setup;
