@@ -80,8 +80,10 @@ export {
   preprocessRgb,
   pixelLimitsForTokens,
   type RgbImage,
+  type ImageSize,
+  type TargetSizeOptions,
 } from "./vision/image/index.js";
-export * as visionImage from "./vision/image/index.js";
+export { visionImage } from "./vision/image/parts.js";
 // The parity gate is `@keepquant/engine/parity` and the benchmark `@keepquant/engine/bench` (their own
 // entries); the parity fixtures, oracle goldens and test helpers are dev-only and live under tools/.
 // Prompts with images: encoded images placed among token runs (Engine.generate's MultimodalPrompt)
