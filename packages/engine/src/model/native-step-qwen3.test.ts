@@ -11,7 +11,7 @@ import * as native from "@keepquant/tt-native";
 import { describe, expect, it } from "vitest";
 import { type KvType, PagedKvCache } from "../kv/paged-kv.js";
 import { GdnStatePool } from "../kv/state-pool.js";
-import { expectNativeEqualsSpec, IMAGE_SCHEDULE, loadFileWeights, pinNativeLibm, stepCasesFor } from "./test-support.js";
+import { expectNativeEqualsSpec, loadFileWeights, pinNativeLibm, stepCasesFor } from "./test-support.js";
 import type { ModelWeights } from "./weights.js";
 
 function skipReason(): string | undefined {
@@ -46,14 +46,6 @@ describe.skipIf(reason !== undefined)(
           }
         });
       }
-      // qwen3 has no M-RoPE sections (every pair turns with t): image rows and lagging text positions still apply
-      it(`${model} (Q4_K_M): image embedding rows and (t, h, w) positions among text; every case`, async () => {
-        const file = await qwen3FixtureFile(model, "Q4_K_M");
-        for (const stepCase of stepCasesFor("Q4_K_M")) {
-          const weights = await loadFileWeights(file, stepCase.numerics);
-          await expectNativeEqualsSpec(weights, stepCase, (kvType) => pools(weights, kvType), IMAGE_SCHEDULE);
-        }
-      });
     }
   },
 );

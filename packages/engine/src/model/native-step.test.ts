@@ -80,7 +80,9 @@ describe.skipIf(reason !== undefined)("native step == TypeScript forward, bit fo
     });
   }
 
-  for (const fixture of PARITY_FIXTURES) {
+  // image rows and positions act before the layers and in RoPE, the same for every model: one model's three
+  // weight types (both numerics, both KV types, flash on and off); the ISA test below runs another model
+  for (const fixture of PARITY_FIXTURES.filter((f) => f.model === "tied-4l")) {
     it(`${fixture.name}: image embedding rows and M-RoPE (t, h, w) positions among text, prefill and decode`, async () => {
       const file = await parityFixtureFile(fixture);
       for (const stepCase of stepCasesFor(fixture.weightType)) {

@@ -76,7 +76,8 @@ describe.skipIf(reason !== undefined)(`vision against llama.cpp's mtmd${reason ?
         const projector = path.join(tmp, `${c.name}.mmproj.gguf`);
         await writeParityProjector(projector, c.projector.type);
         const png = new Uint8Array(fs.readFileSync(path.join(GOLDENS, c.image.file)));
-        const golden = new Float32Array(fs.readFileSync(path.join(GOLDENS, c.embeddings.file)).buffer.slice(0));
+        // a copy of exactly the file's bytes (a Buffer may be a view into a larger, shared ArrayBuffer)
+        const golden = new Float32Array(new Uint8Array(fs.readFileSync(path.join(GOLDENS, c.embeddings.file))).buffer);
         return { model, projector, png, golden };
       })();
 
