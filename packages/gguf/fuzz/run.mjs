@@ -4,6 +4,7 @@
 //   pnpm fuzz -- --time 600      # 10 minutes
 //   pnpm fuzz -- --runs 5000     # a fixed number of inputs (the CI smoke run)
 //   pnpm fuzz -- --target file-source   # the chunked file path (FileSource, files changing size, short reads)
+//   pnpm fuzz -- --timeout 120   # seconds one input may take before libFuzzer calls it a hang (default 10)
 //
 // Prints one line `fuzz: <cases> cases in <s> s, <corpus> corpus entries, no finding` (exit 0) or
 // the finding (exit 1; the input is saved under fuzz/.cache/findings/). Seeds are small valid GGUF
@@ -31,6 +32,7 @@ const target = targetIndex < 0 ? "reader" : args[targetIndex + 1];
 if (target !== "reader" && target !== "file-source") throw new Error(`--target ${target}: expected reader or file-source`);
 const seed = option("seed");
 const seconds = option("time") ?? (runs === undefined ? 60 : undefined);
+const inputTimeout = option("timeout") ?? 10;
 
 // 1. the target, bundled to CommonJS so that Jazzer instruments the reader's code
 const dist = path.join(cache, "dist");
@@ -77,7 +79,7 @@ const libFuzzer = [
   ...(seconds === undefined ? [] : [`-max_total_time=${seconds}`]),
   ...(runs === undefined ? [] : [`-runs=${runs}`]),
   ...(seed === undefined ? [] : [`-seed=${seed}`]),
-  "-timeout=10",
+  `-timeout=${inputTimeout}`,
   "-max_len=65536",
   "-print_final_stats=1",
   `-artifact_prefix=${findings}${path.sep}`,

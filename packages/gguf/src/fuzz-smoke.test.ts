@@ -19,12 +19,18 @@ const skip = JAZZER_PLATFORMS.has(platform) ? undefined : `Jazzer.js ships no li
  * (2 December 2026): a vitest timeout, not a finding.
  */
 const HUNG_RUN_MS = 900_000;
+/**
+ * libFuzzer's per-input hang limit for these runs, in seconds: an input that loops for ever still fails, but
+ * one slow input on a loaded machine does not (with the default of 10, one input of a Node 24 run took longer
+ * while three packages' suites shared the 2 cores, 8 December 2026: a timeout, not a finding).
+ */
+const INPUT_TIMEOUT_S = "120";
 
 describe("fuzzing the GGUF reader (Jazzer.js, libFuzzer)", () => {
   it.skipIf(skip !== undefined)(
     `smoke: 3000 inputs, no crash, hang or untyped error${skip ? ` (skipped: ${skip})` : ""}`,
     () => {
-      const result = spawnSync(process.execPath, [path.join(root, "fuzz", "run.mjs"), "--runs", "3000"], {
+      const result = spawnSync(process.execPath, [path.join(root, "fuzz", "run.mjs"), "--runs", "3000", "--timeout", INPUT_TIMEOUT_S], {
         cwd: root,
         encoding: "utf8",
         env: { ...process.env, PATH: `${path.join(root, "..", "..", "node_modules", ".bin")}${path.delimiter}${process.env.PATH}` },
@@ -42,7 +48,7 @@ describe("fuzzing the GGUF reader (Jazzer.js, libFuzzer)", () => {
     () => {
       const result = spawnSync(
         process.execPath,
-        [path.join(root, "fuzz", "run.mjs"), "--target", "file-source", "--runs", "1000", "--seed", "1"],
+        [path.join(root, "fuzz", "run.mjs"), "--target", "file-source", "--runs", "1000", "--seed", "1", "--timeout", INPUT_TIMEOUT_S],
         {
           cwd: root,
           encoding: "utf8",
