@@ -247,12 +247,10 @@ export class Engine {
    */
   async loadProjector(source: string | Uint8Array): Promise<void> {
     if (this.disposed) throw new EngineError("ENGINE_DISPOSED", "engine is disposed");
-    this.vision = await VisionRuntime.open(
-      source,
-      this.weights.config,
-      { provider: this.options.provider, threads: this.options.threads },
-      this.diagnostics,
-    );
+    const vision = await VisionRuntime.open(source, this.weights.config, { provider: this.options.provider }, this.diagnostics);
+    // a projector loaded before is released (its native encoder once its encodes are done)
+    this.vision?.dispose();
+    this.vision = vision;
     Object.assign(this.opProviders, this.vision.providers);
   }
 

@@ -4,21 +4,13 @@
  * and the path from image bytes to an `EncodedImage` (decode, llama.cpp's resize and normalization,
  * the encoder).
  */
-import {
-  assertProjectorLoadable,
-  GGML_TYPE_TRAITS,
-  type GgmlType,
-  type ProjectorConfig,
-  projectorLoadPlan,
-  readGguf,
-} from "@keepquant/gguf";
-import type { MatmulProvider } from "@keepquant/quant";
+import { assertProjectorLoadable, GGML_TYPE_TRAITS, type ProjectorConfig, projectorLoadPlan, readGguf } from "@keepquant/gguf";
 import { EngineError, EngineLoadError } from "../errors.js";
 import { mappedTensorBytes, readTensorSource, type TensorBytes } from "../model/load.js";
 import { loadTtNative } from "../model/native-module.js";
 import { typescriptProviders } from "../model/providers.js";
-import { VisionEncoderSpec, type VisionEncoderDims, type VisionInput, type VisionMatmul, type VisionOutput } from "./encoder/encoder.js";
-import { NativeVisionEncoder, type VisionEncoder } from "./encoder/native.js";
+import type { VisionEncoderDims, VisionEncoderWeights, VisionInput, VisionOutput } from "./encoder/encoder.js";
+import { NativeVisionEncoder, selectVisionEncoder, type VisionEncoder } from "./encoder/native.js";
 import { bindVisionWeights } from "./encoder/weights.js";
 import { preprocessImage } from "./image/image.js";
 import type { ImageDecodeLimits } from "./image/decode.js";
@@ -32,16 +24,15 @@ export interface VisionLanguageModel {
 }
 
 export interface VisionRuntimeOptions {
-  /** `auto`: the native matmul kernels when the addon loads; `ts`: the TypeScript reference. */
+  /** `auto`: the native encoder when the addon loads (on its thread pool); `ts`: the TypeScript specification. */
   provider: "auto" | "ts";
-  threads?: number | undefined;
 }
 
 export class VisionRuntime {
   private constructor(
     readonly config: ProjectorConfig,
     private readonly encoder: VisionEncoder,
-    /** the matmul provider per weight type (`stats().providers`) */
+    /** which encoder runs (`stats().providers.vision`) */
     readonly providers: Readonly<Record<string, string>>,
   ) {}
 
@@ -68,49 +59,11 @@ export class VisionRuntime {
         field: "clip.use_gelu",
       });
     }
-    let bytes: TensorBytes = readTensorSource(source);
-    const candidates: MatmulProvider[] = [];
-    let native: NonNullable<Awaited<ReturnType<typeof loadTtNative>>["native"]> | undefined;
-    if (options.provider === "auto") {
-      const loaded = await loadTtNative();
-      native = loaded.native;
-      if (loaded.native) {
-        if (typeof source === "string") bytes = mappedTensorBytes(loaded.native.mapFile(source));
-        const { createNativeMatmulProviders } = await import("../model/native-provider.js");
-        candidates.push(...(await createNativeMatmulProviders("llama", options.threads, diagnostics)));
-      } else {
-        diagnostics.push(`vision: native CPU provider unavailable (${loaded.reason}); the TypeScript reference encodes images`);
-      }
-    }
-    candidates.push(...typescriptProviders("llama", diagnostics));
-    candidates.sort((a, b) => b.priority - a.priority);
-    const deepstack = plan.description.deepstackLayers;
-    const weights = await bindVisionWeights(file, bytes, config.blockCount, deepstack);
-    const chosen = new Map<GgmlType, MatmulProvider>();
-    const providerOf = (type: GgmlType): MatmulProvider => {
-      let p = chosen.get(type);
-      if (!p) {
-        p = candidates.find((c) => c.supports(type));
-        if (!p)
-          throw new EngineLoadError(
-            "ENGINE_UNSUPPORTED_TYPE",
-            `no matmul provider computes ${GGML_TYPE_TRAITS[type].name} projector weights`,
-            { field: "projector" },
-          );
-        chosen.set(type, p);
-      }
-      return p;
-    };
-    const matmul: VisionMatmul = (weight, x, m, y) => {
-      providerOf(weight.type).matmulBTQuantGrouped({ x, xGroups: 1, m, weight, p: 1, out: y });
-    };
-    // every weight's provider is chosen now: an unsupported type fails the load, not the first image
-    const matrices = [weights.patch[0], weights.patch[1], weights.mm0.weight, weights.mm2.weight];
-    for (const l of weights.layers) {
-      matrices.push(l.qkv.weight, l.out.weight, l.up.weight, l.down.weight);
-      if (l.deepstack) matrices.push(l.deepstack.fc1.weight, l.deepstack.fc2.weight);
-    }
-    for (const w of matrices) providerOf(w.type);
+    const loaded = options.provider === "auto" ? await loadTtNative() : undefined;
+    // memory-mapped with the addon (weights are views of the page cache), else read tensor by tensor
+    const bytes: TensorBytes =
+      loaded?.native && typeof source === "string" ? mappedTensorBytes(loaded.native.mapFile(source)) : readTensorSource(source);
+    const weights = await bindVisionWeights(file, bytes, config.blockCount, plan.description.deepstackLayers);
     const dims: VisionEncoderDims = {
       patchSize: config.patchSize,
       hidden: config.hiddenSize,
@@ -121,15 +74,10 @@ export class VisionRuntime {
       projection: config.projectionDim,
       positionSide: config.positionGrid,
     };
-    if (native) {
-      // the whole encoder on the native thread pool: the specification's bits (its tests), off the JS thread
-      return new VisionRuntime(config, new NativeVisionEncoder(dims, weights, native), {
-        vision: `cpu-native-vision-${native.getNativeIsa()}`,
-      });
-    }
-    const providers: Record<string, string> = { vision: "ts-spec" };
-    for (const [type, p] of chosen) providers[`vision-${GGML_TYPE_TRAITS[type].name}`] = p.name;
-    return new VisionRuntime(config, new VisionEncoderSpec(dims, weights, matmul), providers);
+    const selection = await selectVisionEncoder(dims, weights, { provider: options.provider });
+    if (selection.reason && options.provider === "auto") diagnostics.push(`vision: ${selection.reason}`);
+    if (!(selection.encoder instanceof NativeVisionEncoder)) checkSpecTypes(weights);
+    return new VisionRuntime(config, selection.encoder, { vision: selection.provider });
   }
 
   private inFlight = 0;
@@ -191,4 +139,24 @@ export class VisionRuntime {
 /** Whether rotary sections turn pairs with an image's rows and columns (h and w sections): text-only models have none. */
 export function hasMultimodalRope(sections: readonly number[]): boolean {
   return (sections[1] ?? 0) > 0 || (sections[2] ?? 0) > 0;
+}
+
+/** The specification's matmuls (the TypeScript llama provider) take every matrix, or the load fails naming the type. */
+function checkSpecTypes(weights: VisionEncoderWeights): void {
+  const provider = typescriptProviders("llama", [])[0]!;
+  const matrices = [weights.patch[0], weights.patch[1], weights.mm0.weight, weights.mm2.weight];
+  for (const l of weights.layers) {
+    matrices.push(l.qkv.weight, l.out.weight, l.up.weight, l.down.weight);
+    if (l.deepstack) matrices.push(l.deepstack.fc1.weight, l.deepstack.fc2.weight);
+  }
+  const refused = matrices.find((w) => !provider.supports(w.type));
+  if (refused) {
+    throw new EngineLoadError(
+      "ENGINE_UNSUPPORTED_TYPE",
+      `no matmul provider computes ${GGML_TYPE_TRAITS[refused.type].name} projector weights`,
+      {
+        field: "projector",
+      },
+    );
+  }
 }
